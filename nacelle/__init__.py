@@ -1,0 +1,103 @@
+"""nacelle: a synchronous, minimal-dependency agent SDK.
+
+An agent is a loop around a model with tools attached; nacelle is one tested
+version of that loop. A run is a generator of typed events; nothing in the core
+prints, and diagnostics go to the ``nacelle`` logger (which has a NullHandler, so
+nothing appears unless the application configures logging).
+
+``import nacelle`` loads the standard library and nacelle's own core modules only:
+``requests`` and ``jsonschema`` are imported where they are first used, so the
+package is cheap to import and works when vendored as a bare folder.
+"""
+
+import logging as _logging
+
+from .backend import DEFAULT_MAX_TOKENS as DEFAULT_MAX_TOKENS
+from .backend import Backend as Backend
+from .backend import Capabilities as Capabilities
+from .backend import Effort as Effort
+from .backend import MCPServer as MCPServer
+from .backend import Request as Request
+from .backend import RunContext as RunContext
+from .backend import Thinking as Thinking
+from .errors import APIError as APIError
+from .errors import Cancelled as Cancelled
+from .errors import ConfigError as ConfigError
+from .errors import NacelleError as NacelleError
+from .errors import RetryBudgetExceeded as RetryBudgetExceeded
+from .errors import StreamError as StreamError
+from .errors import StreamTruncated as StreamTruncated
+from .errors import TransportError as TransportError
+from .errors import Unsupported as Unsupported
+from .errors import attempt as attempt
+from .errors import retryable as retryable
+from .errors import transient as transient
+from .events import Event as Event
+from .events import Kind as Kind
+from .events import Stop as Stop
+from .events import ToolEvent as ToolEvent
+from .events import Usage as Usage
+from .messages import Finish as Finish
+from .messages import Image as Image
+from .messages import Message as Message
+from .messages import ProviderBlock as ProviderBlock
+from .messages import Reasoning as Reasoning
+from .messages import Role as Role
+from .messages import Text as Text
+from .messages import ToolCall as ToolCall
+from .messages import ToolResult as ToolResult
+from .messages import assistant_text as assistant_text
+from .messages import dumps as dumps
+from .messages import loads as loads
+from .messages import trim as trim
+from .messages import user_text as user_text
+from .tools import Tool as Tool
+from .tools import ToolContext as ToolContext
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "APIError",
+    "Backend",
+    "Cancelled",
+    "Capabilities",
+    "ConfigError",
+    "DEFAULT_MAX_TOKENS",
+    "Effort",
+    "Event",
+    "Finish",
+    "Image",
+    "Kind",
+    "MCPServer",
+    "Message",
+    "NacelleError",
+    "ProviderBlock",
+    "Reasoning",
+    "Request",
+    "RetryBudgetExceeded",
+    "Role",
+    "RunContext",
+    "Stop",
+    "StreamError",
+    "StreamTruncated",
+    "Text",
+    "Thinking",
+    "Tool",
+    "ToolCall",
+    "ToolContext",
+    "ToolEvent",
+    "ToolResult",
+    "TransportError",
+    "Unsupported",
+    "Usage",
+    "assistant_text",
+    "attempt",
+    "dumps",
+    "loads",
+    "retryable",
+    "transient",
+    "trim",
+    "user_text",
+]
+
+_logging.getLogger(__name__).addHandler(_logging.NullHandler())

@@ -1,0 +1,198 @@
+"""The exception tree, and the three functions that classify a failure.
+
+Every error nacelle raises on purpose is a :class:`NacelleError`, named for what
+happened rather than where::
+
+    NacelleError
+    ├── ConfigError (also ValueError)   the caller asked for something invalid
+    ├── ConversationError (also ValueError)  saved conversation JSON that cannot be read
+    ├── Unsupported                     the backend cannot do a requested feature
+    ├── APIError                        the provider answered with an HTTP error status
+    ├── TransportError                  no usable response: refused, reset, timed out
+    ├── StreamError                     a 200 stream carried an error, stalled, or made no sense
+    │   └── StreamTruncated             the body ended before the stream's final event
+    ├── Cancelled                       the run was cancelled (or reached its deadline)
+    └── RetryBudgetExceeded             the retry budget's wall-clock deadline passed
+
+``nacelle.mcp.MCPError`` (raised by the local MCP client) is a ``NacelleError`` too.
+
+Whether a failure is worth another attempt is a property of the failure, so it
+lives here: :func:`transient` marks an error as worth retrying, :func:`retryable`
+answers the question for any exception, and :func:`attempt` tells which attempt
+failed. ``retryable`` says nothing about whether output was already shown; acting on
+it only while nothing was yielded is ``Retry``'s rule.
+
+No error here ever holds an API key: messages are built from statuses, provider
+error types and short body previews, never from request headers.
+
+Leaf module: imports the standard library only.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, TypeVar
+
+__all__ = [
+    "APIError",
+    "Cancelled",
+    "ConfigError",
+    "ConversationError",
+    "NacelleError",
+    "RetryBudgetExceeded",
+    "StreamError",
+    "StreamTruncated",
+    "TransportError",
+    "Unsupported",
+    "attempt",
+    "retryable",
+    "transient",
+]
+
+E = TypeVar("E", bound=BaseException)
+
+# Statuses worth another request, as the official SDKs retry them: timeouts, lock
+# conflicts, rate limits and every server-side failure (529 "overloaded" included).
+RETRYABLE_STATUSES = frozenset({408, 409, 429}) | frozenset(range(500, 600))
+
+
+class NacelleError(Exception):
+    """The root of every error nacelle raises on purpose."""
+
+
+class ConfigError(NacelleError, ValueError):
+    """The caller configured something invalid: a missing backend, an empty system
+    prompt, a duplicate tool name, an unknown setting."""
+
+
+class ConversationError(NacelleError, ValueError):
+    """Conversation JSON given to ``loads`` is malformed; the message names the path
+    of the offending value (``[2].parts[0].type``, say)."""
+
+
+class Unsupported(NacelleError):
+    """A backend was asked for a feature its capabilities lack.
+
+    Raised at construction (or when a run starts, for conversation content), never
+    as a silent downgrade.
+    """
+
+    def __init__(self, backend: str, feature: str, hint: str = "") -> None:
+        self.backend = backend
+        self.feature = feature
+        self.hint = hint
+        message = f"backend {backend!r} does not support {feature}"
+        if hint:
+            message += f"; {hint}"
+        super().__init__(message)
+
+    def __reduce__(self):  # keep pickling working with the keyword-free signature
+        return (type(self), (self.backend, self.feature, self.hint))
+
+
+class APIError(NacelleError):
+    """The provider answered with an HTTP error status.
+
+    ``retryable`` follows the status rule (408, 409, 429, 5xx) unless the provider
+    said otherwise (``x-should-retry``).
+    """
+
+    def __init__(
+        self,
+        status: int,
+        type: str = "",
+        message: str = "",
+        request_id: str = "",
+        retry_after: Optional[float] = None,
+        *,
+        retryable: Optional[bool] = None,
+    ) -> None:
+        self.status = status
+        self.type = type
+        self.message = message
+        self.request_id = request_id
+        self.retry_after = retry_after
+        self.retryable = status in RETRYABLE_STATUSES if retryable is None else retryable
+        text = f"HTTP {status}"
+        if type:
+            text += f" {type}"
+        if message:
+            text += f": {message}"
+        if request_id:
+            text += f" (request id {request_id})"
+        super().__init__(text)
+
+    def __reduce__(self):
+        return (
+            _rebuild_api_error,
+            (self.status, self.type, self.message, self.request_id, self.retry_after,
+             self.retryable),
+        )
+
+
+def _rebuild_api_error(status, type, message, request_id, retry_after, retryable):
+    return APIError(status, type, message, request_id, retry_after, retryable=retryable)
+
+
+class TransportError(NacelleError):
+    """No usable response arrived: the connection was refused or reset before a
+    response, or a connect or read timeout passed. Always worth another attempt."""
+
+    retryable = True
+
+
+class StreamError(NacelleError):
+    """A 200 stream went wrong: an error event inside it, a stall with no progress,
+    or content that makes no sense (a data line that is not JSON, say)."""
+
+
+class StreamTruncated(StreamError):
+    """The body ended, or the connection dropped, before the stream's final event.
+
+    The answer is incomplete, and another attempt may well finish it.
+    """
+
+    retryable = True
+
+
+class Cancelled(NacelleError):
+    """The run was cancelled: by the caller's cancel event, by leaving the stream, or
+    because its deadline passed."""
+
+
+class RetryBudgetExceeded(NacelleError):
+    """The wall-clock budget given to ``Retry`` ran out.
+
+    Distinct from :class:`Cancelled`: nobody asked the run to stop, it ran out of time.
+    """
+
+
+def transient(err: E) -> E:
+    """Mark ``err`` as worth retrying and return it (``raise transient(StreamError(...))``)."""
+    err.__dict__["_nacelle_transient"] = True
+    return err
+
+
+def retryable(err: BaseException) -> bool:
+    """Tell whether another attempt might succeed where ``err`` failed.
+
+    True for errors marked :func:`transient`, objects whose ``retryable`` attribute is
+    true, :class:`TransportError` and :class:`StreamTruncated`; false for everything
+    else, cancellations included.
+    """
+    if isinstance(err, (Cancelled, RetryBudgetExceeded, KeyboardInterrupt)):
+        return False
+    if getattr(err, "__dict__", {}).get("_nacelle_transient"):
+        return True
+    if isinstance(err, (TransportError, StreamTruncated)):
+        return True
+    return getattr(err, "retryable", False) is True
+
+
+def attempt(err: BaseException) -> int:
+    """The attempt (1, 2, …) on which ``err`` happened; 0 when nothing retried it."""
+    return int(getattr(err, "__dict__", {}).get("_nacelle_attempt", 0))
+
+
+def _set_attempt(err: BaseException, number: int) -> None:
+    """Record the attempt number on ``err``; used by ``Retry``."""
+    err.__dict__["_nacelle_attempt"] = number

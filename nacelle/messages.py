@@ -1,0 +1,310 @@
+"""Conversations: Role, Message, the closed set of parts, and their JSON form.
+
+A conversation is a list of :class:`Message` values, each a role and a tuple of
+parts. The parts are a closed set of frozen dataclasses — consumers match on the
+type — and two of them carry provider state the core never interprets:
+``Reasoning.state`` (signatures, encrypted reasoning) and :class:`ProviderBlock`
+(server tool use, MCP blocks, search results). Both are replayed unchanged to the
+protocol that produced them and dropped for another.
+
+``ToolCall.input`` is the raw JSON text the model wrote, kept byte for byte: a
+provider that signs or caches a prefix must get back exactly what it sent.
+
+``dumps`` / ``loads`` are lossless (equal values after a round trip); ``loads``
+raises :class:`~nacelle.errors.ConversationError`, a ``ValueError``, naming the
+path of whatever it cannot read. ``trim`` returns ``(kept, dropped)`` where
+``dropped`` is the number of messages left out.
+
+Core module: imports the standard library, ``errors`` and ``events``.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass
+from typing import Any, Iterable, List, Sequence, Tuple, Union
+
+from .errors import ConversationError
+from .events import Stop
+
+__all__ = [
+    "Finish",
+    "Image",
+    "Message",
+    "Part",
+    "ProviderBlock",
+    "Reasoning",
+    "Role",
+    "Text",
+    "ToolCall",
+    "ToolResult",
+    "assistant_text",
+    "dumps",
+    "loads",
+    "trim",
+    "user_text",
+]
+
+
+class Role(str, enum.Enum):
+    """Who wrote a message."""
+
+    USER = "user"
+    ASSISTANT = "assistant"
+
+    def __repr__(self) -> str:
+        return f"Role.{self.name}"
+
+    __str__ = str.__str__
+
+
+@dataclass(frozen=True)
+class Text:
+    """Plain text."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Image:
+    """An image: its media type (``image/png``) and base64 data without a ``data:`` prefix."""
+
+    media_type: str
+    data: str
+
+    def __repr__(self) -> str:
+        return f"Image(media_type={self.media_type!r}, data=<{len(self.data)} base64 chars>)"
+
+
+@dataclass(frozen=True)
+class Reasoning:
+    """The model's reasoning. ``state`` is opaque provider state (a signature, the
+    encrypted form) replayed only to ``protocol``, the provider that produced it."""
+
+    text: str
+    state: str = ""
+    protocol: str = ""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A call the model asked for. ``input`` is the raw JSON text, byte for byte.
+
+    ``finished`` is false for a call whose input was cut off (the turn hit
+    max_tokens mid-call): it is kept so a reader can see it, and never sent back.
+    """
+
+    id: str
+    name: str
+    input: str
+    finished: bool = True
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """The answer to the call with the same ``id``; ``failed`` when it is an error."""
+
+    id: str
+    name: str
+    result: str
+    failed: bool = False
+
+
+@dataclass(frozen=True)
+class Finish:
+    """Why the assistant message before it ended; recorded by the loop, never sent."""
+
+    stop: Stop
+
+
+@dataclass(frozen=True)
+class ProviderBlock:
+    """A provider content block the core does not model, kept as its JSON text and
+    replayed unchanged to ``protocol``."""
+
+    protocol: str
+    data: str
+
+
+Part = Union[Text, Image, Reasoning, ToolCall, ToolResult, Finish, ProviderBlock]
+_PART_TYPES = (Text, Image, Reasoning, ToolCall, ToolResult, Finish, ProviderBlock)
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message: a role and a tuple of parts (a list given here becomes a tuple)."""
+
+    role: Role
+    parts: Tuple[Part, ...]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.role, Role):
+            try:
+                object.__setattr__(self, "role", Role(self.role))
+            except ValueError:
+                raise ConversationError(f"unknown role {self.role!r}") from None
+        if not isinstance(self.parts, tuple):
+            object.__setattr__(self, "parts", tuple(self.parts))
+        for part in self.parts:
+            if not isinstance(part, _PART_TYPES):
+                raise ConversationError(
+                    f"a message part must be one of {', '.join(t.__name__ for t in _PART_TYPES)};"
+                    f" got {type(part).__name__}"
+                )
+
+    @property
+    def text(self) -> str:
+        """The message's Text parts joined."""
+        return "".join(p.text for p in self.parts if isinstance(p, Text))
+
+    @property
+    def tool_calls(self) -> Tuple[ToolCall, ...]:
+        return tuple(p for p in self.parts if isinstance(p, ToolCall))
+
+    @property
+    def tool_results(self) -> Tuple[ToolResult, ...]:
+        return tuple(p for p in self.parts if isinstance(p, ToolResult))
+
+
+def user_text(text: str) -> Message:
+    """A user message holding one Text part."""
+    return Message(Role.USER, (Text(text),))
+
+
+def assistant_text(text: str) -> Message:
+    """An assistant message holding one Text part."""
+    return Message(Role.ASSISTANT, (Text(text),))
+
+
+def trim(conversation: Sequence[Message], keep: int) -> Tuple[List[Message], int]:
+    """Keep the newest messages, at most ``keep`` of them, without splitting a tool call
+    from its result.
+
+    Returns ``(kept, dropped)``: the new list and how many messages were left out.
+    When the cut lands between a call and its result, the result's message (and any
+    that follow carrying results) is dropped too, so the kept list never starts with
+    a ToolResult the provider would reject as orphaned. The input is not mutated.
+    """
+    if keep < 0:
+        raise ValueError(f"keep must be zero or more, got {keep}")
+    messages = list(conversation)
+    start = max(0, len(messages) - keep)
+    while start < len(messages) and any(
+        isinstance(p, ToolResult) for p in messages[start].parts
+    ):
+        start += 1
+    return messages[start:], start
+
+
+# -- JSON ------------------------------------------------------------------------
+
+def _part_to_json(part: Part) -> dict:
+    if isinstance(part, Text):
+        return {"type": "text", "text": part.text}
+    if isinstance(part, Image):
+        return {"type": "image", "media_type": part.media_type, "data": part.data}
+    if isinstance(part, Reasoning):
+        return {"type": "reasoning", "text": part.text, "state": part.state,
+                "protocol": part.protocol}
+    if isinstance(part, ToolCall):
+        return {"type": "tool_call", "id": part.id, "name": part.name,
+                "input": part.input, "finished": part.finished}
+    if isinstance(part, ToolResult):
+        return {"type": "tool_result", "id": part.id, "name": part.name,
+                "result": part.result, "failed": part.failed}
+    if isinstance(part, Finish):
+        return {"type": "finish", "stop": part.stop.value}
+    if isinstance(part, ProviderBlock):
+        return {"type": "provider_block", "protocol": part.protocol, "data": part.data}
+    raise TypeError(f"not a message part: {part!r}")
+
+
+def dumps(conversation: Iterable[Message]) -> str:
+    """The conversation as JSON text; :func:`loads` gives back equal values."""
+    return json.dumps(
+        [
+            {"role": m.role.value, "parts": [_part_to_json(p) for p in m.parts]}
+            for m in conversation
+        ],
+        ensure_ascii=False,
+    )
+
+
+# type name -> (class, {field: (python type, required)})
+_SCHEMA = {
+    "text": (Text, {"text": (str, True)}),
+    "image": (Image, {"media_type": (str, True), "data": (str, True)}),
+    "reasoning": (Reasoning, {"text": (str, True), "state": (str, False),
+                              "protocol": (str, False)}),
+    "tool_call": (ToolCall, {"id": (str, True), "name": (str, True), "input": (str, True),
+                             "finished": (bool, False)}),
+    "tool_result": (ToolResult, {"id": (str, True), "name": (str, True),
+                                 "result": (str, True), "failed": (bool, False)}),
+    "finish": (Finish, {"stop": (str, True)}),
+    "provider_block": (ProviderBlock, {"protocol": (str, True), "data": (str, True)}),
+}
+
+
+def _part_from_json(raw: Any, path: str) -> Part:
+    if not isinstance(raw, dict):
+        raise ConversationError(f"{path}: expected an object, got {type(raw).__name__}")
+    kind = raw.get("type")
+    if kind not in _SCHEMA:
+        raise ConversationError(f"{path}.type: unknown part type {kind!r}")
+    cls, fields = _SCHEMA[kind]
+    values = {}
+    for key, value in raw.items():
+        if key == "type":
+            continue
+        if key not in fields:
+            raise ConversationError(f"{path}.{key}: unknown field for a {kind} part")
+        expected, _ = fields[key]
+        if type(value) is not expected:
+            raise ConversationError(
+                f"{path}.{key}: expected {expected.__name__}, got {type(value).__name__}"
+            )
+        values[key] = value
+    for key, (_, required) in fields.items():
+        if required and key not in values:
+            raise ConversationError(f"{path}.{key}: missing")
+    if cls is Finish:
+        try:
+            values["stop"] = Stop(values["stop"])
+        except ValueError:
+            raise ConversationError(f"{path}.stop: unknown stop {values['stop']!r}") from None
+    return cls(**values)
+
+
+def loads(text: Union[str, bytes]) -> List[Message]:
+    """Read a conversation written by :func:`dumps`.
+
+    Raises :class:`~nacelle.errors.ConversationError` (a ``ValueError``) naming the
+    path of the first value it cannot read.
+    """
+    try:
+        raw = json.loads(text)
+    except ValueError as exc:
+        raise ConversationError(f"not JSON: {exc}") from None
+    if not isinstance(raw, list):
+        raise ConversationError(f"$: expected a list of messages, got {type(raw).__name__}")
+    messages = []
+    for i, item in enumerate(raw):
+        path = f"[{i}]"
+        if not isinstance(item, dict):
+            raise ConversationError(f"{path}: expected an object, got {type(item).__name__}")
+        extra = set(item) - {"role", "parts"}
+        if extra:
+            raise ConversationError(f"{path}.{sorted(extra)[0]}: unknown message field")
+        role = item.get("role")
+        if role not in ("user", "assistant"):
+            raise ConversationError(f"{path}.role: unknown role {role!r}")
+        parts = item.get("parts")
+        if not isinstance(parts, list):
+            raise ConversationError(f"{path}.parts: expected a list")
+        messages.append(
+            Message(Role(role), tuple(
+                _part_from_json(p, f"{path}.parts[{j}]") for j, p in enumerate(parts)
+            ))
+        )
+    return messages

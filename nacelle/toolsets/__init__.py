@@ -1,0 +1,1 @@
+"""Ready-made tool sets: local files and commands, web search and fetch."""
