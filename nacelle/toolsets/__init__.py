@@ -1,1 +1,32 @@
-"""Ready-made tool sets: local files and commands, web search and fetch."""
+"""Ready-made tool sets.
+
+- ``LocalTools`` (``nacelle.toolsets.files``): files under one root, and
+  ``run_command`` when allowed (``nacelle.toolsets.shell``).
+- ``web_search`` and ``web_fetch`` (``nacelle.toolsets.web``).
+
+Names load on first use, so ``import nacelle.toolsets`` imports nothing heavy.
+Outer ring: may import the core, never ``backends``.
+"""
+
+import importlib as _importlib
+
+_HOMES = {
+    "LocalTools": "files",
+    "web_fetch": "web",
+    "web_search": "web",
+}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name):
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'nacelle.toolsets' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_HOMES))
