@@ -24,6 +24,7 @@ Core module: imports the standard library, ``errors``, ``events`` and ``messages
 from __future__ import annotations
 
 import enum
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ except ImportError:  # pragma: no cover
 __all__ = [
     "DEFAULT_MAX_TOKENS",
     "Backend",
+    "CancelEvent",
     "Capabilities",
     "Effort",
     "MCPServer",
@@ -175,10 +177,65 @@ TurnFunction = Callable[
 ]
 
 
+class CancelEvent(threading.Event):
+    """A ``threading.Event`` that also calls back when it is set.
+
+    A thread blocked in a socket read cannot see a flag; the code that owns the
+    socket registers a callback (close the response) so that cancelling from another
+    thread unblocks it at once instead of at the next read timeout.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._callbacks_lock = threading.Lock()
+        self._callbacks: Dict[int, Callable[[], None]] = {}
+        self._next_key = 0
+
+    def set(self) -> None:
+        with self._callbacks_lock:
+            first = not self.is_set()
+            super().set()
+            callbacks = list(self._callbacks.values()) if first else []
+            self._callbacks.clear()
+        for callback in callbacks:
+            _call_quietly(callback)
+
+    def add_callback(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` once when the event is set (at once if it already is).
+
+        Returns a function that unregisters it.
+        """
+        with self._callbacks_lock:
+            if not self.is_set():
+                key = self._next_key
+                self._next_key += 1
+                self._callbacks[key] = callback
+                return lambda: self._remove(key)
+        _call_quietly(callback)
+        return _nothing
+
+    def _remove(self, key: int) -> None:
+        with self._callbacks_lock:
+            self._callbacks.pop(key, None)
+
+
+def _nothing() -> None:
+    return None
+
+
+def _call_quietly(callback: Callable[[], None]) -> None:
+    # A failing clean-up callback must not stop the others or the cancelling thread.
+    try:
+        callback()
+    except Exception:  # noqa: BLE001
+        logging.getLogger(__name__).debug("cancel callback failed", exc_info=True)
+
+
 class RunContext:
     """Cancellation and an absolute deadline, passed down to every wait.
 
-    ``cancelled`` is a ``threading.Event`` (a new one when not given). ``deadline`` is
+    ``cancelled`` is a ``threading.Event`` (a new :class:`CancelEvent` when not given,
+    so :meth:`on_cancel` callbacks fire the moment it is set). ``deadline`` is
     in seconds on ``clock``; reaching it raises ``deadline_error`` (``Cancelled`` by
     default; ``Retry`` passes ``RetryBudgetExceeded``).
     """
@@ -194,7 +251,7 @@ class RunContext:
         deadline_error: Type[BaseException] = Cancelled,
     ) -> None:
         self.deadline = deadline
-        self.cancelled = cancelled if cancelled is not None else threading.Event()
+        self.cancelled = cancelled if cancelled is not None else CancelEvent()
         self.clock = clock
         self.deadline_error = deadline_error
 
@@ -208,6 +265,24 @@ class RunContext:
         if self.deadline is None:
             return None
         return max(0.0, self.deadline - self.clock())
+
+    def cancel(self) -> None:
+        """Cancel the run: set ``cancelled`` (firing any ``on_cancel`` callbacks)."""
+        self.cancelled.set()
+
+    def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` when the run is cancelled; returns an unregister function.
+
+        With a plain ``threading.Event`` passed as ``cancelled`` nothing can call back;
+        the callback is then only called if the event is already set, and blocking
+        code notices cancellation at its next check.
+        """
+        add = getattr(self.cancelled, "add_callback", None)
+        if add is not None:
+            return add(callback)
+        if self.cancelled.is_set():
+            _call_quietly(callback)
+        return _nothing
 
     def check(self) -> None:
         """Raise ``Cancelled`` if cancelled, ``deadline_error`` if the deadline passed."""
