@@ -1,0 +1,63 @@
+"""The public surface: exactly the names DESIGN.md promises, sorted, and cheap to import."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import nacelle
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Every top-level name the package promises.
+PUBLIC = {
+    "Agent", "APIError", "Backend", "Cancelled", "Capabilities", "ConfigError",
+    "DEFAULT_MAX_TOKENS", "Effort", "Event", "Finish", "HookEvent", "HookPoint",
+    "HookResult", "Image", "Kind", "MAX_INJECT", "MCPServer", "Message", "NacelleError",
+    "ProviderBlock", "Reasoning", "Request", "Result", "Retry", "RetryBudgetExceeded",
+    "RetryOptions", "Role", "RunContext", "Stop", "StreamError", "StreamTruncated", "Text",
+    "Thinking", "Tool", "ToolCall", "ToolContext", "ToolEvent", "ToolResult", "ToolSink",
+    "TransportError", "Unsupported", "Usage", "assistant_text", "attempt", "detached",
+    "dumps", "loads", "retryable", "run_tool", "subagent_tool", "tool", "tools_by_name",
+    "transient", "trim", "user_text", "with_timeout",
+}
+
+# Names whose module has not landed yet; this set only ever shrinks.
+PENDING = {
+    "Agent", "HookEvent", "HookPoint", "HookResult", "MAX_INJECT", "Result", "Retry",
+    "RetryOptions", "ToolSink", "detached", "run_tool", "subagent_tool", "tool",
+    "tools_by_name", "with_timeout",
+}
+
+
+def test_all_is_exactly_the_public_names():
+    assert set(nacelle.__all__) == PUBLIC - PENDING
+
+
+def test_all_is_sorted_and_has_no_duplicates():
+    assert nacelle.__all__ == sorted(set(nacelle.__all__))
+
+
+def test_every_name_in_all_exists():
+    for name in nacelle.__all__:
+        assert getattr(nacelle, name) is not None, name
+
+
+def test_import_loads_no_third_party_module():
+    # Compare against the modules loaded before the import: a site hook on some
+    # machines preloads certifi at interpreter start, which is not nacelle's doing.
+    code = (
+        "import sys; before = set(sys.modules); import nacelle; "
+        "print(sorted({m.split('.')[0] for m in set(sys.modules) - before} & "
+        "{'requests', 'jsonschema', 'urllib3', 'certifi', 'idna', 'charset_normalizer'}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=str(ROOT), capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_nacelle_logger_has_a_null_handler():
+    import logging
+
+    handlers = logging.getLogger("nacelle").handlers
+    assert any(isinstance(h, logging.NullHandler) for h in handlers)
