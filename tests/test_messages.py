@@ -1,0 +1,176 @@
+"""Messages, parts, trim and the lossless JSON form."""
+
+import dataclasses
+
+import pytest
+from hypothesis import given, strategies as st
+
+from nacelle.errors import ConversationError
+from nacelle.events import Stop
+from nacelle.messages import (
+    Finish, Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
+    assistant_text, dumps, loads, trim, user_text,
+)
+
+U, A = Role.USER, Role.ASSISTANT
+
+
+def call(i):
+    return Message(A, (ToolCall(f"c{i}", "t", "{}"),))
+
+
+def result(i):
+    return Message(U, (ToolResult(f"c{i}", "t", "ok"),))
+
+
+def test_user_and_assistant_text_build_one_text_part():
+    assert user_text("hi") == Message(U, (Text("hi"),))
+    assert assistant_text("yo") == Message(A, (Text("yo"),))
+
+
+def test_parts_given_as_a_list_become_a_tuple():
+    m = Message(U, [Text("a")])
+    assert m.parts == (Text("a"),) and hash(m) == hash(Message(U, (Text("a"),)))
+
+
+def test_a_role_given_as_a_string_becomes_a_role():
+    assert Message("assistant", ()).role is Role.ASSISTANT
+
+
+def test_a_foreign_object_is_not_a_part():
+    with pytest.raises(ConversationError, match="got dict"):
+        Message(U, ({"type": "text"},))
+
+
+def test_messages_are_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        user_text("x").parts = ()  # type: ignore[misc]
+
+
+def test_message_helpers_read_text_calls_and_results():
+    m = Message(A, (Text("a"), ToolCall("1", "t", "{}"), Text("b")))
+    assert m.text == "ab" and m.tool_calls == (ToolCall("1", "t", "{}"),)
+    assert result(1).tool_results == (ToolResult("c1", "t", "ok"),)
+
+
+def test_image_repr_does_not_dump_the_data():
+    assert "<4000 base64 chars>" in repr(Image("image/png", "A" * 4000))
+
+
+# -- trim ------------------------------------------------------------------------
+
+def test_trim_keeps_the_newest_messages():
+    conv = [user_text(str(i)) for i in range(5)]
+    kept, dropped = trim(conv, 2)
+    assert kept == conv[3:] and dropped == 3
+
+
+def test_trim_keeps_everything_when_there_is_room():
+    conv = [user_text("a"), assistant_text("b")]
+    assert trim(conv, 5) == (conv, 0)
+
+
+def test_trim_advances_past_a_cut_call_result_pair():
+    conv = [user_text("q"), call(1), result(1), assistant_text("done")]
+    kept, dropped = trim(conv, 2)  # would start with the result of call 1
+    assert kept == [assistant_text("done")] and dropped == 3
+
+
+def test_trim_may_start_with_a_call_whose_result_follows():
+    conv = [user_text("q"), call(1), result(1), assistant_text("done")]
+    assert trim(conv, 3) == (conv[1:], 1)
+
+
+def test_trim_to_zero_keeps_nothing():
+    assert trim([user_text("a")], 0) == ([], 1)
+
+
+def test_trim_refuses_a_negative_keep():
+    with pytest.raises(ValueError):
+        trim([], -1)
+
+
+def test_trim_does_not_mutate_its_input():
+    conv = [user_text("q"), call(1), result(1), assistant_text("done")]
+    copy = list(conv)
+    trim(conv, 2)
+    assert conv == copy
+
+
+@given(st.lists(st.sampled_from(["text", "call", "result"]), max_size=30),
+       st.integers(min_value=0, max_value=35))
+def test_trim_never_keeps_more_than_asked_nor_starts_with_a_result(kinds, keep):
+    conv = [user_text("x") if k == "text" else call(0) if k == "call" else result(0)
+            for k in kinds]
+    kept, dropped = trim(conv, keep)
+    assert len(kept) <= keep
+    assert kept == conv[dropped:]
+    assert not (kept and kept[0].tool_results)
+
+
+# -- JSON ------------------------------------------------------------------------
+
+EVERY_PART = [
+    Message(U, (Text("hello \u2028 line sep \U0001F600 astral"), Image("image/png", "iVBORw0="))),
+    Message(A, (
+        Reasoning("thinking…", state="sig==", protocol="anthropic"),
+        Text("I'll look."),
+        ToolCall("toolu_1", "search", '{"b":1, "a":2}'),
+        ToolCall("toolu_2", "search", '{"q": "cut', finished=False),
+        ProviderBlock("anthropic", '{"type":"server_tool_use","id":"srv_1"}'),
+        Finish(Stop.TOOLS),
+    )),
+    Message(U, (ToolResult("toolu_1", "search", "found ✓"),
+                ToolResult("toolu_9", "search", "boom", failed=True))),
+]
+
+
+def test_every_part_survives_a_round_trip():
+    assert loads(dumps(EVERY_PART)) == EVERY_PART
+
+
+def test_tool_input_is_kept_byte_for_byte():
+    back = loads(dumps(EVERY_PART))
+    assert back[1].parts[2].input == '{"b":1, "a":2}'
+
+
+def test_loads_accepts_bytes():
+    assert loads(dumps(EVERY_PART).encode("utf-8")) == EVERY_PART
+
+
+text_strategy = st.text()
+part_strategy = st.one_of(
+    st.builds(Text, text_strategy),
+    st.builds(Image, text_strategy, text_strategy),
+    st.builds(Reasoning, text_strategy, text_strategy, text_strategy),
+    st.builds(ToolCall, text_strategy, text_strategy, text_strategy, st.booleans()),
+    st.builds(ToolResult, text_strategy, text_strategy, text_strategy, st.booleans()),
+    st.builds(Finish, st.sampled_from(list(Stop))),
+    st.builds(ProviderBlock, text_strategy, text_strategy),
+)
+
+
+@given(st.lists(st.builds(Message, st.sampled_from([U, A]), st.lists(part_strategy, max_size=5))))
+def test_any_conversation_round_trips(conv):
+    assert loads(dumps(conv)) == conv
+
+
+@pytest.mark.parametrize("text,path", [
+    ("not json", "not JSON"),
+    ('{"role": "user"}', r"\$: expected a list"),
+    ('[1]', r"\[0\]: expected an object"),
+    ('[{"role": "system", "parts": []}]', r"\[0\]\.role: unknown role"),
+    ('[{"role": "user"}]', r"\[0\]\.parts: expected a list"),
+    ('[{"role": "user", "parts": [], "x": 1}]', r"\[0\]\.x: unknown message field"),
+    ('[{"role": "user", "parts": [{"type": "video"}]}]', r"\[0\]\.parts\[0\]\.type: unknown part type 'video'"),
+    ('[{"role": "user", "parts": [{"type": "text"}]}]', r"\[0\]\.parts\[0\]\.text: missing"),
+    ('[{"role": "user", "parts": [{"type": "text", "text": 5}]}]', r"\[0\]\.parts\[0\]\.text: expected str, got int"),
+    ('[{"role": "user", "parts": [{"type": "text", "text": "a", "z": 1}]}]', r"\[0\]\.parts\[0\]\.z: unknown field"),
+    ('[{"role": "assistant", "parts": [{"type": "finish", "stop": "later"}]}]', r"\[0\]\.parts\[0\]\.stop: unknown stop"),
+    ('[{"role": "assistant", "parts": [{"type": "tool_call", "id": "1", "name": "t", "input": "{}", "finished": 1}]}]',
+     r"\[0\]\.parts\[0\]\.finished: expected bool, got int"),
+])
+def test_loads_names_the_path_of_what_it_cannot_read(text, path):
+    with pytest.raises(ConversationError, match=path) as info:
+        loads(text)
+    assert isinstance(info.value, ValueError)
