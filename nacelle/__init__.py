@@ -51,6 +51,8 @@ from .messages import dumps as dumps
 from .messages import loads as loads
 from .messages import trim as trim
 from .messages import user_text as user_text
+from .retry import Retry as Retry
+from .retry import RetryOptions as RetryOptions
 from .tools import Tool as Tool
 from .tools import ToolContext as ToolContext
 
@@ -74,7 +76,9 @@ __all__ = [
     "ProviderBlock",
     "Reasoning",
     "Request",
+    "Retry",
     "RetryBudgetExceeded",
+    "RetryOptions",
     "Role",
     "RunContext",
     "Stop",

@@ -1,0 +1,139 @@
+"""Retry: rerun a whole run that failed before it showed anything.
+
+The HTTP transport below every backend already retries what it can see — refused
+connections and retryable statuses — before a single byte reaches the caller. What
+it cannot see is a provider that answers 200 and puts the failure in the body (an
+``overloaded_error`` event, an in-band ``code: 429``) or a connection that dies
+after the status line. ``Retry`` wraps a backend and reruns the run for those, under
+one rule: **only while the run has yielded nothing**. Once an event has been
+delivered, a rerun would show it twice, so the failure is raised as it is.
+
+``RetryOptions()`` is the recommended policy: 3 attempts, delays doubling from
+0.5 s to at most 8 s with full jitter (a uniform draw between zero and the cap, the
+scheme that spreads a thundering herd best). ``attempts=1`` disables retrying.
+``budget`` is seconds of wall clock for the whole run; it becomes the run context's
+deadline once, with ``RetryBudgetExceeded`` as its error, so every sleep and read
+timeout below — Retry-After waits in the transport included — is bounded by it.
+
+Every restart is logged at DEBUG on ``nacelle.retry`` (or the given logger) with the
+attempt number, the error's type and the delay; the error finally raised carries
+its attempt number (``nacelle.attempt(err)``).
+
+Outer ring, but pure logic: imports the standard library and the core only.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass
+from typing import Iterator, Optional
+
+from .backend import Backend, Capabilities, Request, RunContext
+from .errors import RetryBudgetExceeded, _set_attempt, retryable
+from .events import Event
+
+__all__ = ["Retry", "RetryOptions"]
+
+
+@dataclass(frozen=True)
+class RetryOptions:
+    """How ``Retry`` retries. The defaults are the recommended policy."""
+
+    attempts: int = 3
+    base: float = 0.5
+    max: float = 8.0
+    budget: Optional[float] = None
+    logger: Optional[logging.Logger] = None
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ValueError(f"attempts must be at least 1, got {self.attempts}")
+        if self.base < 0 or self.max < 0:
+            raise ValueError("base and max delays cannot be negative")
+        if self.budget is not None and self.budget <= 0:
+            raise ValueError(f"budget must be positive seconds, got {self.budget}")
+
+    def delay_cap(self, failures: int) -> float:
+        """The largest delay after the ``failures``-th failure (1-based)."""
+        return min(self.max, self.base * 2 ** (failures - 1))
+
+
+class Retry:
+    """A backend that reruns ``backend``'s runs on retryable failures, while nothing
+    has been yielded. Same ``name`` and ``capabilities`` as the backend it wraps."""
+
+    def __init__(self, backend: Backend, options: RetryOptions = RetryOptions()) -> None:
+        self.backend = backend
+        self.options = options
+        self._random = random.Random()
+
+    @property
+    def name(self) -> str:
+        return self.backend.name
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self.backend.capabilities
+
+    def __repr__(self) -> str:
+        return f"Retry({self.backend!r}, {self.options!r})"
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state.pop("_random", None)
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._random = random.Random()
+
+    def count_tokens(self, request: Request, ctx: RunContext) -> int:
+        return self.backend.count_tokens(request, ctx)
+
+    def stream(self, request: Request, ctx: RunContext) -> Iterator[Event]:
+        options = self.options
+        log = options.logger or logging.getLogger(__name__)
+        if options.budget is not None:
+            ctx = ctx.child(ctx.clock() + options.budget, RetryBudgetExceeded)
+        number = 0
+        while True:
+            number += 1
+            yielded = False
+            run = self.backend.stream(request, ctx)
+            try:
+                for event in run:
+                    yielded = True
+                    yield event
+                return
+            except RetryBudgetExceeded as err:
+                raise self._budget_spent(number, err) from err
+            except Exception as err:  # noqa: BLE001 - classified just below
+                _set_attempt(err, number)
+                if yielded or number >= options.attempts or not retryable(err):
+                    log.debug("attempt %d failed with %s; not retrying (%s)", number,
+                              type(err).__name__,
+                              "output was already delivered" if yielded
+                              else "no attempts left" if retryable(err) else "not retryable")
+                    raise
+                if ctx.deadline is not None and ctx.remaining() == 0:
+                    raise self._budget_spent(number, err) from err
+                delay = self._random.uniform(0, options.delay_cap(number))
+                log.debug("attempt %d failed with %s; retrying in %.2f s",
+                         number, type(err).__name__, delay)
+                try:
+                    ctx.sleep(delay)
+                except RetryBudgetExceeded as spent:
+                    raise self._budget_spent(number, err) from spent
+            finally:
+                run.close()
+
+    def _budget_spent(self, number: int, cause: BaseException) -> RetryBudgetExceeded:
+        budget = self.options.budget
+        spent = RetryBudgetExceeded(
+            f"the retry budget of {budget:g} s ran out on attempt {number}"
+            f" (last failure: {type(cause).__name__}: {cause})"
+            if budget is not None else f"the run's deadline passed on attempt {number}"
+        )
+        _set_attempt(spent, number)
+        return spent

@@ -1,0 +1,238 @@
+"""Retry: reruns only while nothing was yielded, only for retryable errors, with
+jittered doubling delays through the run context — no real waiting here."""
+
+import logging
+import pickle
+
+import pytest
+
+from nacelle.backend import Capabilities, Request, RunContext
+from nacelle.errors import (
+    APIError, Cancelled, RetryBudgetExceeded, StreamError, StreamTruncated, TransportError,
+    attempt, retryable, transient,
+)
+from nacelle.events import Event, Kind, Stop
+from nacelle.retry import Retry, RetryOptions
+
+
+class RecordingClock:
+    def __init__(self, now=0.0):
+        self.now = now
+        self.sleeps = []
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+class FlakyBackend:
+    """Plays one script per run: a list of events, with an exception to raise at the
+    end (or in the middle, as the script says)."""
+
+    name = "flaky"
+    capabilities = Capabilities(thinking=True, cost=True)
+
+    def __init__(self, *runs):
+        self.runs = list(runs)
+        self.started = 0
+        self.closed = 0
+        self.contexts = []
+
+    def stream(self, request, ctx):
+        self.started += 1
+        self.contexts.append(ctx)
+        script = self.runs.pop(0)
+        try:
+            for item in script:
+                if isinstance(item, BaseException):
+                    raise item
+                if callable(item):
+                    item(ctx)
+                    continue
+                yield item
+        finally:
+            self.closed += 1
+
+    def count_tokens(self, request, ctx):
+        return 42
+
+
+TEXT = Event(Kind.TEXT, text="hi")
+DONE = Event(Kind.DONE, stop=Stop.END)
+
+
+def run(backend, options=RetryOptions(), clock=None):
+    clock = clock or RecordingClock()
+    retry = Retry(backend, options)
+    retry._random.seed(7)
+    return list(retry.stream(Request("s"), RunContext(clock=clock))), clock
+
+
+def test_retry_keeps_the_wrapped_backends_name_and_capabilities():
+    backend = FlakyBackend()
+    retry = Retry(backend)
+    assert retry.name == "flaky" and retry.capabilities == backend.capabilities
+    assert retry.count_tokens(Request("s"), RunContext()) == 42
+
+
+def test_a_clean_run_passes_through_untouched():
+    events, clock = run(FlakyBackend([TEXT, DONE]))
+    assert events == [TEXT, DONE] and clock.sleeps == []
+
+
+@pytest.mark.parametrize("error", [
+    transient(StreamError("overloaded_error")),
+    StreamTruncated("ended early"),
+    TransportError("reset"),
+    APIError(529, "overloaded_error"),
+])
+def test_a_retryable_failure_before_any_event_reruns_the_run(error):
+    backend = FlakyBackend([error], [TEXT, DONE])
+    events, clock = run(backend)
+    assert events == [TEXT, DONE]
+    assert backend.started == 2 and len(clock.sleeps) == 1
+
+
+@pytest.mark.parametrize("error", [
+    StreamError("garbage"), APIError(400, "invalid_request_error"), ValueError("bug"),
+])
+def test_a_failure_that_is_not_retryable_is_raised_at_once(error):
+    backend = FlakyBackend([error], [DONE])
+    with pytest.raises(type(error)) as info:
+        run(backend)
+    assert backend.started == 1 and attempt(info.value) == 1
+
+
+def test_a_failure_after_an_event_is_raised_and_nothing_is_repeated():
+    backend = FlakyBackend([TEXT, transient(StreamError("overloaded"))], [TEXT, DONE])
+    delivered = []
+    retry = Retry(backend)
+    with pytest.raises(StreamError) as info:
+        for event in retry.stream(Request("s"), RunContext(clock=RecordingClock())):
+            delivered.append(event)
+    assert delivered == [TEXT] and backend.started == 1
+    assert retryable(info.value) and attempt(info.value) == 1
+
+
+def test_the_last_attempts_failure_is_raised_with_its_attempt_number():
+    backend = FlakyBackend(*[[TransportError("reset")] for _ in range(3)])
+    with pytest.raises(TransportError) as info:
+        run(backend)
+    assert backend.started == 3 and attempt(info.value) == 3
+
+
+def test_one_attempt_disables_retrying():
+    backend = FlakyBackend([TransportError("reset")], [DONE])
+    with pytest.raises(TransportError):
+        run(backend, RetryOptions(attempts=1))
+    assert backend.started == 1
+
+
+def test_delays_double_from_base_to_max_with_full_jitter():
+    options = RetryOptions(attempts=7, base=0.5, max=4.0)
+    backend = FlakyBackend(*[[TransportError("x")] for _ in range(6)], [DONE])
+    _, clock = run(backend, options)
+    caps = [0.5, 1.0, 2.0, 4.0, 4.0, 4.0]
+    assert len(clock.sleeps) == 6
+    for delay, cap in zip(clock.sleeps, caps):
+        assert 0 <= delay <= cap
+    assert len(set(clock.sleeps)) > 1  # jittered, not fixed
+
+
+def test_jitter_spreads_over_the_whole_range():
+    options = RetryOptions(attempts=2, base=1.0, max=1.0)
+    delays = []
+    for seed in range(200):
+        backend = FlakyBackend([TransportError("x")], [DONE])
+        retry = Retry(backend, options)
+        retry._random.seed(seed)
+        clock = RecordingClock()
+        list(retry.stream(Request("s"), RunContext(clock=clock)))
+        delays += clock.sleeps
+    assert min(delays) < 0.1 and max(delays) > 0.9
+
+
+def test_every_restart_is_logged_with_attempt_error_type_and_delay(caplog):
+    backend = FlakyBackend([TransportError("x")], [DONE])
+    with caplog.at_level(logging.DEBUG, logger="nacelle.retry"):
+        run(backend)
+    restart = [r for r in caplog.records if r.name == "nacelle.retry"][0]
+    assert "attempt 1" in restart.getMessage() and "TransportError" in restart.getMessage()
+    assert "retrying in" in restart.getMessage()
+
+
+def test_a_given_logger_is_used():
+    logger = logging.getLogger("custom.retry.log")
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        run(FlakyBackend([TransportError("x")], [DONE]), RetryOptions(logger=logger))
+    finally:
+        logger.removeHandler(handler)
+    assert records and "TransportError" in records[0].getMessage()
+
+
+def test_the_budget_becomes_the_run_contexts_deadline_once():
+    backend = FlakyBackend([TransportError("x")], [DONE])
+    clock = RecordingClock(now=1000.0)
+    run(backend, RetryOptions(budget=30), clock)
+    deadlines = {ctx.deadline for ctx in backend.contexts}
+    assert deadlines == {1030.0}
+    assert all(ctx.deadline_error is RetryBudgetExceeded for ctx in backend.contexts)
+
+
+def test_a_budget_shorter_than_the_delay_raises_budget_exceeded_naming_the_attempt():
+    options = RetryOptions(attempts=5, base=100, max=100, budget=1.0)
+    backend = FlakyBackend([TransportError("x")], [DONE])
+    clock = RecordingClock()
+    retry = Retry(backend, options)
+    retry._random.seed(1)
+    retry._random.uniform = lambda a, b: b  # the full delay, longer than the budget
+    with pytest.raises(RetryBudgetExceeded, match="attempt 1") as info:
+        list(retry.stream(Request("s"), RunContext(clock=clock)))
+    assert clock.now <= 1.0 and attempt(info.value) == 1
+    assert not isinstance(info.value, Cancelled)
+
+
+def test_a_deadline_hit_inside_the_backend_is_reported_as_budget_exceeded():
+    def slow(ctx):
+        ctx.sleep(60)  # a Retry-After wait in the transport, say
+
+    backend = FlakyBackend([slow, DONE])
+    with pytest.raises(RetryBudgetExceeded, match="attempt 1"):
+        run(backend, RetryOptions(budget=5))
+
+
+def test_cancellation_is_never_retried():
+    backend = FlakyBackend([Cancelled("stop")], [DONE])
+    with pytest.raises(Cancelled):
+        run(backend)
+    assert backend.started == 1
+
+
+def test_closing_the_stream_closes_the_wrapped_run():
+    backend = FlakyBackend([TEXT, TEXT, DONE])
+    stream = Retry(backend).stream(Request("s"), RunContext())
+    assert next(stream) == TEXT
+    stream.close()
+    assert backend.closed == 1
+
+
+def test_options_refuse_nonsense():
+    with pytest.raises(ValueError):
+        RetryOptions(attempts=0)
+    with pytest.raises(ValueError):
+        RetryOptions(budget=0)
+    with pytest.raises(ValueError):
+        RetryOptions(base=-1)
+
+
+def test_retry_pickles():
+    retry = pickle.loads(pickle.dumps(Retry(FlakyBackend([DONE]), RetryOptions(attempts=2))))
+    assert retry.options.attempts == 2 and retry.name == "flaky"
