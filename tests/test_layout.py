@@ -5,7 +5,9 @@ Layers: leaves (``errors``, ``sse``: standard library only) ← core (every othe
 top-level module that is not in the outer ring: never ``requests``, never a
 backend, a tool set or the test doubles) ← outer ring (``retry``, ``mcp*``,
 ``settings``, ``console``, ``cli``, ``__main__``, ``backends/``, ``toolsets/``,
-``testing/``). Backends never import each other.
+``testing/``). Backends never import each other. ``retry`` sits in the outer ring
+(it wraps a backend) but is pure logic held to the core's rules, which is what lets
+the package front re-export ``Retry``.
 """
 
 import ast
@@ -101,8 +103,9 @@ def test_no_import_points_against_the_dependency_direction(name):
             theirs = layer(target)
             if mine == "leaf":
                 assert target in ("nacelle.errors",), where
-            elif mine in ("core", "front"):
-                assert theirs in ("leaf", "core"), where
+            elif mine in ("core", "front") or name == "nacelle.retry":
+                front_reexport = mine == "front" and target == "nacelle.retry"
+                assert theirs in ("leaf", "core") or front_reexport, where
             elif name.startswith("nacelle.backends."):
                 own = name.split(".")[2].split("_")[0]
                 if target.startswith("nacelle.backends."):
@@ -113,7 +116,7 @@ def test_no_import_points_against_the_dependency_direction(name):
         else:
             if mine == "leaf":
                 assert is_stdlib(target), where
-            elif mine in ("core", "front"):
+            elif mine in ("core", "front") or name == "nacelle.retry":
                 assert target.split(".")[0] != "requests", where
                 if not is_stdlib(target):
                     assert not top_level, f"{where} at import time"
