@@ -1,0 +1,153 @@
+"""Settings: flag > environment > file > default, key by key, with clear refusals."""
+
+import itertools
+
+import pytest
+
+from nacelle.settings import Settings, SettingsError, config_path, parse_file, resolve
+
+LAYERS = ("flag", "env", "file")
+VALUES = {"flag": "from-flag", "env": "from-env", "file": "from-file"}
+
+
+@pytest.mark.parametrize("present", [
+    combo for n in range(4) for combo in itertools.combinations(LAYERS, n)
+])
+def test_every_combination_of_layers_resolves_to_the_highest_present(present):
+    flags = {"model": VALUES["flag"]} if "flag" in present else {}
+    env = {"NACELLE_MODEL": VALUES["env"]} if "env" in present else {}
+    file_text = f"model: {VALUES['file']}\n" if "file" in present else ""
+    settings = resolve(flags, env, file_text)
+    expected = next((layer for layer in LAYERS if layer in present), "default")
+    assert settings.model == (VALUES[expected] if expected != "default" else "")
+    assert settings.source("model") == expected
+
+
+def test_layers_are_decided_key_by_key():
+    settings = resolve({"backend": "openrouter"}, {"NACELLE_MODEL": "m"},
+                       "root: /srv\nmodel: other\n")
+    assert (settings.backend, settings.model, settings.root) == ("openrouter", "m", "/srv")
+    assert (settings.source("backend"), settings.source("model"), settings.source("root")) == (
+        "flag", "env", "file")
+
+
+def test_untyped_flags_do_not_outrank_the_file():
+    # An argument parser's untyped flag arrives as None (or not at all).
+    settings = resolve({"max_iterations": None, "bash": None}, {}, "max_iterations: 7\nbash: yes\n")
+    assert settings.max_iterations == 7 and settings.bash is True
+
+
+@pytest.mark.parametrize("flag,env,file,expected", [
+    (None, None, None, False),
+    (None, None, "true", True),
+    (None, "0", "true", False),
+    (False, "1", "true", False),
+    (True, "false", "false", True),
+    (None, "yes", None, True),
+])
+def test_toggles_are_tri_state(flag, env, file, expected):
+    settings = resolve(
+        {"bash": flag},
+        {"NACELLE_BASH": env} if env is not None else {},
+        f"bash: {file}\n" if file is not None else "",
+    )
+    assert settings.bash is expected
+
+
+def test_defaults_when_nothing_is_set():
+    settings = resolve({}, {}, "")
+    assert settings == Settings()
+
+
+def test_environment_values_are_converted():
+    settings = resolve({}, {"NACELLE_MAX_ITERATIONS": "12", "NACELLE_SHOW_THINKING": "on",
+                            "NACELLE_EFFORT": "high"}, "")
+    assert (settings.max_iterations, settings.show_thinking, settings.effort) == (12, True, "high")
+
+
+def test_the_file_parses_comments_quotes_booleans_integers_and_plain_strings():
+    values = parse_file(
+        "# a comment\n"
+        "\n"
+        "model: anthropic/claude-opus-5   # trailing comment\n"
+        "root: \"/tmp/with # hash\"\n"
+        "search_url: 'http://127.0.0.1:8888'\n"
+        "bash: no\n"
+        "max_iterations: 30\n"
+    )
+    assert values == {"model": "anthropic/claude-opus-5", "root": "/tmp/with # hash",
+                      "search_url": "http://127.0.0.1:8888", "bash": False,
+                      "max_iterations": 30}
+
+
+@pytest.mark.parametrize("line,message", [
+    ("model", "line 2: expected 'key: value'"),
+    ("  model: x", "line 2: nested values are not supported"),
+    ("model: [a, b]", "line 2: only plain values"),
+    ("model: {a: 1}", "line 2: only plain values"),
+    ("model: \"open", "line 2: unterminated or malformed"),
+    ("model: 'open", "line 2: unterminated quoted string"),
+    ("model:", "line 2: 'model' has no value"),
+    ("colour: blue", "line 2: unknown setting 'colour'"),
+    ("backend: anthropic", "line 2: 'backend' is set twice"),
+])
+def test_malformed_lines_are_errors_naming_the_line(line, message):
+    with pytest.raises(SettingsError, match=message):
+        resolve({}, {}, "backend: anthropic\n" + line + "\n")
+
+
+@pytest.mark.parametrize("key", [
+    "api_key", "anthropic_api_key", "key", "token", "github_token", "client_secret",
+    "secret", "password",
+])
+def test_credentials_are_refused_everywhere_with_a_pointer_to_the_environment(key):
+    with pytest.raises(SettingsError, match="credentials belong in the environment"):
+        resolve({}, {}, f"{key}: sk-123\n")
+    with pytest.raises(SettingsError, match="credential"):
+        resolve({}, {f"NACELLE_{key.upper()}": "sk-123"}, "")
+
+
+def test_a_credential_value_never_appears_in_the_error():
+    with pytest.raises(SettingsError) as info:
+        resolve({}, {}, "api_key: sk-live-abcdef\n")
+    assert "sk-live-abcdef" not in str(info.value)
+
+
+def test_an_unknown_environment_variable_is_named():
+    with pytest.raises(SettingsError, match="NACELLE_MODLE"):
+        resolve({}, {"NACELLE_MODLE": "x"}, "")
+
+
+@pytest.mark.parametrize("text,message", [
+    ("backend: bedrock", "unknown backend 'bedrock'"),
+    ("effort: extreme", "unknown effort 'extreme'"),
+    ("max_iterations: many", "expected a whole number"),
+    ("max_iterations: -1", "cannot be negative"),
+    ("bash: sometimes", "expected true or false"),
+])
+def test_bad_values_are_errors_naming_the_key(text, message):
+    with pytest.raises(SettingsError, match=message):
+        resolve({}, {}, text)
+
+
+def test_the_config_path_comes_from_nacelle_config_or_home(tmp_path):
+    assert config_path({"NACELLE_CONFIG": str(tmp_path / "c.yml")}) == tmp_path / "c.yml"
+    assert config_path({"HOME": str(tmp_path)}) == tmp_path / ".nacelle.yml"
+
+
+def test_resolve_reads_the_file_named_by_nacelle_config(tmp_path):
+    path = tmp_path / "nacelle.yml"
+    path.write_text("model: from-disk\n", encoding="utf-8")
+    settings = resolve({}, {"NACELLE_CONFIG": str(path)})
+    assert settings.model == "from-disk"
+
+
+def test_a_missing_file_is_no_error(tmp_path):
+    assert resolve({}, {"NACELLE_CONFIG": str(tmp_path / "absent.yml")}) == Settings()
+
+
+def test_errors_in_a_file_name_the_file(tmp_path):
+    path = tmp_path / "bad.yml"
+    path.write_text("oops\n", encoding="utf-8")
+    with pytest.raises(SettingsError, match="bad.yml, line 1"):
+        resolve({}, {"NACELLE_CONFIG": str(path)})
