@@ -1,0 +1,118 @@
+"""The console renderer: golden output with and without colour."""
+
+import io
+
+import pytest
+
+from nacelle.console import Renderer, describe_usage, render
+from nacelle.events import Event, Kind, Stop, ToolEvent, Usage
+
+CALL = ToolEvent("c1", 0, "read_file", '{"path": "README.md",\n "limit": 5}')
+EVENTS = [
+    Event(Kind.THINKING, text="Let me "),
+    Event(Kind.THINKING, text="look."),
+    Event(Kind.TEXT, text="Reading"),
+    Event(Kind.TEXT, text=" it."),
+    Event(Kind.TOOL_CALL, tool=CALL),
+    Event(Kind.TURN, usage=Usage(100, 20, cache_read_tokens=300), stop=Stop.TOOLS),
+    Event(Kind.TOOL_RESULT, tool=ToolEvent("c1", 0, "read_file", CALL.input,
+                                           result="# nacelle\nmore", duration=0.0123)),
+    Event(Kind.TOOL_CALL, tool=ToolEvent("c2", 1, "write_file", "{}")),
+    Event(Kind.TOOL_RESULT, tool=ToolEvent("c2", 1, "write_file", "{}",
+                                           error="refused by the user", refused=True)),
+    Event(Kind.TEXT, text="Done."),
+    Event(Kind.TURN, usage=Usage(10, 5, cost=0.5), stop=Stop.END),
+    Event(Kind.DONE, usage=Usage(110, 25, cache_read_tokens=300, cost=0.5), stop=Stop.END),
+]
+
+PLAIN = """\
+thinking: Let me look.
+Reading it.
+-> read_file {"path":"README.md","limit":5}
+-- turn 1: 420 tokens (in 100, out 20, cache 75% hit)
+   ok read_file 0.01s: # nacelle
+-> write_file {}
+   refused write_file: refused by the user
+Done.
+-- turn 2: 15 tokens (in 10, out 5), $0.5000
+== done: 435 tokens (in 110, out 25, cache 73% hit), $0.5000
+"""
+
+
+def rendered(events, color):
+    out = io.StringIO()
+    done = render(events, out, color=color)
+    return out.getvalue(), done
+
+
+def test_plain_output_is_the_golden_text():
+    text, done = rendered(EVENTS, color=False)
+    assert text == PLAIN
+    assert done is EVENTS[-1]
+
+
+def test_coloured_output_is_the_plain_text_plus_ansi_codes():
+    text, _ = rendered(EVENTS, color=True)
+    assert "\x1b[2mthinking: \x1b[0m" in text
+    assert "\x1b[32mok\x1b[0m" in text and "\x1b[33mrefused\x1b[0m" in text
+    import re
+    assert re.sub(r"\x1b\[\d+m", "", text) == PLAIN
+
+
+def test_an_incomplete_answer_is_marked_loudly():
+    text, _ = rendered([Event(Kind.TEXT, text="partial"),
+                        Event(Kind.DONE, usage=Usage(1, 2), stop=Stop.MAX_TOKENS)], color=False)
+    assert text == "partial\n!! INCOMPLETE ANSWER: stopped with 'max_tokens'; 3 tokens (in 1, out 2)\n"
+
+
+def test_failed_and_discarded_results_say_so():
+    text, _ = rendered([
+        Event(Kind.TOOL_RESULT, tool=ToolEvent("a", 0, "t", "{}", error="boom\nstack")),
+        Event(Kind.TOOL_RESULT, tool=ToolEvent("b", 1, "t", "{}", error="not run", discarded=True)),
+    ], color=False)
+    assert text == "   failed t: boom\n   not run t: not run\n"
+
+
+def test_server_side_calls_name_their_server():
+    text, _ = rendered([Event(Kind.TOOL_CALL, tool=ToolEvent("s", 0, "web_search", '{"q":"x"}',
+                                                             server="anthropic"))], color=False)
+    assert text == '-> web_search [anthropic] {"q":"x"}\n'
+
+
+def test_long_inputs_and_results_are_shortened():
+    text, _ = rendered([Event(Kind.TOOL_CALL, tool=ToolEvent("a", 0, "t", '{"x":"' + "y" * 500 + '"}'))],
+                       color=False)
+    assert len(text.strip()) < 120 and text.strip().endswith("...")
+
+
+@pytest.mark.parametrize("no_color,isatty,expected", [
+    ("", True, True), ("1", True, False), ("", False, False),
+])
+def test_colour_only_on_a_tty_without_no_color(monkeypatch, no_color, isatty, expected):
+    monkeypatch.setenv("NO_COLOR", no_color)
+
+    class Out(io.StringIO):
+        def isatty(self):
+            return isatty
+
+    assert Renderer(Out()).color is expected
+
+
+def test_no_colour_in_jupyter(monkeypatch):
+    import sys
+    import types
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    assert Renderer(Tty()).color is False
+
+
+def test_describe_usage_leaves_out_what_is_unknown():
+    assert describe_usage(Usage(3, 4)) == "7 tokens (in 3, out 4)"
+    assert describe_usage(Usage(1000, 4, reasoning_tokens=2, cost=0.01)) == (
+        "1,004 tokens (in 1,000, out 4, reasoning 2), $0.0100")
