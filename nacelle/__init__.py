@@ -12,6 +12,8 @@ package is cheap to import and works when vendored as a bare folder.
 
 import logging as _logging
 
+from .agent import Agent as Agent
+from .agent import Result as Result
 from .backend import DEFAULT_MAX_TOKENS as DEFAULT_MAX_TOKENS
 from .backend import Backend as Backend
 from .backend import Capabilities as Capabilities
@@ -37,6 +39,14 @@ from .events import Kind as Kind
 from .events import Stop as Stop
 from .events import ToolEvent as ToolEvent
 from .events import Usage as Usage
+from .hooks import MAX_INJECT as MAX_INJECT
+from .hooks import HookEvent as HookEvent
+from .hooks import HookPoint as HookPoint
+from .hooks import HookResult as HookResult
+from .hooks import detached as detached
+from .hooks import with_timeout as with_timeout
+from .loop import ToolSink as ToolSink
+from .loop import run_tool as run_tool
 from .messages import Finish as Finish
 from .messages import Image as Image
 from .messages import Message as Message
@@ -53,13 +63,17 @@ from .messages import trim as trim
 from .messages import user_text as user_text
 from .retry import Retry as Retry
 from .retry import RetryOptions as RetryOptions
+from .subagent import subagent_tool as subagent_tool
 from .tools import Tool as Tool
 from .tools import ToolContext as ToolContext
+from .tools import tool as tool
+from .tools import tools_by_name as tools_by_name
 
 __version__ = "0.1.0"
 
 __all__ = [
     "APIError",
+    "Agent",
     "Backend",
     "Cancelled",
     "Capabilities",
@@ -68,14 +82,19 @@ __all__ = [
     "Effort",
     "Event",
     "Finish",
+    "HookEvent",
+    "HookPoint",
+    "HookResult",
     "Image",
     "Kind",
+    "MAX_INJECT",
     "MCPServer",
     "Message",
     "NacelleError",
     "ProviderBlock",
     "Reasoning",
     "Request",
+    "Result",
     "Retry",
     "RetryBudgetExceeded",
     "RetryOptions",
@@ -91,17 +110,24 @@ __all__ = [
     "ToolContext",
     "ToolEvent",
     "ToolResult",
+    "ToolSink",
     "TransportError",
     "Unsupported",
     "Usage",
     "assistant_text",
     "attempt",
+    "detached",
     "dumps",
     "loads",
     "retryable",
+    "run_tool",
+    "subagent_tool",
+    "tool",
+    "tools_by_name",
     "transient",
     "trim",
     "user_text",
+    "with_timeout",
 ]
 
 _logging.getLogger(__name__).addHandler(_logging.NullHandler())

@@ -1,17 +1,38 @@
-"""Tools: the Tool protocol and ToolContext.
+"""Tools: the Tool protocol, ToolContext, ``@tool``, and the checks every tool passes.
 
-(The ``@tool`` decorator, schema generation and input validation land here too.)
+``@tool`` turns a function into a :class:`FunctionTool`: the schema comes from the
+signature and docstring (``schema.py``), input is validated before the call
+(``validation.py``), arguments are converted back to the annotated Python types
+(Enum members, dataclasses, tuples, sets), and the return value becomes text — a str
+as is, anything else as JSON (values JSON cannot hold are written with ``str``, so a
+tool returning a datetime still answers rather than failing the model's call).
 
-Core module: imports the standard library, ``errors``.
+A FunctionTool pickles by reference: it is rebuilt by importing the function's
+module and looking the name up, so an Agent holding tools made from module-level
+functions pickles; a tool made from a lambda or a nested function does not, and
+says so. A FunctionTool is still callable like the function it wraps.
+
+``tools_by_name`` is the one place tool names are checked (the providers accept
+``^[a-zA-Z0-9_-]{1,64}$``) and tool schemas are checked to be JSON object schemas;
+the Agent and the loop both use it.
+
+Core module: imports the standard library, ``errors``, ``schema``, ``validation``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
+import functools
+import importlib
+import json
+import re
 import threading
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Iterable, Optional
 
-from .errors import Cancelled
+from .errors import Cancelled, ConfigError
+from .schema import Converter, function_schema
 
 try:
     from typing import Protocol, runtime_checkable
@@ -21,7 +42,9 @@ except ImportError:  # pragma: no cover
     def runtime_checkable(cls):  # type: ignore
         return cls
 
-__all__ = ["Tool", "ToolContext"]
+__all__ = ["FunctionTool", "Tool", "ToolContext", "parse_input", "result_text", "tool", "tools_by_name"]
+
+NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
 class ToolContext:
@@ -82,3 +105,174 @@ class Tool(Protocol):
 
     def run(self, input: Dict[str, Any], ctx: ToolContext) -> str:
         ...
+
+
+class FunctionTool:
+    """A Tool made from a Python function by :func:`tool`.
+
+    ``run(input, ctx)`` converts the validated input to the annotated types, passes
+    ``ctx`` to the parameter annotated ``ToolContext`` (if any), calls the function
+    and returns its result as text.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: Optional[str] = None,
+        description: Optional[str] = None,
+        exclusive: bool = False,
+        read_only: bool = False,
+    ) -> None:
+        if not callable(fn):
+            raise ConfigError(f"@tool needs a function, got {type(fn).__name__}")
+        doc_description, schema, converters, context_parameter = function_schema(fn, ToolContext)
+        self.fn = fn
+        self.name = name if name is not None else getattr(fn, "__name__", "")
+        self.description = description if description is not None else doc_description
+        self.schema = schema
+        self.exclusive = bool(exclusive)
+        self.read_only = bool(read_only)
+        self._converters: Dict[str, Converter] = converters
+        self._context_parameter = context_parameter
+        if not NAME_PATTERN.match(self.name):
+            raise ConfigError(
+                f"tool name {self.name!r} must match ^[a-zA-Z0-9_-]{{1,64}}$ "
+                "(pass @tool(name=...) to choose another)")
+        functools.update_wrapper(self, fn, updated=())
+
+    def __repr__(self) -> str:
+        return f"<FunctionTool {self.name!r}>"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def run(self, input: Dict[str, Any], ctx: ToolContext) -> str:
+        arguments = {
+            key: self._converters[key](value) if key in self._converters else value
+            for key, value in input.items()
+        }
+        if self._context_parameter is not None:
+            arguments[self._context_parameter] = ctx
+        return result_text(self.fn(**arguments))
+
+    def __reduce__(self):
+        module = getattr(self.fn, "__module__", None)
+        qualname = getattr(self.fn, "__qualname__", "")
+        if not module or "<" in qualname:
+            import pickle
+
+            raise pickle.PicklingError(
+                f"tool {self.name!r} wraps {qualname or self.fn!r}, which cannot be found by "
+                "name; make tools from module-level functions to pickle them")
+        return (_restore_tool, (module, qualname, self.name, self.description,
+                                self.exclusive, self.read_only))
+
+
+def _restore_tool(module: str, qualname: str, name: str, description: str,
+                  exclusive: bool, read_only: bool) -> FunctionTool:
+    found: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    if (isinstance(found, FunctionTool) and found.name == name
+            and found.description == description and found.exclusive == exclusive
+            and found.read_only == read_only):
+        return found
+    fn = found.fn if isinstance(found, FunctionTool) else found
+    return FunctionTool(fn, name=name, description=description, exclusive=exclusive,
+                        read_only=read_only)
+
+
+def tool(
+    fn: Optional[Callable[..., Any]] = None,
+    *,
+    name: Optional[str] = None,
+    description: Optional[str] = None,
+    exclusive: bool = False,
+    read_only: bool = False,
+) -> Any:
+    """Make a Tool from a function: ``@tool`` or ``@tool(name=..., description=...)``.
+
+    ``exclusive=True`` makes a turn's calls of this tool run one at a time, in the
+    model's order; ``read_only`` is a hint for approval policies. A type the schema
+    generator cannot express raises ConfigError here, naming the parameter.
+    """
+    def decorate(f: Callable[..., Any]) -> FunctionTool:
+        return FunctionTool(f, name=name, description=description, exclusive=exclusive,
+                            read_only=read_only)
+
+    return decorate(fn) if fn is not None else decorate
+
+
+def _json_default(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=repr)
+    return str(value)
+
+
+def result_text(value: Any) -> str:
+    """A tool's return value as the text the model reads: a str as is, else JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=_json_default)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def parse_input(text: str) -> Dict[str, Any]:
+    """Parse a call's raw JSON input into a dict; raise ValueError saying what is wrong.
+
+    Empty input means no arguments (some providers send "" for a call without any).
+    NaN and Infinity are refused: they are not JSON, whatever Python's parser allows.
+    """
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except ValueError as exc:
+        raise ValueError(f"the input is not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"the input must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _check_schema(tool_: Any) -> None:
+    schema = getattr(tool_, "schema", None)
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        raise ConfigError(
+            f"tool {tool_.name!r}: its schema must be a JSON object schema "
+            f'(a dict with "type": "object"), got {schema!r:.80}')
+    properties = schema.get("properties", {})
+    if not isinstance(properties, dict):
+        raise ConfigError(f"tool {tool_.name!r}: schema properties must be an object")
+
+
+def tools_by_name(tools: Iterable[Any]) -> Dict[str, Any]:
+    """Map each tool's name to the tool, in the order given.
+
+    Raises ConfigError for something that is not a Tool, a name the providers would
+    reject, a duplicate name, or a schema that is not a JSON object schema.
+    """
+    found: Dict[str, Any] = {}
+    for item in tools:
+        missing = [a for a in ("name", "description", "schema") if not hasattr(item, a)]
+        if missing or not callable(getattr(item, "run", None)):
+            raise ConfigError(
+                f"{item!r:.80} is not a Tool (it needs name, description, schema and run); "
+                "decorate a function with @nacelle.tool")
+        name = item.name
+        if not isinstance(name, str) or not NAME_PATTERN.match(name):
+            raise ConfigError(f"tool name {name!r} must match ^[a-zA-Z0-9_-]{{1,64}}$")
+        if name in found:
+            raise ConfigError(f"two tools are named {name!r}; tool names must be unique")
+        if not isinstance(item.description, str):
+            raise ConfigError(f"tool {name!r}: description must be a str")
+        _check_schema(item)
+        found[name] = item
+    return found

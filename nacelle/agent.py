@@ -1,0 +1,250 @@
+"""Agent and Result: configuration checked once, runs as generators of events.
+
+``Agent(backend, system, ...)`` validates everything at construction and refuses
+rather than degrades: no backend, an empty system prompt, a bad tool (duplicate or
+provider-rejected name, a schema that is not a JSON object schema) and every
+feature the backend's Capabilities lack raise there. Two choices beyond the
+contract: a thinking budget must be below ``max_tokens`` (providers count thinking
+inside the output limit and reject the request otherwise), and MCP server names
+must be unique (the provider addresses servers by name).
+
+An Agent holds configuration, never run state, so one Agent serves many runs, from
+many threads at once, and pickles when its backend, tools and callbacks do.
+
+Each ``stream`` call makes its own RunContext. A caller's ``cancel`` event is only
+watched — a small daemon thread waits on it and cancels the run's context, which
+closes the backend's response and tells tools to stop; it exits when the run ends.
+Polling the caller's event (every 50 ms) is the price of never setting or clearing
+an event the library does not own.
+
+Core module: imports the standard library and nacelle's core modules only.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, Tuple
+
+from .backend import DEFAULT_MAX_TOKENS, MCPServer, Request, RunContext, Thinking
+from .errors import Cancelled, ConfigError, Unsupported
+from .events import Event, Kind, Stop, Usage
+from .hooks import normalize_hooks
+from .messages import Image, Message, Role
+from .tools import tools_by_name
+
+__all__ = ["Agent", "Result"]
+
+_WATCH_INTERVAL = 0.05
+
+
+@dataclass(frozen=True)
+class Result:
+    """What ``Agent.run`` returns: the final assistant text, the whole conversation
+    after the run, the total usage, why it stopped, and how many model requests it
+    took."""
+
+    text: str
+    messages: Tuple[Message, ...]
+    usage: Usage
+    stop: Stop
+    turns: int
+
+    def __repr__(self) -> str:
+        text = self.text if len(self.text) <= 60 else self.text[:57] + "..."
+        return (f"Result(stop={self.stop!r}, turns={self.turns}, tokens={self.usage.total}, "
+                f"cost=${self.usage.cost:.4f}, messages=<{len(self.messages)} messages>, "
+                f"text={text!r})")
+
+    def _repr_markdown_(self) -> str:
+        footer = (f"*{self.stop.value} · {self.turns} turn{'s' if self.turns != 1 else ''} · "
+                  f"{self.usage.total:,} tokens")
+        if self.usage.cost:
+            footer += f" · ${self.usage.cost:.4f}"
+        return f"{self.text}\n\n---\n{footer}*"
+
+
+class Agent:
+    """A model with a system prompt and tools; see the module docstring."""
+
+    def __init__(
+        self,
+        backend: Any,
+        system: str,
+        *,
+        thinking: Thinking = Thinking(),
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        max_iterations: int = 0,
+        tools: Iterable[Any] = (),
+        mcp: Iterable[MCPServer] = (),
+        approve: Optional[Callable[..., bool]] = None,
+        hooks: Optional[Mapping[Any, Sequence[Callable]]] = None,
+        max_parallel_tools: int = 8,
+        tool_timeout: Optional[float] = None,
+        logger: Optional[logging.Logger] = None,
+    ) -> None:
+        if backend is None:
+            raise ConfigError("an Agent needs a backend, e.g. nacelle.backends.anthropic.Backend()")
+        for attribute in ("name", "capabilities", "stream"):
+            if not hasattr(backend, attribute):
+                raise ConfigError(f"{type(backend).__name__} is not a Backend: it has no {attribute!r}")
+        if not isinstance(system, str) or not system.strip():
+            raise ConfigError("an Agent needs a non-empty system prompt")
+        if not isinstance(thinking, Thinking):
+            raise ConfigError(f"thinking must be a nacelle.Thinking, got {type(thinking).__name__}")
+        _check_int("max_tokens", max_tokens, 1)
+        _check_int("max_iterations", max_iterations, 0)
+        _check_int("max_parallel_tools", max_parallel_tools, 1)
+        if tool_timeout is not None and (isinstance(tool_timeout, bool) or
+                                         not isinstance(tool_timeout, (int, float)) or
+                                         not tool_timeout > 0):
+            raise ConfigError(f"tool_timeout must be a positive number of seconds or None, "
+                              f"got {tool_timeout!r}")
+        if approve is not None and not callable(approve):
+            raise ConfigError(f"approve must be callable, got {type(approve).__name__}")
+        tools = tuple(tools)
+        tools_by_name(tools)
+        mcp = tuple(mcp)
+        self.backend = backend
+        self.system = system
+        self.thinking = thinking
+        self.max_tokens = max_tokens
+        self.max_iterations = max_iterations
+        self.tools = tools
+        self.mcp = mcp
+        self.approve = approve
+        self.hooks = normalize_hooks(hooks) or None
+        self.max_parallel_tools = max_parallel_tools
+        self.tool_timeout = tool_timeout
+        self.logger = logger if logger is not None else logging.getLogger(__name__)
+        self._check_capabilities()
+
+    def _check_capabilities(self) -> None:
+        caps, name = self.backend.capabilities, self.backend.name
+        names = set()
+        for server in self.mcp:
+            if not isinstance(server, MCPServer):
+                raise ConfigError(f"mcp takes nacelle.MCPServer values, got {type(server).__name__}")
+            if server.name in names:
+                raise ConfigError(f"two MCP servers are named {server.name!r}")
+            names.add(server.name)
+        if self.mcp and not caps.mcp:
+            raise Unsupported(
+                name, "server-side MCP servers",
+                hint="connect to the server locally with nacelle.mcp.connect_http(url) "
+                     "and pass its client.tools() as tools")
+        thinking = self.thinking
+        if thinking.show and not caps.thinking:
+            raise Unsupported(name, "showing thinking (Thinking(show=True))")
+        if thinking.budget and not caps.thinking:
+            raise Unsupported(name, "a thinking budget")
+        if thinking.effort is not None and not caps.effort:
+            raise Unsupported(name, f"an effort level (Effort.{thinking.effort.name})")
+        if thinking.budget and thinking.budget < caps.min_budget:
+            raise Unsupported(name, f"a thinking budget of {thinking.budget} tokens "
+                                    f"(the minimum is {caps.min_budget})")
+        if thinking.budget and thinking.budget >= self.max_tokens:
+            raise ConfigError(f"the thinking budget ({thinking.budget}) must be below "
+                              f"max_tokens ({self.max_tokens})")
+
+    def __repr__(self) -> str:
+        tools = [t.name for t in self.tools]
+        return (f"Agent(backend={self.backend.name!r}, tools={tools!r}, "
+                f"mcp={[s.name for s in self.mcp]!r}, max_iterations={self.max_iterations})")
+
+    def request(self, conversation: Iterable[Message]) -> Request:
+        """The Request a run of ``conversation`` sends: checked, defaulted, a private copy."""
+        messages = tuple(conversation)
+        images = self.backend.capabilities.images
+        for i, message in enumerate(messages):
+            if not isinstance(message, Message):
+                raise ConfigError(f"conversation[{i}] is a {type(message).__name__}, not a "
+                                  "nacelle.Message (build one with nacelle.user_text)")
+            if not images and any(isinstance(p, Image) for p in message.parts):
+                raise Unsupported(self.backend.name, f"images (conversation[{i}] has one)")
+        return Request(
+            system=self.system, messages=messages, tools=self.tools, mcp=self.mcp,
+            thinking=self.thinking, max_tokens=self.max_tokens,
+            max_iterations=self.max_iterations, approve=self.approve, hooks=self.hooks,
+            max_parallel_tools=self.max_parallel_tools, tool_timeout=self.tool_timeout,
+        )
+
+    def stream(self, conversation: Iterable[Message], *,
+               cancel: Optional[threading.Event] = None) -> Iterator[Event]:
+        """Run the conversation; yield its events, ending with one DONE (or raise).
+
+        The conversation is checked here, before any request. Leaving the loop early,
+        KeyboardInterrupt, or ``cancel`` being set from another thread cancels the run;
+        the last raises ``Cancelled`` from the generator.
+        """
+        if cancel is not None and not (hasattr(cancel, "is_set") and hasattr(cancel, "wait")):
+            raise ConfigError(f"cancel must be a threading.Event, got {type(cancel).__name__}")
+        request = self.request(conversation)
+        return self._stream(request, cancel)
+
+    def _stream(self, request: Request, cancel: Optional[threading.Event]) -> Iterator[Event]:
+        ctx = RunContext()
+        ended = threading.Event()
+        if cancel is not None:
+            if cancel.is_set():
+                raise Cancelled("the run was cancelled before it started")
+            threading.Thread(target=_watch, args=(cancel, ctx, ended),
+                             name="nacelle-cancel-watch", daemon=True).start()
+        events = self.backend.stream(request, ctx)
+        try:
+            for event in events:
+                yield event
+        except Cancelled:
+            self.logger.debug("run cancelled")
+            raise
+        except Exception as exc:
+            if cancel is not None and cancel.is_set():
+                raise Cancelled("the run was cancelled") from exc
+            raise
+        finally:
+            ended.set()
+            # Whatever ended the run, nothing may keep working for it: the response
+            # is closed and tools are told to stop (a no-op after a clean DONE).
+            ctx.cancel()
+            close = getattr(events, "close", None)
+            if close is not None:
+                close()
+
+    def run(self, conversation: Iterable[Message], *,
+            cancel: Optional[threading.Event] = None) -> Result:
+        """Run to the end and return a :class:`Result`."""
+        events = self.stream(conversation, cancel=cancel)
+        turns = 0
+        done: Optional[Event] = None
+        try:
+            for event in events:
+                if event.kind is Kind.TURN:
+                    turns += 1
+                elif event.kind is Kind.DONE:
+                    done = event
+        finally:
+            events.close()
+        if done is None:  # a Backend that broke its contract
+            raise RuntimeError(f"backend {self.backend.name!r} ended a run without DONE")
+        text = next((m.text for m in reversed(done.messages) if m.role is Role.ASSISTANT), "")
+        return Result(text, done.messages, done.usage, done.stop, turns)
+
+    def count_tokens(self, conversation: Iterable[Message]) -> int:
+        """Count the tokens of the request ``stream`` would send, as the provider does."""
+        if not self.backend.capabilities.token_counting:
+            raise Unsupported(self.backend.name, "token counting")
+        return self.backend.count_tokens(self.request(conversation), RunContext())
+
+
+def _watch(cancel: threading.Event, ctx: RunContext, ended: threading.Event) -> None:
+    while not ended.is_set():
+        if cancel.wait(_WATCH_INTERVAL):
+            if not ended.is_set():
+                ctx.cancel()
+            return
+
+
+def _check_int(name: str, value: Any, least: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ConfigError(f"{name} must be an integer of at least {least}, got {value!r}")

@@ -1,0 +1,172 @@
+"""ScriptedBackend, Turn and FakeClock: a backend that plays back scripted model
+turns through the real tool loop, and a clock tests can drive.
+
+``ScriptedBackend(turns)`` supplies one model turn per request from its script and
+hands everything else to ``nacelle.loop.run`` — the same loop the HTTP backends use
+— so real tools, approvals, hooks, timeouts and cancellation run. Each turn streams
+one delta per Text part (TEXT) and per Reasoning part (THINKING); ToolCall parts
+become the loop's TOOL_CALL events. ``.requests`` holds one Request per model turn
+whose ``messages`` are the conversation exactly as the model saw it that turn.
+
+Scripts are consumed in order under a lock, so a script may be shared by a parent
+agent and a sub-agent running in a tool thread: turns are handed out in the order
+the model requests arrive. Asking for a turn past the end of the script raises
+AssertionError (this is a test double: running out of script is a failed test).
+
+``Turn`` can also pause before answering (``delay``, a wait the run's cancellation
+ends at once — a stand-in for a slow response), fail after its deltas (``error``,
+for testing retries and mid-stream failures), or be a provider pause
+(``resume=True``).
+
+``count_tokens`` is a deterministic stand-in: the request's JSON length over four.
+
+Outer ring: imports nacelle's core; never imported by it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, List, Optional, Tuple, Union
+
+from ..backend import Capabilities, Request, RunContext, TurnEnd
+from ..errors import ConfigError
+from ..events import Event, Kind, Stop, Usage
+from ..loop import run
+from ..messages import Message, Reasoning, Role, Text, ToolCall, assistant_text, dumps
+
+__all__ = ["FakeClock", "ScriptedBackend", "Turn"]
+
+ALL_CAPABILITIES = Capabilities(mcp=True, thinking=True, effort=True, min_budget=0, cost=True,
+                                token_counting=True, images=True)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One scripted model turn.
+
+    ``stop`` defaults to TOOLS when the message has finished tool calls, else END.
+    ``delay`` waits that many seconds (on the run's context, so cancelling ends the
+    wait) before the turn's output; ``error`` is raised after the deltas, before the
+    turn ends; ``resume`` marks a provider pause.
+    """
+
+    message: Message
+    usage: Usage = field(default_factory=Usage)
+    stop: Optional[Stop] = None
+    delay: float = 0.0
+    error: Optional[BaseException] = None
+    resume: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.message, str):
+            object.__setattr__(self, "message", assistant_text(self.message))
+        if not isinstance(self.message, Message) or self.message.role is not Role.ASSISTANT:
+            raise ConfigError(f"a scripted turn needs an assistant Message, got {self.message!r:.80}")
+        if self.stop is None:
+            calls = any(isinstance(p, ToolCall) and p.finished for p in self.message.parts)
+            object.__setattr__(self, "stop", Stop.TOOLS if calls else Stop.END)
+
+
+class ScriptedBackend:
+    """A Backend that answers each model request with the next scripted turn.
+
+    ``turns`` are assistant Messages (or strings, for a plain text answer) or
+    :class:`Turn` values. All capabilities are on unless ``capabilities`` says
+    otherwise.
+    """
+
+    def __init__(self, turns: Iterable[Union[Message, Turn, str]], *, name: str = "scripted",
+                 capabilities: Capabilities = ALL_CAPABILITIES) -> None:
+        self.name = name
+        self.capabilities = capabilities
+        self.requests: List[Request] = []
+        self._script: Tuple[Turn, ...] = tuple(t if isinstance(t, Turn) else Turn(t) for t in turns)
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<ScriptedBackend {self.name!r}: {self._next} of {len(self._script)} turns played>"
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    @property
+    def remaining(self) -> int:
+        """How many scripted turns have not been played."""
+        return len(self._script) - self._next
+
+    def stream(self, request: Request, ctx: RunContext) -> Iterator[Event]:
+        return run(request, ctx, self._turn, backend=self.name)
+
+    def count_tokens(self, request: Request, ctx: RunContext) -> int:
+        ctx.check()
+        text = json.dumps({"system": request.system,
+                           "tools": [[t.name, t.description, t.schema] for t in request.tools],
+                           "mcp": [s.name for s in request.mcp]}) + dumps(request.messages)
+        return max(1, len(text) // 4)
+
+    def assert_consumed(self) -> None:
+        """Fail (AssertionError) if scripted turns were never played."""
+        if self._next < len(self._script):
+            raise AssertionError(
+                f"ScriptedBackend {self.name!r}: {len(self._script) - self._next} of "
+                f"{len(self._script)} scripted turns were never requested")
+
+    def _turn(self, request: Request, messages: Tuple[Message, ...],
+              ctx: RunContext) -> Iterator[Union[Event, TurnEnd]]:
+        with self._lock:
+            number = self._next
+            if number >= len(self._script):
+                raise AssertionError(
+                    f"ScriptedBackend {self.name!r}: model request {number + 1} asked for a "
+                    f"turn, but the script has only {len(self._script)}")
+            self._next += 1
+            self.requests.append(dataclasses.replace(request, messages=messages))
+        turn = self._script[number]
+        if turn.delay:
+            ctx.sleep(turn.delay)
+        for part in turn.message.parts:
+            if isinstance(part, Text):
+                yield Event(Kind.TEXT, text=part.text)
+            elif isinstance(part, Reasoning):
+                yield Event(Kind.THINKING, text=part.text)
+        if turn.error is not None:
+            raise turn.error
+        yield TurnEnd(turn.message.parts, turn.usage, turn.stop, turn.resume)
+
+
+class FakeClock:
+    """A clock for tests: call it for the time; ``sleep`` advances it and records.
+
+    A RunContext given this clock sleeps through it, so retry delays are recorded in
+    ``.sleeps`` instead of slept.
+    """
+
+    def __init__(self, start: float = 0.0) -> None:
+        self._now = float(start)
+        self.sleeps: List[float] = []
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"FakeClock(now={self._now!r}, sleeps={len(self.sleeps)})"
+
+    def __call__(self) -> float:
+        return self._now
+
+    def sleep(self, seconds: float) -> None:
+        with self._lock:
+            self.sleeps.append(seconds)
+            self._now += max(0.0, seconds)
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self._now += seconds

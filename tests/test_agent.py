@@ -1,0 +1,318 @@
+"""Agent: construction refusals, conversation checks, runs, cancellation, Result,
+token counting and pickling — over ScriptedBackend with real tools."""
+
+import _thread
+import pickle
+import threading
+import time
+
+import pytest
+
+import nacelle
+from nacelle import (
+    Agent, Cancelled, Capabilities, ConfigError, Effort, Image, Kind, MCPServer, Message,
+    Result, Role, Stop, Text, Thinking, ToolCall, ToolContext, Unsupported, Usage, user_text,
+)
+from nacelle.testing import ScriptedBackend, Turn
+
+NONE = Capabilities()
+
+
+@nacelle.tool
+def lookup(key: str) -> str:
+    """Look a key up."""
+    return key.upper()
+
+
+@nacelle.tool
+def wait_for_cancel(ctx: ToolContext) -> str:
+    """Block until the call is cancelled."""
+    ctx.cancelled.wait(10)
+    return "stopped"
+
+
+def assistant(*parts):
+    return Message(Role.ASSISTANT, parts)
+
+
+def backend(turns=(), capabilities=None):
+    if capabilities is None:
+        return ScriptedBackend(turns)
+    return ScriptedBackend(turns, capabilities=capabilities)
+
+
+class NamedTool:
+    description = "d"
+    schema = {"type": "object", "properties": {}}
+
+    def __init__(self, name, schema=None):
+        self.name = name
+        if schema is not None:
+            self.schema = schema
+
+    def run(self, input, ctx):
+        return ""
+
+
+# -- construction refusals ---------------------------------------------------------
+
+def test_an_agent_without_a_backend_is_refused():
+    with pytest.raises(ConfigError, match="needs a backend"):
+        Agent(None, "sys")
+
+
+def test_an_object_that_is_not_a_backend_is_refused():
+    with pytest.raises(ConfigError, match="not a Backend"):
+        Agent(object(), "sys")
+
+
+@pytest.mark.parametrize("system", ["", "   ", None])
+def test_an_empty_system_prompt_is_refused(system):
+    with pytest.raises(ConfigError, match="system prompt"):
+        Agent(backend(), system)
+
+
+def test_duplicate_tool_names_are_refused():
+    with pytest.raises(ConfigError, match="two tools are named 'lookup'"):
+        Agent(backend(), "sys", tools=[lookup, NamedTool("lookup")])
+
+
+@pytest.mark.parametrize("name", ["has space", "", "x" * 65, "dot.ted", "ünï"])
+def test_a_tool_name_the_providers_reject_is_refused(name):
+    with pytest.raises(ConfigError, match="must match"):
+        Agent(backend(), "sys", tools=[NamedTool(name)])
+
+
+@pytest.mark.parametrize("schema", [{"type": "string"}, {"properties": {}}, ["type", "object"]])
+def test_a_schema_that_is_not_a_json_object_schema_is_refused(schema):
+    with pytest.raises(ConfigError, match="JSON object schema"):
+        Agent(backend(), "sys", tools=[NamedTool("t", schema)])
+
+
+def test_something_that_is_not_a_tool_is_refused():
+    with pytest.raises(ConfigError, match="is not a Tool"):
+        Agent(backend(), "sys", tools=[lambda: "x"])
+
+
+def test_mcp_servers_on_a_backend_without_mcp_are_unsupported_and_point_to_the_local_client():
+    with pytest.raises(Unsupported) as raised:
+        Agent(backend(capabilities=NONE), "sys", mcp=[MCPServer("m", "https://example.com/mcp")])
+    assert raised.value.backend == "scripted" and "MCP" in raised.value.feature
+    assert "nacelle.mcp.connect_http" in str(raised.value)
+
+
+def test_show_thinking_without_thinking_is_unsupported():
+    with pytest.raises(Unsupported, match="thinking"):
+        Agent(backend(capabilities=NONE), "sys", thinking=Thinking(show=True))
+
+
+def test_a_thinking_budget_without_thinking_is_unsupported():
+    with pytest.raises(Unsupported, match="budget"):
+        Agent(backend(capabilities=NONE), "sys", thinking=Thinking(budget=2048))
+
+
+@pytest.mark.parametrize("effort", [Effort.NONE, Effort.HIGH])
+def test_any_effort_without_effort_support_is_unsupported(effort):
+    with pytest.raises(Unsupported, match="effort"):
+        Agent(backend(capabilities=Capabilities(thinking=True)), "sys", thinking=Thinking(effort=effort))
+
+
+def test_a_thinking_budget_below_the_minimum_is_unsupported():
+    caps = Capabilities(thinking=True, min_budget=1024)
+    with pytest.raises(Unsupported, match="minimum is 1024"):
+        Agent(backend(capabilities=caps), "sys", thinking=Thinking(budget=1000))
+    Agent(backend(capabilities=caps), "sys", thinking=Thinking(budget=1024))
+
+
+def test_a_thinking_budget_not_below_max_tokens_is_refused():
+    with pytest.raises(ConfigError, match="below max_tokens"):
+        Agent(backend(), "sys", thinking=Thinking(budget=4000), max_tokens=4000)
+
+
+@pytest.mark.parametrize("option, value", [
+    ("max_tokens", 0), ("max_iterations", -1), ("max_parallel_tools", 0), ("tool_timeout", 0),
+    ("tool_timeout", -1.0), ("approve", "yes"), ("hooks", {"sometime": []}), ("thinking", "high"),
+    ("max_iterations", True),
+])
+def test_bad_options_are_refused(option, value):
+    with pytest.raises(ConfigError):
+        Agent(backend(), "sys", **{option: value})
+
+
+def test_the_callers_tool_list_and_hooks_are_copied():
+    tools = [lookup]
+    hooks = {"before_tool_call": []}
+    agent = Agent(backend(), "sys", tools=tools, hooks=hooks)
+    tools.append(NamedTool("later"))
+    hooks["after_tool_call"] = [print]
+    assert [t.name for t in agent.tools] == ["lookup"]
+    assert nacelle.HookPoint.AFTER_TOOL_CALL not in agent.hooks
+
+
+# -- conversations ----------------------------------------------------------------
+
+def test_an_image_on_a_backend_without_images_is_unsupported_before_any_request():
+    scripted = backend([assistant(Text("hi"))], capabilities=NONE)
+    agent = Agent(scripted, "sys")
+    picture = Message(Role.USER, (Text("look"), Image("image/png", "iVBORw0KGgo=")))
+    with pytest.raises(Unsupported, match="images"):
+        agent.stream([picture])
+    assert scripted.requests == []
+
+
+def test_an_image_on_a_backend_with_images_is_sent():
+    scripted = backend([assistant(Text("a cat"))])
+    picture = Message(Role.USER, (Image("image/png", "iVBORw0KGgo="),))
+    assert Agent(scripted, "sys").run([picture]).text == "a cat"
+
+
+def test_a_conversation_item_that_is_not_a_message_is_refused():
+    with pytest.raises(ConfigError, match=r"conversation\[1\]"):
+        Agent(backend(), "sys").stream([user_text("a"), "b"])
+
+
+# -- runs ------------------------------------------------------------------------
+
+def test_run_returns_the_final_text_conversation_usage_stop_and_turns():
+    scripted = backend([
+        Turn(assistant(Text("checking"), ToolCall("c", "lookup", '{"key": "k"}')), usage=Usage(5, 1)),
+        Turn(assistant(Text("It is K.")), usage=Usage(7, 2, cost=0.5)),
+    ])
+    result = Agent(scripted, "sys", tools=[lookup]).run([user_text("what is k?")])
+    assert isinstance(result, Result)
+    assert result.text == "It is K." and result.stop is Stop.END and result.turns == 2
+    assert result.usage == Usage(12, 3, cost=0.5) and len(result.messages) == 4
+    assert "turns=2" in repr(result) and "It is K." in repr(result)
+    assert result._repr_markdown_().startswith("It is K.") and "2 turns" in result._repr_markdown_()
+
+
+def test_an_agent_is_reusable_and_each_request_carries_its_configuration():
+    scripted = backend([assistant(Text("one")), assistant(Text("two"))])
+    agent = Agent(scripted, "Be brief.", tools=[lookup], max_iterations=3, max_tokens=100)
+    assert agent.run([user_text("1")]).text == "one"
+    assert agent.run([user_text("2")]).text == "two"
+    first = scripted.requests[0]
+    assert first.system == "Be brief." and first.tools == (lookup,) and first.max_iterations == 3
+    assert first.max_tokens == 100
+
+
+def test_an_agent_is_shared_between_threads():
+    scripted = backend([assistant(Text("same")) for _ in range(4)])
+    agent = Agent(scripted, "sys")
+    answers = []
+    threads = [threading.Thread(target=lambda: answers.append(agent.run([user_text("q")]).text))
+               for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    assert answers == ["same"] * 4
+
+
+def test_a_pickled_agent_runs():
+    scripted = backend([assistant(ToolCall("c", "lookup", '{"key": "p"}')), assistant(Text("P"))])
+    agent = Agent(scripted, "sys", tools=[lookup], thinking=Thinking(effort=Effort.LOW))
+    copy = pickle.loads(pickle.dumps(agent))
+    assert copy.tools[0] is lookup
+    result = copy.run([user_text("go")])
+    assert result.text == "P" and result.messages[2].parts[0].result == "P"
+
+
+def test_count_tokens_counts_the_request_stream_would_send():
+    agent = Agent(backend(), "sys", tools=[lookup])
+    assert agent.count_tokens([user_text("hello " * 40)]) > agent.count_tokens([user_text("hi")]) > 0
+
+
+def test_count_tokens_without_support_is_unsupported():
+    with pytest.raises(Unsupported, match="token counting"):
+        Agent(backend(capabilities=NONE), "sys").count_tokens([user_text("hi")])
+
+
+# -- cancellation ----------------------------------------------------------------
+
+def test_setting_cancel_from_another_thread_ends_a_run_blocked_on_a_slow_tool():
+    cancel = threading.Event()
+    scripted = backend([assistant(ToolCall("c", "wait_for_cancel", "{}")), assistant(Text("never"))])
+    agent = Agent(scripted, "sys", tools=[wait_for_cancel])
+    threading.Timer(0.2, cancel.set).start()
+    started = time.monotonic()
+    with pytest.raises(Cancelled):
+        for _ in agent.stream([user_text("go")], cancel=cancel):
+            pass
+    assert time.monotonic() - started < 1.5
+    assert len(scripted.requests) == 1
+
+
+def test_setting_cancel_ends_a_run_blocked_waiting_for_the_model():
+    cancel = threading.Event()
+    scripted = backend([Turn(assistant(Text("slow")), delay=10)])
+    threading.Timer(0.2, cancel.set).start()
+    started = time.monotonic()
+    with pytest.raises(Cancelled):
+        Agent(scripted, "sys").run([user_text("go")], cancel=cancel)
+    assert time.monotonic() - started < 1.5
+
+
+def test_the_callers_cancel_event_is_only_watched():
+    cancel = threading.Event()
+    result = Agent(backend([assistant(Text("hi"))]), "sys").run([user_text("go")], cancel=cancel)
+    assert result.text == "hi" and not cancel.is_set()
+
+
+def test_a_cancel_event_set_before_the_run_cancels_it_before_any_request():
+    cancel = threading.Event()
+    cancel.set()
+    scripted = backend([assistant(Text("hi"))])
+    with pytest.raises(Cancelled):
+        Agent(scripted, "sys").run([user_text("go")], cancel=cancel)
+    assert scripted.requests == []
+
+
+def test_keyboard_interrupt_while_waiting_propagates_after_cancelling_tools():
+    saw_cancel = threading.Event()
+
+    @nacelle.tool
+    def slow(ctx: ToolContext) -> str:
+        """Wait to be cancelled."""
+        if ctx.cancelled.wait(10):
+            saw_cancel.set()
+        return "x"
+
+    scripted = backend([assistant(ToolCall("c", "slow", "{}")), assistant(Text("never"))])
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            Agent(scripted, "sys", tools=[slow]).run([user_text("go")])
+    finally:
+        timer.cancel()
+    assert saw_cancel.wait(1)
+
+
+def test_a_backend_turn_error_is_raised_from_the_stream():
+    scripted = backend([Turn(assistant(Text("partial")), error=nacelle.StreamTruncated("cut"))])
+    stream = Agent(scripted, "sys").stream([user_text("go")])
+    assert next(stream).text == "partial"
+    with pytest.raises(nacelle.StreamTruncated):
+        next(stream)
+
+
+def test_a_failing_tool_is_not_a_stream_error():
+    @nacelle.tool
+    def broken() -> str:
+        """Fails."""
+        raise RuntimeError("nope")
+
+    scripted = backend([assistant(ToolCall("c", "broken", "{}")), assistant(Text("sorry"))])
+    result = Agent(scripted, "sys", tools=[broken]).run([user_text("go")])
+    assert result.text == "sorry" and result.messages[2].parts[0].failed
+
+
+def test_repr_names_the_backend_and_tools():
+    assert repr(Agent(backend(), "sys", tools=[lookup])) == (
+        "Agent(backend='scripted', tools=['lookup'], mcp=[], max_iterations=0)")
+
+
+def test_events_reach_the_consumer_as_the_turn_streams():
+    agent = Agent(backend([assistant(Text("a"), Text("b"))]), "sys")
+    assert [e.text for e in agent.stream([user_text("go")]) if e.kind is Kind.TEXT] == ["a", "b"]

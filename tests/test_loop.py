@@ -1,0 +1,527 @@
+"""The tool loop: event order, concurrency, exclusivity, pairing, every way a call
+closes, iterations, max_tokens, resume turns, usage, cancellation — through
+ScriptedBackend, with real tools on real threads."""
+
+import json
+import threading
+import time
+
+import pytest
+
+import nacelle
+from nacelle import (
+    Agent, Cancelled, Event, Finish, HookPoint, HookResult, Kind, Message, Reasoning, Role,
+    Stop, StreamError, Text, Thinking, ToolCall, ToolContext, ToolResult, ToolSink, Usage,
+    run_tool, user_text,
+)
+from nacelle.backend import Request, RunContext, TurnEnd
+from nacelle.events import ToolEvent
+from nacelle.loop import run
+from nacelle.testing import ScriptedBackend, Turn
+
+
+def assistant(*parts):
+    return Message(Role.ASSISTANT, parts)
+
+
+def calls(name, *inputs, prefix="c"):
+    return tuple(ToolCall(f"{prefix}{i}", name, json.dumps(x)) for i, x in enumerate(inputs))
+
+
+@nacelle.tool
+def echo(text: str) -> str:
+    """Say it back."""
+    return text
+
+
+@nacelle.tool
+def nap(seconds: float, ctx: ToolContext) -> str:
+    """Sleep, waking early when cancelled."""
+    ctx.cancelled.wait(seconds)
+    return f"slept {seconds}"
+
+
+@nacelle.tool
+def fail(message: str) -> str:
+    """Always raises."""
+    raise ValueError(message)
+
+
+def agent_for(turns, **options):
+    backend = ScriptedBackend(turns)
+    options.setdefault("tools", [echo, nap, fail])
+    return Agent(backend, "You test.", **options), backend
+
+
+def kinds(events):
+    return [e.kind for e in events]
+
+
+def results(events):
+    return [e.tool for e in events if e.kind is Kind.TOOL_RESULT]
+
+
+# -- event order --------------------------------------------------------------------
+
+def test_events_come_in_the_documented_order():
+    turn1 = assistant(Reasoning("hmm"), Text("Let me look."), *calls("echo", {"text": "a"}, {"text": "b"}))
+    agent, backend = agent_for([Turn(turn1, usage=Usage(10, 5)), Turn(assistant(Text("Done.")), usage=Usage(20, 3))],
+                               thinking=Thinking(show=True))
+    events = list(agent.stream([user_text("go")]))
+    assert kinds(events) == [
+        Kind.THINKING, Kind.TEXT, Kind.TOOL_CALL, Kind.TOOL_CALL, Kind.TURN,
+        Kind.TOOL_RESULT, Kind.TOOL_RESULT, Kind.TEXT, Kind.TURN, Kind.DONE,
+    ]
+    assert [e.tool.index for e in events if e.kind is Kind.TOOL_CALL] == [0, 1]
+    assert events[4].stop is Stop.TOOLS and events[4].usage == Usage(10, 5)
+    assert {r.id: r.result for r in results(events)} == {"c0": "a", "c1": "b"}
+    backend.assert_consumed()
+
+
+def test_thinking_events_are_filtered_unless_show_is_set():
+    agent, _ = agent_for([assistant(Reasoning("secret"), Text("hi"))])
+    events = list(agent.stream([user_text("go")]))
+    assert kinds(events) == [Kind.TEXT, Kind.TURN, Kind.DONE]
+    # ...but the reasoning is still recorded for the provider.
+    assert events[-1].messages[-1].parts[0] == Reasoning("secret")
+
+
+def test_done_carries_the_conversation_with_finish_parts_and_results_in_call_order():
+    turn1 = assistant(Text("x"), *calls("echo", {"text": "1"}, {"text": "2"}))
+    agent, _ = agent_for([turn1, assistant(Text("ok"))])
+    done = list(agent.stream([user_text("go")]))[-1]
+    assert done.stop is Stop.END
+    first, second, third, fourth = done.messages
+    assert first == user_text("go")
+    assert second.parts == turn1.parts + (Finish(Stop.TOOLS),)
+    assert third == Message(Role.USER, (ToolResult("c0", "echo", "1"), ToolResult("c1", "echo", "2")))
+    assert fourth.parts == (Text("ok"), Finish(Stop.END))
+
+
+def test_done_usage_is_the_sum_of_turn_usages():
+    turn1 = assistant(*calls("echo", {"text": "a"}))
+    agent, _ = agent_for([Turn(turn1, usage=Usage(3, 4, 5, 6, 1, 0.25)),
+                          Turn(assistant(Text("k")), usage=Usage(7, 8, 9, 10, 2, 0.5))])
+    events = list(agent.stream([user_text("go")]))
+    turns = [e.usage for e in events if e.kind is Kind.TURN]
+    assert events[-1].usage == turns[0] + turns[1] == Usage(10, 12, 14, 16, 3, 0.75)
+
+
+def test_the_model_sees_each_tool_result_on_its_next_turn():
+    agent, backend = agent_for([assistant(*calls("echo", {"text": "seen"})), assistant(Text("ok"))])
+    list(agent.stream([user_text("go")]))
+    assert len(backend.requests) == 2
+    assert backend.requests[0].messages == (user_text("go"),)
+    last = backend.requests[1].messages[-1]
+    assert last.parts == (ToolResult("c0", "echo", "seen"),)
+
+
+def test_the_callers_conversation_is_never_mutated():
+    conversation = [user_text("go")]
+    snapshot = list(conversation)
+    agent, _ = agent_for([assistant(*calls("echo", {"text": "a"})), assistant(Text("ok"))])
+    done = list(agent.stream(conversation))[-1]
+    assert conversation == snapshot and len(done.messages) == 4
+
+
+# -- concurrency --------------------------------------------------------------------
+
+def test_eight_slow_calls_run_in_parallel():
+    @nacelle.tool
+    def sleepy(n: int) -> str:
+        """Sleep 0.2 s."""
+        time.sleep(0.2)
+        return str(n)
+
+    turn = assistant(*calls("sleepy", *({"n": i} for i in range(8))))
+    agent, _ = agent_for([turn, assistant(Text("ok"))], tools=[sleepy])
+    nacelle.validation.compile_schema(sleepy.schema)({"n": 1})  # the first import is not the loop's cost
+    started = time.monotonic()
+    events = list(agent.stream([user_text("go")]))
+    assert time.monotonic() - started < 0.6
+    assert sorted(r.result for r in results(events)) == [str(i) for i in range(8)]
+
+
+def test_max_parallel_tools_bounds_how_many_calls_run_at_once():
+    running, peak, lock = [0], [0], threading.Lock()
+
+    @nacelle.tool
+    def counted() -> str:
+        """Count concurrency."""
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.05)
+        with lock:
+            running[0] -= 1
+        return "ok"
+
+    agent, _ = agent_for([assistant(*calls("counted", *({} for _ in range(6)))), assistant(Text("k"))],
+                         tools=[counted], max_parallel_tools=2)
+    list(agent.stream([user_text("go")]))
+    assert peak[0] == 2
+
+
+def test_calls_of_an_exclusive_tool_never_overlap_and_start_in_index_order():
+    spans, lock = [], threading.Lock()
+
+    @nacelle.tool(exclusive=True)
+    def write(n: int) -> str:
+        """Write."""
+        start = time.monotonic()
+        time.sleep(0.05)
+        with lock:
+            spans.append((n, start, time.monotonic()))
+        return str(n)
+
+    agent, _ = agent_for([assistant(*calls("write", {"n": 0}, {"n": 1}, {"n": 2})), assistant(Text("k"))],
+                         tools=[write])
+    list(agent.stream([user_text("go")]))
+    spans.sort(key=lambda s: s[1])
+    assert [s[0] for s in spans] == [0, 1, 2]
+    for (_, _, end), (_, start, _) in zip(spans, spans[1:]):
+        assert start >= end
+
+
+def test_results_that_land_together_are_drained_sorted_by_index():
+    sink = ToolSink()
+    for index in (2, 0, 1):
+        sink.report(Event(Kind.TOOL_RESULT, tool=ToolEvent(f"c{index}", index, "t", "{}")))
+    assert [e.tool.index for e in sink.drain()] == [0, 1, 2]
+    assert sink.drain() == []
+
+
+def test_results_of_out_of_order_finishes_keep_call_order_in_the_conversation():
+    agent, _ = agent_for([assistant(*calls("nap", {"seconds": 0.3}, {"seconds": 0.0})), assistant(Text("k"))])
+    events = list(agent.stream([user_text("go")]))
+    assert [r.id for r in results(events)] == ["c1", "c0"]  # the fast one lands first
+    assert [r.id for r in events[-1].messages[2].parts] == ["c0", "c1"]
+
+
+def test_a_sink_accepts_only_the_first_result_for_a_call():
+    sink = ToolSink()
+    first = Event(Kind.TOOL_RESULT, tool=ToolEvent("c0", 0, "t", "{}", error="timed out"))
+    assert sink.report(first) is True
+    assert sink.report(Event(Kind.TOOL_RESULT, tool=ToolEvent("c0", 0, "t", "{}", result="late"))) is False
+    assert sink.drain() == [first]
+
+
+# -- every way a call closes --------------------------------------------------------
+
+def closed_once(events):
+    opened = [e.tool.id for e in events if e.kind is Kind.TOOL_CALL]
+    closed = [e.tool.id for e in events if e.kind is Kind.TOOL_RESULT]
+    assert sorted(opened) == sorted(closed) and len(set(closed)) == len(closed)
+    return {r.id: r for r in results(events)}
+
+
+def run_one(call, **options):
+    agent, backend = agent_for([assistant(call), assistant(Text("ok"))], **options)
+    events = list(agent.stream([user_text("go")]))
+    by_id = closed_once(events)
+    seen = backend.requests[1].messages[-1].parts[0]
+    return by_id[call.id], seen
+
+
+def test_an_unknown_tool_is_a_failed_result_naming_it():
+    result, seen = run_one(ToolCall("x", "nope", "{}"))
+    assert result.failed and "no tool named 'nope'" in result.error
+    assert seen == ToolResult("x", "nope", result.error, failed=True)
+
+
+def test_invalid_json_is_a_failed_result_the_model_can_correct():
+    result, seen = run_one(ToolCall("x", "echo", '{"text": '))
+    assert result.failed and "not valid JSON" in result.error and "again" in result.error
+    assert seen.failed and seen.result == result.error
+
+
+def test_input_that_is_not_an_object_is_a_failed_result():
+    result, _ = run_one(ToolCall("x", "echo", '["a"]'))
+    assert "must be a JSON object" in result.error
+
+
+def test_a_schema_violation_is_a_failed_result_naming_the_field():
+    result, seen = run_one(ToolCall("x", "echo", '{"text": 5}'))
+    assert result.failed and "text" in result.error and "string" in result.error
+    assert seen.failed
+
+
+def test_a_tool_that_raises_is_a_failed_result_with_its_message():
+    result, seen = run_one(ToolCall("x", "fail", '{"message": "disk full"}'))
+    assert result.error == "disk full" and not result.refused
+    assert seen == ToolResult("x", "fail", "disk full", failed=True)
+
+
+def test_a_refusal_is_a_failed_result_marked_refused():
+    result, seen = run_one(ToolCall("x", "echo", '{"text": "a"}'), approve=lambda name, input, ctx: False)
+    assert result.refused and result.failed and "did not approve" in result.error
+    assert seen.failed
+
+
+def test_approve_is_asked_with_the_parsed_input_and_a_call_context():
+    asked = []
+
+    def approve(name, input, ctx):
+        asked.append((name, input, ctx.call_id))
+        return True
+
+    result, _ = run_one(ToolCall("x", "echo", '{"text": "a"}'), approve=approve)
+    assert asked == [("echo", {"text": "a"}, "x")] and result.result == "a"
+
+
+def test_an_approve_that_raises_refuses():
+    def approve(name, input, ctx):
+        raise RuntimeError("policy service down")
+
+    result, _ = run_one(ToolCall("x", "echo", '{"text": "a"}'), approve=approve)
+    assert result.refused
+
+
+def test_approve_is_called_from_several_threads_at_once():
+    inside, peak, lock = [0], [0], threading.Lock()
+
+    def approve(name, input, ctx):
+        with lock:
+            inside[0] += 1
+            peak[0] = max(peak[0], inside[0])
+        time.sleep(0.1)
+        with lock:
+            inside[0] -= 1
+        return True
+
+    agent, _ = agent_for([assistant(*calls("echo", *({"text": str(i)} for i in range(4)))), assistant(Text("k"))],
+                         approve=approve)
+    events = list(agent.stream([user_text("go")]))
+    assert peak[0] > 1
+    assert all(not r.failed for r in results(events))
+
+
+def test_a_hook_deny_is_final_and_is_what_the_model_reads():
+    approved = []
+    hooks = {HookPoint.BEFORE_TOOL_CALL: [lambda e: HookResult(deny="not on Sundays")]}
+    result, seen = run_one(ToolCall("x", "echo", '{"text": "a"}'), hooks=hooks,
+                           approve=lambda *a: approved.append(a) or True)
+    assert result.error == "not on Sundays" and not result.refused
+    assert seen.result == "not on Sundays" and approved == []
+
+
+def test_a_before_hook_exception_denies():
+    def broken(event):
+        raise KeyError("boom")
+
+    result, _ = run_one(ToolCall("x", "echo", '{"text": "a"}'), hooks={"before_tool_call": [broken]})
+    assert result.failed and "failed" in result.error and "KeyError" in result.error
+
+
+def test_inject_is_appended_and_capped_at_max_inject_bytes():
+    hooks = {HookPoint.AFTER_TOOL_CALL: [lambda e: HookResult(inject="é" * 20_000)]}
+    result, seen = run_one(ToolCall("x", "echo", '{"text": "out"}'), hooks=hooks)
+    assert result.result.startswith("out\n\n")
+    injected = result.result[len("out\n\n"):]
+    assert injected == "é" * (nacelle.MAX_INJECT // 2)
+    assert len(injected.encode()) <= nacelle.MAX_INJECT
+    assert seen.result == result.result
+
+
+def test_hook_retry_is_true_after_a_deny_of_the_same_tool_in_the_run():
+    seen = []
+
+    def once(event):
+        seen.append(event.retry)
+        return None if event.retry else HookResult(deny="think again")
+
+    agent, _ = agent_for([assistant(*calls("echo", {"text": "a"})),
+                          assistant(*calls("echo", {"text": "b"}, prefix="d")), assistant(Text("k"))],
+                         hooks={HookPoint.BEFORE_TOOL_CALL: [once]})
+    events = list(agent.stream([user_text("go")]))
+    assert seen == [False, True]
+    assert [r.failed for r in results(events)] == [True, False]
+
+
+def test_a_call_past_its_timeout_is_closed_cancelled_and_its_late_result_dropped(caplog):
+    saw_cancel, finished = threading.Event(), threading.Event()
+
+    @nacelle.tool
+    def stubborn(ctx: ToolContext) -> str:
+        """Notices the cancel but answers anyway, late."""
+        if ctx.cancelled.wait(5):
+            saw_cancel.set()
+        time.sleep(0.1)
+        finished.set()
+        return "too late"
+
+    caplog.set_level("DEBUG", logger="nacelle.loop")
+    agent, backend = agent_for([assistant(ToolCall("x", "stubborn", "{}")), assistant(Text("k"))],
+                               tools=[stubborn], tool_timeout=0.2)
+    started = time.monotonic()
+    events = list(agent.stream([user_text("go")]))
+    assert time.monotonic() - started < 1.0
+    result = closed_once(events)["x"]
+    assert result.error == "timed out after 0.2 s" and result.duration >= 0.2
+    assert saw_cancel.wait(1.0)
+    assert backend.requests[1].messages[-1].parts == (ToolResult("x", "stubborn", "timed out after 0.2 s", True),)
+    assert finished.wait(2)
+    deadline = time.monotonic() + 2
+    while "late result for call x" not in caplog.text and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert "dropped a late result for call x" in caplog.text
+
+
+def test_the_iteration_cap_closes_unrun_calls_as_discarded_and_answers_them():
+    ran = []
+
+    @nacelle.tool
+    def mark() -> str:
+        """Record a run."""
+        ran.append(1)
+        return "ok"
+
+    agent, backend = agent_for([assistant(*calls("mark", {})), assistant(*calls("mark", {}, {}, prefix="d"))],
+                               tools=[mark], max_iterations=2)
+    events = list(agent.stream([user_text("go")]))
+    by_id = closed_once(events)
+    assert len(ran) == 1 and len(backend.requests) == 2
+    assert by_id["d0"].discarded and by_id["d1"].discarded and "not run" in by_id["d0"].error
+    done = events[-1]
+    assert done.stop is Stop.ITERATIONS
+    assert done.messages[-1].parts == tuple(
+        ToolResult(i, "mark", by_id[i].error, failed=True) for i in ("d0", "d1"))
+
+
+def test_a_max_tokens_turn_does_not_run_its_calls_and_ends_the_run():
+    ran = []
+
+    @nacelle.tool
+    def mark() -> str:
+        """Record a run."""
+        ran.append(1)
+        return "ok"
+
+    turn = Turn(assistant(Text("a"), ToolCall("x", "mark", "{}"), ToolCall("y", "mark", '{"cut', finished=False)),
+                stop=Stop.MAX_TOKENS)
+    agent, backend = agent_for([turn], tools=[mark])
+    events = list(agent.stream([user_text("go")]))
+    assert ran == []
+    assert [e.tool.id for e in events if e.kind is Kind.TOOL_CALL] == ["x"]  # the cut call gets none
+    assert closed_once(events)["x"].discarded
+    done = events[-1]
+    assert done.stop is Stop.MAX_TOKENS
+    assert done.messages[1].parts[-1] == Finish(Stop.MAX_TOKENS)
+    assert ToolCall("y", "mark", '{"cut', finished=False) in done.messages[1].parts
+    assert done.messages[2].parts == (ToolResult("x", "mark", closed_once(events)["x"].error, True),)
+    backend.assert_consumed()
+
+
+def test_a_resume_turn_is_recorded_and_followed_at_once_by_another_turn():
+    pause = Turn(assistant(Text("searching...")), stop=Stop.OTHER, resume=True)
+    agent, backend = agent_for([pause, assistant(Text("found it"))])
+    events = list(agent.stream([user_text("go")]))
+    assert kinds(events) == [Kind.TEXT, Kind.TURN, Kind.TEXT, Kind.TURN, Kind.DONE]
+    assert backend.requests[1].messages[-1].parts == (Text("searching..."), Finish(Stop.OTHER))
+    assert events[-1].stop is Stop.END
+
+
+def test_a_resume_turn_counts_as_an_iteration():
+    pause = Turn(assistant(Text("...")), stop=Stop.OTHER, resume=True)
+    agent, backend = agent_for([pause, pause], max_iterations=1)
+    events = list(agent.stream([user_text("go")]))
+    assert events[-1].stop is Stop.ITERATIONS and len(backend.requests) == 1
+
+
+def test_a_turn_without_turn_end_is_a_stream_error():
+    def turn(request, messages, ctx):
+        yield Event(Kind.TEXT, text="hi")
+
+    with pytest.raises(StreamError, match="without its TurnEnd"):
+        list(run(Request("s", (user_text("go"),)), RunContext(), turn, backend="broken"))
+
+
+# -- cancellation -------------------------------------------------------------------
+
+def test_closing_the_stream_cancels_a_running_tool_without_waiting_for_it():
+    entered, seen_cancel, release = threading.Event(), threading.Event(), threading.Event()
+
+    @nacelle.tool
+    def block(ctx: ToolContext) -> str:
+        """Block until cancelled, then linger."""
+        entered.set()
+        if ctx.cancelled.wait(5):
+            seen_cancel.set()
+        release.wait(5)
+        return "late"
+
+    turn = assistant(ToolCall("x", "block", "{}"), ToolCall("y", "echo", '{"text": "quick"}'))
+    agent, _ = agent_for([turn, assistant(Text("k"))], tools=[block, echo])
+    stream = agent.stream([user_text("go")])
+    for event in stream:
+        if event.kind is Kind.TOOL_RESULT:  # the quick call answered; the other one runs on
+            break
+    assert entered.wait(2)
+    started = time.monotonic()
+    stream.close()
+    assert time.monotonic() - started < 0.5  # close did not wait for the tool
+    assert seen_cancel.wait(0.5)
+    release.set()
+
+
+def test_a_cancelled_context_closes_open_calls_then_raises_cancelled():
+    ctx = RunContext()
+    agent, backend = agent_for([assistant(ToolCall("x", "nap", '{"seconds": 5}')), assistant(Text("k"))])
+    stream = backend.stream(agent.request([user_text("go")]), ctx)
+    seen = []
+    with pytest.raises(Cancelled):
+        for event in stream:
+            seen.append(event)
+            if event.kind is Kind.TURN:
+                threading.Timer(0.1, ctx.cancel).start()
+    assert seen[-1].kind is Kind.TOOL_RESULT and seen[-1].tool.error.startswith("cancelled")
+
+
+def test_a_turn_error_while_cancelled_becomes_cancelled():
+    ctx = RunContext()
+
+    def turn(request, messages, ctx_):
+        ctx_.cancel()
+        raise OSError("connection closed by the cancel callback")
+        yield  # pragma: no cover
+
+    with pytest.raises(Cancelled):
+        list(run(Request("s", (user_text("go"),)), ctx, turn))
+
+
+# -- run_tool directly --------------------------------------------------------------
+
+def test_run_tool_reports_the_event_and_returns_the_result():
+    sink = ToolSink()
+    result = run_tool(echo, ToolCall("c", "echo", '{"text": "hi"}'), 3, sink, ToolContext("c", 3, "echo"))
+    assert result == ToolResult("c", "echo", "hi")
+    (event,) = sink.drain()
+    assert event.kind is Kind.TOOL_RESULT and event.tool.index == 3 and event.tool.result == "hi"
+    assert event.tool.duration >= 0
+
+
+def test_run_tool_asks_no_hook_or_approval_for_invalid_input():
+    asked = []
+    sink = ToolSink(approve=lambda *a: asked.append("approve") or True,
+                    hooks={HookPoint.BEFORE_TOOL_CALL: [lambda e: asked.append("hook")]})
+    result = run_tool(echo, ToolCall("c", "echo", '{"text": 1}'), 0, sink, ToolContext())
+    assert result.failed and asked == []
+
+
+def test_run_tool_runs_hooks_approval_tool_and_after_hooks_in_order():
+    order = []
+
+    class Recorder:
+        name, description = "rec", "records"
+        schema = {"type": "object", "properties": {}, "additionalProperties": False}
+
+        def run(self, input, ctx):
+            order.append("tool")
+            return "r"
+
+    sink = ToolSink(
+        approve=lambda *a: order.append("approve") or True,
+        hooks={HookPoint.BEFORE_TOOL_CALL: [lambda e: order.append("before")],
+               HookPoint.AFTER_TOOL_CALL: [lambda e: order.append(("after", e.result))]})
+    run_tool(Recorder(), ToolCall("c", "rec", "{}"), 0, sink, ToolContext())
+    assert order == ["before", "approve", "tool", ("after", "r")]
