@@ -1,0 +1,194 @@
+"""The OpenRouter backend: Chat Completions over ``POST {base_url}/chat/completions``.
+
+``Backend(api_key=None, *, model, base_url="https://openrouter.ai/api/v1",
+app_name=None, app_url=None, max_retries=2, timeout=600.0, stall_timeout=600.0,
+provider=None)``. OpenRouter fronts hundreds of models, so ``model`` has no default.
+
+The backend is three parts, as every nacelle backend:
+
+- :func:`to_wire` (``openrouter_wire``): the request body, pure;
+- :class:`Accumulator` (``openrouter_stream``): SSE chunks to events and the turn's
+  end, pure;
+- the thin I/O here: one streaming POST per model turn through
+  ``backends/_http.py`` (which reads bytes, never ``requests``' guessed ISO-8859-1
+  text, retries before the body, and maps error statuses to ``APIError`` — a 401
+  names ``OPENROUTER_API_KEY``, a 402 says the account is out of credits), and
+  ``stream`` handing the run to ``nacelle.loop``.
+
+Choices where the contract is silent:
+
+- The key comes from ``api_key`` or, when that is not given, from
+  ``OPENROUTER_API_KEY`` read at the first request — not at construction — so a
+  Backend can be built (and an Agent configured, pickled, shipped) before the
+  environment holds the key; a missing key is a ``ConfigError`` naming the variable
+  when the first request is made. The key never appears in a repr, an exception or
+  a log line; it does travel inside a pickle, like any other configuration.
+- ``app_url`` is sent as ``HTTP-Referer`` and ``app_name`` as ``X-OpenRouter-Title``
+  (OpenRouter's app attribution); ``provider`` is OpenRouter's provider-routing
+  object (``{"order": [...], "allow_fallbacks": False}``, say), sent as given.
+- ``count_tokens`` raises ``Unsupported``: OpenRouter has no token-counting endpoint.
+- Server-side MCP is not offered (``capabilities.mcp`` is false), so an Agent given
+  ``mcp=`` servers fails at construction; the local MCP client
+  (``nacelle.mcp.connect_stdio`` / ``connect_http``) gives tools usable here.
+- A stream is read up to ``[DONE]`` and then closed; a body that ends after a
+  finish but without ``[DONE]`` is accepted, one that ends before either is
+  ``StreamTruncated``. In-band errors are ``StreamError`` (transient for 408, 429 and
+  5xx codes, so ``Retry`` restarts a run that has shown nothing).
+
+Outer ring: imports ``backends._http`` (and so ``requests``), the two pure halves,
+``nacelle.loop`` and the core. Never another backend.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import threading
+from typing import Any, Dict, Iterator, Optional, Tuple, Union
+
+from .. import loop
+from ..backend import Capabilities, Request, RunContext, TurnEnd
+from ..errors import ConfigError, Unsupported
+from ..events import Event
+from ..messages import Message
+from ._http import Transport
+from .openrouter_stream import Accumulator, usage_from
+from .openrouter_wire import PROTOCOL, to_wire
+
+__all__ = ["Accumulator", "Backend", "PROTOCOL", "capabilities", "to_wire", "usage_from"]
+
+log = logging.getLogger(__name__)
+
+KEY_VARIABLE = "OPENROUTER_API_KEY"
+DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
+
+#: What OpenRouter can do. Effort passes through for every level; a budget maps to
+#: ``reasoning.max_tokens`` with no floor of its own (OpenRouter raises Anthropic's
+#: 1024 minimum itself); ``cost`` comes with every stream's usage.
+capabilities = Capabilities(
+    mcp=False, thinking=True, effort=True, min_budget=0, cost=True,
+    token_counting=False, images=True,
+)
+
+
+class Backend:
+    """OpenRouter, streaming Chat Completions. See the module docstring."""
+
+    name = "openrouter"
+    capabilities = capabilities
+
+    def __init__(
+        self,
+        api_key: Optional[str] = None,
+        *,
+        model: str,
+        base_url: str = DEFAULT_BASE_URL,
+        app_name: Optional[str] = None,
+        app_url: Optional[str] = None,
+        max_retries: int = 2,
+        timeout: float = 600.0,
+        stall_timeout: float = 600.0,
+        provider: Optional[Dict[str, Any]] = None,
+    ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise ConfigError(
+                f"model must name an OpenRouter model (\"anthropic/claude-sonnet-4.5\", "
+                f"say), got {model!r}"
+            )
+        if api_key is not None and (not isinstance(api_key, str) or not api_key.strip()):
+            raise ConfigError(f"api_key must be a non-empty string or None (then "
+                              f"${KEY_VARIABLE} is used)")
+        for label, value in (("app_name", app_name), ("app_url", app_url)):
+            if value is not None and not isinstance(value, str):
+                raise ConfigError(f"{label} must be a string or None, got {type(value).__name__}")
+        if provider is not None and not isinstance(provider, dict):
+            raise ConfigError(
+                f"provider must be a dict of OpenRouter routing preferences, got "
+                f"{type(provider).__name__}"
+            )
+        try:
+            self._transport = Transport(
+                base_url, {}, max_retries=max_retries, timeout=timeout,
+                stall_timeout=stall_timeout, name=self.name, key_variable=KEY_VARIABLE,
+            )
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        self._api_key = api_key
+        self.model = model
+        self.base_url = self._transport.base_url
+        self.app_name = app_name
+        self.app_url = app_url
+        self.provider = copy.deepcopy(provider)
+        self._lock = threading.Lock()
+        self._keyed = False
+
+    def __repr__(self) -> str:
+        return f"openrouter.Backend(model={self.model!r}, base_url={self.base_url!r})"
+
+    def __getstate__(self) -> Dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    # -- the Backend protocol ------------------------------------------------------
+
+    def stream(self, request: Request, ctx: RunContext) -> Iterator[Event]:
+        """Run ``request`` to DONE: the loop, asking :meth:`turn` for each model turn."""
+        return loop.run(request, ctx, self.turn, backend=self.name)
+
+    def count_tokens(self, request: Request, ctx: RunContext) -> int:
+        """Not offered: OpenRouter has no endpoint that counts a request's tokens."""
+        raise Unsupported(self.name, "token counting",
+                          "OpenRouter has no token-counting endpoint")
+
+    def turn(
+        self, request: Request, messages: Tuple[Message, ...], ctx: RunContext
+    ) -> Iterator[Union[Event, TurnEnd]]:
+        """One model turn: its TEXT / THINKING deltas as they arrive, then its TurnEnd."""
+        body = to_wire(request, messages, model=self.model, provider=self.provider)
+        transport = self._ready()
+        response = transport.post_stream("/chat/completions", body, ctx)
+        accumulator = Accumulator()
+        events = transport.events(response, ctx)
+        try:
+            for sse in events:
+                for event in accumulator.feed_data(sse.data):
+                    yield event
+                if accumulator.done:
+                    break
+        finally:
+            events.close()  # closes the response, read to the end or not
+        end = accumulator.end()
+        log.debug("openrouter turn ended: %s via %s, %s", end.stop.value,
+                  accumulator.provider or "unknown provider", end.usage)
+        yield end
+
+    # -- internals -------------------------------------------------------------------
+
+    def _ready(self) -> Transport:
+        """The transport, with its headers set on first use (the key read then)."""
+        if not self._keyed:
+            with self._lock:
+                if not self._keyed:
+                    self._transport.headers = self._headers()
+                    self._keyed = True
+        return self._transport
+
+    def _headers(self) -> Dict[str, str]:
+        key = self._api_key or os.environ.get(KEY_VARIABLE, "").strip()
+        if not key:
+            raise ConfigError(
+                f"no OpenRouter API key: pass api_key= to openrouter.Backend or set "
+                f"${KEY_VARIABLE}"
+            )
+        headers = {"Authorization": f"Bearer {key}"}
+        if self.app_url:
+            headers["HTTP-Referer"] = self.app_url
+        if self.app_name:
+            headers["X-OpenRouter-Title"] = self.app_name
+        return headers

@@ -1,0 +1,410 @@
+"""The OpenRouter stream accumulator: decoded chunks in, nacelle events and one
+:class:`~nacelle.backend.TurnEnd` out.
+
+Pure: :class:`Accumulator` is fed one SSE ``data`` payload (or one parsed chunk)
+at a time and returns the events to yield now; :meth:`Accumulator.end` closes the
+turn. No I/O, so every pitfall of the dialect is tested with plain dicts.
+
+Rules, each answering a way other clients went wrong:
+
+- Keepalive comments (``: OPENROUTER PROCESSING``) never reach this module: the SSE
+  decoder drops comments and dispatches nothing for an empty data buffer.
+- ``delta.content`` and ``delta.reasoning`` become one TEXT / THINKING event per
+  non-empty delta; null and empty values (sent on nearly every chunk) and the
+  ``role`` repeated on each delta are ignored. ``delta.refusal`` text is shown and
+  kept as text: it is what the model said instead of an answer.
+- ``reasoning_details`` fragments are merged as they come, for the whole stream (a
+  signature arrives after the text it signs): a fragment with the same ``type`` and
+  ``index`` as an earlier item extends it (``text`` / ``summary`` / ``data``
+  concatenated, other keys filled where missing); a fragment without an index
+  continues the previous item of the same text-like type; anything else is a new
+  item. The merged list, even an empty one, is the turn's ``Reasoning.state`` (its
+  JSON text), echoed unchanged by ``to_wire``.
+- Tool-call fragments are keyed by ``index``; ``id`` and ``name`` are latched once
+  (the first non-empty value wins, so providers repeating them on every fragment
+  are fine) and only ``arguments`` are concatenated, never parsed before the end.
+  A fragment without an index continues the last call unless it brings a new
+  ``id`` or ``name``. A fragment reusing an index with a *different* id starts a new
+  call only when the arguments gathered so far are already a complete JSON value
+  (an upstream numbering parallel calls alike); otherwise the id changed mid-call
+  and the first one stands. Missing or duplicate ids are replaced with generated
+  ones, unique within the turn. Blank arguments become ``"{}"``.
+- The finish is handled once, at ``[DONE]`` or at the end of the body: finish and
+  usage chunks can repeat, and a repeated finish changes nothing. Calls run
+  whenever any were gathered, whatever the finish says (upstreams answer ``stop``
+  or null with calls), unless it is ``error`` or ``length``. ``stop`` → END,
+  ``tool_calls`` → TOOLS (OTHER if no call arrived), ``length`` → MAX_TOKENS (calls
+  whose arguments are not complete JSON are kept as ``finished=False``),
+  ``content_filter`` → REFUSAL, ``error`` → :class:`StreamError`, no finish before
+  ``[DONE]`` → END, anything else → OTHER.
+- Usage comes from whichever chunk carries it (the last wins), never from an
+  unguarded ``choices[0]``. OpenRouter's ``prompt_tokens`` is the whole prompt: its
+  docs' usage example reports 194 prompt tokens of which 100 are
+  ``cache_write_tokens``, and its caching guide 10339 prompt tokens of which 10318
+  are ``cached_tokens``. So both cache reads and cache writes are subtracted to get
+  full-rate input (never below zero); ``cost`` (credits, which are US dollars) fills
+  ``Usage.cost``.
+- Errors inside a 200 stream — a top-level ``error`` object, a choice-level
+  ``error``, or ``finish_reason: "error"`` — raise :class:`StreamError`, marked
+  :func:`~nacelle.errors.transient` when the error's ``code`` (a number, or a string
+  holding one) is 408, 429 or 5xx, or is the string ``server_error``. A body that
+  ends with neither ``[DONE]`` nor a finish raises :class:`StreamTruncated`.
+
+May import: the standard library and nacelle's core (``errors``, ``events``,
+``messages``, ``backend``). Never ``requests``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from typing import Any, Dict, List, Optional
+
+from ..backend import TurnEnd
+from ..errors import StreamError, StreamTruncated, transient
+from ..events import Event, Kind, Stop, Usage
+from ..messages import Part, Reasoning, Text, ToolCall
+from .openrouter_wire import PROTOCOL
+
+__all__ = ["Accumulator", "usage_from"]
+
+logger = logging.getLogger(__name__)
+
+_STOPS = {
+    "stop": Stop.END,
+    "tool_calls": Stop.TOOLS,
+    "length": Stop.MAX_TOKENS,
+    "content_filter": Stop.REFUSAL,
+}
+_CONCATENATED = ("text", "summary", "data")
+_CONTINUABLE = ("reasoning.text", "reasoning.summary")
+
+
+class _Call:
+    __slots__ = ("id", "name", "arguments")
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.name = ""
+        self.arguments: List[str] = []
+
+    def latch(self, call_id: str, name: str, arguments: str) -> None:
+        if call_id and not self.id:
+            self.id = call_id
+        if name and not self.name:
+            self.name = name
+        if arguments:
+            self.arguments.append(arguments)
+
+    @property
+    def raw(self) -> str:
+        return "".join(self.arguments)
+
+
+class Accumulator:
+    """One turn's stream state. Feed it with :meth:`feed_data` (an SSE ``data``
+    payload) or :meth:`feed` (a parsed chunk); close it with :meth:`end`."""
+
+    def __init__(self) -> None:
+        self.done = False
+        self.provider = ""
+        self._text: List[str] = []
+        self._reasoning: List[str] = []
+        self._details: Optional[List[Dict[str, Any]]] = None
+        self._order: List[str] = []  # "reasoning" / "text", by first appearance
+        self._calls: List[_Call] = []
+        self._by_index: Dict[int, _Call] = {}
+        self._finish: Optional[str] = None
+        self._native_finish = ""
+        self._usage: Optional[Dict[str, Any]] = None
+
+    # -- feeding --------------------------------------------------------------
+
+    def feed_data(self, data: str) -> List[Event]:
+        """Take one SSE ``data`` payload: a JSON chunk, or the ``[DONE]`` sentinel.
+
+        An empty payload (a bare ``data:`` line) carries nothing and is skipped.
+        """
+        stripped = data.strip()
+        if not stripped:
+            return []
+        if stripped == "[DONE]":
+            self.done = True
+            return []
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            raise StreamError(
+                f"OpenRouter sent a data line that is not JSON: {data[:80]!r}"
+            ) from None
+        return self.feed(chunk)
+
+    def feed(self, chunk: Any) -> List[Event]:
+        """Take one parsed chunk; return the TEXT / THINKING events it carries."""
+        if not isinstance(chunk, dict):
+            raise StreamError(
+                f"OpenRouter sent a chunk that is not a JSON object: {str(chunk)[:80]!r}"
+            )
+        provider = chunk.get("provider")
+        if isinstance(provider, str) and provider:
+            self.provider = provider
+        error = chunk.get("error")
+        if error:
+            raise _stream_error(error, self.provider)
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            self._usage = usage
+        events: List[Event] = []
+        choices = chunk.get("choices")
+        if isinstance(choices, list):
+            for choice in choices:
+                if isinstance(choice, dict) and choice.get("index", 0) == 0:
+                    events.extend(self._choice(choice))
+        return events
+
+    def _choice(self, choice: Dict[str, Any]) -> List[Event]:
+        if choice.get("error"):
+            raise _stream_error(choice["error"], self.provider)
+        events: List[Event] = []
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            reasoning = delta.get("reasoning")
+            if isinstance(reasoning, str) and reasoning:
+                self._seen("reasoning")
+                self._reasoning.append(reasoning)
+                events.append(Event(Kind.THINKING, text=reasoning))
+            details = delta.get("reasoning_details")
+            if isinstance(details, list):
+                self._seen("reasoning")
+                if self._details is None:
+                    self._details = []
+                for fragment in details:
+                    if isinstance(fragment, dict):
+                        _merge_detail(self._details, fragment)
+            for key in ("content", "refusal"):
+                text = delta.get(key)
+                if isinstance(text, str) and text:
+                    self._seen("text")
+                    self._text.append(text)
+                    events.append(Event(Kind.TEXT, text=text))
+            calls = delta.get("tool_calls")
+            if isinstance(calls, list):
+                for fragment in calls:
+                    if isinstance(fragment, dict):
+                        self._tool_fragment(fragment)
+        finish = choice.get("finish_reason")
+        if isinstance(finish, str) and finish and self._finish != "error":
+            self._finish = finish
+            native = choice.get("native_finish_reason")
+            if isinstance(native, str):
+                self._native_finish = native
+        return events
+
+    def _seen(self, what: str) -> None:
+        if what not in self._order:
+            self._order.append(what)
+
+    def _tool_fragment(self, fragment: Dict[str, Any]) -> None:
+        index = fragment.get("index")
+        if isinstance(index, bool) or not isinstance(index, int):
+            index = None
+        call_id = _string(fragment.get("id"))
+        function = fragment.get("function")
+        if not isinstance(function, dict):
+            function = {}
+        name = _string(function.get("name"))
+        arguments = _string(function.get("arguments"))
+        if index is not None:
+            call = self._by_index.get(index)
+            if call is None or _reuses_index(call, call_id):
+                call = self._new_call()
+                self._by_index[index] = call
+        else:
+            call = self._calls[-1] if self._calls else None
+            if (
+                call is None
+                or (call_id and call.id and call_id != call.id)
+                or (name and call.name and name != call.name)
+            ):
+                call = self._new_call()
+        call.latch(call_id, name, arguments)
+
+    def _new_call(self) -> _Call:
+        call = _Call()
+        self._calls.append(call)
+        return call
+
+    # -- closing --------------------------------------------------------------
+
+    def end(self) -> TurnEnd:
+        """Close the turn at ``[DONE]`` or at the end of the body.
+
+        Raises :class:`StreamError` for a finish of ``error`` and
+        :class:`StreamTruncated` when the body ended with neither ``[DONE]`` nor a
+        finish.
+        """
+        if self._finish == "error":
+            native = f" ({self._native_finish})" if self._native_finish else ""
+            by = f" from {self.provider}" if self.provider else ""
+            raise StreamError(f"OpenRouter ended the response{by} with an error{native}")
+        if not self.done and self._finish is None:
+            raise StreamTruncated(
+                "the OpenRouter stream ended before [DONE] or a finish_reason"
+            )
+        stop = self._stop()
+        return TurnEnd(parts=self._parts(stop), usage=self.usage(), stop=stop)
+
+    def _stop(self) -> Stop:
+        if self._finish == "length":
+            return Stop.MAX_TOKENS
+        if self._calls:
+            return Stop.TOOLS
+        if self._finish is None:
+            return Stop.END
+        if self._finish == "tool_calls":
+            logger.debug("finish_reason tool_calls with no tool call in the stream")
+            return Stop.OTHER
+        stop = _STOPS.get(self._finish, Stop.OTHER)
+        if stop is Stop.OTHER:
+            logger.debug("unknown finish_reason %r mapped to OTHER", self._finish)
+        return stop
+
+    def _parts(self, stop: Stop) -> tuple:
+        parts: List[Part] = []
+        for what in self._order:
+            if what == "text":
+                parts.append(Text("".join(self._text)))
+            else:
+                parts.append(self._reasoning_part())
+        seen = set()
+        for call in self._calls:
+            raw = call.raw
+            finished = True
+            if stop is Stop.MAX_TOKENS:
+                finished = _complete_json(raw)
+            if finished and not raw.strip():
+                raw = "{}"
+            call_id = call.id
+            if not call_id or call_id in seen:
+                call_id = "call_" + uuid.uuid4().hex[:24]
+            seen.add(call_id)
+            parts.append(ToolCall(call_id, call.name, raw, finished))
+        return tuple(parts)
+
+    def _reasoning_part(self) -> Reasoning:
+        text = "".join(self._reasoning)
+        if not text and self._details:
+            # A provider that streams only details: show what they say in words.
+            for item in self._details:
+                words = item.get("text") or item.get("summary")
+                if isinstance(words, str):
+                    text += words
+        state = ""
+        if self._details is not None:
+            state = json.dumps(self._details, ensure_ascii=False, separators=(",", ":"))
+        return Reasoning(text, state, PROTOCOL)
+
+    def usage(self) -> Usage:
+        """The turn's usage so far, from the last chunk that carried one."""
+        return usage_from(self._usage or {})
+
+
+def usage_from(usage: Dict[str, Any]) -> Usage:
+    """Map an OpenRouter ``usage`` object onto :class:`Usage` (see module docstring)."""
+    prompt = _int(usage.get("prompt_tokens"))
+    details = usage.get("prompt_tokens_details")
+    if not isinstance(details, dict):
+        details = {}
+    cached = _int(details.get("cached_tokens"))
+    written = _int(details.get("cache_write_tokens"))
+    completion = usage.get("completion_tokens_details")
+    if not isinstance(completion, dict):
+        completion = {}
+    cost = usage.get("cost")
+    return Usage(
+        input_tokens=max(0, prompt - cached - written),
+        output_tokens=_int(usage.get("completion_tokens")),
+        cache_read_tokens=cached,
+        cache_creation_tokens=written,
+        reasoning_tokens=_int(completion.get("reasoning_tokens")),
+        cost=float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool)
+        else 0.0,
+    )
+
+
+def _stream_error(error: Any, provider: str) -> StreamError:
+    if isinstance(error, dict):
+        code = error.get("code")
+        message = error.get("message")
+    else:
+        code, message = None, error
+    text = "OpenRouter stream error"
+    if code is not None and code != "":
+        text += f" {code}"
+    by = f" from {provider}" if provider else ""
+    text += f"{by}: {message if isinstance(message, str) and message else 'no message'}"
+    err = StreamError(text)
+    err.code = code  # type: ignore[attr-defined]
+    if _transient_code(code):
+        transient(err)
+    return err
+
+
+def _transient_code(code: Any) -> bool:
+    if isinstance(code, str):
+        if code.strip() == "server_error":
+            return True
+        try:
+            code = int(code.strip())
+        except ValueError:
+            return False
+    if isinstance(code, bool) or not isinstance(code, int):
+        return False
+    return code in (408, 429) or 500 <= code <= 599
+
+
+def _merge_detail(details: List[Dict[str, Any]], fragment: Dict[str, Any]) -> None:
+    kind = fragment.get("type")
+    target: Optional[Dict[str, Any]] = None
+    if "index" in fragment:
+        for item in details:
+            if item.get("type") == kind and item.get("index") == fragment["index"]:
+                target = item
+                break
+    elif details and details[-1].get("type") == kind and kind in _CONTINUABLE \
+            and "index" not in details[-1]:
+        target = details[-1]
+    if target is None:
+        details.append(dict(fragment))
+        return
+    for key, value in fragment.items():
+        if key in _CONCATENATED and isinstance(value, str):
+            current = target.get(key)
+            target[key] = (current if isinstance(current, str) else "") + value
+        elif target.get(key) is None:
+            target[key] = value
+
+
+def _reuses_index(call: _Call, call_id: str) -> bool:
+    return bool(call_id and call.id and call_id != call.id and _complete_json(call.raw))
+
+
+def _complete_json(raw: str) -> bool:
+    if not raw.strip():
+        return False
+    try:
+        json.loads(raw)
+    except ValueError:
+        return False
+    return True
+
+
+def _string(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    return int(value)

@@ -1,0 +1,409 @@
+"""The OpenRouter accumulator fed plain dicts: one test per pitfall of the dialect."""
+
+import json
+import re
+
+import pytest
+
+from nacelle import (
+    Event, Kind, Reasoning, Stop, StreamError, StreamTruncated, Text, ToolCall, Usage,
+    retryable,
+)
+from nacelle.backends.openrouter_stream import Accumulator, usage_from
+
+
+def chunk(delta=None, finish=None, usage=None, choices=None, **extra):
+    body = {"id": "gen-1", "object": "chat.completion.chunk", "created": 1,
+            "model": "anthropic/claude-haiku-4.5", "provider": "Amazon Bedrock"}
+    if choices is None:
+        choice = {"index": 0, "delta": {"role": "assistant", **(delta or {})},
+                  "finish_reason": finish, "native_finish_reason": None}
+        choices = [choice]
+    body["choices"] = choices
+    if usage is not None:
+        body["usage"] = usage
+    body.update(extra)
+    return body
+
+
+def call(index=None, id=None, name=None, arguments=None, **extra):
+    fragment = dict(extra)
+    if index is not None:
+        fragment["index"] = index
+    if id is not None:
+        fragment["id"] = id
+        fragment["type"] = "function"
+    function = {}
+    if name is not None:
+        function["name"] = name
+    if arguments is not None:
+        function["arguments"] = arguments
+    if function:
+        fragment["function"] = function
+    return fragment
+
+
+def run(*chunks, done=True):
+    """Feed chunks; return (events, TurnEnd)."""
+    acc = Accumulator()
+    events = []
+    for c in chunks:
+        events.extend(acc.feed(c))
+    if done:
+        acc.feed_data("[DONE]")
+    return events, acc.end()
+
+
+def calls_of(end):
+    return [p for p in end.parts if isinstance(p, ToolCall)]
+
+
+def test_each_content_delta_is_one_text_event_and_null_or_empty_ones_are_ignored():
+    events, end = run(
+        chunk({"content": ""}),
+        chunk({"content": "Hel"}),
+        chunk({"content": None}),
+        chunk({"content": "lo"}),
+        chunk({"content": ""}, finish="stop"),
+    )
+    assert events == [Event(Kind.TEXT, text="Hel"), Event(Kind.TEXT, text="lo")]
+    assert end.parts == (Text("Hello"),)
+    assert end.stop is Stop.END
+    assert end.resume is False
+
+
+def test_reasoning_deltas_are_thinking_events_and_the_reasoning_part_comes_first():
+    events, end = run(
+        chunk({"reasoning": "Think", "reasoning_details": [
+            {"type": "reasoning.text", "text": "Think", "format": "anthropic-claude-v1",
+             "index": 0}]}),
+        chunk({"reasoning": "ing.", "reasoning_details": [
+            {"type": "reasoning.text", "text": "ing.", "format": "anthropic-claude-v1",
+             "index": 0}]}),
+        chunk({"content": "Answer."}, finish="stop"),
+    )
+    assert [(e.kind, e.text) for e in events] == [
+        (Kind.THINKING, "Think"), (Kind.THINKING, "ing."), (Kind.TEXT, "Answer.")]
+    reasoning, text = end.parts
+    assert text == Text("Answer.")
+    assert reasoning.text == "Thinking." and reasoning.protocol == "openrouter"
+    assert json.loads(reasoning.state) == [
+        {"type": "reasoning.text", "text": "Thinking.", "format": "anthropic-claude-v1",
+         "index": 0}]
+
+
+def test_a_late_signature_after_the_text_is_merged_into_the_same_detail():
+    _, end = run(
+        chunk({"content": "", "reasoning": "The user is asking", "reasoning_details": [
+            {"type": "reasoning.text", "text": "The user is asking",
+             "format": "anthropic-claude-v1", "index": 0}]}),
+        chunk({"content": "Sure."}),
+        chunk({"content": "", "reasoning_details": [
+            {"type": "reasoning.text", "signature": "EvsC==", "format": "anthropic-claude-v1",
+             "index": 0}]}),
+        chunk({"content": ""}, finish="stop"),
+    )
+    assert json.loads(end.parts[0].state) == [
+        {"type": "reasoning.text", "text": "The user is asking",
+         "format": "anthropic-claude-v1", "index": 0, "signature": "EvsC=="}]
+
+
+def test_details_of_different_types_and_indexes_stay_separate_items_in_order():
+    _, end = run(
+        chunk({"reasoning_details": [{"type": "reasoning.summary", "summary": "Plan",
+                                      "index": 0}]}),
+        chunk({"reasoning_details": [{"type": "reasoning.summary", "summary": " it.",
+                                      "index": 0}]}),
+        chunk({"reasoning_details": [{"type": "reasoning.encrypted", "data": "gAAA",
+                                      "index": 1}]}),
+        chunk({"reasoning_details": [{"type": "reasoning.encrypted", "data": "BBB=",
+                                      "index": 1, "id": "rs_1"}]}),
+        chunk({"content": "Hi"}, finish="stop"),
+    )
+    reasoning = end.parts[0]
+    assert json.loads(reasoning.state) == [
+        {"type": "reasoning.summary", "summary": "Plan it.", "index": 0},
+        {"type": "reasoning.encrypted", "data": "gAAABBB=", "index": 1, "id": "rs_1"},
+    ]
+    # No delta.reasoning was streamed, so the part's text is what the details say.
+    assert reasoning.text == "Plan it."
+
+
+def test_index_less_text_details_continue_the_previous_one():
+    _, end = run(
+        chunk({"reasoning_details": [{"type": "reasoning.text", "text": "a"}]}),
+        chunk({"reasoning_details": [{"type": "reasoning.text", "text": "b",
+                                      "signature": "s"}]}),
+        chunk({}, finish="stop"),
+    )
+    assert json.loads(end.parts[0].state) == [
+        {"type": "reasoning.text", "text": "ab", "signature": "s"}]
+
+
+def test_an_empty_reasoning_details_list_is_kept_as_state():
+    _, end = run(chunk({"reasoning": "x", "reasoning_details": []}), chunk({}, finish="stop"))
+    assert end.parts == (Reasoning("x", "[]", "openrouter"),)
+
+
+def test_tool_fragments_are_keyed_by_index_with_id_and_name_only_on_the_first():
+    _, end = run(
+        chunk({"content": None, "tool_calls": [
+            call(0, "toolu_bdrk_01", "weather", "")]}),
+        chunk({"tool_calls": [call(0, arguments="")]}),
+        chunk({"tool_calls": [call(0, arguments='{"city": "Berlin')]}),
+        chunk({"tool_calls": [call(1, "toolu_bdrk_02", "clock", "{}")]}),
+        chunk({"tool_calls": [call(0, arguments='"}')]}),
+        chunk({"content": "", "reasoning": None}, finish="tool_calls"),
+    )
+    assert calls_of(end) == [
+        ToolCall("toolu_bdrk_01", "weather", '{"city": "Berlin"}'),
+        ToolCall("toolu_bdrk_02", "clock", "{}"),
+    ]
+    assert end.stop is Stop.TOOLS
+
+
+def test_tool_calls_emit_no_events_from_the_accumulator():
+    events, _ = run(chunk({"tool_calls": [call(0, "c1", "a", "{}")]}), chunk({}, "tool_calls"))
+    assert events == []
+
+
+def test_an_id_and_name_repeated_on_every_fragment_are_not_concatenated():
+    _, end = run(
+        chunk({"tool_calls": [call(0, "call_1", "search", '{"q":')]}),
+        chunk({"tool_calls": [call(0, "call_1", "search", '"x"}')]}),
+        chunk({}, finish="tool_calls"),
+    )
+    assert calls_of(end) == [ToolCall("call_1", "search", '{"q":"x"}')]
+
+
+def test_an_id_changed_mid_call_keeps_the_first_id():
+    _, end = run(
+        chunk({"tool_calls": [call(0, "call_a", "search", '{"q":')]}),
+        chunk({"tool_calls": [call(0, "call_b", arguments='"x"}')]}),
+        chunk({}, finish="tool_calls"),
+    )
+    assert calls_of(end) == [ToolCall("call_a", "search", '{"q":"x"}')]
+
+
+def test_a_reused_index_with_a_new_id_after_complete_arguments_starts_a_new_call():
+    _, end = run(
+        chunk({"tool_calls": [call(0, "call_a", "search", '{"q":"x"}')]}),
+        chunk({"tool_calls": [call(0, "call_b", "search", '{"q":')]}),
+        chunk({"tool_calls": [call(0, arguments='"y"}')]}),
+        chunk({}, finish="tool_calls"),
+    )
+    assert calls_of(end) == [ToolCall("call_a", "search", '{"q":"x"}'),
+                             ToolCall("call_b", "search", '{"q":"y"}')]
+
+
+def test_missing_indexes_start_a_call_on_a_new_id_and_continue_on_arguments_alone():
+    _, end = run(
+        chunk({"tool_calls": [call(id="g1", name="weather", arguments='{"city":')]}),
+        chunk({"tool_calls": [call(arguments='"Oslo"}')]}),
+        chunk({"tool_calls": [call(id="g2", name="weather", arguments='{"city":"Rome"}')]}),
+        chunk({"tool_calls": [call(name="clock")]}),
+        chunk({}, finish="tool_calls"),
+    )
+    calls = calls_of(end)
+    assert [(c.name, c.input) for c in calls] == [
+        ("weather", '{"city":"Oslo"}'), ("weather", '{"city":"Rome"}'), ("clock", "{}")]
+    assert calls[0].id == "g1" and calls[1].id == "g2"
+    assert re.fullmatch(r"call_[0-9a-f]{24}", calls[2].id)
+
+
+def test_missing_empty_and_duplicate_ids_are_replaced_with_unique_ones():
+    _, end = run(
+        chunk({"tool_calls": [call(0, "dup", "a", "{}"), call(1, "dup", "b", "{}"),
+                              call(2, "", "c", "{}"), call(3, name="d", arguments="{}")]}),
+        chunk({}, finish="tool_calls"),
+    )
+    ids = [c.id for c in calls_of(end)]
+    assert ids[0] == "dup"
+    assert len(set(ids)) == 4
+    assert all(re.fullmatch(r"call_[0-9a-f]{24}", i) for i in ids[1:])
+
+
+@pytest.mark.parametrize("arguments", ["", "   ", None])
+def test_blank_or_missing_arguments_become_an_empty_object(arguments):
+    _, end = run(chunk({"tool_calls": [call(0, "c1", "now", arguments)]}),
+                 chunk({}, finish="tool_calls"))
+    assert calls_of(end) == [ToolCall("c1", "now", "{}")]
+
+
+def test_arguments_are_kept_byte_for_byte_and_never_parsed_before_the_end():
+    pieces = ['{"path": "a', "", 'b.txt", ', '"text": "naïve \\u00e9 ', '"}', ""]
+    _, end = run(*[chunk({"tool_calls": [call(0, "c1" if i == 0 else None,
+                                              "write" if i == 0 else None, p)]})
+                   for i, p in enumerate(pieces)],
+                 chunk({}, finish="tool_calls"))
+    assert calls_of(end)[0].input == "".join(pieces)
+
+
+def test_invalid_json_arguments_are_passed_on_for_the_loop_to_report():
+    _, end = run(chunk({"tool_calls": [call(0, "c1", "a", "{not json")]}), chunk({}, "stop"))
+    assert calls_of(end) == [ToolCall("c1", "a", "{not json")]
+    assert end.stop is Stop.TOOLS
+
+
+@pytest.mark.parametrize("finish", ["stop", None, "content_filter", "weird"])
+def test_calls_run_whatever_the_finish_says_unless_error_or_length(finish):
+    _, end = run(chunk({"tool_calls": [call(0, "c1", "a", "{}")]}), chunk({}, finish))
+    assert end.stop is Stop.TOOLS
+    assert calls_of(end)[0].finished
+
+
+def test_length_with_calls_stops_at_max_tokens_and_marks_the_cut_call_unfinished():
+    _, end = run(
+        chunk({"tool_calls": [call(0, "c1", "a", '{"x": 1}'), call(1, "c2", "b", '{"y": "ab')]}),
+        chunk({}, finish="length"),
+    )
+    assert end.stop is Stop.MAX_TOKENS
+    assert calls_of(end) == [ToolCall("c1", "a", '{"x": 1}', True),
+                             ToolCall("c2", "b", '{"y": "ab', False)]
+
+
+@pytest.mark.parametrize("finish, stop", [
+    ("stop", Stop.END), ("length", Stop.MAX_TOKENS), ("content_filter", Stop.REFUSAL),
+    ("tool_calls", Stop.OTHER), ("something_new", Stop.OTHER), (None, Stop.END),
+])
+def test_finish_reasons_map_to_stops_without_calls(finish, stop):
+    _, end = run(chunk({"content": "x"}, finish=finish))
+    assert end.stop is stop
+
+
+def test_a_finish_and_usage_repeated_are_handled_once_with_usage_from_the_last():
+    usage = {"prompt_tokens": 626, "completion_tokens": 106, "total_tokens": 732,
+             "cost": 0.001156, "is_byok": False,
+             "prompt_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+             "completion_tokens_details": {"reasoning_tokens": 54}}
+    _, end = run(
+        chunk({"tool_calls": [call(0, "c1", "a", "{}")]}),
+        chunk({"content": "", "reasoning": None}, finish="tool_calls"),
+        chunk({"content": ""}, finish="tool_calls", usage=usage, service_tier=None),
+    )
+    assert len(calls_of(end)) == 1
+    assert end.usage == Usage(input_tokens=626, output_tokens=106, reasoning_tokens=54,
+                              cost=0.001156)
+
+
+def test_usage_in_a_chunk_with_empty_choices_is_read():
+    _, end = run(chunk({"content": "Hi"}, finish="stop"),
+                 chunk(choices=[], usage={"prompt_tokens": 10, "completion_tokens": 2}))
+    assert end.usage == Usage(input_tokens=10, output_tokens=2)
+
+
+def test_cache_reads_and_writes_are_taken_out_of_prompt_tokens():
+    assert usage_from({
+        "prompt_tokens": 10339, "completion_tokens": 60, "cost": 0.0012,
+        "prompt_tokens_details": {"cached_tokens": 10318, "cache_write_tokens": 0},
+    }) == Usage(input_tokens=21, output_tokens=60, cache_read_tokens=10318, cost=0.0012)
+    assert usage_from({
+        "prompt_tokens": 194, "completion_tokens": 2,
+        "prompt_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 100},
+    }) == Usage(input_tokens=94, output_tokens=2, cache_creation_tokens=100)
+
+
+def test_input_tokens_never_go_below_zero_and_odd_values_count_as_zero():
+    assert usage_from({
+        "prompt_tokens": 5, "completion_tokens": None, "cost": None,
+        "prompt_tokens_details": {"cached_tokens": 4, "cache_write_tokens": 3},
+        "completion_tokens_details": "n/a",
+    }) == Usage(input_tokens=0, cache_read_tokens=4, cache_creation_tokens=3)
+
+
+def test_a_turn_without_usage_reports_zero_usage():
+    _, end = run(chunk({"content": "Hi"}, finish="stop"))
+    assert end.usage == Usage()
+
+
+def test_choices_other_than_the_first_are_ignored():
+    _, end = run(chunk(choices=[
+        {"index": 1, "delta": {"content": "other"}, "finish_reason": None},
+        {"index": 0, "delta": {"content": "mine"}, "finish_reason": "stop"},
+    ]))
+    assert end.parts == (Text("mine"),)
+
+
+def test_a_refusal_delta_is_text():
+    events, end = run(chunk({"content": None, "refusal": "I can't help."},
+                            finish="content_filter"))
+    assert events == [Event(Kind.TEXT, text="I can't help.")]
+    assert end.stop is Stop.REFUSAL
+
+
+def test_text_with_line_separators_is_kept_whole():
+    data = json.dumps(chunk({"content": "a\u2028b\u2029c\x85d"}), ensure_ascii=False)
+    acc = Accumulator()
+    assert acc.feed_data(data) == [Event(Kind.TEXT, text="a\u2028b\u2029c\x85d")]
+
+
+def test_in_band_error_with_a_numeric_429_is_a_transient_stream_error():
+    acc = Accumulator()
+    error = chunk({"content": ""}, finish="error",
+                  error={"code": 429, "message": "Rate limit exceeded",
+                         "metadata": {"error_type": "rate_limit_exceeded"}})
+    with pytest.raises(StreamError, match="OpenRouter stream error 429 from Amazon Bedrock: "
+                                          "Rate limit exceeded") as info:
+        acc.feed(error)
+    assert not isinstance(info.value, StreamTruncated)
+    assert retryable(info.value)
+
+
+@pytest.mark.parametrize("code, transient", [
+    (408, True), (429, True), (500, True), (502, True), (503, True), (524, True),
+    (529, True), ("503", True), ("server_error", True), (400, False), (402, False),
+    ("invalid_request", False), (None, False),
+])
+def test_in_band_error_codes_are_transient_only_for_timeouts_rate_limits_and_5xx(
+        code, transient):
+    with pytest.raises(StreamError) as info:
+        Accumulator().feed(chunk(error={"code": code, "message": "boom"}))
+    assert retryable(info.value) is transient
+    assert info.value.code == code
+
+
+def test_a_choice_level_error_is_a_stream_error():
+    with pytest.raises(StreamError, match="502.*Upstream failed"):
+        Accumulator().feed(chunk(choices=[{
+            "index": 0, "delta": {}, "finish_reason": "error",
+            "error": {"code": 502, "message": "Upstream failed"}}]))
+
+
+def test_finish_reason_error_without_an_error_object_is_a_stream_error():
+    acc = Accumulator()
+    acc.feed(chunk({"tool_calls": [call(0, "c1", "a", "{}")]}))
+    acc.feed(chunk(choices=[{"index": 0, "delta": {}, "finish_reason": "error",
+                             "native_finish_reason": "MALFORMED_FUNCTION_CALL"}]))
+    acc.feed(chunk({}, finish="stop"))
+    acc.feed_data("[DONE]")
+    with pytest.raises(StreamError, match="MALFORMED_FUNCTION_CALL") as info:
+        acc.end()
+    assert not retryable(info.value)
+
+
+def test_a_body_ending_without_done_or_finish_is_truncated():
+    acc = Accumulator()
+    acc.feed(chunk({"content": "Partial"}))
+    with pytest.raises(StreamTruncated, match="before \\[DONE\\] or a finish_reason"):
+        acc.end()
+
+
+def test_a_body_ending_after_a_finish_without_done_is_complete():
+    _, end = run(chunk({"content": "Hi"}, finish="stop"), done=False)
+    assert end.stop is Stop.END
+
+
+def test_a_data_line_that_is_not_json_is_a_stream_error():
+    with pytest.raises(StreamError, match="not JSON"):
+        Accumulator().feed_data("{oops")
+
+
+@pytest.mark.parametrize("value", ["[1, 2]", '"text"', "3"])
+def test_a_chunk_that_is_not_an_object_is_a_stream_error(value):
+    with pytest.raises(StreamError, match="not a JSON object"):
+        Accumulator().feed_data(value)
+
+
+def test_done_sets_done_and_yields_nothing():
+    acc = Accumulator()
+    assert acc.feed_data("[DONE]") == [] and acc.done

@@ -1,0 +1,353 @@
+"""to_wire: the exact request bodies the OpenRouter backend sends, as golden dicts."""
+
+import copy
+import json
+
+import jsonschema
+import pytest
+
+from nacelle import (
+    ConfigError, Effort, Finish, Image, MCPServer, Message, ProviderBlock, Reasoning,
+    Request, Role, Stop, Text, Thinking, ToolCall, ToolResult, Unsupported,
+    assistant_text, user_text,
+)
+from nacelle.backends.openrouter_wire import to_wire
+
+EPHEMERAL = {"type": "ephemeral"}
+
+DETAILS = [
+    {"type": "reasoning.text", "text": "Look up the weather.", "format": "anthropic-claude-v1",
+     "index": 0, "signature": "EvsCsig=="},
+    {"type": "reasoning.encrypted", "data": "gAAAAB…", "format": "openai-responses-v1",
+     "index": 1},
+]
+
+
+class FakeTool:
+    def __init__(self, name, description="", schema=None):
+        self.name = name
+        self.description = description
+        self.schema = schema if schema is not None else {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+            "additionalProperties": False,
+        }
+
+    def run(self, input, ctx):  # pragma: no cover - never run here
+        return ""
+
+
+def weather_turn():
+    return Message(Role.ASSISTANT, (
+        Reasoning("Look up the weather.", json.dumps(DETAILS), "openrouter"),
+        ToolCall("toolu_1", "weather", '{"city": "Berlin"}'),
+        ToolCall("toolu_2", "clock", ""),
+        Finish(Stop.TOOLS),
+    ))
+
+
+def weather_results():
+    return Message(Role.USER, (
+        ToolResult("toolu_1", "weather", "15°C, cloudy"),
+        ToolResult("toolu_2", "clock", "clock is broken", failed=True),
+    ))
+
+
+# The facts of OpenRouter's ChatRequest schema that these bodies rely on, copied
+# from its OpenAPI document: message shapes per role, tool calls, tools, reasoning.
+TEXT_PART = {"type": "object", "required": ["type", "text"],
+             "properties": {"type": {"const": "text"}, "text": {"type": "string"},
+                            "cache_control": {"type": "object", "required": ["type"],
+                                              "properties": {"type": {"const": "ephemeral"}}}}}
+IMAGE_PART = {"type": "object", "required": ["type", "image_url"],
+              "properties": {"type": {"const": "image_url"},
+                             "image_url": {"type": "object", "required": ["url"],
+                                           "properties": {"url": {"type": "string"}}}}}
+CONTENT = {"anyOf": [{"type": "string"},
+                     {"type": "array", "items": {"anyOf": [TEXT_PART, IMAGE_PART]}}]}
+CHAT_REQUEST = {
+    "type": "object",
+    "required": ["messages"],
+    "properties": {
+        "model": {"type": "string"},
+        "stream": {"type": "boolean"},
+        "max_tokens": {"type": "integer"},
+        "parallel_tool_calls": {"type": "boolean"},
+        "reasoning": {"type": "object", "properties": {"effort": {"enum": [
+            "max", "xhigh", "high", "medium", "low", "minimal", "none"]}}},
+        "provider": {"type": "object"},
+        "messages": {"type": "array", "minItems": 1, "items": {"oneOf": [
+            {"type": "object", "required": ["role", "content"], "properties": {
+                "role": {"const": "system"},
+                "content": {"anyOf": [{"type": "string"},
+                                     {"type": "array", "items": TEXT_PART}]}}},
+            {"type": "object", "required": ["role", "content"], "properties": {
+                "role": {"const": "user"}, "content": CONTENT}},
+            {"type": "object", "required": ["role", "content", "tool_call_id"], "properties": {
+                "role": {"const": "tool"}, "content": CONTENT,
+                "tool_call_id": {"type": "string"}}},
+            {"type": "object", "required": ["role"], "properties": {
+                "role": {"const": "assistant"},
+                "content": {"anyOf": [{"type": "null"}, CONTENT]},
+                "reasoning": {"type": ["string", "null"]},
+                "reasoning_details": {"type": "array", "items": {
+                    "type": "object", "required": ["type"]}},
+                "tool_calls": {"type": "array", "items": {
+                    "type": "object", "required": ["id", "type", "function"], "properties": {
+                        "id": {"type": "string"}, "type": {"const": "function"},
+                        "function": {"type": "object", "required": ["name", "arguments"],
+                                     "properties": {"name": {"type": "string"},
+                                                    "arguments": {"type": "string"}}}}}}}},
+        ]}},
+        "tools": {"type": "array", "items": {
+            "type": "object", "required": ["type", "function"], "properties": {
+                "type": {"const": "function"},
+                "function": {"type": "object", "required": ["name"], "properties": {
+                    "name": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$"},
+                    "description": {"type": "string"},
+                    "parameters": {"type": "object"}}}}}},
+    },
+}
+
+
+def assert_valid(body):
+    jsonschema.validate(body, CHAT_REQUEST)
+    return body
+
+
+def test_a_first_request_is_system_then_user_with_stream_and_max_tokens():
+    body = to_wire(Request("Be brief."), [user_text("Hi")], model="openai/gpt-5")
+    assert assert_valid(body) == {
+        "model": "openai/gpt-5",
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Hi"},
+        ],
+        "stream": True,
+        "max_tokens": 32000,
+    }
+
+
+def test_a_tool_loop_turn_echoes_calls_reasoning_details_and_results_with_sorted_tools():
+    request = Request("Sys.", tools=(FakeTool("weather", "Get weather"), FakeTool("clock")),
+                      max_tokens=4096)
+    conversation = [user_text("Weather in Berlin?"), weather_turn(), weather_results()]
+    body = to_wire(request, conversation, model="google/gemini-3-pro")
+    assert assert_valid(body) == {
+        "model": "google/gemini-3-pro",
+        "messages": [
+            {"role": "system", "content": "Sys."},
+            {"role": "user", "content": "Weather in Berlin?"},
+            {"role": "assistant", "content": None,
+             "tool_calls": [
+                 {"id": "toolu_1", "type": "function",
+                  "function": {"name": "weather", "arguments": '{"city": "Berlin"}'}},
+                 {"id": "toolu_2", "type": "function",
+                  "function": {"name": "clock", "arguments": "{}"}},
+             ],
+             "reasoning_details": DETAILS},
+            {"role": "tool", "tool_call_id": "toolu_1", "content": "15°C, cloudy"},
+            {"role": "tool", "tool_call_id": "toolu_2", "content": "clock is broken"},
+        ],
+        "stream": True,
+        "max_tokens": 4096,
+        "tools": [
+            {"type": "function", "function": {"name": "clock",
+                                              "parameters": FakeTool("x").schema}},
+            {"type": "function", "function": {"name": "weather", "description": "Get weather",
+                                              "parameters": FakeTool("x").schema}},
+        ],
+        "parallel_tool_calls": True,
+    }
+
+
+def test_tools_travel_on_every_request_including_the_one_carrying_results():
+    request = Request("Sys.", tools=(FakeTool("weather"),))
+    first = to_wire(request, [user_text("Q")], model="m/x")
+    second = to_wire(request, [user_text("Q"), weather_turn(), weather_results()], model="m/x")
+    assert first["tools"] == second["tools"]
+    assert first["parallel_tool_calls"] is second["parallel_tool_calls"] is True
+
+
+def test_no_deprecated_usage_options_and_no_tool_fields_without_tools():
+    body = to_wire(Request("Sys."), [user_text("Q")], model="m/x")
+    for key in ("usage", "stream_options", "include_reasoning", "tools",
+                "parallel_tool_calls", "tool_choice"):
+        assert key not in body
+
+
+def test_assistant_text_with_calls_is_sent_as_content():
+    turn = Message(Role.ASSISTANT, (Text("Checking."), ToolCall("c1", "weather", "{}")))
+    body = to_wire(Request("S"), [user_text("Q"), turn], model="m/x")
+    assert body["messages"][2] == {
+        "role": "assistant", "content": "Checking.",
+        "tool_calls": [{"id": "c1", "type": "function",
+                        "function": {"name": "weather", "arguments": "{}"}}],
+    }
+
+
+def test_tool_arguments_travel_byte_for_byte_and_blank_ones_become_empty_object():
+    odd = '{ "city" :"Zürich",\n  "x": 1.50 }'
+    turn = Message(Role.ASSISTANT, (ToolCall("c1", "a", odd), ToolCall("c2", "b", "  \n")))
+    calls = to_wire(Request("S"), [user_text("Q"), turn], model="m/x")["messages"][2]["tool_calls"]
+    assert [c["function"]["arguments"] for c in calls] == [odd, "{}"]
+
+
+def test_a_call_cut_off_mid_input_and_its_result_are_never_sent():
+    turn = Message(Role.ASSISTANT, (
+        ToolCall("c1", "a", '{"q": 1}'), ToolCall("c2", "b", '{"q": "unfin', finished=False),
+        Finish(Stop.MAX_TOKENS),
+    ))
+    results = Message(Role.USER, (ToolResult("c1", "a", "not run", failed=True),
+                                  ToolResult("c2", "b", "not run", failed=True)))
+    body = to_wire(Request("S"), [user_text("Q"), turn, results], model="m/x")
+    assert body["messages"][2]["tool_calls"] == [
+        {"id": "c1", "type": "function", "function": {"name": "a", "arguments": '{"q": 1}'}}]
+    assert body["messages"][3:] == [{"role": "tool", "tool_call_id": "c1", "content": "not run"}]
+
+
+def test_an_assistant_message_with_nothing_to_send_is_omitted():
+    cut = Message(Role.ASSISTANT, (Reasoning("hmm", "[]", "openrouter"),
+                                   ToolCall("c1", "a", "{", finished=False),
+                                   Finish(Stop.MAX_TOKENS)))
+    body = to_wire(Request("S"), [user_text("Q"), cut, user_text("Go on")], model="m/x")
+    assert [m["role"] for m in body["messages"]] == ["system", "user", "user"]
+
+
+def test_images_become_data_urls_and_mixed_parts_become_a_content_array():
+    message = Message(Role.USER, (Text("What is this?"), Image("image/png", "iVBORw0KGgo=")))
+    body = to_wire(Request("S"), [message], model="m/x")
+    assert assert_valid(body)["messages"][1] == {"role": "user", "content": [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+    ]}
+
+
+def test_text_after_tool_results_follows_the_tool_messages():
+    message = Message(Role.USER, (ToolResult("toolu_1", "weather", "sunny"),
+                                  Text("Also, hurry.")))
+    body = to_wire(Request("S"), [user_text("Q"), weather_turn(), message], model="m/x")
+    assert body["messages"][3:] == [
+        {"role": "tool", "tool_call_id": "toolu_1", "content": "sunny"},
+        {"role": "user", "content": "Also, hurry."},
+    ]
+
+
+def test_reasoning_and_blocks_of_another_protocol_are_dropped():
+    turn = Message(Role.ASSISTANT, (
+        Reasoning("secret", "sig", "anthropic"),
+        ProviderBlock("anthropic", '{"type":"server_tool_use"}'),
+        Text("Answer."),
+    ))
+    body = to_wire(Request("S"), [user_text("Q"), turn], model="m/x")
+    assert body["messages"][2] == {"role": "assistant", "content": "Answer."}
+
+
+def test_plain_reasoning_without_details_is_echoed_as_reasoning():
+    turn = Message(Role.ASSISTANT, (Reasoning("First, think.", "", "openrouter"),
+                                    ToolCall("c1", "a", "{}")))
+    body = to_wire(Request("S"), [user_text("Q"), turn], model="deepseek/deepseek-v4")
+    assert body["messages"][2]["reasoning"] == "First, think."
+    assert "reasoning_details" not in body["messages"][2]
+
+
+def test_an_empty_reasoning_details_list_is_kept():
+    turn = Message(Role.ASSISTANT, (Reasoning("", "[]", "openrouter"), ToolCall("c1", "a", "{}")))
+    body = to_wire(Request("S"), [user_text("Q"), turn], model="m/x")
+    assert body["messages"][2]["reasoning_details"] == []
+
+
+def test_reasoning_state_that_is_not_a_json_list_is_a_clear_error():
+    turn = Message(Role.ASSISTANT, (Reasoning("x", "not json", "openrouter"), Text("A")))
+    with pytest.raises(ConfigError, match=r"message 1: openrouter reasoning state"):
+        to_wire(Request("S"), [user_text("Q"), turn], model="m/x")
+
+
+def test_a_tool_result_in_an_assistant_message_is_a_clear_error():
+    bad = Message(Role.ASSISTANT, (ToolResult("c1", "a", "r"),))
+    with pytest.raises(ConfigError, match="message 0: an assistant message cannot carry a ToolResult"):
+        to_wire(Request("S"), [bad], model="m/x")
+
+
+def test_a_tool_call_in_a_user_message_is_a_clear_error():
+    bad = Message(Role.USER, (ToolCall("c1", "a", "{}"),))
+    with pytest.raises(ConfigError, match="message 0: a user message cannot carry a ToolCall"):
+        to_wire(Request("S"), [bad], model="m/x")
+
+
+@pytest.mark.parametrize("effort", list(Effort))
+def test_every_effort_level_passes_through(effort):
+    body = to_wire(Request("S", thinking=Thinking(effort=effort)), [user_text("Q")], model="m/x")
+    assert assert_valid(body)["reasoning"] == {"effort": effort.value}
+
+
+def test_a_budget_becomes_reasoning_max_tokens_and_wins_over_effort():
+    thinking = Thinking(effort=Effort.LOW, budget=3000)
+    body = to_wire(Request("S", thinking=thinking), [user_text("Q")], model="m/x")
+    assert body["reasoning"] == {"max_tokens": 3000}
+
+
+def test_show_never_reaches_the_wire():
+    shown = to_wire(Request("S", thinking=Thinking(effort=Effort.HIGH, show=True)),
+                    [user_text("Q")], model="m/x")
+    hidden = to_wire(Request("S", thinking=Thinking(effort=Effort.HIGH)),
+                     [user_text("Q")], model="m/x")
+    assert shown == hidden
+
+
+def test_anthropic_models_get_cache_breakpoints_on_system_and_newest_message():
+    request = Request("Long system prompt.", tools=(FakeTool("weather"), FakeTool("clock")))
+    conversation = [user_text("Weather?"), weather_turn(), weather_results()]
+    body = assert_valid(to_wire(request, conversation, model="anthropic/claude-sonnet-4.5"))
+    assert body["messages"][0] == {"role": "system", "content": [
+        {"type": "text", "text": "Long system prompt.", "cache_control": EPHEMERAL}]}
+    assert body["messages"][1] == {"role": "user", "content": "Weather?"}
+    assert body["messages"][-2] == {"role": "tool", "tool_call_id": "toolu_1",
+                                    "content": "15°C, cloudy"}
+    assert body["messages"][-1] == {"role": "tool", "tool_call_id": "toolu_2", "content": [
+        {"type": "text", "text": "clock is broken", "cache_control": EPHEMERAL}]}
+    marks = json.dumps(body).count('"cache_control"')
+    assert marks == 2
+
+
+def test_the_cache_breakpoint_goes_on_the_last_text_part_of_a_mixed_message():
+    message = Message(Role.USER, (Text("Look:"), Image("image/jpeg", "AAAA")))
+    body = to_wire(Request("S"), [message], model="anthropic/claude-haiku-4.5")
+    assert body["messages"][1]["content"] == [
+        {"type": "text", "text": "Look:", "cache_control": EPHEMERAL},
+        {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,AAAA"}},
+    ]
+
+
+def test_other_models_get_no_cache_markers():
+    body = to_wire(Request("S"), [user_text("Q")], model="openai/gpt-5")
+    assert "cache_control" not in json.dumps(body)
+
+
+def test_provider_preferences_are_copied_into_the_body():
+    provider = {"order": ["anthropic"], "allow_fallbacks": False}
+    body = to_wire(Request("S"), [user_text("Q")], model="m/x", provider=provider)
+    assert body["provider"] == provider
+    body["provider"]["order"].append("openai")
+    assert provider == {"order": ["anthropic"], "allow_fallbacks": False}
+
+
+def test_nothing_the_caller_passed_is_mutated():
+    tool = FakeTool("weather")
+    schema = copy.deepcopy(tool.schema)
+    conversation = [user_text("Q"), weather_turn(), weather_results(), assistant_text("ok"),
+                    user_text("again")]
+    before = list(conversation)
+    body = to_wire(Request("S", tools=(tool,)), conversation, model="anthropic/claude-x")
+    body["tools"][0]["function"]["parameters"]["properties"].clear()
+    body["messages"][2]["reasoning_details"][0]["text"] = "changed"
+    assert tool.schema == schema
+    assert conversation == before
+    assert json.loads(conversation[1].parts[0].state) == DETAILS
+
+
+def test_mcp_servers_are_refused_with_a_pointer_to_the_local_client():
+    request = Request("S", mcp=(MCPServer("docs", "https://example.com/mcp"),))
+    with pytest.raises(Unsupported, match=r"'openrouter' does not support MCP.*nacelle\.mcp"):
+        to_wire(request, [user_text("Q")], model="m/x")
