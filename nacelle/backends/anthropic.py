@@ -1,0 +1,245 @@
+"""The Anthropic backend: the Messages API over ``POST {base_url}/v1/messages``.
+
+``Backend(api_key=None, *, model="claude-opus-5", base_url="https://api.anthropic.com",
+max_retries=2, timeout=600.0, stall_timeout=600.0, pricing=None)``.
+
+The backend is three parts, as every nacelle backend:
+
+- :func:`to_wire` (``anthropic_wire``): the request body, pure — prompt caching,
+  thinking and effort, server-side MCP, replay of signed reasoning;
+- :class:`Accumulator` (``anthropic_stream``): decoded SSE events to nacelle events
+  and the turn's end, pure;
+- the thin I/O here: one streaming POST per model turn through
+  ``backends/_http.py`` (sessions per thread, retries before the body with
+  Retry-After, error statuses mapped to ``APIError``), and ``stream`` handing the
+  run to ``nacelle.loop``.
+
+Choices where the contract is silent:
+
+- The key comes from ``api_key`` or, when that is not given, from
+  ``ANTHROPIC_API_KEY`` read at the first request — not at construction — so a
+  Backend can be built (and an Agent configured, pickled, shipped) before the
+  environment holds the key. A missing key is a ``ConfigError`` naming the variable
+  when the first request is made. The key never appears in a repr, an exception or
+  a log line. An explicit ``api_key`` travels inside a pickle like any other
+  configuration; a key read from the environment does not (the unpickled copy reads
+  its own environment).
+- Server-side MCP needs the ``mcp-client-2025-11-20`` beta; the ``anthropic-beta``
+  header is sent only on requests that have MCP servers.
+- A stream is read up to ``message_stop`` and then closed. ``ping`` events are
+  keepalives: they do not count as progress for ``stall_timeout``, so a stream that
+  only pings is still noticed as stalled.
+- ``count_tokens`` sends the body ``stream`` would send, minus ``max_tokens`` and
+  ``stream``, to ``/v1/messages/count_tokens``.
+- ``pricing`` fills ``Usage.cost`` per turn and turns ``capabilities.cost`` on for
+  this instance. Server-tool fees (web searches are billed per request) are not
+  included: the stream reports their count, not their price.
+
+Outer ring: imports ``backends._http`` (and so ``requests``), the two pure halves,
+``nacelle.loop`` and the core. Never another backend.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import logging
+import os
+import threading
+from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Tuple, Union
+
+from .. import loop
+from ..backend import Capabilities, Request, RunContext, TurnEnd
+from ..errors import ConfigError, StreamError
+from ..events import Event
+from ..messages import Message, ProviderBlock
+from ._http import Transport
+from .anthropic_stream import Accumulator, Pricing
+from .anthropic_wire import (
+    DEFAULT_MODEL, MIN_BUDGET, PROTOCOL, betas, count_tokens_body, to_wire,
+)
+
+__all__ = [
+    "Accumulator", "Backend", "PROTOCOL", "Pricing", "capabilities", "count_tokens_body",
+    "to_wire",
+]
+
+log = logging.getLogger(__name__)
+
+KEY_VARIABLE = "ANTHROPIC_API_KEY"
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+API_VERSION = "2023-06-01"
+
+#: What the Anthropic backend can do. ``cost`` is true on an instance given
+#: ``pricing``: the API reports tokens, not dollars.
+capabilities = Capabilities(
+    mcp=True, thinking=True, effort=True, min_budget=MIN_BUDGET, cost=False,
+    token_counting=True, images=True,
+)
+
+
+class Backend:
+    """Anthropic's Messages API, streamed. See the module docstring."""
+
+    name = "anthropic"
+
+    def __init__(
+        self,
+        api_key: Optional[str] = None,
+        *,
+        model: str = DEFAULT_MODEL,
+        base_url: str = DEFAULT_BASE_URL,
+        max_retries: int = 2,
+        timeout: float = 600.0,
+        stall_timeout: float = 600.0,
+        pricing: Optional[Pricing] = None,
+    ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise ConfigError(f"model must name an Anthropic model (\"{DEFAULT_MODEL}\", "
+                              f"say), got {model!r}")
+        if api_key is not None and (not isinstance(api_key, str) or not api_key.strip()):
+            raise ConfigError(f"api_key must be a non-empty string or None (then "
+                              f"${KEY_VARIABLE} is used)")
+        if pricing is not None and not isinstance(pricing, Pricing):
+            raise ConfigError(
+                "pricing must be anthropic.Pricing(input, output, cache_read, cache_write)"
+                f" in dollars per million tokens, got {type(pricing).__name__}"
+            )
+        try:
+            self._transport = Transport(
+                base_url, {}, max_retries=max_retries, timeout=timeout,
+                stall_timeout=stall_timeout, name=self.name, key_variable=KEY_VARIABLE,
+            )
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        self._api_key = api_key
+        self.model = model
+        self.base_url = self._transport.base_url
+        self.pricing = pricing
+        self.capabilities = (
+            dataclasses.replace(capabilities, cost=True) if pricing is not None else capabilities
+        )
+        self._lock = threading.Lock()
+        self._keyed = False
+
+    def __repr__(self) -> str:
+        priced = f", pricing={self.pricing!r}" if self.pricing is not None else ""
+        return f"anthropic.Backend(model={self.model!r}, base_url={self.base_url!r}{priced})"
+
+    def __getstate__(self) -> Dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_lock"]
+        # The transport's headers hold the key once it was read; a key that came from
+        # this process's environment is not configuration, so it stays behind.
+        transport = copy.copy(self._transport)
+        transport.headers = {}
+        state["_transport"] = transport
+        state["_keyed"] = False
+        return state
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    # -- the Backend protocol ------------------------------------------------------
+
+    def stream(self, request: Request, ctx: RunContext) -> Iterator[Event]:
+        """Run ``request`` to DONE: the loop, asking :meth:`turn` for each model turn."""
+        return loop.run(request, ctx, self.turn, backend=self.name)
+
+    def count_tokens(self, request: Request, ctx: RunContext) -> int:
+        """The input tokens of the request :meth:`stream` would send first, as
+        Anthropic counts them."""
+        body = count_tokens_body(request, request.messages, model=self.model)
+        transport = self._ready()
+        answer = transport.post_json("/v1/messages/count_tokens", body, ctx,
+                                     headers=_beta_header(request))
+        tokens = answer.get("input_tokens") if isinstance(answer, dict) else None
+        if not isinstance(tokens, int) or isinstance(tokens, bool):
+            raise StreamError("Anthropic's token count had no input_tokens number")
+        return tokens
+
+    def turn(
+        self, request: Request, messages: Tuple[Message, ...], ctx: RunContext
+    ) -> Iterator[Union[Event, TurnEnd]]:
+        """One model turn: its deltas as they arrive, then its TurnEnd."""
+        body = to_wire(request, messages, model=self.model)
+        transport = self._ready()
+        response = transport.post_stream("/v1/messages", body, ctx,
+                                         headers=_beta_header(request))
+        accumulator = Accumulator(pricing=self.pricing, calls=_server_calls(messages))
+        events = transport.events(response, ctx, keepalive=_is_ping)
+        try:
+            for sse in events:
+                try:
+                    data = json.loads(sse.data)
+                except ValueError:
+                    raise StreamError(
+                        f"Anthropic sent a {sse.event} event whose data is not JSON: "
+                        f"{sse.data[:200]!r}"
+                    ) from None
+                for event in accumulator.feed(sse.event, data):
+                    yield event
+                if accumulator.stopped:
+                    break
+        finally:
+            events.close()  # closes the response, read to the end or not
+            response.close()
+        end = accumulator.finish()
+        log.debug("anthropic turn ended: %s, %s", end.stop.value, end.usage)
+        yield end
+
+    # -- internals -------------------------------------------------------------------
+
+    def _ready(self) -> Transport:
+        """The transport, with its headers set on first use (the key read then)."""
+        if not self._keyed:
+            with self._lock:
+                if not self._keyed:
+                    self._transport.headers = {
+                        "x-api-key": self._key(), "anthropic-version": API_VERSION,
+                    }
+                    self._keyed = True
+        return self._transport
+
+    def _key(self) -> str:
+        key = self._api_key or os.environ.get(KEY_VARIABLE, "").strip()
+        if not key:
+            raise ConfigError(
+                f"no Anthropic API key: pass api_key= to anthropic.Backend or set "
+                f"${KEY_VARIABLE}"
+            )
+        return key
+
+
+def _beta_header(request: Request) -> Dict[str, str]:
+    names = betas(request)
+    return {"anthropic-beta": ",".join(names)} if names else {}
+
+
+def _is_ping(event: Any) -> bool:
+    return event.event == "ping"
+
+
+def _server_calls(messages: Sequence[Message]) -> Mapping[str, Tuple[str, str]]:
+    """The server-side calls replayed in ``messages``, by id: their name and server.
+
+    A paused turn can leave a call whose result arrives in the next response.
+    """
+    calls: Dict[str, Tuple[str, str]] = {}
+    for message in messages:
+        for part in message.parts:
+            if type(part) is not ProviderBlock or part.protocol != PROTOCOL:
+                continue
+            if '"server_tool_use"' not in part.data and '"mcp_tool_use"' not in part.data:
+                continue
+            try:
+                block = json.loads(part.data)
+            except ValueError:
+                continue
+            if isinstance(block, dict) and block.get("type") in ("server_tool_use",
+                                                                 "mcp_tool_use"):
+                calls[str(block.get("id", ""))] = (
+                    str(block.get("name", "")), str(block.get("server_name") or PROTOCOL))
+    return calls

@@ -1,0 +1,293 @@
+"""The Anthropic Messages request body, built without I/O: :func:`to_wire`.
+
+``to_wire(request, messages, model=...)`` turns a :class:`~nacelle.backend.Request`
+and the conversation so far into the JSON body of ``POST /v1/messages``;
+:func:`count_tokens_body` is the same body for ``/v1/messages/count_tokens`` and
+:func:`betas` the ``anthropic-beta`` names the body needs. Everything here is pure
+and tested on plain values; ``anthropic.py`` does the sending.
+
+Choices made where the wire leaves room:
+
+- **Prompt caching is not a knob.** A tool-using run always sends requests that
+  share a prefix, which is exactly where a cache write pays for itself, so every
+  body carries breakpoints: on the last tool, on the system block, on the newest
+  cacheable conversation block, and on the end of the conversation the previous
+  request sent (the message before the last assistant message). The fourth one
+  costs nothing when that prefix is already cached and guarantees a hit when a turn
+  added more than the 20 blocks the API looks back from a breakpoint. Never more
+  than the API's limit of four.
+- **Thinking** is adaptive unless told otherwise. ``Effort.NONE`` disables it,
+  ``Effort.MINIMAL`` (which Anthropic does not have) becomes ``low``, and a budget
+  selects manual thinking. ``show`` asks for ``display: summarized``; without it
+  the field is left out so every model gets its own default (the loop drops the
+  THINKING events either way).
+- **Replay.** Reasoning and provider blocks produced by this protocol go back
+  exactly as they came, in order; those of another protocol are dropped (their
+  signatures would not verify here). Tool-call input is sent parsed from the raw
+  JSON with its key order kept, so the cached prefix stays byte-stable; input the
+  model wrote as invalid JSON (already answered with a failed result) goes back as
+  ``{}``. A call cut off mid-input, ``Finish`` parts and empty text (which the API
+  rejects) are never sent. Tool results come first in their user message, and
+  neighbouring messages of the same role are merged.
+- ``Reasoning.state`` holds the signature of a ``thinking`` block; a
+  ``redacted_thinking`` block is kept whole, as its JSON object, in ``state`` (a
+  signature is base64 and never starts with ``{``, so the two cannot be confused).
+
+Outer-ring module: imports the standard library and nacelle's core only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Dict, List, Optional, Sequence
+
+from ..backend import Effort, MCPServer, Request, Thinking
+from ..errors import ConfigError
+from ..messages import (
+    Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
+)
+
+__all__ = [
+    "MAX_CACHE_BREAKPOINTS",
+    "MCP_BETA",
+    "MIN_BUDGET",
+    "PROTOCOL",
+    "betas",
+    "count_tokens_body",
+    "to_wire",
+]
+
+logger = logging.getLogger(__name__)
+
+PROTOCOL = "anthropic"
+MCP_BETA = "mcp-client-2025-11-20"
+MIN_BUDGET = 1024
+MAX_CACHE_BREAKPOINTS = 4
+DEFAULT_MODEL = "claude-opus-5"
+
+_CACHE = {"type": "ephemeral"}
+# Blocks the API accepts a cache_control marker on (thinking blocks and server-tool
+# blocks are cached as part of a later prefix, but cannot carry a marker).
+_CACHEABLE = frozenset({"text", "image", "document", "tool_use", "tool_result"})
+
+_EFFORTS = {
+    Effort.MINIMAL: "low",
+    Effort.LOW: "low",
+    Effort.MEDIUM: "medium",
+    Effort.HIGH: "high",
+    Effort.XHIGH: "xhigh",
+    Effort.MAX: "max",
+}
+
+
+def to_wire(
+    request: Request, messages: Sequence[Message], *, model: str = DEFAULT_MODEL
+) -> Dict[str, Any]:
+    """The ``/v1/messages`` body for one streamed turn of ``request``.
+
+    ``messages`` is the conversation so far (the request's own ``messages`` are
+    the run's starting point; the loop passes the grown conversation). Nothing
+    given is mutated; the result shares no mutable value with the input except
+    the tools' schemas, which it only reads.
+    """
+    body: Dict[str, Any] = {"model": model, "max_tokens": request.max_tokens}
+    body.update(_common(request, messages))
+    body["stream"] = True
+    return body
+
+
+def count_tokens_body(
+    request: Request, messages: Sequence[Message], *, model: str = DEFAULT_MODEL
+) -> Dict[str, Any]:
+    """The ``/v1/messages/count_tokens`` body: :func:`to_wire` without
+    ``max_tokens`` and ``stream``."""
+    body: Dict[str, Any] = {"model": model}
+    body.update(_common(request, messages))
+    return body
+
+
+def betas(request: Request) -> List[str]:
+    """The ``anthropic-beta`` names ``request`` needs (empty for most requests)."""
+    return [MCP_BETA] if request.mcp else []
+
+
+# -- the body -----------------------------------------------------------------------
+
+def _common(request: Request, messages: Sequence[Message]) -> Dict[str, Any]:
+    body: Dict[str, Any] = {}
+    if request.system:
+        body["system"] = [{"type": "text", "text": request.system, "cache_control": dict(_CACHE)}]
+    wire_messages = _messages(messages)
+    _mark_conversation(wire_messages)
+    body["messages"] = wire_messages
+    tools = _tools(request.tools) + [_toolset(server) for server in request.mcp]
+    if tools:
+        tools[-1]["cache_control"] = dict(_CACHE)
+        body["tools"] = tools
+    if request.mcp:
+        body["mcp_servers"] = [_mcp_server(server) for server in request.mcp]
+    body.update(_thinking(request.thinking))
+    return body
+
+
+def _thinking(thinking: Thinking) -> Dict[str, Any]:
+    if thinking.effort is Effort.NONE:
+        if thinking.budget:
+            raise ConfigError(
+                "Effort.NONE turns thinking off; a thinking budget cannot be given with it"
+            )
+        return {"thinking": {"type": "disabled"}}
+    if thinking.budget:
+        if thinking.budget < MIN_BUDGET:
+            raise ConfigError(
+                f"Anthropic needs a thinking budget of at least {MIN_BUDGET} tokens,"
+                f" got {thinking.budget}"
+            )
+        config: Dict[str, Any] = {"type": "enabled", "budget_tokens": thinking.budget}
+    else:
+        config = {"type": "adaptive"}
+    if thinking.show:
+        config["display"] = "summarized"
+    out: Dict[str, Any] = {"thinking": config}
+    if thinking.effort is not None:
+        out["output_config"] = {"effort": _EFFORTS[thinking.effort]}
+    return out
+
+
+def _tools(tools: Sequence[Any]) -> List[Dict[str, Any]]:
+    # Sorted by name so that the same tool set always makes the same cached prefix,
+    # whatever order the caller listed it in.
+    out = []
+    for tool in sorted(tools, key=lambda t: t.name):
+        entry: Dict[str, Any] = {"name": tool.name}
+        if tool.description:
+            entry["description"] = tool.description
+        entry["input_schema"] = tool.schema
+        out.append(entry)
+    return out
+
+
+def _mcp_server(server: MCPServer) -> Dict[str, Any]:
+    entry = {"type": "url", "url": server.url, "name": server.name}
+    if server.authorization_token:
+        entry["authorization_token"] = server.authorization_token
+    return entry
+
+
+def _toolset(server: MCPServer) -> Dict[str, Any]:
+    entry: Dict[str, Any] = {"type": "mcp_toolset", "mcp_server_name": server.name}
+    if server.allowed_tools is not None:
+        # An allowlist: everything off by default, the named tools switched on.
+        entry["default_config"] = {"enabled": False}
+        entry["configs"] = {name: {"enabled": True} for name in server.allowed_tools}
+    return entry
+
+
+# -- messages -----------------------------------------------------------------------
+
+def _messages(messages: Sequence[Message]) -> List[Dict[str, Any]]:
+    out: List[Dict[str, Any]] = []
+    for message in messages:
+        role = message.role.value
+        content = [block for block in map(_block, message.parts) if block is not None]
+        if not content:
+            continue
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(content)
+        else:
+            out.append({"role": role, "content": content})
+    for message in out:
+        if message["role"] == Role.USER.value:
+            # The API wants the answers to the previous turn's calls before anything
+            # else the user says; sorted() is stable, so each group keeps its order.
+            message["content"].sort(key=lambda b: b.get("type") != "tool_result")
+    return out
+
+
+def _block(part: Any) -> Optional[Dict[str, Any]]:
+    if isinstance(part, Text):
+        return {"type": "text", "text": part.text} if part.text else None
+    if isinstance(part, Image):
+        return {
+            "type": "image",
+            "source": {"type": "base64", "media_type": part.media_type, "data": part.data},
+        }
+    if isinstance(part, ToolCall):
+        if not part.finished:
+            return None
+        return {"type": "tool_use", "id": part.id, "name": part.name,
+                "input": _tool_input(part)}
+    if isinstance(part, ToolResult):
+        block: Dict[str, Any] = {"type": "tool_result", "tool_use_id": part.id}
+        if part.result:
+            block["content"] = part.result
+        block["is_error"] = part.failed
+        return block
+    if isinstance(part, Reasoning):
+        return _reasoning(part) if part.protocol == PROTOCOL else None
+    if isinstance(part, ProviderBlock):
+        if part.protocol != PROTOCOL:
+            return None
+        try:
+            data = json.loads(part.data)
+        except ValueError:
+            raise ConfigError(
+                "an anthropic ProviderBlock does not hold a JSON object; it cannot be"
+                " replayed (was the conversation edited by hand?)"
+            ) from None
+        if not isinstance(data, dict) or not isinstance(data.get("type"), str):
+            raise ConfigError("an anthropic ProviderBlock must hold a JSON object with a type")
+        return data
+    return None  # Finish: recorded for readers, never sent.
+
+
+def _reasoning(part: Reasoning) -> Dict[str, Any]:
+    if part.state.startswith("{"):
+        try:
+            whole = json.loads(part.state)
+        except ValueError:
+            whole = None
+        if isinstance(whole, dict) and whole.get("type") == "redacted_thinking":
+            return whole
+    return {"type": "thinking", "thinking": part.text, "signature": part.state}
+
+
+def _tool_input(call: ToolCall) -> Dict[str, Any]:
+    text = call.input.strip()
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)  # dicts keep the model's key order
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        logger.debug("tool call %s had input that is not a JSON object; replayed as {}",
+                     call.id)
+        return {}
+    return value
+
+
+def _mark_conversation(messages: List[Dict[str, Any]]) -> None:
+    """Put up to two cache breakpoints in the conversation (see the module docstring)."""
+    if not messages:
+        return
+    newest = _last_cacheable(messages, len(messages) - 1)
+    marks = [newest] if newest is not None else []
+    last_assistant = max(
+        (i for i, m in enumerate(messages) if m["role"] == Role.ASSISTANT.value), default=-1
+    )
+    if last_assistant > 0:
+        previous = _last_cacheable(messages, last_assistant - 1)
+        if previous is not None and all(previous is not mark for mark in marks):
+            marks.append(previous)
+    for block in marks:
+        block["cache_control"] = dict(_CACHE)
+
+
+def _last_cacheable(messages: List[Dict[str, Any]], start: int) -> Optional[Dict[str, Any]]:
+    for i in range(start, -1, -1):
+        for block in reversed(messages[i]["content"]):
+            if block.get("type") in _CACHEABLE:
+                return block
+    return None

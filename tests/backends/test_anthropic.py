@@ -1,0 +1,482 @@
+"""The Anthropic backend end to end over HTTP: recorded-shape streams from a loopback
+FakeServer, the transport's retries, keys, pickling, token counting, and an Agent run."""
+
+import logging
+import pickle
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import nacelle
+from nacelle import (
+    APIError, ConfigError, Kind, MCPServer, Request, RunContext, Stop, StreamError,
+    StreamTruncated, Text, ToolCall, Usage, user_text,
+)
+from nacelle.backend import TurnEnd
+from nacelle.backends import anthropic
+from nacelle.testing.scripted import FakeClock
+from nacelle.testing.server import FakeServer, Reply
+from nacelle.testing.wire import rechunk
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "anthropic"
+KEY = "sk-ant-api03-SECRET-do-not-leak-0123456789"
+PATH = "/v1/messages"
+
+
+def body(name, size=None):
+    """A recorded-shape stream as chunks: one per event, or cut every ``size`` bytes."""
+    raw = (DATA / name).read_bytes()
+    if size:
+        return rechunk([raw], size)
+    return [event + b"\n\n" for event in raw.split(b"\n\n") if event]
+
+
+def sse(name, size=None, **kw):
+    return Reply(chunks=body(name, size), **kw)
+
+
+@pytest.fixture
+def server():
+    with FakeServer() as s:
+        yield s
+
+
+@pytest.fixture(autouse=True)
+def no_env_key(monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+
+
+def make(server, **kw):
+    kw.setdefault("max_retries", 2)
+    return anthropic.Backend(kw.pop("api_key", KEY), base_url=server.url, **kw)
+
+
+def one_turn(backend, request=None, ctx=None):
+    request = request or Request("Be brief.", messages=(user_text("hi"),))
+    items = list(backend.turn(request, request.messages, ctx or RunContext()))
+    assert isinstance(items[-1], TurnEnd)
+    return items[:-1], items[-1]
+
+
+def run(backend, request, ctx=None):
+    return list(backend.stream(request, ctx or RunContext()))
+
+
+# -- streams ----------------------------------------------------------------------------
+
+def test_a_text_stream_with_pings_and_keepalive_comments_yields_each_delta(server):
+    server.queue(PATH, sse("text_with_pings.sse"))
+    events, end = one_turn(make(server))
+    assert [(e.kind, e.text) for e in events] == [
+        (Kind.TEXT, "Hello"), (Kind.TEXT, " — wörld"), (Kind.TEXT, "!")]
+    assert end.parts == (Text("Hello — wörld!"),)
+    assert end.stop is Stop.END
+    assert end.usage == Usage(input_tokens=14, output_tokens=12, cache_creation_tokens=2051)
+    sent = server.requests[0]
+    assert sent.path == PATH and sent.method == "POST"
+    assert sent.headers["x-api-key"] == KEY
+    assert sent.headers["anthropic-version"] == "2023-06-01"
+    assert sent.headers["content-type"] == "application/json"
+    assert "anthropic-beta" not in sent.headers
+    assert sent.json()["stream"] is True and sent.json()["model"] == "claude-opus-5"
+
+
+@pytest.mark.parametrize("size", [1, 7, 64])
+def test_tool_input_split_mid_token_and_across_reads_is_reassembled(server, size):
+    server.queue(PATH, sse("tool_use_split.sse", size))
+    events, end = one_turn(make(server))
+    assert [(e.kind, e.text) for e in events] == [
+        (Kind.THINKING, "The user wants the weather; "),
+        (Kind.THINKING, "I'll call get_weather."),
+        (Kind.TEXT, "Let me check.")]
+    assert end.parts[1:] == (
+        Text("Let me check."),
+        ToolCall("toolu_01T1x1fJ34qAmk2tNTrN7Up6", "get_weather",
+                 '{"city": "San Francisco", "unit": "celsius"}'))
+    assert end.parts[0].state == "EqQBCkgIARABGAIiQL5dfl1k3jQwPpK9v0ZC0Dg8pq4Jv2m3uwH0XlTfzX"
+    assert end.stop is Stop.TOOLS
+    assert end.usage.reasoning_tokens == 31 and end.usage.cache_read_tokens == 2410
+
+
+def test_a_max_tokens_stop_inside_a_tool_call_keeps_it_unfinished_and_runs_nothing(server):
+    server.queue(PATH, sse("max_tokens_in_tool.sse"))
+    ran = []
+
+    @nacelle.tool
+    def write_file(path: str, content: str) -> str:
+        """Write a file."""
+        ran.append(path)
+        return "ok"
+
+    events = run(make(server), Request("sys", messages=(user_text("write"),),
+                                       tools=(write_file,)))
+    assert [e.kind for e in events] == [Kind.TURN, Kind.DONE]
+    assert events[-1].stop is Stop.MAX_TOKENS and ran == []
+    assistant = events[-1].messages[1]
+    assert assistant.parts[0] == ToolCall(
+        "toolu_01EKyzFxDkrqxoKzFPQnKm6t", "write_file",
+        '{"path": "notes.md", "content": "# Notes\\n\\nThe first point is', finished=False)
+
+
+def test_a_refusal_ends_the_run_with_stop_refusal(server):
+    server.queue(PATH, sse("refusal.sse"))
+    events = run(make(server), Request("sys", messages=(user_text("x"),)))
+    assert events[0].text == "I can't help with that."
+    assert events[-1].kind is Kind.DONE and events[-1].stop is Stop.REFUSAL
+
+
+def test_an_overloaded_error_after_text_is_surfaced_not_retried(server):
+    server.queue(PATH, sse("overloaded_after_text.sse"), sse("text_with_pings.sse"))
+    clock = FakeClock()
+    retrying = nacelle.Retry(make(server))
+    seen = []
+    with pytest.raises(StreamError) as caught:
+        for event in retrying.stream(Request("sys", messages=(user_text("x"),)),
+                                     RunContext(clock=clock)):
+            seen.append(event)
+    assert [e.text for e in seen] == ["Here is the start"]
+    assert caught.value.type == "overloaded_error"
+    assert "req_011CSHoEeqs5C35K2UUqR7Fy" in str(caught.value)
+    assert nacelle.retryable(caught.value)  # retryable, but output was already shown
+    assert len(server.requests) == 1 and clock.sleeps == []
+
+
+def test_an_overloaded_error_before_any_output_is_retried_by_retry(server):
+    server.queue(PATH, sse("overloaded_before_output.sse"), sse("text_with_pings.sse"))
+    clock = FakeClock()
+    events = list(nacelle.Retry(make(server)).stream(
+        Request("sys", messages=(user_text("x"),)), RunContext(clock=clock)))
+    assert "".join(e.text for e in events if e.kind is Kind.TEXT) == "Hello — wörld!"
+    assert events[-1].stop is Stop.END
+    assert len(server.requests) == 2 and len(clock.sleeps) == 1
+    assert server.requests[0].body == server.requests[1].body
+
+
+def test_a_body_that_ends_before_message_stop_is_truncated(server):
+    chunks = body("text_with_pings.sse")[:-1]  # everything but message_stop, then EOF
+    server.queue(PATH, Reply(chunks=chunks))
+    with pytest.raises(StreamTruncated, match="message_stop"):
+        one_turn(make(server))
+
+
+def test_a_connection_dropped_mid_stream_is_truncated(server):
+    server.queue(PATH, Reply(chunks=body("text_with_pings.sse", 40), drop_after=5))
+    with pytest.raises(StreamTruncated):
+        one_turn(make(server))
+
+
+def test_a_data_line_that_is_not_json_is_a_stream_error(server):
+    server.queue(PATH, Reply(chunks=[b"event: message_start\ndata: {not json\n\n"]))
+    with pytest.raises(StreamError, match="not JSON"):
+        one_turn(make(server))
+
+
+def test_pricing_fills_each_turns_cost(server):
+    server.queue(PATH, sse("tool_use_split.sse"))
+    backend = make(server, pricing=anthropic.Pricing(5.0, 25.0, 0.5, 6.25))
+    _, end = one_turn(backend)
+    # 9 input, 89 output, 2410 cache reads, 0 cache writes
+    assert end.usage.cost == pytest.approx((9 * 5 + 89 * 25 + 2410 * 0.5) / 1e6)
+    assert backend.capabilities.cost and not anthropic.capabilities.cost
+
+
+# -- server-side tools ------------------------------------------------------------------
+
+def test_mcp_servers_send_the_beta_header_and_report_server_calls(server):
+    server.queue(PATH, sse("mcp_tool.sse"))
+    mcp = MCPServer("perception", "https://mcp.example.com/mcp", authorization_token="tok")
+    events = run(make(server), Request("sys", messages=(user_text("today?"),), mcp=(mcp,)))
+    calls = [e for e in events if e.kind in (Kind.TOOL_CALL, Kind.TOOL_RESULT)]
+    assert [(e.kind, e.tool.name, e.tool.server) for e in calls] == [
+        (Kind.TOOL_CALL, "search_events", "perception"),
+        (Kind.TOOL_RESULT, "search_events", "perception")]
+    assert calls[0].tool.input == '{"query": "today"}'
+    assert calls[1].tool.result == "3 events: launch, review, retro"
+    sent = server.requests[0]
+    assert sent.headers["anthropic-beta"] == "mcp-client-2025-11-20"
+    assert sent.json()["mcp_servers"] == [{"type": "url", "url": "https://mcp.example.com/mcp",
+                                           "name": "perception", "authorization_token": "tok"}]
+    assert events[-1].stop is Stop.END
+
+
+def test_a_paused_turn_is_sent_back_as_is_and_the_server_continues(server):
+    server.queue(PATH, sse("pause_turn.sse"), sse("pause_resumed.sse"))
+    events = run(make(server), Request("sys", messages=(user_text("news?"),)))
+    kinds = [e.kind for e in events]
+    assert kinds == [Kind.TEXT, Kind.TOOL_CALL, Kind.TURN, Kind.TOOL_RESULT, Kind.TEXT,
+                     Kind.TURN, Kind.DONE]
+    result = events[3].tool
+    assert (result.id, result.name, result.server) == (
+        "srvtoolu_014hJH82Qum7Td6UV8gDXThB", "web_search", "anthropic")
+    second = server.requests[1].json()["messages"]
+    assert second[-1] == {"role": "assistant", "content": [
+        {"type": "text", "text": "Searching.", "cache_control": {"type": "ephemeral"}},
+        {"type": "server_tool_use", "id": "srvtoolu_014hJH82Qum7Td6UV8gDXThB",
+         "name": "web_search", "input": {"query": "nacelle release notes"}}]}
+    assert events[-1].stop is Stop.END
+
+
+# -- HTTP errors and retries ------------------------------------------------------------
+
+def overloaded():
+    return Reply.json({"type": "error", "error": {"type": "overloaded_error",
+                                                  "message": "Overloaded"}}, status=529)
+
+
+def test_a_529_is_retried_by_the_transport(server):
+    server.queue(PATH, overloaded(), sse("text_with_pings.sse"))
+    clock = FakeClock()
+    _, end = one_turn(make(server), ctx=RunContext(clock=clock))
+    assert end.parts == (Text("Hello — wörld!"),)
+    assert len(server.requests) == 2 and len(clock.sleeps) == 1
+    assert 0.375 <= clock.sleeps[0] <= 0.5
+
+
+def test_a_429_honours_retry_after(server):
+    limited = Reply.json({"type": "error", "error": {"type": "rate_limit_error",
+                                                     "message": "Slow down"}},
+                         status=429, headers={"retry-after": "7"})
+    server.queue(PATH, limited, sse("text_with_pings.sse"))
+    clock = FakeClock()
+    one_turn(make(server), ctx=RunContext(clock=clock))
+    assert clock.sleeps == [7.0] and len(server.requests) == 2
+
+
+def test_retries_stop_after_max_retries(server):
+    server.queue(PATH, overloaded(), overloaded())
+    with pytest.raises(APIError) as caught:
+        one_turn(make(server, max_retries=1), ctx=RunContext(clock=FakeClock()))
+    assert caught.value.status == 529 and len(server.requests) == 2
+
+
+def test_a_400_is_not_retried_and_says_what_the_api_said(server, caplog):
+    server.queue(PATH, Reply.json(
+        {"type": "error", "error": {"type": "invalid_request_error",
+                                    "message": "max_tokens: must be at most 128000"},
+         "request_id": "req_011CSHoBad"},
+        status=400, headers={"request-id": "req_011CSHoBad"}))
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(APIError) as caught:
+        one_turn(make(server))
+    err = caught.value
+    assert (err.status, err.type, err.request_id) == (400, "invalid_request_error",
+                                                      "req_011CSHoBad")
+    assert "max_tokens: must be at most 128000" in str(err)
+    assert len(server.requests) == 1
+    assert KEY not in str(err) and KEY not in repr(err) and KEY not in caplog.text
+
+
+def test_a_401_is_not_retried_and_names_the_key_variable_but_not_the_key(server, caplog):
+    server.queue(PATH, Reply.json(
+        {"type": "error", "error": {"type": "authentication_error",
+                                    "message": f"invalid x-api-key {KEY}"}}, status=401))
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(APIError) as caught:
+        one_turn(make(server))
+    text = str(caught.value)
+    assert caught.value.status == 401 and "ANTHROPIC_API_KEY" in text
+    assert KEY not in text and KEY not in repr(caught.value) and KEY not in caplog.text
+    assert len(server.requests) == 1
+
+
+# -- keys, construction, pickling -------------------------------------------------------
+
+def test_a_missing_key_is_a_config_error_at_the_first_request_not_at_construction(server):
+    backend = anthropic.Backend(base_url=server.url)
+    with pytest.raises(ConfigError, match="ANTHROPIC_API_KEY"):
+        one_turn(backend)
+    assert server.requests == []
+
+
+def test_the_environment_key_is_read_at_the_first_request(server, monkeypatch):
+    backend = anthropic.Backend(base_url=server.url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-from-env")
+    server.queue(PATH, sse("text_with_pings.sse"))
+    one_turn(backend)
+    assert server.requests[0].headers["x-api-key"] == "sk-ant-from-env"
+
+
+def test_the_key_is_in_no_repr_or_log_line(server, caplog):
+    caplog.set_level(logging.DEBUG)
+    backend = make(server)
+    server.queue(PATH, overloaded(), sse("text_with_pings.sse"))
+    one_turn(backend, ctx=RunContext(clock=FakeClock()))
+    assert KEY not in repr(backend) and KEY not in repr(backend._transport)
+    assert KEY not in caplog.text and caplog.text  # the retry was logged
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"model": ""}, "model"),
+    ({"model": None}, "model"),
+    ({"api_key": ""}, "api_key"),
+    ({"api_key": 42}, "api_key"),
+    ({"pricing": {"input": 5}}, "Pricing"),
+    ({"base_url": "api.anthropic.com"}, "base_url"),
+    ({"max_retries": -1}, "max_retries"),
+    ({"timeout": 0}, "timeout"),
+    ({"stall_timeout": -5}, "stall_timeout"),
+])
+def test_bad_construction_arguments_are_config_errors(kwargs, match):
+    with pytest.raises(ConfigError, match=match):
+        anthropic.Backend(**kwargs)
+
+
+def test_the_defaults_and_capabilities(server):
+    backend = anthropic.Backend()
+    assert (backend.model, backend.base_url, backend.name) == (
+        "claude-opus-5", "https://api.anthropic.com", "anthropic")
+    assert backend.capabilities == anthropic.capabilities == nacelle.Capabilities(
+        mcp=True, thinking=True, effort=True, min_budget=1024, cost=False,
+        token_counting=True, images=True)
+    assert isinstance(backend, nacelle.Backend)
+
+
+def test_a_used_backend_pickles_and_the_copy_works(server, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-env-key-12345")
+    backend = anthropic.Backend(base_url=server.url, pricing=anthropic.Pricing(1.0, 2.0))
+    server.queue(PATH, sse("text_with_pings.sse"), sse("text_with_pings.sse"))
+    one_turn(backend)
+    data = pickle.dumps(backend)
+    assert b"sk-ant-env-key-12345" not in data  # an environment key stays behind
+    copy = pickle.loads(data)
+    assert copy.pricing == backend.pricing and copy.capabilities.cost
+    one_turn(copy)
+    assert server.requests[1].headers["x-api-key"] == "sk-ant-env-key-12345"
+
+
+def test_an_explicit_key_travels_in_the_pickle(server):
+    copy = pickle.loads(pickle.dumps(make(server)))
+    server.queue(PATH, sse("text_with_pings.sse"))
+    one_turn(copy)
+    assert server.requests[0].headers["x-api-key"] == KEY
+
+
+# -- count_tokens -----------------------------------------------------------------------
+
+def test_count_tokens_posts_the_body_without_max_tokens_and_stream(server):
+    server.queue("/v1/messages/count_tokens", Reply.json({"input_tokens": 2095}))
+    mcp = MCPServer("perception", "https://mcp.example.com/mcp")
+    request = Request("sys", messages=(user_text("count me"),), mcp=(mcp,))
+    assert make(server).count_tokens(request, RunContext()) == 2095
+    sent = server.requests[0]
+    assert sent.path == "/v1/messages/count_tokens"
+    assert "max_tokens" not in sent.json() and "stream" not in sent.json()
+    assert sent.json()["messages"] == [{"role": "user", "content": [
+        {"type": "text", "text": "count me", "cache_control": {"type": "ephemeral"}}]}]
+    assert sent.headers["anthropic-beta"] == "mcp-client-2025-11-20"
+
+
+def test_a_count_without_input_tokens_is_a_stream_error(server):
+    server.queue("/v1/messages/count_tokens", Reply.json({"tokens": 3}))
+    with pytest.raises(StreamError, match="input_tokens"):
+        make(server).count_tokens(Request("sys", messages=(user_text("x"),)), RunContext())
+
+
+# -- an Agent run across three turns ----------------------------------------------------
+
+@nacelle.tool
+def get_weather(city: str, unit: str = "celsius") -> str:
+    """Current weather for a city.
+
+    Args:
+        city: The city.
+        unit: celsius or fahrenheit.
+    """
+    return {"San Francisco": "18 degrees, fog", "Paris": "21 degrees, sun"}[city]
+
+
+def test_an_agent_runs_a_real_tool_across_three_turns_and_sends_exact_bodies(server):
+    server.queue(PATH, sse("tool_use_split.sse", 13), sse("second_tool_use.sse"),
+                 sse("text_with_pings.sse"))
+    agent = nacelle.Agent(make(server), "You report the weather.", tools=[get_weather],
+                          max_tokens=2048)
+    result = agent.run([user_text("Weather in SF, then Paris?")])
+
+    assert result.text == "Hello — wörld!" and result.stop is Stop.END and result.turns == 3
+    assert result.usage.input_tokens == 9 + 40 + 14
+    cache = {"type": "ephemeral"}
+    schema = get_weather.schema
+    tools = [{"name": "get_weather", "description": get_weather.description,
+              "input_schema": schema, "cache_control": cache}]
+    system = [{"type": "text", "text": "You report the weather.", "cache_control": cache}]
+    head = {"model": "claude-opus-5", "max_tokens": 2048, "system": system}
+    tail = {"tools": tools, "thinking": {"type": "adaptive"}, "stream": True}
+    question = {"type": "text", "text": "Weather in SF, then Paris?"}
+    first_answer = [
+        {"type": "thinking",
+         "thinking": "The user wants the weather; I'll call get_weather.",
+         "signature": "EqQBCkgIARABGAIiQL5dfl1k3jQwPpK9v0ZC0Dg8pq4Jv2m3uwH0XlTfzX"},
+        {"type": "text", "text": "Let me check."},
+        {"type": "tool_use", "id": "toolu_01T1x1fJ34qAmk2tNTrN7Up6", "name": "get_weather",
+         "input": {"city": "San Francisco", "unit": "celsius"}},
+    ]
+    first_result = {"type": "tool_result", "tool_use_id": "toolu_01T1x1fJ34qAmk2tNTrN7Up6",
+                    "content": "18 degrees, fog", "is_error": False}
+    second_answer = [{"type": "tool_use", "id": "toolu_01A09q90qw90lq917835lq9",
+                      "name": "get_weather", "input": {"city": "Paris", "unit": "celsius"}}]
+    second_result = {"type": "tool_result", "tool_use_id": "toolu_01A09q90qw90lq917835lq9",
+                     "content": "21 degrees, sun", "is_error": False}
+
+    bodies = [r.json() for r in server.requests]
+    assert bodies[0] == {**head, "messages": [
+        {"role": "user", "content": [{**question, "cache_control": cache}]},
+    ], **tail}
+    assert bodies[1] == {**head, "messages": [
+        {"role": "user", "content": [{**question, "cache_control": cache}]},
+        {"role": "assistant", "content": first_answer},
+        {"role": "user", "content": [{**first_result, "cache_control": cache}]},
+    ], **tail}
+    assert bodies[2] == {**head, "messages": [
+        {"role": "user", "content": [question]},
+        {"role": "assistant", "content": first_answer},
+        {"role": "user", "content": [{**first_result, "cache_control": cache}]},
+        {"role": "assistant", "content": second_answer},
+        {"role": "user", "content": [{**second_result, "cache_control": cache}]},
+    ], **tail}
+    # Replayed tool input keeps the model's bytes (and key order) exactly.
+    assert '"input":{"city":"San Francisco","unit":"celsius"}' in server.requests[1].body.decode()
+    server.assert_consumed()
+
+
+# -- cancellation, stalls and what the Agent refuses ------------------------------------
+
+def test_cancelling_mid_stream_closes_the_response_at_once(server):
+    chunks = body("text_with_pings.sse")
+    server.queue(PATH, Reply(chunks=chunks[:4] + [(chunks[4], 30.0)] + chunks[5:]))
+    ctx = RunContext()
+    timer = threading.Timer(0.2, ctx.cancel)
+    started = time.monotonic()
+    timer.start()
+    try:
+        with pytest.raises(nacelle.Cancelled):
+            run(make(server), Request("sys", messages=(user_text("x"),)), ctx)
+    finally:
+        timer.cancel()
+    assert time.monotonic() - started < 5.0  # not the 30 s the server would have waited
+    assert server.wait_disconnects(1, timeout=5.0)
+
+
+def test_pings_alone_do_not_keep_a_stalled_stream_alive(server):
+    chunks = body("text_with_pings.sse")[:2]
+    ping = b"event: ping\ndata: {\"type\": \"ping\"}\n\n"
+    server.queue(PATH, Reply(chunks=chunks + [(ping, 0.1)] * 40))
+    started = time.monotonic()
+    with pytest.raises(StreamError, match="stall") as caught:
+        one_turn(make(server, stall_timeout=0.5))
+    assert time.monotonic() - started < 3.0
+    assert nacelle.retryable(caught.value)
+
+
+def test_an_agent_refuses_a_thinking_budget_below_1024():
+    with pytest.raises(nacelle.Unsupported, match="anthropic"):
+        nacelle.Agent(anthropic.Backend(), "sys", thinking=nacelle.Thinking(budget=1000))
+
+
+def test_an_agent_accepts_mcp_servers_effort_and_a_budget_of_1024():
+    agent = nacelle.Agent(
+        anthropic.Backend(), "sys",
+        thinking=nacelle.Thinking(effort=nacelle.Effort.HIGH, budget=1024, show=True),
+        mcp=[MCPServer("perception", "https://mcp.example.com/mcp")])
+    assert pickle.loads(pickle.dumps(agent)).backend.name == "anthropic"

@@ -1,0 +1,413 @@
+"""to_wire, count_tokens_body and betas: the Anthropic request body, on plain values."""
+
+import copy
+import json
+from dataclasses import dataclass, field
+from typing import Any, Dict
+
+import pytest
+
+from nacelle.backend import Effort, MCPServer, Request, Thinking
+from nacelle.backends.anthropic_wire import (
+    MCP_BETA, betas, count_tokens_body, to_wire,
+)
+from nacelle.errors import ConfigError
+from nacelle.events import Stop
+from nacelle.messages import (
+    Finish, Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
+    user_text,
+)
+
+CACHE = {"type": "ephemeral"}
+
+
+@dataclass
+class FakeTool:
+    name: str
+    description: str = ""
+    schema: Dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+    def run(self, input, ctx):  # pragma: no cover - never run here
+        return ""
+
+
+WEATHER = FakeTool(
+    "get_weather", "Weather for a city.",
+    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+)
+ALPHA = FakeTool("alpha", "First by name.")
+
+
+def assistant(*parts):
+    return Message(Role.ASSISTANT, parts)
+
+
+def user(*parts):
+    return Message(Role.USER, parts)
+
+
+def cache_marks(body):
+    """Every block carrying cache_control, as (where, block) pairs in body order."""
+    found = []
+    for block in body.get("tools", []):
+        if "cache_control" in block:
+            found.append(("tools", block))
+    for block in body.get("system", []):
+        if "cache_control" in block:
+            found.append(("system", block))
+    for i, message in enumerate(body["messages"]):
+        for j, block in enumerate(message["content"]):
+            if "cache_control" in block:
+                found.append((f"messages[{i}].content[{j}]", block))
+    return found
+
+
+# -- golden bodies ----------------------------------------------------------------------
+
+def test_a_tool_round_trip_makes_the_golden_body():
+    request = Request("Be brief.", tools=(WEATHER, ALPHA), max_tokens=1000)
+    conversation = [
+        user_text("Weather in Paris?"),
+        assistant(
+            Text("Checking."),
+            ToolCall("toolu_1", "get_weather", '{"city": "Paris"}'),
+            Finish(Stop.TOOLS),
+        ),
+        user(ToolResult("toolu_1", "get_weather", "21C, sunny")),
+    ]
+    assert to_wire(request, conversation, model="claude-test") == {
+        "model": "claude-test",
+        "max_tokens": 1000,
+        "system": [{"type": "text", "text": "Be brief.", "cache_control": CACHE}],
+        "messages": [
+            {"role": "user", "content": [
+                {"type": "text", "text": "Weather in Paris?", "cache_control": CACHE}]},
+            {"role": "assistant", "content": [
+                {"type": "text", "text": "Checking."},
+                {"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+                 "input": {"city": "Paris"}},
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "21C, sunny",
+                 "is_error": False, "cache_control": CACHE},
+            ]},
+        ],
+        "tools": [
+            {"name": "alpha", "description": "First by name.",
+             "input_schema": {"type": "object", "properties": {}}},
+            {"name": "get_weather", "description": "Weather for a city.",
+             "input_schema": WEATHER.schema, "cache_control": CACHE},
+        ],
+        "thinking": {"type": "adaptive"},
+        "stream": True,
+    }
+
+
+def test_thinking_is_replayed_byte_for_byte_and_in_order_with_its_signature():
+    redacted = json.dumps({"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix"})
+    conversation = [
+        user_text("Sum 2 and 2 with the tool."),
+        assistant(
+            Reasoning("I should call add.", "EqQBCkgIARABGAIiQL", "anthropic"),
+            Reasoning("", redacted, "anthropic"),
+            Reasoning("", "Ek8KAw", "anthropic"),
+            ToolCall("toolu_9", "add", '{"a": 2, "b": 2}'),
+        ),
+        user(ToolResult("toolu_9", "add", "4")),
+    ]
+    body = to_wire(Request("sys"), conversation)
+    assert body["messages"][1] == {"role": "assistant", "content": [
+        {"type": "thinking", "thinking": "I should call add.", "signature": "EqQBCkgIARABGAIiQL"},
+        {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix"},
+        {"type": "thinking", "thinking": "", "signature": "Ek8KAw"},
+        {"type": "tool_use", "id": "toolu_9", "name": "add", "input": {"a": 2, "b": 2}},
+    ]}
+
+
+def test_reasoning_from_another_protocol_is_dropped():
+    conversation = [
+        user_text("hi"),
+        assistant(Reasoning("thought", "gAAAA-encrypted", "openrouter"), Text("hello")),
+        user_text("again"),
+    ]
+    body = to_wire(Request("sys"), conversation)
+    assert body["messages"][1]["content"] == [{"type": "text", "text": "hello"}]
+
+
+def test_images_are_sent_as_base64_sources():
+    conversation = [user(Text("What is this?"), Image("image/png", "iVBORw0KGgo="))]
+    body = to_wire(Request("sys"), conversation)
+    assert body["messages"] == [{"role": "user", "content": [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                     "data": "iVBORw0KGgo="}, "cache_control": CACHE},
+    ]}]
+
+
+def test_mcp_servers_become_servers_toolsets_and_a_beta_header():
+    request = Request(
+        "sys",
+        tools=(WEATHER,),
+        mcp=(
+            MCPServer("perception", "https://example.com/mcp", authorization_token="tok-1"),
+            MCPServer("calendar", "https://cal.example.com/mcp",
+                      allowed_tools=("list_events", "find_slot")),
+        ),
+    )
+    body = to_wire(request, [user_text("hi")])
+    assert body["mcp_servers"] == [
+        {"type": "url", "url": "https://example.com/mcp", "name": "perception",
+         "authorization_token": "tok-1"},
+        {"type": "url", "url": "https://cal.example.com/mcp", "name": "calendar"},
+    ]
+    assert body["tools"] == [
+        {"name": "get_weather", "description": "Weather for a city.",
+         "input_schema": WEATHER.schema},
+        {"type": "mcp_toolset", "mcp_server_name": "perception"},
+        {"type": "mcp_toolset", "mcp_server_name": "calendar",
+         "default_config": {"enabled": False},
+         "configs": {"list_events": {"enabled": True}, "find_slot": {"enabled": True}},
+         "cache_control": CACHE},
+    ]
+    assert betas(request) == [MCP_BETA] == ["mcp-client-2025-11-20"]
+    assert betas(Request("sys")) == []
+
+
+def test_mcp_blocks_are_replayed_as_the_json_they_hold():
+    use = {"type": "mcp_tool_use", "id": "mcptoolu_1", "name": "echo",
+           "server_name": "perception", "input": {"z": 1, "a": 2}}
+    result = {"type": "mcp_tool_result", "tool_use_id": "mcptoolu_1", "is_error": False,
+              "content": [{"type": "text", "text": "Hello"}]}
+    conversation = [
+        user_text("echo"),
+        assistant(ProviderBlock("anthropic", json.dumps(use)),
+                  ProviderBlock("anthropic", json.dumps(result)), Text("Done.")),
+        user_text("thanks"),
+    ]
+    body = to_wire(Request("sys", mcp=(MCPServer("perception", "https://x.example/mcp"),)),
+                   conversation)
+    assert body["messages"][1]["content"] == [use, result, {"type": "text", "text": "Done."}]
+    assert list(body["messages"][1]["content"][0]["input"]) == ["z", "a"]
+
+
+def test_provider_blocks_of_another_protocol_are_dropped():
+    conversation = [user_text("hi"),
+                    assistant(ProviderBlock("openrouter", '{"type": "x"}'), Text("ok")),
+                    user_text("and?")]
+    body = to_wire(Request("sys"), conversation)
+    assert body["messages"][1]["content"] == [{"type": "text", "text": "ok"}]
+
+
+@pytest.mark.parametrize("data", ["not json", "[1, 2]", '{"no_type": 1}'])
+def test_a_broken_anthropic_provider_block_is_a_config_error(data):
+    conversation = [user_text("hi"), assistant(ProviderBlock("anthropic", data))]
+    with pytest.raises(ConfigError, match="ProviderBlock"):
+        to_wire(Request("sys"), conversation)
+
+
+# -- tools ------------------------------------------------------------------------------
+
+def test_tools_are_sorted_by_name_whatever_order_they_were_given_in():
+    tools = (FakeTool("zeta"), FakeTool("Beta"), FakeTool("alpha"), FakeTool("beta_2"))
+    names = [t["name"] for t in to_wire(Request("sys", tools=tools), [user_text("x")])["tools"]]
+    assert names == ["Beta", "alpha", "beta_2", "zeta"]
+
+
+def test_a_tool_without_a_description_sends_none():
+    body = to_wire(Request("sys", tools=(FakeTool("bare"),)), [user_text("x")])
+    assert body["tools"] == [{"name": "bare", "input_schema": {"type": "object", "properties": {}},
+                              "cache_control": CACHE}]
+
+
+def test_no_tools_key_without_tools_or_mcp():
+    body = to_wire(Request("sys"), [user_text("x")])
+    assert "tools" not in body and "mcp_servers" not in body
+
+
+# -- messages ---------------------------------------------------------------------------
+
+def test_tool_input_keeps_the_models_key_order():
+    conversation = [user_text("x"),
+                    assistant(ToolCall("t1", "f", '{"zebra": 1, "apple": {"y": 2, "b": 3}}')),
+                    user(ToolResult("t1", "f", "ok"))]
+    body = to_wire(Request("sys"), conversation)
+    sent = body["messages"][1]["content"][0]["input"]
+    assert json.dumps(sent) == '{"zebra": 1, "apple": {"y": 2, "b": 3}}'
+
+
+@pytest.mark.parametrize("raw", ["", "   ", "{not json", "[1]", '"text"'])
+def test_tool_input_that_is_not_a_json_object_is_replayed_as_an_empty_object(raw):
+    conversation = [user_text("x"), assistant(ToolCall("t1", "f", raw)),
+                    user(ToolResult("t1", "f", "invalid input", failed=True))]
+    body = to_wire(Request("sys"), conversation)
+    assert body["messages"][1]["content"][0]["input"] == {}
+    assert body["messages"][2]["content"][0]["is_error"] is True
+
+
+def test_a_call_cut_off_mid_input_is_never_sent():
+    conversation = [user_text("x"),
+                    assistant(Text("Let me"), ToolCall("t1", "f", '{"a": "ha', finished=False),
+                              Finish(Stop.MAX_TOKENS)),
+                    user_text("go on")]
+    body = to_wire(Request("sys"), conversation)
+    assert body["messages"][1]["content"] == [{"type": "text", "text": "Let me"}]
+
+
+def test_tool_results_come_first_in_a_user_message_and_same_role_neighbours_merge():
+    conversation = [
+        user_text("x"),
+        assistant(ToolCall("t1", "f", "{}")),
+        assistant(ToolCall("t2", "g", "{}")),
+        user(Text("also this"), ToolResult("t1", "f", "one")),
+        user(ToolResult("t2", "g", "two")),
+    ]
+    body = to_wire(Request("sys"), conversation)
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
+    assert [b["type"] for b in body["messages"][1]["content"]] == ["tool_use", "tool_use"]
+    assert [(b["type"], b.get("tool_use_id")) for b in body["messages"][2]["content"]] == [
+        ("tool_result", "t1"), ("tool_result", "t2"), ("text", None)]
+
+
+def test_empty_text_finish_parts_and_empty_messages_are_not_sent():
+    conversation = [user(Text(""), Text("hi")), assistant(Finish(Stop.END)),
+                    assistant(Text(""), Finish(Stop.END)), user_text("next")]
+    body = to_wire(Request("sys"), conversation)
+    assert body["messages"] == [{"role": "user", "content": [
+        {"type": "text", "text": "hi"},
+        {"type": "text", "text": "next", "cache_control": CACHE},
+    ]}]
+
+
+def test_an_empty_tool_result_is_sent_without_content():
+    conversation = [user_text("x"), assistant(ToolCall("t1", "f", "{}")),
+                    user(ToolResult("t1", "f", ""))]
+    body = to_wire(Request("sys"), conversation)
+    assert body["messages"][2]["content"][0] == {
+        "type": "tool_result", "tool_use_id": "t1", "is_error": False, "cache_control": CACHE}
+
+
+def test_a_paused_turn_is_sent_back_as_the_last_message():
+    block = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search",
+             "input": {"query": "nacelle"}}
+    conversation = [user_text("search"),
+                    assistant(Text("Searching."), ProviderBlock("anthropic", json.dumps(block)))]
+    body = to_wire(Request("sys"), conversation)
+    assert body["messages"][-1] == {"role": "assistant", "content": [
+        {"type": "text", "text": "Searching.", "cache_control": CACHE}, block]}
+
+
+def test_nothing_passed_in_is_mutated():
+    schema = {"type": "object", "properties": {"q": {"type": "string"}}}
+    tool = FakeTool("search", "Search.", schema)
+    conversation = [user_text("x"), assistant(ToolCall("t1", "search", '{"q": "a"}')),
+                    user(ToolResult("t1", "search", "r"))]
+    before_schema, before_conv = copy.deepcopy(schema), list(conversation)
+    body = to_wire(Request("sys", tools=(tool,)), conversation)
+    body["tools"][0]["input_schema"]  # shared on purpose, read only
+    assert schema == before_schema and "cache_control" not in schema
+    assert conversation == before_conv
+    # A second body is identical: no state leaks between calls.
+    assert to_wire(Request("sys", tools=(tool,)), conversation) == body
+
+
+def test_an_empty_system_prompt_sends_no_system_block():
+    assert "system" not in to_wire(Request(""), [user_text("x")])
+
+
+# -- cache breakpoints ------------------------------------------------------------------
+
+def long_run(turns):
+    conversation = [user_text("start")]
+    for n in range(turns):
+        conversation.append(assistant(
+            Reasoning(f"thinking {n}", f"sig{n}", "anthropic"),
+            *(ToolCall(f"t{n}_{k}", "f", '{"k": %d}' % k) for k in range(12)),
+        ))
+        conversation.append(user(*(ToolResult(f"t{n}_{k}", "f", str(k)) for k in range(12))))
+    return conversation
+
+
+@pytest.mark.parametrize("turns", [0, 1, 2, 9])
+def test_cache_breakpoints_never_exceed_four(turns):
+    body = to_wire(Request("sys", tools=(WEATHER, ALPHA),
+                           mcp=(MCPServer("m", "https://m.example/mcp"),)), long_run(turns))
+    assert 1 <= len(cache_marks(body)) <= 4
+
+
+def test_cache_breakpoints_sit_on_last_tool_system_newest_block_and_previous_request_end():
+    conversation = long_run(2)
+    body = to_wire(Request("sys", tools=(WEATHER, ALPHA)), conversation)
+    where = [w for w, _ in cache_marks(body)]
+    # The previous request ended with messages[2]; this one ends with messages[4].
+    assert where == ["tools", "system", "messages[2].content[11]", "messages[4].content[11]"]
+    assert body["tools"][-1]["name"] == "get_weather"
+    # 25 blocks were added since the previous request's end: more than the API looks back.
+    added = sum(len(m["content"]) for m in body["messages"][3:])
+    assert added > 20
+
+
+def test_the_first_request_has_three_breakpoints():
+    body = to_wire(Request("sys", tools=(WEATHER,)), [user_text("hi")])
+    assert [w for w, _ in cache_marks(body)] == ["tools", "system", "messages[0].content[0]"]
+
+
+def test_thinking_blocks_never_carry_a_breakpoint():
+    conversation = [user_text("x"), assistant(Text("a"), Reasoning("t", "sig", "anthropic"))]
+    body = to_wire(Request("sys"), conversation)
+    assert body["messages"][1]["content"] == [
+        {"type": "text", "text": "a", "cache_control": CACHE},
+        {"type": "thinking", "thinking": "t", "signature": "sig"},
+    ]
+
+
+# -- thinking ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("thinking, expected", [
+    (Thinking(), {"thinking": {"type": "adaptive"}}),
+    (Thinking(show=True), {"thinking": {"type": "adaptive", "display": "summarized"}}),
+    (Thinking(effort=Effort.NONE), {"thinking": {"type": "disabled"}}),
+    (Thinking(effort=Effort.NONE, show=True), {"thinking": {"type": "disabled"}}),
+    (Thinking(effort=Effort.MINIMAL),
+     {"thinking": {"type": "adaptive"}, "output_config": {"effort": "low"}}),
+    (Thinking(effort=Effort.LOW),
+     {"thinking": {"type": "adaptive"}, "output_config": {"effort": "low"}}),
+    (Thinking(effort=Effort.MEDIUM),
+     {"thinking": {"type": "adaptive"}, "output_config": {"effort": "medium"}}),
+    (Thinking(effort=Effort.HIGH, show=True),
+     {"thinking": {"type": "adaptive", "display": "summarized"},
+      "output_config": {"effort": "high"}}),
+    (Thinking(effort=Effort.XHIGH),
+     {"thinking": {"type": "adaptive"}, "output_config": {"effort": "xhigh"}}),
+    (Thinking(effort=Effort.MAX),
+     {"thinking": {"type": "adaptive"}, "output_config": {"effort": "max"}}),
+    (Thinking(budget=1024), {"thinking": {"type": "enabled", "budget_tokens": 1024}}),
+    (Thinking(budget=4000, show=True),
+     {"thinking": {"type": "enabled", "budget_tokens": 4000, "display": "summarized"}}),
+])
+def test_thinking_settings_map_to_the_wire(thinking, expected):
+    body = to_wire(Request("sys", thinking=thinking), [user_text("x")])
+    assert {k: body[k] for k in ("thinking", "output_config") if k in body} == expected
+
+
+def test_a_budget_below_1024_is_refused():
+    with pytest.raises(ConfigError, match="at least 1024"):
+        to_wire(Request("sys", thinking=Thinking(budget=1023)), [user_text("x")])
+
+
+def test_a_budget_with_effort_none_is_refused():
+    with pytest.raises(ConfigError, match="Effort.NONE"):
+        to_wire(Request("sys", thinking=Thinking(effort=Effort.NONE, budget=2000)),
+                [user_text("x")])
+
+
+# -- count_tokens -----------------------------------------------------------------------
+
+def test_the_count_tokens_body_is_the_message_body_without_max_tokens_and_stream():
+    request = Request("sys", tools=(WEATHER,), mcp=(MCPServer("m", "https://m.example/mcp"),),
+                      thinking=Thinking(effort=Effort.LOW), max_tokens=500)
+    conversation = [user_text("count me")]
+    full = to_wire(request, conversation, model="claude-x")
+    counted = count_tokens_body(request, conversation, model="claude-x")
+    assert "max_tokens" not in counted and "stream" not in counted
+    full.pop("max_tokens"), full.pop("stream")
+    assert counted == full
