@@ -4,7 +4,7 @@ and a vendored copy that imports from a bare folder.
 Layers: leaves (``errors``, ``sse``: standard library only) ← core (every other
 top-level module that is not in the outer ring: never ``requests``, never a
 backend, a tool set or the test doubles) ← outer ring (``retry``, ``mcp*``,
-``settings``, ``console``, ``cli``, ``__main__``, ``backends/``, ``toolsets/``,
+``settings``, ``console``, ``cli``, ``demo``, ``__main__``, ``backends/``, ``toolsets/``,
 ``testing/``). Backends never import each other. ``retry`` sits in the outer ring
 (it wraps a backend) but is pure logic held to the core's rules, which is what lets
 the package front re-export ``Retry``.
@@ -25,7 +25,7 @@ PACKAGE = ROOT / "nacelle"
 
 LEAVES = {"nacelle.errors", "nacelle.sse"}
 OUTER_MODULES = {"nacelle.retry", "nacelle.settings", "nacelle.console", "nacelle.cli",
-                 "nacelle.__main__"}
+                 "nacelle.demo", "nacelle.__main__"}
 OUTER_PACKAGES = ("nacelle.backends", "nacelle.toolsets", "nacelle.testing")
 PRINTERS = {"nacelle.console", "nacelle.cli", "nacelle.__main__"}
 
