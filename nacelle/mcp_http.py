@@ -1,0 +1,453 @@
+"""The streamable HTTP transport of the local MCP client.
+
+Every message the client sends is its own ``POST`` to the one MCP endpoint, with
+``Accept: application/json, text/event-stream``; a request's answer comes back
+either as one JSON body or as an SSE stream (read with :mod:`nacelle.sse`) that may
+carry the server's notifications and requests before the response. The
+``Mcp-Session-Id`` the server hands out with the ``initialize`` answer goes with
+every later request, with ``MCP-Protocol-Version``; ``close`` sends ``DELETE`` to end
+the session. A server that offers a ``GET`` stream for messages outside any request
+(``notifications/tools/list_changed`` after a tool appeared, say) is listened to
+from a background thread.
+
+Choices, and why:
+
+- Each request's POST runs on its own daemon thread that delivers what it reads to
+  the client, the way the stdio reader does; the caller waits on its own reply with
+  its own timeout, and giving up closes that response. So a slow call never blocks
+  another, and nothing waits longer than asked.
+- HTTP failures belong to the request that met them (a proxy's 502 page fails one
+  call, not the session). A 404 on a request carrying a session id means the
+  session expired; the client then shakes hands again and resends once, as the
+  spec asks.
+- An SSE stream that ends before the response, after giving an event id, is
+  resumed with ``GET`` and ``Last-Event-ID`` after the server's ``retry`` delay (at
+  most three times, never more than 10 s apart): resumable servers close streams
+  on purpose.
+- The caller's ``headers`` (credentials, typically) never appear in a log line, a
+  repr or an error, and neither does the URL's query string or user info: errors
+  name the server by scheme, host and path only.
+
+Outer ring: imports the standard library, ``nacelle.mcp`` and ``nacelle.sse``, and
+``requests`` inside the methods that need it (this module is imported only by
+``connect_http``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+from urllib.parse import urlsplit
+
+from .errors import ConfigError
+from .mcp import MCPError, SessionExpired
+from .sse import SSEDecoder
+
+__all__ = ["HTTPTransport"]
+
+logger = logging.getLogger(__name__)
+
+MAX_BODY = 64 * 2**20
+RESUMES = 3
+MAX_RETRY_DELAY = 10.0
+ACCEPT = "application/json, text/event-stream"
+
+
+class HTTPTransport:
+    """Talks to one MCP endpoint; ``describe`` names it without secrets."""
+
+    def __init__(self, url: str, *, headers: Optional[Mapping[str, str]] = None,
+                 timeout: Optional[float] = 30.0) -> None:
+        parts = urlsplit(url) if isinstance(url, str) else None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"an MCP server URL must be an http:// or https:// URL, "
+                              f"got {_safe_url(url)!r}")
+        headers = dict(headers or {})
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
+            raise ConfigError("MCP server headers must map strings to strings")
+        self.url = url
+        netloc = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
+        self.describe = repr(f"{parts.scheme}://{netloc}{parts.path}")
+        self._headers = headers
+        self._timeout = timeout
+        self._session_id: Optional[str] = None
+        self._protocol_version: Optional[str] = None
+        self._http: Any = None
+        self._deliver: Callable[[Any], None] = _ignore
+        self._fail: Callable[[Any, MCPError], None] = _ignore
+        self._lock = threading.Lock()
+        self._responses: Dict[Any, Any] = {}
+        self._abandoned: set = set()
+        self._threads: set = set()
+        self._closing = threading.Event()
+
+    def __repr__(self) -> str:
+        return f"<HTTPTransport {self.describe}{' with session' if self._session_id else ''}>"
+
+    # -- the transport interface ------------------------------------------------------
+
+    def start(self, deliver: Callable[[Any], None], fail: Callable[[Any, MCPError], None]) -> None:
+        import requests
+
+        self._http = requests.Session()
+        self._deliver = deliver
+        self._fail = fail
+
+    def opened(self, protocol_version: str) -> None:
+        self._protocol_version = protocol_version
+        self._spawn(self._listen, "get")
+
+    def reset_session(self) -> None:
+        self._session_id = None
+        self._protocol_version = None
+
+    def send(self, message: Dict[str, Any]) -> None:
+        if self._closing.is_set():
+            raise MCPError(f"the connection to MCP server {self.describe} is closed")
+        if "method" in message and "id" in message:
+            self._spawn(lambda: self._exchange(message), f"post-{message['id']}")
+            return
+        if message.get("method") == "notifications/initialized":
+            # Every later request must reach the server after this one.
+            self._notify(message)
+        else:
+            # Cancellations and our answers to the server's pings: nobody waits for a
+            # reply, and a cancelling caller must not wait for a slow server.
+            self._spawn(lambda: self._notify_quietly(message), "notify")
+
+    def _notify(self, message: Dict[str, Any]) -> None:
+        # At least a few seconds: a client timeout tuned for answers is no reason to
+        # drop a notification a busy server takes a moment to accept.
+        response = self._post(message, stream=False,
+                              timeout=max(self._timeout, 5.0) if self._timeout else None)
+        response.close()
+        if response.status_code >= 400:
+            raise MCPError(f"MCP server {self.describe} answered HTTP {response.status_code} "
+                           f"to {message.get('method', 'a response')}")
+
+    def _notify_quietly(self, message: Dict[str, Any]) -> None:
+        try:
+            self._notify(message)
+        except MCPError as err:
+            logger.debug("%s", err)
+
+    def abandon(self, request_id: Any) -> None:
+        with self._lock:
+            self._abandoned.add(request_id)
+            response = self._responses.pop(request_id, None)
+        _close(response)
+
+    def close(self) -> None:
+        if self._closing.is_set():
+            return
+        self._closing.set()
+        with self._lock:
+            responses, self._responses = list(self._responses.values()), {}
+        for response in responses:
+            _close(response)
+        if self._http is None:
+            return
+        if self._session_id:
+            try:
+                reply = self._http.delete(self.url, headers=self._request_headers(),
+                                          timeout=self._timeouts(5.0))
+                reply.close()
+            except Exception as err:  # noqa: BLE001 - the session ends either way
+                logger.debug("DELETE of the MCP session at %s failed: %s", self.describe,
+                             type(err).__name__)
+        with self._lock:
+            responses, self._responses = list(self._responses.values()), {}
+        for response in responses:
+            _close(response)
+        current = threading.current_thread()
+        for thread in list(self._threads):
+            if thread is not current:
+                thread.join(1.0)
+        self._http.close()
+
+    # -- requests and their answers ------------------------------------------------------
+
+    def _exchange(self, message: Dict[str, Any]) -> None:
+        """POST one request and deliver everything its answer carries."""
+        request_id, method = message["id"], message["method"]
+        try:
+            response = self._post(message, stream=True)
+        except MCPError as err:
+            self._fail(request_id, err)
+            return
+        if not self._track(request_id, response):
+            return
+        try:
+            if method == "initialize" and response.headers.get("mcp-session-id"):
+                self._session_id = response.headers["mcp-session-id"]
+            status = response.status_code
+            kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+            if status == 404 and self._session_id and method != "initialize":
+                self._fail(request_id, SessionExpired(
+                    f"MCP server {self.describe} no longer knows this session"))
+                return
+            if kind == "text/event-stream" and status < 400:
+                answered, last_id, retry = self._read_stream(response, request_id)
+                self._resume(request_id, answered, last_id, retry)
+                return
+            body = response.raw.read(MAX_BODY + 1, decode_content=True) or b""
+            answered = False
+            if kind == "application/json" and len(body) <= MAX_BODY:
+                try:
+                    answered = self._deliver_all(json.loads(body.decode("utf-8")), request_id)
+                except ValueError:
+                    if status < 400:
+                        self._fail(request_id, MCPError(
+                            f"MCP server {self.describe} answered {method} with something "
+                            f"that is not JSON: {_preview(body)}"))
+                        return
+            if answered:
+                return
+            if status >= 400:
+                self._fail(request_id, MCPError(
+                    f"MCP server {self.describe} answered {method} with HTTP {status}: "
+                    f"{_preview(body)}"))
+            else:
+                self._fail(request_id, MCPError(
+                    f"MCP server {self.describe} answered {method} with HTTP {status} "
+                    f"({kind or 'no content type'}) but no JSON-RPC response"))
+        except Exception as err:  # noqa: BLE001 - a dropped or closed connection
+            if not self._gave_up(request_id):
+                self._fail(request_id, MCPError(
+                    f"the connection to MCP server {self.describe} broke during {method}: "
+                    f"{type(err).__name__}"))
+        finally:
+            self._untrack(request_id, response)
+
+    def _read_stream(self, response: Any, request_id: Any) -> Tuple[bool, str, Optional[int]]:
+        """Deliver every message of one SSE answer; stop once ours has come."""
+        decoder = SSEDecoder(max_line=MAX_BODY)
+        answered, last_id, retry = False, "", None
+        for chunk in response.iter_content(chunk_size=None):
+            for event in decoder.feed(chunk):
+                last_id, retry = event.id, event.retry
+                if event.data.strip():
+                    answered = self._deliver_event(event.data, request_id) or answered
+            if answered or self._gave_up(request_id):
+                return True, last_id, retry
+        for event in decoder.close():
+            if event.data.strip():
+                answered = self._deliver_event(event.data, request_id) or answered
+        return answered, last_id, retry
+
+    def _resume(self, request_id: Any, answered: bool, last_id: str,
+                retry: Optional[int]) -> None:
+        attempts = 0
+        while not answered and last_id and attempts < RESUMES and not self._gave_up(request_id):
+            attempts += 1
+            delay = min(MAX_RETRY_DELAY, (retry if retry is not None else 1000) / 1000)
+            if self._closing.wait(delay):
+                return
+            logger.debug("resuming the answer to MCP request %s from event %r",
+                         request_id, last_id)
+            try:
+                response = self._get({"Last-Event-ID": last_id})
+            except MCPError as err:
+                self._fail(request_id, err)
+                return
+            if not self._track(request_id, response):
+                return
+            try:
+                if response.status_code != 200:
+                    break
+                answered, new_id, retry = self._read_stream(response, request_id)
+                if new_id != last_id:
+                    attempts, last_id = 0, new_id
+            finally:
+                self._untrack(request_id, response)
+        if not answered and not self._gave_up(request_id):
+            self._fail(request_id, MCPError(
+                f"MCP server {self.describe} ended the stream before answering"))
+
+    def _deliver_event(self, data: str, request_id: Any) -> bool:
+        try:
+            message = json.loads(data)
+        except ValueError:
+            self._fail(request_id, MCPError(
+                f"MCP server {self.describe} sent an SSE event that is not JSON: "
+                f"{_preview(data)}"))
+            return True  # nothing more of this stream is worth reading
+        return self._deliver_all(message, request_id)
+
+    def _deliver_all(self, message: Any, request_id: Any) -> bool:
+        """Deliver, and say whether it held the response to ``request_id``."""
+        items = message if isinstance(message, list) else [message]
+        answered = any(isinstance(m, dict) and m.get("id") == request_id
+                       and ("result" in m or "error" in m) for m in items)
+        self._deliver(message)
+        return answered
+
+    # -- the server's own stream ------------------------------------------------------------
+
+    def _listen(self) -> None:
+        """Read the GET stream for messages outside any request, while open."""
+        quiet = 0
+        while not self._closing.is_set() and quiet < RESUMES:
+            try:
+                response = self._get({}, read_timeout=None)
+            except MCPError:
+                return
+            if (response.status_code != 200 or "text/event-stream"
+                    not in response.headers.get("content-type", "")):
+                response.close()  # 405: this server offers no such stream
+                return
+            with self._lock:
+                self._responses["get"] = response
+            got_any = False
+            retry = None
+            try:
+                decoder = SSEDecoder(max_line=MAX_BODY)
+                for chunk in response.iter_content(chunk_size=None):
+                    for event in decoder.feed(chunk):
+                        retry = event.retry
+                        if event.data.strip():
+                            got_any = True
+                            self._deliver(json.loads(event.data))
+            except ValueError:
+                logger.warning("MCP server %s sent an event that is not JSON on its stream; "
+                               "no longer listening", self.describe)
+                return
+            except Exception:  # noqa: BLE001 - dropped, or closed by close()
+                pass
+            finally:
+                self._untrack("get", response)
+            quiet = 0 if got_any else quiet + 1
+            delay = min(MAX_RETRY_DELAY, (retry if retry is not None else 1000) / 1000)
+            if self._closing.wait(delay):
+                return
+
+    # -- HTTP ------------------------------------------------------------------------------
+
+    def _post(self, message: Dict[str, Any], *, stream: bool,
+              timeout: Optional[float] = -1.0) -> Any:
+        import requests
+
+        body = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        headers = self._request_headers()
+        headers["Content-Type"] = "application/json"
+        headers["Accept"] = ACCEPT
+        try:
+            read = self._timeout if timeout == -1.0 else timeout
+            return self._http.post(self.url, data=body, headers=headers, stream=stream,
+                                   timeout=self._timeouts(read))
+        except requests.RequestException as err:
+            raise MCPError(f"cannot reach MCP server {self.describe}: {_reason(err)}") from None
+
+    def _get(self, extra: Dict[str, str], read_timeout: Optional[float] = -1.0) -> Any:
+        import requests
+
+        headers = self._request_headers()
+        headers["Accept"] = "text/event-stream"
+        headers.update(extra)
+        timeout = self._timeouts(self._timeout if read_timeout == -1.0 else read_timeout)
+        try:
+            return self._http.get(self.url, headers=headers, stream=True, timeout=timeout)
+        except requests.RequestException as err:
+            raise MCPError(f"cannot reach MCP server {self.describe}: {_reason(err)}") from None
+
+    def _request_headers(self) -> Dict[str, str]:
+        headers = dict(self._headers)
+        if self._session_id:
+            headers["Mcp-Session-Id"] = self._session_id
+        if self._protocol_version:
+            headers["MCP-Protocol-Version"] = self._protocol_version
+        return headers
+
+    def _timeouts(self, read: Optional[float]) -> Tuple[Optional[float], Optional[float]]:
+        connect = self._timeout if self._timeout is not None else None
+        return (connect, read)
+
+    # -- bookkeeping -----------------------------------------------------------------------
+
+    def _spawn(self, target: Callable[[], None], label: str) -> None:
+        def run() -> None:
+            try:
+                target()
+            finally:
+                self._threads.discard(threading.current_thread())
+
+        thread = threading.Thread(target=run, daemon=True, name=f"nacelle-mcp-http-{label}")
+        self._threads.add(thread)
+        thread.start()
+
+    def _track(self, request_id: Any, response: Any) -> bool:
+        with self._lock:
+            if request_id in self._abandoned or self._closing.is_set():
+                keep = False
+            else:
+                self._responses[request_id] = response
+                keep = True
+        if not keep:
+            response.close()
+        return keep
+
+    def _untrack(self, request_id: Any, response: Any) -> None:
+        with self._lock:
+            if self._responses.get(request_id) is response:
+                del self._responses[request_id]
+        response.close()
+
+    def _gave_up(self, request_id: Any) -> bool:
+        with self._lock:
+            return request_id in self._abandoned or self._closing.is_set()
+
+
+def _close(response: Any) -> None:
+    """Close a response another thread may be blocked reading.
+
+    Closing the file object does not wake a thread blocked in ``recv`` on every
+    platform; shutting the socket down does, so that is done first when the socket
+    can be found.
+    """
+    if response is None:
+        return
+    try:
+        sock = getattr(getattr(response.raw, "_connection", None), "sock", None)
+        if sock is None:
+            fp = getattr(getattr(response.raw, "_fp", None), "fp", None)
+            sock = getattr(getattr(fp, "raw", None), "_sock", None)
+        if sock is not None:
+            import socket
+
+            sock.shutdown(socket.SHUT_RDWR)
+    except (OSError, AttributeError):
+        pass
+    try:
+        response.close()
+    except Exception:  # noqa: BLE001 - closing is best effort
+        pass
+
+
+def _reason(err: BaseException) -> str:
+    """Why a request failed, without the URL (its query may hold a token)."""
+    import requests
+
+    if isinstance(err, requests.Timeout):
+        return "timed out"
+    if isinstance(err, requests.ConnectionError):
+        return "connection failed (refused, reset or unresolvable)"
+    return type(err).__name__
+
+
+def _safe_url(url: Any) -> str:
+    if not isinstance(url, str):
+        return repr(url)
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname or ''}{parts.path}" if parts.scheme else url[:80]
+
+
+def _preview(data: Any, limit: int = 200) -> str:
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data)
+    text = text.strip()
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def _ignore(*args: Any) -> None:
+    return None

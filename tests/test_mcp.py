@@ -1,0 +1,330 @@
+"""The local MCP client's protocol: handshake, tools/list pages, tools/call results and
+failures, list_changed, timeouts and cancellation — against real server processes:
+the hand-written ``bad_server.py`` (any Python) and a server written with the official
+MCP SDK (Python 3.10+ with ``mcp`` installed; skipped with a reason elsewhere)."""
+
+import json
+import logging
+import pickle
+import sys
+import threading
+import time
+
+import pytest
+
+import nacelle
+from mcp_servers import BAD_SERVER, SDK_SERVER, needs_sdk
+from nacelle.mcp import MCPClient, MCPError, MCPTool, connect_stdio
+from nacelle.tools import ToolContext
+
+
+@pytest.fixture(scope="module")
+def bad():
+    with connect_stdio(sys.executable, [BAD_SERVER], timeout=10) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def sdk():
+    if needs_sdk.args[0]:
+        pytest.skip(needs_sdk.kwargs["reason"])
+    with connect_stdio(sys.executable, [SDK_SERVER], timeout=20) as client:
+        yield client
+
+
+def by_name(tools):
+    return {tool.name: tool for tool in tools}
+
+
+def history(client):
+    return json.loads(client.call_tool("history"))
+
+
+# -- handshake ---------------------------------------------------------------------------
+
+
+def test_the_handshake_records_what_the_server_said_and_sends_initialized(bad):
+    assert bad.protocol_version == "2025-06-18"
+    assert bad.server_info == {"name": "bad", "version": "0"}
+    assert bad.capabilities == {"tools": {"listChanged": True}}
+    assert history(bad)[:2] == ["initialize", "notifications/initialized"]
+
+
+@needs_sdk
+def test_the_sdk_server_accepts_the_offered_protocol_version(sdk):
+    assert sdk.protocol_version == "2025-11-25"
+    assert sdk.server_info["name"] == "nacelle-test-server"
+
+
+@pytest.mark.parametrize("mode, expected", [
+    ("refuse", "refused the handshake: .* error -32602: Unsupported protocol version"),
+    ("old-version", "answered protocol version '1999-01-01'; nacelle speaks 2025-11-25"),
+    ("not-rpc", "not JSON-RPC 2.0: {'hello': 'world'}"),
+])
+def test_a_handshake_the_client_cannot_accept_raises_mcp_error(mode, expected):
+    with pytest.raises(MCPError, match=expected):
+        connect_stdio(sys.executable, [BAD_SERVER, mode], timeout=10)
+
+
+def test_a_server_that_never_answers_the_handshake_times_out():
+    start = time.monotonic()
+    with pytest.raises(MCPError, match=r"did not answer initialize within 0.5s"):
+        connect_stdio(sys.executable, [BAD_SERVER, "mute"], timeout=0.5)
+    assert time.monotonic() - start < 5
+
+
+# -- tools/list ---------------------------------------------------------------------------
+
+
+def test_tools_are_listed_across_every_page_in_order(bad):
+    names = [tool.remote_name for tool in bad.tools()]
+    assert names == ["echo", "hang", "history", "crash", "garbage", "mixed", "dotted.name",
+                     "environment", "spawn"]
+
+
+def test_a_tool_carries_the_servers_schema_and_description_and_its_read_only_hint(bad):
+    tools = by_name(bad.tools())
+    echo = tools["echo"]
+    assert echo.schema == {"type": "object", "properties": {"text": {"type": "string"}},
+                           "required": ["text"]}
+    assert echo.description == "Repeat the text."
+    assert (echo.read_only, echo.exclusive) == (False, False)
+    assert tools["history"].read_only is True
+    assert isinstance(echo, nacelle.Tool)
+
+
+def test_changing_a_tools_schema_does_not_change_the_next_listing(bad):
+    first = by_name(bad.tools())["echo"]
+    first.schema["properties"]["text"]["type"] = "integer"
+    assert by_name(bad.tools())["echo"].schema["properties"]["text"] == {"type": "string"}
+
+
+def test_a_name_model_apis_would_refuse_is_made_safe_but_called_as_the_server_named_it(bad):
+    tool = by_name(bad.tools(prefix="p"))["p__dotted_name"]
+    assert tool.remote_name == "dotted.name"
+    with pytest.raises(MCPError, match="Unknown tool: dotted.name"):
+        tool.run({}, ToolContext())
+
+
+def test_a_prefix_names_tools_prefix_double_underscore_name_and_calls_the_real_one(bad):
+    tools = by_name(bad.tools(prefix="srv"))
+    assert "srv__echo" in tools and "echo" not in tools
+    assert tools["srv__echo"].run({"text": "hi"}, ToolContext()) == "hi"
+
+
+@pytest.mark.parametrize("prefix", ["", "has space", "a.b", 7, "x" * 61])
+def test_an_invalid_prefix_is_a_config_error(bad, prefix):
+    with pytest.raises(nacelle.ConfigError, match="MCP tool prefix"):
+        bad.tools(prefix=prefix)
+
+
+def test_messages_arriving_between_a_request_and_its_answer_are_all_handled(bad, caplog):
+    # bad_server sends list_changed, a log message and a ping before each answer.
+    with caplog.at_level(logging.WARNING, logger="nacelle.mcp"):
+        bad._tools_changes += 1  # force a fresh listing
+        bad.list_tools()
+    assert "response:srv-1" in history(bad)  # our answer to its ping
+    assert any("listing tools" in r.getMessage() for r in caplog.records)
+
+
+# -- tools/call -------------------------------------------------------------------------------
+
+
+def test_every_kind_of_content_becomes_text_the_model_can_read(bad):
+    assert bad.call_tool("mixed").split("\n") == [
+        "first",
+        "[image: image/png, 8 bytes]",
+        "[audio: audio/wav, 3 bytes]",
+        "[resource link: a.txt <file:///tmp/a.txt>, text/plain: a file]",
+        "[resource <mem://note>, text/plain]",
+        "inline note",
+        "[resource <mem://blob>, 4 bytes]",
+        "last",
+    ]
+
+
+def test_a_json_rpc_error_from_tools_call_raises_with_the_servers_code_and_message(bad):
+    with pytest.raises(MCPError, match="error -32602: Unknown tool: nope") as caught:
+        bad.call_tool("nope")
+    assert caught.value.code == -32602
+
+
+def test_the_callers_arguments_are_not_mutated(bad):
+    arguments = {"text": "same"}
+    tool = by_name(bad.tools())["echo"]
+    assert tool.run(arguments, ToolContext()) == "same"
+    assert arguments == {"text": "same"}
+
+
+def test_concurrent_calls_each_get_their_own_answer(bad):
+    results = {}
+
+    def call(i):
+        results[i] = bad.call_tool("echo", {"text": f"call {i}"})
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert results == {i: f"call {i}" for i in range(16)}
+
+
+# -- timeouts and cancellation ---------------------------------------------------------------
+
+
+def test_a_call_without_an_answer_times_out_and_the_server_is_told_to_stop(bad):
+    start = time.monotonic()
+    with pytest.raises(MCPError, match=r"did not answer tools/call within 0.3s"):
+        bad.request("tools/call", {"name": "hang", "arguments": {}}, timeout=0.3)
+    assert 0.25 < time.monotonic() - start < 3
+    assert history(bad)[-2] == "notifications/cancelled"
+
+
+def test_the_calls_deadline_cuts_the_wait_short_of_the_client_timeout(bad):
+    tool = by_name(bad.tools())["hang"]
+    start = time.monotonic()
+    with pytest.raises(MCPError, match="before the call's deadline"):
+        tool.run({}, ToolContext(deadline=time.monotonic() + 0.3))
+    assert time.monotonic() - start < 3  # the client's own timeout is 10 s
+
+
+@pytest.mark.parametrize("event_type", [threading.Event, nacelle.RunContext])
+def test_cancelling_a_call_returns_at_once_and_sends_notifications_cancelled(bad, event_type):
+    cancelled = event_type() if event_type is threading.Event else event_type().cancelled
+    tool = by_name(bad.tools())["hang"]
+    timer = threading.Timer(0.2, cancelled.set)
+    timer.start()
+    start = time.monotonic()
+    with pytest.raises(nacelle.Cancelled):
+        tool.run({}, ToolContext(cancelled=cancelled))
+    assert time.monotonic() - start < 2
+    assert history(bad)[-2] == "notifications/cancelled"
+
+
+# -- the client object --------------------------------------------------------------------------
+
+
+def test_a_closed_client_refuses_calls_and_closing_twice_is_harmless():
+    client = connect_stdio(sys.executable, [BAD_SERVER], timeout=10)
+    tool = by_name(client.tools())["echo"]
+    client.close()
+    client.close()
+    with pytest.raises(MCPError, match="is closed"):
+        tool.run({"text": "x"}, ToolContext())
+    assert "closed" in repr(client)
+
+
+def test_mcp_error_is_a_nacelle_error_that_survives_pickling():
+    err = MCPError("boom", code=-32601)
+    assert isinstance(err, nacelle.NacelleError)
+    copy = pickle.loads(pickle.dumps(err))
+    assert (type(copy), str(copy), copy.code) == (MCPError, "boom", -32601)
+
+
+def test_the_public_names_are_the_entry_points():
+    import nacelle.mcp as module
+
+    assert {"connect_stdio", "connect_http", "MCPClient", "MCPError"} <= set(module.__all__)
+    assert MCPClient and MCPTool
+
+
+# -- the official SDK server ------------------------------------------------------------------------
+
+
+@needs_sdk
+def test_sdk_tools_are_listed_with_their_input_schema(sdk):
+    tools = by_name(sdk.tools())
+    assert {"add", "echo", "fail", "slow", "grow", "picture"} <= set(tools)
+    assert tools["add"].schema["properties"]["a"]["type"] == "integer"
+    assert tools["add"].schema["required"] == ["a", "b"]
+    assert tools["add"].read_only is True and tools["echo"].read_only is False
+
+
+@needs_sdk
+def test_sdk_tool_call_returns_its_text(sdk):
+    assert by_name(sdk.tools())["add"].run({"a": 20, "b": 22}, ToolContext()) == "42"
+    assert sdk.call_tool("picture") == "a dot\n[image: image/png, 67 bytes]"
+
+
+@needs_sdk
+def test_sdk_error_result_raises_with_the_servers_text(sdk):
+    with pytest.raises(MCPError, match="^Error executing tool fail: failed on purpose: why$"):
+        by_name(sdk.tools())["fail"].run({"reason": "why"}, ToolContext())
+
+
+@needs_sdk
+def test_sdk_tool_added_at_runtime_appears_after_list_changed(sdk):
+    assert "reverse_it" not in by_name(sdk.tools())
+    assert sdk.call_tool("grow", {"name": "reverse_it"}) == "added reverse_it"
+    deadline = time.monotonic() + 5
+    while "reverse_it" not in by_name(sdk.tools()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert by_name(sdk.tools())["reverse_it"].run({"text": "abc"}, ToolContext()) == "cba"
+
+
+@needs_sdk
+def test_sdk_slow_tool_cancelled_stops_on_the_server(sdk):
+    before = int(sdk.call_tool("cancellations"))
+    cancelled = threading.Event()
+    threading.Timer(0.3, cancelled.set).start()
+    start = time.monotonic()
+    with pytest.raises(nacelle.Cancelled):
+        by_name(sdk.tools())["slow"].run({"seconds": 30}, ToolContext(cancelled=cancelled))
+    assert time.monotonic() - start < 3
+    deadline = time.monotonic() + 5
+    while int(sdk.call_tool("cancellations")) == before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert int(sdk.call_tool("cancellations")) == before + 1
+
+
+# -- end to end: an Agent running MCP tools on a backend without server-side MCP ---------------
+
+
+def scripted_run(tools, calls, **options):
+    from nacelle.testing import ScriptedBackend
+
+    call_turn = nacelle.Message(nacelle.Role.ASSISTANT, tuple(
+        nacelle.ToolCall(f"call_{i}", name, json.dumps(arguments))
+        for i, (name, arguments) in enumerate(calls)))
+    backend = ScriptedBackend([call_turn, nacelle.assistant_text("done")])
+    agent = nacelle.Agent(backend, "Use the tools.", tools=tools, **options)
+    events = list(agent.stream([nacelle.user_text("go")]))
+    backend.assert_consumed()
+    results = {e.tool.name: e.tool for e in events if e.kind is nacelle.Kind.TOOL_RESULT}
+    return events, results, backend
+
+
+def test_an_agent_runs_mcp_tools_end_to_end_on_a_scripted_backend(bad):
+    events, results, backend = scripted_run(
+        bad.tools(prefix="bad"), [("bad__echo", {"text": "hello"}), ("bad__nope", {})])
+    assert (results["bad__echo"].result, results["bad__echo"].error) == ("hello", None)
+    assert results["bad__nope"].error  # not a tool: a failed result, the run goes on
+    assert events[-1].kind is nacelle.Kind.DONE and events[-1].stop is nacelle.Stop.END
+    seen = backend.requests[1].messages[-1].parts
+    assert [(p.name, p.result, p.failed) for p in seen][0] == ("bad__echo", "hello", False)
+
+
+def test_an_agent_with_server_side_mcp_on_a_backend_without_it_points_to_connect_http():
+    from nacelle.backend import Capabilities
+    from nacelle.testing import ScriptedBackend
+
+    backend = ScriptedBackend([], capabilities=Capabilities(mcp=False))
+    with pytest.raises(nacelle.Unsupported, match=r"nacelle\.mcp\.connect_http"):
+        nacelle.Agent(backend, "s", mcp=[nacelle.MCPServer(name="x", url="http://127.0.0.1/")])
+
+
+@needs_sdk
+def test_an_agent_runs_sdk_tools_with_results_errors_and_a_timed_out_slow_call(sdk):
+    start = time.monotonic()
+    events, results, backend = scripted_run(
+        sdk.tools(), [("add", {"a": 20, "b": 22}), ("fail", {"reason": "nope"}),
+                      ("slow", {"seconds": 30}), ("add", {"a": "not a number"})],
+        tool_timeout=0.5)
+    assert time.monotonic() - start < 10
+    outcome = {e.tool.id: e.tool for e in events if e.kind is nacelle.Kind.TOOL_RESULT}
+    assert (outcome["call_0"].result, outcome["call_0"].error) == ("42", None)
+    assert "failed on purpose: nope" in outcome["call_1"].error
+    assert outcome["call_2"].error and not outcome["call_2"].result
+    assert outcome["call_3"].error  # the server's schema refused it before any call
+    assert events[-1].stop is nacelle.Stop.END

@@ -1,0 +1,258 @@
+"""The streamable HTTP transport, on loopback only: against a server written with the
+official MCP SDK (skipped with a reason where it cannot be installed) and against a
+hand-written endpoint scripted to misbehave."""
+
+import json
+import threading
+import time
+
+import pytest
+
+import nacelle
+from mcp_servers import free_port, needs_sdk, sdk_http_server
+from mcp_servers.http_server import Answer, ScriptedEndpoint, result, sse
+from nacelle.mcp import MCPError, connect_http
+from nacelle.tools import ToolContext
+
+ACCEPT = "application/json, text/event-stream"
+
+
+@pytest.fixture
+def endpoint():
+    with ScriptedEndpoint() as server:
+        yield server
+
+
+def by_name(tools):
+    return {tool.name: tool for tool in tools}
+
+
+# -- the scripted endpoint ----------------------------------------------------------------
+
+
+def test_every_post_accepts_json_and_sse_and_carries_the_session_after_initialize(endpoint):
+    with connect_http(endpoint.url) as client:
+        assert client.call_tool("echo", {"text": "hi"}) == "hi"
+    init, = endpoint.posts("initialize")
+    assert init.headers["accept"] == ACCEPT
+    assert init.headers["content-type"] == "application/json"
+    assert "mcp-session-id" not in init.headers
+    assert init.body["params"]["protocolVersion"] == "2025-11-25"
+    for seen in endpoint.posts("notifications/initialized") + endpoint.posts("tools/call"):
+        assert seen.headers["accept"] == ACCEPT
+        assert seen.headers["mcp-session-id"] == "session-1"
+        assert seen.headers["mcp-protocol-version"] == "2025-06-18"
+
+
+def test_an_sse_answer_with_priming_event_crlf_and_a_notification_first_is_read(endpoint):
+    with connect_http(endpoint.url) as client:
+        tool = by_name(client.tools())["echo"]
+        assert tool.run({"text": "über\u2028x"}, ToolContext()) == "über\u2028x"
+
+
+def test_close_ends_the_session_with_delete(endpoint):
+    client = connect_http(endpoint.url)
+    client.close()
+    deletes = [s for s in endpoint.requests if s.method == "DELETE"]
+    assert len(deletes) == 1 and deletes[0].headers["mcp-session-id"] == "session-1"
+
+
+def test_the_callers_headers_are_sent_and_left_unchanged(endpoint):
+    headers = {"Authorization": "Bearer sk-secret-token"}
+    with connect_http(endpoint.url, headers=headers) as client:
+        client.tools()
+    assert headers == {"Authorization": "Bearer sk-secret-token"}
+    assert all(s.headers["authorization"] == "Bearer sk-secret-token"
+               for s in endpoint.requests)
+
+
+def test_an_http_error_page_fails_only_that_call_with_its_status(endpoint):
+    endpoint.on["tools/call"] = lambda m: Answer(502, b"<html>Bad Gateway</html>", "text/html")
+    with connect_http(endpoint.url) as client:
+        with pytest.raises(MCPError, match=r"HTTP 502: '<html>Bad Gateway</html>'"):
+            client.call_tool("echo", {"text": "x"})
+        assert [t.name for t in client.tools()] == ["echo"]
+
+
+def test_a_json_rpc_error_in_an_error_status_is_reported_as_the_servers_error(endpoint):
+    endpoint.on["tools/call"] = lambda m: Answer(400, json.dumps({
+        "jsonrpc": "2.0", "id": m["id"],
+        "error": {"code": -32602, "message": "bad arguments"}}).encode())
+    with connect_http(endpoint.url) as client:
+        with pytest.raises(MCPError, match="error -32602: bad arguments"):
+            client.call_tool("echo")
+
+
+def test_a_body_that_is_not_json_fails_the_call(endpoint):
+    endpoint.on["tools/call"] = lambda m: Answer(200, b"{not json")
+    with connect_http(endpoint.url) as client:
+        with pytest.raises(MCPError, match=r"answered tools/call with something that is "
+                                           r"not JSON: '\{not json'"):
+            client.call_tool("echo")
+
+
+def test_an_sse_event_that_is_not_json_fails_the_call(endpoint):
+    endpoint.on["tools/call"] = lambda m: Answer(
+        body=b"event: message\ndata: oops\n\n", content_type="text/event-stream")
+    with connect_http(endpoint.url) as client:
+        with pytest.raises(MCPError, match="an SSE event that is not JSON: 'oops'"):
+            client.call_tool("echo")
+
+
+def test_a_stream_that_ends_before_the_answer_fails_the_call_at_once(endpoint):
+    endpoint.on["tools/call"] = lambda m: sse({"jsonrpc": "2.0", "method": "notifications/x"})
+    with connect_http(endpoint.url, timeout=10) as client:
+        start = time.monotonic()
+        with pytest.raises(MCPError, match="ended the stream before answering"):
+            client.call_tool("echo")
+        assert time.monotonic() - start < 2
+
+
+def test_a_stream_closed_after_an_event_id_is_resumed_with_last_event_id(endpoint):
+    calls = []
+    endpoint.on["tools/call"] = lambda m: calls.append(m) or sse(priming_id="e1", retry=10)
+
+    def on_get(headers):
+        if headers.get("last-event-id") != "e1":
+            return Answer(405)
+        return sse({"jsonrpc": "2.0", "id": calls[0]["id"],
+                    "result": {"content": [{"type": "text", "text": "resumed"}]}})
+
+    endpoint.on_get = on_get
+    with connect_http(endpoint.url) as client:
+        assert client.call_tool("echo") == "resumed"
+    resumed = [s for s in endpoint.requests if s.headers.get("last-event-id")]
+    assert len(resumed) == 1 and resumed[0].headers["mcp-session-id"] == "session-1"
+
+
+def test_an_expired_session_is_renewed_and_the_request_sent_again(endpoint):
+    answers = iter([Answer(404, b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,'
+                                b'"message":"Session not found"}}')])
+
+    def call(message):
+        answer = next(answers, None)
+        return answer or result(message, {"content": [{"type": "text", "text": "again"}]})
+
+    endpoint.on["tools/call"] = call
+    with connect_http(endpoint.url) as client:
+        assert client.call_tool("echo") == "again"
+    first, second = endpoint.posts("initialize")
+    assert "mcp-session-id" not in second.headers
+    assert endpoint.posts("tools/call")[-1].headers["mcp-session-id"] == "session-2"
+
+
+def test_a_slow_answer_times_out_and_the_server_is_told_to_stop(endpoint):
+    release = threading.Event()
+    endpoint.on["tools/call"] = lambda m: (release.wait(5), Answer(202))[1]
+    try:
+        with connect_http(endpoint.url, timeout=0.3) as client:
+            with pytest.raises(MCPError, match=r"did not answer tools/call within 0.3s"):
+                client.call_tool("echo")
+            deadline = time.monotonic() + 5
+            while not endpoint.posts("notifications/cancelled") and time.monotonic() < deadline:
+                time.sleep(0.02)
+            cancel, = endpoint.posts("notifications/cancelled")
+            call, = endpoint.posts("tools/call")
+            assert cancel.body["params"]["requestId"] == call.body["id"]
+    finally:
+        release.set()
+
+
+def test_a_server_that_is_not_there_fails_without_leaking_the_query_or_headers():
+    url = f"http://127.0.0.1:{free_port()}/mcp?token=sk-query-secret"
+    with pytest.raises(MCPError) as caught:
+        connect_http(url, headers={"Authorization": "Bearer sk-header-secret"}, timeout=5)
+    message = str(caught.value)
+    assert "cannot reach MCP server" in message and "connection failed" in message
+    assert "sk-query-secret" not in message and "sk-header-secret" not in message
+
+
+def test_reprs_and_errors_never_show_the_callers_secrets(endpoint):
+    endpoint.on["tools/call"] = lambda m: Answer(500, b"down")
+    with connect_http(endpoint.url + "?key=sk-query-secret",
+                      headers={"Authorization": "Bearer sk-header-secret"}) as client:
+        with pytest.raises(MCPError) as caught:
+            client.call_tool("echo")
+        shown = " ".join([str(caught.value), repr(client), repr(client._transport),
+                          repr(client.tools())])
+    assert "sk-" not in shown
+
+
+@pytest.mark.parametrize("url", ["ftp://127.0.0.1/mcp", "127.0.0.1:8000/mcp", "", None,
+                                 "http:///mcp"])
+def test_a_url_that_is_not_http_is_a_config_error(url):
+    with pytest.raises(nacelle.ConfigError, match="http:// or https:// URL"):
+        connect_http(url)
+
+
+def test_headers_that_are_not_strings_are_a_config_error(endpoint):
+    with pytest.raises(nacelle.ConfigError, match="headers"):
+        connect_http(endpoint.url, headers={"X-Count": 3})
+
+
+# -- the official SDK's server ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sdk_url():
+    if needs_sdk.args[0]:
+        pytest.skip(needs_sdk.kwargs["reason"])
+    with sdk_http_server() as url:
+        yield url
+
+
+@needs_sdk
+def test_sdk_over_http_lists_calls_and_reports_errors(sdk_url):
+    with connect_http(sdk_url) as client:
+        assert client.protocol_version == "2025-11-25"
+        tools = by_name(client.tools())
+        assert tools["add"].schema["required"] == ["a", "b"]
+        assert tools["add"].run({"a": 2, "b": 3}, ToolContext()) == "5"
+        with pytest.raises(MCPError, match="failed on purpose: over http"):
+            tools["fail"].run({"reason": "over http"}, ToolContext())
+
+
+@needs_sdk
+def test_sdk_over_http_tool_added_at_runtime_arrives_on_the_get_stream(sdk_url):
+    with connect_http(sdk_url) as client:
+        assert "mirror" not in by_name(client.tools())
+        client.call_tool("grow", {"name": "mirror"})
+        deadline = time.monotonic() + 5
+        while "mirror" not in by_name(client.tools()) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert client.call_tool("mirror", {"text": "ab"}) == "ba"
+
+
+@needs_sdk
+def test_sdk_over_http_slow_tool_cancelled_stops_on_the_server(sdk_url):
+    with connect_http(sdk_url) as client:
+        before = int(client.call_tool("cancellations"))
+        cancelled = threading.Event()
+        threading.Timer(0.3, cancelled.set).start()
+        start = time.monotonic()
+        with pytest.raises(nacelle.Cancelled):
+            client.call_tool("slow", {"seconds": 30}, cancelled=cancelled)
+        assert time.monotonic() - start < 3
+        deadline = time.monotonic() + 5
+        while int(client.call_tool("cancellations")) == before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert int(client.call_tool("cancellations")) == before + 1
+
+
+@needs_sdk
+def test_sdk_over_http_session_is_deleted_on_close_and_renewed_when_lost(sdk_url):
+    import requests
+
+    client = connect_http(sdk_url)
+    try:
+        old = client._transport._session_id
+        headers = {"Mcp-Session-Id": old, "MCP-Protocol-Version": client.protocol_version}
+        assert requests.delete(sdk_url, headers=headers, timeout=5).status_code == 200
+        assert client.call_tool("echo", {"text": "still here"}) == "still here"
+        new = client._transport._session_id
+        assert new and new != old
+    finally:
+        client.close()
+    gone = requests.post(sdk_url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                         headers={"Mcp-Session-Id": new, "Accept": ACCEPT}, timeout=5)
+    assert gone.status_code == 404
