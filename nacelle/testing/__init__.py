@@ -23,6 +23,8 @@ _HOMES = {
     "RecordedRequest": "server",
     "anthropic_stream": "wire",
     "openrouter_stream": "wire",
+    "rechunk": "wire",
+    "sse_event": "wire",
 }
 
 __all__ = sorted(_HOMES)

@@ -1,0 +1,276 @@
+"""A sans-IO decoder for Server-Sent Events: bytes in, :class:`SSEEvent` values out.
+
+:class:`SSEDecoder` touches no socket and no clock: ``feed(chunk)`` returns the
+events the chunk completed, ``close()`` ends the stream. It follows the WHATWG
+"event stream interpretation" rules:
+
+- UTF-8, one leading byte order mark stripped, invalid bytes replaced with U+FFFD;
+- lines end at CR, LF or CRLF and nowhere else — never ``str.splitlines``, which
+  also breaks at U+2028 and friends, all legal unescaped inside JSON strings. A CRLF
+  split across two feeds is one line break;
+- ``:`` lines are comments (OpenRouter's ``: OPENROUTER PROCESSING`` keepalive);
+- a field with no colon has an empty value; one space after the colon is dropped;
+- data lines join with ``\\n``; a blank line dispatches the event only if a ``data``
+  field was seen since the last one (a bare ``data:`` dispatches ``""``), and resets
+  the event type either way;
+- ``id`` persists across events and is ignored if it contains NUL; ``retry`` counts
+  only when it is all ASCII digits; unknown fields are ignored.
+
+Choices where the spec is silent:
+
+- ``close()`` returns a list for symmetry with ``feed`` and, per the spec, drops an
+  unterminated last event; ``truncated`` then says whether the body stopped inside
+  an event (a line without its line break, or data lines without the blank line that
+  dispatches them). Whether that matters is the caller's business.
+- ``max_line`` bounds one line *and* the data of one pending event: a peer that never
+  sends a line break, or never a blank line, gets a :class:`~nacelle.errors.StreamError`
+  instead of our memory. The decoder is unusable after that error.
+
+Why it is shaped this way: this is the hot path of every model stream. Work stays in
+C as long as possible — one ``rfind`` for the last line break of a chunk, CR
+normalised by ``bytes.replace`` only when a CR is present, the complete lines decoded
+with one ``bytes.decode`` call and split with ``str.split("\\n")`` — and the Python
+loop handles ``data:`` and ``event:`` lines first. Decoding the complete lines at
+once is correct because lines split at ASCII bytes, which never occur inside a
+multi-byte UTF-8 sequence; an incomplete line is carried over as bytes, so a
+character split across feeds is decoded whole. Events are built without the frozen
+dataclass ``__init__`` (which costs twice as much as filling the instance dict);
+they are ordinary, equal and hashable ``SSEEvent`` values all the same.
+
+Leaf module: imports the standard library and ``nacelle.errors`` only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+from .errors import StreamError
+
+__all__ = ["SSEDecoder", "SSEEvent"]
+
+
+@dataclass(frozen=True)
+class SSEEvent:
+    """One dispatched event.
+
+    ``id`` is the last event ID in force when the event was dispatched (it persists
+    across events); ``retry`` the last valid reconnection time in milliseconds, or
+    None if the stream never set one.
+    """
+
+    event: str = "message"
+    data: str = ""
+    id: str = ""
+    retry: Optional[int] = None
+
+
+_new_event = object.__new__
+
+
+class SSEDecoder:
+    """Turn the bytes of an ``text/event-stream`` body into :class:`SSEEvent` values.
+
+    ``feed(data)`` accepts any bytes-like chunk, however the body was split, and
+    returns the events it completed. ``close()`` ends the stream; afterwards
+    ``truncated`` tells whether an unterminated event was dropped.
+    """
+
+    __slots__ = (
+        "max_line", "truncated", "_parts", "_pending", "_cr", "_start", "_closed", "_broken",
+        "_names", "_event", "_data", "_more", "_data_seen", "_data_size", "_id", "_retry",
+    )
+
+    def __init__(self, max_line: int = 16 * 2**20) -> None:
+        if not isinstance(max_line, int) or isinstance(max_line, bool) or max_line < 1:
+            raise ValueError(f"max_line must be a positive int, got {max_line!r}")
+        self.max_line = max_line
+        self.truncated = False
+        self._parts: List[bytes] = []  # the pieces of an incomplete line, still bytes
+        self._pending = 0  # their total length
+        self._cr = False  # the last byte fed was CR: a LF starting the next feed is its pair
+        self._start = True  # no line decoded yet: a BOM may still come
+        self._closed = False
+        self._broken = False
+        self._names: Dict[bytes, str] = {}  # "event: x" lines seen, decoded once
+        self._event = ""
+        self._data: Optional[str] = None  # None: no data field since the last dispatch
+        self._more: Optional[List[str]] = None
+        self._data_seen = 0  # how many pending data lines _data_size has counted
+        self._data_size = 0
+        self._id = ""
+        self._retry: Optional[int] = None
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<SSEDecoder {state}, {self._pending} bytes buffered>"
+
+    def feed(self, data: bytes) -> List[SSEEvent]:
+        """Decode ``data`` and return the events it completed, in order."""
+        if type(data) is not bytes:
+            data = _as_bytes(data)
+        if self._closed:
+            raise RuntimeError("SSEDecoder.feed() called after close()")
+        if self._broken:
+            raise StreamError("the event stream already failed; start a new decoder")
+        if not data:
+            return []
+        if self._cr:
+            self._cr = False
+            if data[:1] == b"\n":
+                data = data[1:]
+                if not data:
+                    return []
+        if b"\r" in data:
+            # A CR ending the chunk completes its line now; remember it so that a LF
+            # opening the next chunk is taken as the second half of a CRLF.
+            self._cr = data[-1:] == b"\r"
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        end = data.rfind(b"\n")
+        if end < 0:
+            # Still inside one line: keep the pieces and join them once, when the line
+            # ends, so a long line arriving in small chunks costs linear time.
+            self._parts.append(data)
+            self._pending += len(data)
+            if self._pending > self.max_line:
+                self._fail_line(self._pending)
+            return []
+        if self._parts:
+            self._parts.append(data)
+            head = self._pending
+            data = b"".join(self._parts)
+            end += head
+        lines = data.split(b"\n")
+        rest = lines.pop()
+        self._parts = [rest] if rest else []
+        self._pending = len(rest)
+        if len(rest) > self.max_line:
+            self._fail_line(len(rest))
+        if end > self.max_line:
+            longest = max(map(len, lines))
+            if longest > self.max_line:
+                self._fail_line(longest)
+        if self._start:
+            self._start = False
+            if lines[0][:3] == b"\xef\xbb\xbf":
+                lines[0] = lines[0][3:]
+        return self._lines(lines)
+
+    def close(self) -> List[SSEEvent]:
+        """End the stream. An event without its closing blank line is dropped (as the
+        spec says), and ``truncated`` tells whether there was one."""
+        if not self._closed:
+            self._closed = True
+            self.truncated = bool(self._parts) or self._data is not None
+            self._parts = []
+            self._pending = 0
+            self._data = self._more = None
+        return []
+
+    # -- internals --------------------------------------------------------------
+
+    def _lines(self, lines: List[bytes]) -> List[SSEEvent]:
+        out: List[SSEEvent] = []
+        append = out.append
+        new = _new_event
+        cls = SSEEvent
+        names = self._names
+        event = self._event
+        data = self._data  # the first data line: most events have only one
+        more = self._more  # all data lines, once there is a second
+        last_id = self._id
+        retry = self._retry
+        for line in lines:
+            if not line:
+                if data is not None:
+                    ev = new(cls)
+                    fields = ev.__dict__
+                    fields["event"] = event or "message"
+                    if more is None:
+                        fields["data"] = data
+                    else:
+                        fields["data"] = data = "\n".join(more)
+                        more = None
+                        if len(data) > self.max_line:
+                            self._fail_data()
+                    fields["id"] = last_id
+                    fields["retry"] = retry
+                    append(ev)
+                    data = None
+                event = ""
+            elif line[:6] == b"data: ":
+                if data is None:
+                    data = line[6:].decode("utf-8", "replace")
+                elif more is None:
+                    more = [data, line[6:].decode("utf-8", "replace")]
+                else:
+                    more.append(line[6:].decode("utf-8", "replace"))
+            elif line[:7] == b"event: ":
+                event = names.get(line)
+                if event is None:
+                    event = line[7:].decode("utf-8", "replace")
+                    if len(names) < 64:
+                        names[line] = event
+            elif line[0] == 58:  # b":", a comment
+                continue
+            else:
+                name, _, raw = line.partition(b":")
+                if raw[:1] == b" ":
+                    raw = raw[1:]
+                if name == b"data":
+                    value = raw.decode("utf-8", "replace")
+                    if data is None:
+                        data = value
+                    elif more is None:
+                        more = [data, value]
+                    else:
+                        more.append(value)
+                elif name == b"event":
+                    event = raw.decode("utf-8", "replace")
+                elif name == b"id":
+                    if b"\0" not in raw:
+                        last_id = raw.decode("utf-8", "replace")
+                elif name == b"retry":
+                    if raw.isdigit():  # bytes.isdigit() is true for ASCII digits only
+                        retry = int(raw)
+        self._event = event
+        self._id = last_id
+        self._retry = retry
+        if more is not None:
+            self._count_data(more)
+        self._data = data
+        self._more = more
+        return out
+
+    def _count_data(self, more: List[str]) -> None:
+        # Only a chunk ending inside a many-line event gets here. Counting just the
+        # lines added since the last chunk (same list) keeps a long event linear.
+        if more is not self._more:
+            self._data_seen = self._data_size = 0
+        self._data_size += sum(map(len, more[self._data_seen:])) + len(more) - self._data_seen
+        self._data_seen = len(more)
+        if self._data_size - 1 > self.max_line:  # joined with one "\n" fewer than lines
+            self._fail_data()
+
+    def _fail_data(self) -> None:
+        self._broken = True
+        self._data = self._more = None
+        raise StreamError(
+            f"an event's data grew past max_line ({self.max_line} characters); the peer "
+            "is not sending a sensible event stream"
+        )
+
+    def _fail_line(self, length: int) -> None:
+        self._broken = True
+        self._parts = []
+        self._pending = 0
+        raise StreamError(
+            f"an event-stream line is longer than max_line ({length} > {self.max_line} "
+            "bytes); the peer is not sending a sensible event stream"
+        )
+
+
+def _as_bytes(data: object) -> bytes:
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes(data)
+    raise TypeError(f"SSEDecoder.feed() takes bytes, not {type(data).__name__}")

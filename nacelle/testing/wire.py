@@ -1,0 +1,257 @@
+"""Realistic Anthropic and OpenRouter SSE bodies, for FakeServer replies and decoder tests.
+
+Each builder returns a list of ``bytes`` chunks, one per SSE event (or comment),
+ready for ``Reply(chunks=...)``; :func:`rechunk` re-cuts a body at fixed sizes to
+exercise chunk boundaries, and :func:`sse_event` frames one event by hand::
+
+    server.queue("/v1/messages", Reply(chunks=anthropic_stream(
+        text_deltas=["Hel", "lo"], tool_calls=[("toolu_1", "get_weather", '{"city":"Paris"}')])))
+
+The shapes follow what the providers send today: Anthropic's ``message_start`` with usage, content blocks for thinking (with
+its ``signature_delta``), text and tool use (input as ``input_json_delta`` fragments
+cut mid-token, the first one empty), ``ping`` events, ``message_delta`` with the stop
+reason and cumulative usage, ``message_stop``, and the in-band ``event: error``.
+OpenRouter's ``: OPENROUTER PROCESSING`` comments before and between chunks,
+``chat.completion.chunk`` deltas repeating ``role``, reasoning with
+``reasoning_details`` and a late signature, tool-call fragments keyed by ``index``, a
+finish chunk repeated with the usage (or an empty-choices usage chunk), ``data:
+[DONE]``, and in-band errors with a numeric code.
+
+Public (``nacelle.testing``); imports the standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+__all__ = ["anthropic_error", "anthropic_stream", "fragments", "openrouter_stream", "rechunk",
+           "sse_event"]
+
+ToolCallSpec = Tuple[str, str, str]  # (id, name, input JSON text)
+
+KEEPALIVE = b": OPENROUTER PROCESSING\n\n"
+
+
+def sse_event(data: Any, event: Optional[str] = None) -> bytes:
+    """One SSE event: an ``event:`` line if given, ``data:`` lines (a non-str value as
+    compact JSON; a newline in text makes another data line), a blank line."""
+    if not isinstance(data, str):
+        data = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    head = f"event: {event}\n" if event else ""
+    lines = "".join(f"data: {line}\n" for line in data.split("\n"))
+    return (head + lines + "\n").encode("utf-8")
+
+
+def rechunk(chunks: Iterable[bytes], size: int) -> List[bytes]:
+    """The same bytes cut every ``size`` bytes, regardless of event boundaries."""
+    if size < 1:
+        raise ValueError(f"rechunk size must be >= 1, got {size}")
+    body = b"".join(chunks)
+    return [body[i:i + size] for i in range(0, len(body), size)]
+
+
+def fragments(text: str, size: int = 7) -> List[str]:
+    """Cut ``text`` every ``size`` characters — mid-token, as providers stream tool input."""
+    return [text[i:i + size] for i in range(0, len(text), size)] or [""]
+
+
+# -- Anthropic ------------------------------------------------------------------------
+
+
+def anthropic_stream(
+    text_deltas: Sequence[str] = ("Hello", "!"),
+    *,
+    thinking_deltas: Sequence[str] = (),
+    signature: str = "EqQBCkYIBRgCKkBsig",
+    tool_calls: Sequence[ToolCallSpec] = (),
+    server_blocks: Sequence[Dict[str, Any]] = (),
+    stop_reason: Optional[str] = None,
+    usage: Optional[Dict[str, int]] = None,
+    model: str = "claude-opus-5",
+    message_id: str = "msg_01XFDUDYJgAACzvnptvVoYEL",
+    pings: bool = True,
+    error: Optional[Tuple[str, str]] = None,
+    message_stop: bool = True,
+) -> List[bytes]:
+    """An Anthropic Messages stream, one chunk per event.
+
+    Blocks come in this order: thinking (when ``thinking_deltas``, closed by one
+    ``signature_delta``), ``server_blocks`` (content blocks sent whole: start and stop;
+    a block with an ``input`` streams it as one ``input_json_delta``), text (when
+    ``text_deltas``), then one ``tool_use`` block per ``(id, name, input_json)``.
+    ``stop_reason`` defaults to ``tool_use`` with tool calls, else ``end_turn``.
+    ``usage`` holds ``input_tokens``, ``output_tokens``, ``cache_read_input_tokens``,
+    ``cache_creation_input_tokens``; ``message_start`` carries the input side and the
+    final ``message_delta`` all of it, cumulative. ``error=(type, message)`` ends the
+    stream after the content with an in-band ``error`` event (no ``message_delta`` or
+    ``message_stop``); ``message_stop=False`` drops the final event, as a cut stream.
+    """
+    totals = {"input_tokens": 25, "cache_creation_input_tokens": 0,
+              "cache_read_input_tokens": 0, "output_tokens": 12}
+    totals.update(usage or {})
+    start_usage = dict(totals, output_tokens=1)
+    out = [_event("message_start", {"type": "message_start", "message": {
+        "id": message_id, "type": "message", "role": "assistant", "content": [],
+        "model": model, "stop_reason": None, "stop_sequence": None, "usage": start_usage}})]
+    if pings:
+        out.append(_ping())
+    index = 0
+    if thinking_deltas:
+        out.append(_block_start(index, {"type": "thinking", "thinking": "", "signature": ""}))
+        out += [_delta(index, {"type": "thinking_delta", "thinking": t}) for t in thinking_deltas]
+        out.append(_delta(index, {"type": "signature_delta", "signature": signature}))
+        out.append(_block_stop(index))
+        index += 1
+    for block in server_blocks:
+        block = dict(block)
+        streamed = block.get("input")
+        if streamed is not None:
+            block["input"] = {}
+        out.append(_block_start(index, block))
+        if streamed is not None:
+            out.append(_delta(index, {"type": "input_json_delta",
+                                      "partial_json": json.dumps(streamed)}))
+        out.append(_block_stop(index))
+        index += 1
+    if text_deltas:
+        out.append(_block_start(index, {"type": "text", "text": ""}))
+        for number, text in enumerate(text_deltas):
+            out.append(_delta(index, {"type": "text_delta", "text": text}))
+            if pings and number == len(text_deltas) // 2:
+                out.append(_ping())
+        out.append(_block_stop(index))
+        index += 1
+    for call_id, name, arguments in tool_calls:
+        out.append(_block_start(index, {"type": "tool_use", "id": call_id, "name": name,
+                                        "input": {}}))
+        pieces = [""] + (fragments(arguments) if arguments else [])
+        out += [_delta(index, {"type": "input_json_delta", "partial_json": p}) for p in pieces]
+        out.append(_block_stop(index))
+        index += 1
+    if error is not None:
+        out.append(anthropic_error(*error))
+        return out
+    reason = stop_reason or ("tool_use" if tool_calls else "end_turn")
+    out.append(_event("message_delta", {"type": "message_delta", "delta": {
+        "stop_reason": reason, "stop_sequence": None}, "usage": totals}))
+    if message_stop:
+        out.append(_event("message_stop", {"type": "message_stop"}))
+    return out
+
+
+def anthropic_error(type: str = "overloaded_error", message: str = "Overloaded") -> bytes:  # noqa: A002
+    """Anthropic's in-band error event (what a 529 becomes after the 200 is sent)."""
+    return _event("error", {"type": "error", "error": {"type": type, "message": message}})
+
+
+def _event(name: str, data: Dict[str, Any]) -> bytes:
+    return sse_event(data, event=name)
+
+
+def _ping() -> bytes:
+    return b'event: ping\ndata: {"type": "ping"}\n\n'
+
+
+def _block_start(index: int, block: Dict[str, Any]) -> bytes:
+    return _event("content_block_start",
+                  {"type": "content_block_start", "index": index, "content_block": block})
+
+
+def _delta(index: int, delta: Dict[str, Any]) -> bytes:
+    return _event("content_block_delta",
+                  {"type": "content_block_delta", "index": index, "delta": delta})
+
+
+def _block_stop(index: int) -> bytes:
+    return _event("content_block_stop", {"type": "content_block_stop", "index": index})
+
+
+# -- OpenRouter ------------------------------------------------------------------------
+
+
+def openrouter_stream(
+    content_deltas: Sequence[str] = ("Hello", "!"),
+    *,
+    reasoning_deltas: Sequence[str] = (),
+    reasoning_signature: Optional[str] = "EvsCCkYIBRgCsig",
+    tool_calls: Sequence[ToolCallSpec] = (),
+    finish_reason: Optional[str] = None,
+    usage: Optional[Dict[str, Any]] = None,
+    usage_chunk: str = "repeat",  # "repeat" | "empty" | "none"
+    model: str = "anthropic/claude-haiku-4.5",
+    generation_id: str = "gen-1754800000-abcdefghijklmnop",
+    provider: str = "Amazon Bedrock",
+    keepalives: int = 2,
+    error: Optional[Tuple[Any, str]] = None,
+    done: bool = True,
+) -> List[bytes]:
+    """An OpenRouter chat-completions stream, one chunk per event or comment.
+
+    ``keepalives`` comments open the stream and one more sits mid-stream. Reasoning
+    deltas carry both ``reasoning`` and a ``reasoning.text`` detail; the signature
+    follows in a detail of its own. Each tool call's first fragment carries ``id``,
+    ``type``, ``name`` and empty ``arguments``; the arguments follow cut mid-token.
+    ``finish_reason`` defaults to ``tool_calls`` with tool calls, else ``stop``.
+    ``usage_chunk="repeat"`` repeats the finish choice with the usage (what the wire
+    shows today); ``"empty"`` sends the usage with ``choices: []`` (what the docs say).
+    ``error=(code, message)`` ends the stream after the content with an in-band error
+    chunk and no ``[DONE]``; ``done=False`` drops the ``[DONE]``, as a cut stream.
+    """
+    if usage_chunk not in ("repeat", "empty", "none"):
+        raise ValueError(f"usage_chunk must be 'repeat', 'empty' or 'none', got {usage_chunk!r}")
+    out = [KEEPALIVE] * keepalives
+
+    def chunk(delta: Dict[str, Any], finish: Optional[str] = None, **extra: Any) -> bytes:
+        native = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
+        choice = {"index": 0, "delta": dict({"role": "assistant"}, **delta),
+                  "finish_reason": finish,
+                  "native_finish_reason": native.get(finish or "", finish)}
+        body = {"id": generation_id, "provider": provider, "model": model,
+                "object": "chat.completion.chunk", "created": 1754800000,
+                "choices": [choice], **extra}
+        return sse_event(body)
+
+    for text in reasoning_deltas:
+        out.append(chunk({"content": "", "reasoning": text, "reasoning_details": [
+            {"type": "reasoning.text", "text": text, "format": "anthropic-claude-v1", "index": 0}]}))
+    if reasoning_deltas and reasoning_signature:
+        out.append(chunk({"content": "", "reasoning_details": [
+            {"type": "reasoning.text", "signature": reasoning_signature,
+             "format": "anthropic-claude-v1", "index": 0}]}))
+    for number, text in enumerate(content_deltas):
+        out.append(chunk({"content": text}))
+        if number == 0 and keepalives:
+            out.append(KEEPALIVE)
+    for index, (call_id, name, arguments) in enumerate(tool_calls):
+        out.append(chunk({"content": None, "tool_calls": [{
+            "index": index, "id": call_id, "type": "function",
+            "function": {"name": name, "arguments": ""}}]}))
+        for piece in fragments(arguments) if arguments else []:
+            out.append(chunk({"content": None, "tool_calls": [
+                {"index": index, "function": {"arguments": piece}}]}))
+    if error is not None:
+        code, message = error
+        out.append(chunk({"content": ""}, "error", error={
+            "code": code, "message": message,
+            "metadata": {"error_type": "provider_error", "provider_code": str(code)}}))
+        return out
+    finish = finish_reason or ("tool_calls" if tool_calls else "stop")
+    totals = {"prompt_tokens": 30, "completion_tokens": 12, "total_tokens": 42,
+              "cost": 0.000126, "is_byok": False,
+              "prompt_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0,
+                                        "audio_tokens": 0, "video_tokens": 0},
+              "completion_tokens_details": {"reasoning_tokens": 0, "image_tokens": 0,
+                                            "audio_tokens": 0}}
+    if usage is not None:
+        totals = usage
+    out.append(chunk({"content": ""}, finish))
+    if usage_chunk == "repeat":
+        out.append(chunk({"content": ""}, finish, usage=totals))
+    elif usage_chunk == "empty":
+        out.append(sse_event({"id": generation_id, "provider": provider, "model": model,
+                              "object": "chat.completion.chunk", "created": 1754800000,
+                              "choices": [], "usage": totals}))
+    if done:
+        out.append(b"data: [DONE]\n\n")
+    return out

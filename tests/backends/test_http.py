@@ -1,0 +1,513 @@
+"""The model transport against a real loopback server: streaming, retries, time
+limits, cancellation, error mapping, and the key never showing."""
+
+import logging
+import pickle
+import socket
+import threading
+import time
+
+import pytest
+
+from nacelle.backend import RunContext
+from nacelle.backends._http import Transport, iter_sse, parse_error, retry_delay
+from nacelle.errors import (
+    APIError, Cancelled, RetryBudgetExceeded, StreamError, StreamTruncated, TransportError,
+    retryable,
+)
+from nacelle.sse import SSEEvent
+from nacelle.testing import FakeClock, FakeServer, Reply
+
+KEY = "sk-ant-test-0123456789-SECRET"
+PATH = "/v1/messages"
+
+
+@pytest.fixture(autouse=True)
+def loopback_only(monkeypatch):
+    # A proxy from the environment would carry loopback requests elsewhere.
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
+                 "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def server():
+    with FakeServer() as fake:
+        yield fake
+
+
+def make(server, **options):
+    options.setdefault("key_variable", "ANTHROPIC_API_KEY")
+    return Transport(server.url, {"x-api-key": KEY, "anthropic-version": "2023-06-01"}, **options)
+
+
+def fake_ctx(**kwargs):
+    return RunContext(clock=FakeClock(), **kwargs)
+
+
+def stream(transport, ctx=None, keepalive=lambda event: False):
+    ctx = ctx or RunContext()
+    response = transport.post_stream(PATH, {"model": "m"}, ctx)
+    return transport.events(response, ctx, keepalive=keepalive)
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# -- the request ----------------------------------------------------------------------
+
+
+def test_post_stream_sends_compact_utf8_json_and_the_headers(server):
+    server.queue(PATH, Reply(chunks=[b"data: a\n\n"]))
+    body = {"text": "héllo 日本", "n": [1, 2]}
+    headers = {"anthropic-beta": "x"}
+    transport = make(server)
+    events = list(transport.events(transport.post_stream(PATH, body, RunContext(), headers),
+                                   RunContext()))
+    assert events == [SSEEvent("message", "a")]
+    request = server.requests[0]
+    assert request.body == '{"text":"héllo 日本","n":[1,2]}'.encode("utf-8")
+    assert request.headers["content-type"] == "application/json"
+    assert request.headers["x-api-key"] == KEY
+    assert request.headers["anthropic-beta"] == "x"
+    assert request.headers["accept"] == "text/event-stream"
+    assert body == {"text": "héllo 日本", "n": [1, 2]} and headers == {"anthropic-beta": "x"}
+
+
+def test_post_json_returns_the_parsed_answer(server):
+    server.queue("/v1/messages/count_tokens", Reply.json({"input_tokens": 14}))
+    assert make(server).post_json("/v1/messages/count_tokens", {}, RunContext()) == {
+        "input_tokens": 14}
+
+
+def test_post_json_with_a_body_that_is_not_json_is_a_stream_error(server):
+    server.queue("/count", Reply(chunks=[b"<html>oops</html>"], mode="length"))
+    with pytest.raises(StreamError, match="not JSON: '<html>oops</html>'"):
+        make(server).post_json("/count", {}, RunContext())
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"base_url": "ftp://x"}, "base_url must be an http"),
+        ({"base_url": "localhost:8080"}, "base_url must be an http"),
+        ({"max_retries": -1}, "max_retries"),
+        ({"timeout": 0}, "timeout must be a positive"),
+        ({"stall_timeout": -5}, "stall_timeout must be a positive"),
+    ],
+)
+def test_bad_transport_arguments_are_clear_errors(kwargs, message):
+    base_url = kwargs.pop("base_url", "http://127.0.0.1:1")
+    with pytest.raises(ValueError, match=message):
+        Transport(base_url, {}, **kwargs)
+
+
+# -- streaming ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["chunked", "close"])
+def test_the_first_event_arrives_while_the_server_stalls(server, mode):
+    server.queue(PATH, Reply(chunks=[b"event: e\ndata: first\n\n", (b"data: late\n\n", 2.0)],
+                             mode=mode))
+    events = stream(make(server))
+    started = time.monotonic()
+    first = next(events)
+    assert time.monotonic() - started < 0.5
+    assert first == SSEEvent("e", "first")
+    events.close()
+
+
+def test_leaving_the_loop_mid_stream_closes_the_connection_within_a_second(server):
+    server.queue(PATH, Reply(chunks=[b"data: a\n\n", (b"data: b\n\n", 10)]))
+    for event in stream(make(server)):
+        break
+    assert server.wait_disconnects(1, timeout=1.0)
+
+
+def test_event_stream_without_charset_is_decoded_as_utf8(server):
+    text = "héllo 日本 😀 \u2028 ü"
+    body = ("data: " + text + "\n\n").encode("utf-8")
+    server.queue(PATH, Reply(chunks=[body[:9], body[9:20], body[20:]],
+                             content_type="text/event-stream"))
+    assert [e.data for e in stream(make(server))] == [text]
+
+
+@pytest.mark.parametrize("mode", ["chunked", "close", "length"])
+def test_a_clean_end_of_body_ends_the_iteration(server, mode):
+    server.queue(PATH, Reply(chunks=[b"data: a\n\n", b": done\n\n"], mode=mode))
+    assert [e.data for e in stream(make(server))] == ["a"]
+
+
+@pytest.mark.parametrize("tail", [b"data: b\n", b"data: partial", b"event: e\ndata: b"])
+def test_a_body_ending_inside_an_event_raises_stream_truncated(server, tail):
+    server.queue(PATH, Reply(chunks=[b"data: a\n\n", tail], mode="close"))
+    seen = []
+    with pytest.raises(StreamTruncated, match="ended in the middle of an event"):
+        for event in stream(make(server)):
+            seen.append(event.data)
+    assert seen == ["a"]
+
+
+@pytest.mark.parametrize("mode", ["chunked", "length"])
+def test_a_connection_dropped_mid_stream_raises_stream_truncated(server, mode):
+    server.queue(PATH, Reply(chunks=[b"data: a\n\n", b"data: b\n\n"], mode=mode, drop_after=1))
+    seen = []
+    with pytest.raises(StreamTruncated, match="dropped in the middle of the stream"):
+        for event in stream(make(server)):
+            seen.append(event.data)
+    assert seen == ["a"]
+
+
+def test_streams_fully_read_on_one_thread_reuse_one_connection(server):
+    server.queue(PATH, Reply(chunks=[b"data: 1\n\n"]), Reply(chunks=[b"data: 2\n\n"]))
+    transport = make(server)
+    assert [e.data for e in stream(transport)] == ["1"]
+    assert [e.data for e in stream(transport)] == ["2"]
+    assert server.connections == 1
+
+
+def test_each_thread_gets_its_own_session():
+    transport = Transport("http://127.0.0.1:1", {})
+    sessions = []
+    thread = threading.Thread(target=lambda: sessions.append(transport.session))
+    thread.start()
+    thread.join()
+    assert transport.session is transport.session
+    assert sessions[0] is not transport.session
+
+
+# -- retries ------------------------------------------------------------------------------
+
+
+def ok():
+    return Reply(chunks=[b"data: ok\n\n"])
+
+
+def test_retry_honours_retry_after_header(server):
+    server.queue(PATH, Reply.json({}, status=429, headers={"retry-after": "3"}), ok())
+    clock_ctx = fake_ctx()
+    assert [e.data for e in stream(make(server), clock_ctx)] == ["ok"]
+    assert clock_ctx.clock.sleeps == [3.0]
+
+
+def test_retry_prefers_retry_after_ms(server):
+    server.queue(PATH, Reply.json({}, status=429, headers={"retry-after-ms": "1500",
+                                                           "retry-after": "9"}), ok())
+    ctx = fake_ctx()
+    list(stream(make(server), ctx))
+    assert ctx.clock.sleeps == [1.5]
+
+
+@pytest.mark.parametrize("status", [408, 409, 500, 502, 503, 529])
+def test_retryable_statuses_are_retried_with_jittered_backoff(server, status):
+    server.queue(PATH, Reply.json({}, status=status), Reply.json({}, status=status), ok())
+    ctx = fake_ctx()
+    assert [e.data for e in stream(make(server), ctx)] == ["ok"]
+    first, second = ctx.clock.sleeps
+    assert 0.375 <= first <= 0.5 and 0.75 <= second <= 1.0
+    assert len(server.requests) == 3
+
+
+def test_retries_stop_after_max_retries_with_the_last_error(server):
+    server.queue(PATH, *[Reply.json({"type": "error", "error": {
+        "type": "overloaded_error", "message": "Overloaded"}}, status=529)] * 2)
+    ctx = fake_ctx()
+    with pytest.raises(APIError) as info:
+        make(server, max_retries=1).post_stream(PATH, {}, ctx)
+    assert (info.value.status, info.value.type, info.value.retryable) == (529, "overloaded_error", True)
+    assert len(ctx.clock.sleeps) == 1 and len(server.requests) == 2
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Reply.json({}, status=400),
+        Reply.json({}, status=401),
+        Reply.json({}, status=404),
+        Reply.json({}, status=529, headers={"x-should-retry": "false"}),
+    ],
+)
+def test_non_retryable_answers_are_not_retried(server, reply):
+    server.queue(PATH, reply)
+    ctx = fake_ctx()
+    with pytest.raises(APIError) as info:
+        make(server).post_stream(PATH, {}, ctx)
+    assert info.value.retryable is False
+    assert ctx.clock.sleeps == [] and len(server.requests) == 1
+
+
+def test_x_should_retry_true_retries_even_a_400(server):
+    server.queue(PATH, Reply.json({}, status=400, headers={"x-should-retry": "true"}), ok())
+    ctx = fake_ctx()
+    assert [e.data for e in stream(make(server), ctx)] == ["ok"]
+    assert len(ctx.clock.sleeps) == 1
+
+
+def test_a_connection_dropped_before_the_status_line_is_retried(server):
+    server.queue(PATH, Reply(chunks=[b"x"], drop_after=0), ok())
+    ctx = fake_ctx()
+    assert [e.data for e in stream(make(server), ctx)] == ["ok"]
+    assert len(ctx.clock.sleeps) == 1
+
+
+def test_connection_refused_is_a_transport_error_naming_host_and_port_after_retries():
+    port = free_port()
+    ctx = fake_ctx()
+    transport = Transport(f"http://127.0.0.1:{port}", {"x-api-key": KEY})
+    with pytest.raises(TransportError, match=f"cannot connect to 127.0.0.1:{port}: connection refused"):
+        transport.post_stream(PATH, {}, ctx)
+    assert len(ctx.clock.sleeps) == 2
+
+
+def test_a_long_retry_after_is_cut_to_the_deadline(server):
+    server.queue(PATH, Reply.json({}, status=429, headers={"retry-after": "30"}))
+    ctx = fake_ctx(deadline=2.0, deadline_error=RetryBudgetExceeded)
+    with pytest.raises(RetryBudgetExceeded):
+        make(server).post_stream(PATH, {}, ctx)
+    assert ctx.clock.sleeps == [2.0]
+
+
+def test_retry_delay_follows_the_sdk_rule():
+    assert retry_delay({"retry-after": "3"}, 0) == 3.0
+    assert retry_delay({"Retry-After-Ms": "250"}, 4) == 0.25
+    assert [retry_delay({}, n, rng=lambda: 0.0) for n in range(6)] == [0.5, 1, 2, 4, 8, 8]
+    assert retry_delay({}, 0, rng=lambda: 1.0) == 0.375
+    # Outside (0, 60] seconds a server's value is not trusted.
+    assert retry_delay({"retry-after": "61"}, 1, rng=lambda: 0.0) == 1.0
+    assert retry_delay({"retry-after": "0"}, 1, rng=lambda: 0.0) == 1.0
+    assert retry_delay({"retry-after": "soon"}, 0, rng=lambda: 0.0) == 0.5
+
+
+def test_retry_delay_reads_an_http_date():
+    in_ten = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 10))
+    assert 8.0 <= retry_delay({"retry-after": in_ten}, 0) <= 10.0
+
+
+def test_retries_are_logged_at_debug_without_the_key(server, caplog):
+    server.queue(PATH, Reply.json({}, status=503), ok())
+    with caplog.at_level(logging.DEBUG, logger="nacelle"):
+        list(stream(make(server), fake_ctx()))
+    retries = [r for r in caplog.records if "retry 1 of 2" in r.getMessage()]
+    assert retries and retries[0].levelno == logging.DEBUG
+    assert "HTTP 503" in retries[0].getMessage()
+
+
+# -- time limits ------------------------------------------------------------------------
+
+
+def test_a_read_timeout_with_no_bytes_is_a_transport_error(server):
+    server.queue(PATH, Reply(chunks=[b"data: a\n\n", (b"data: b\n\n", 5)]))
+    events = stream(make(server, timeout=0.3, max_retries=0))
+    assert next(events).data == "a"
+    started = time.monotonic()
+    with pytest.raises(TransportError, match=r"no data from 127\.0\.0\.1:\d+ for 0\.3s"):
+        next(events)
+    assert time.monotonic() - started < 2.0
+
+
+def test_a_read_timeout_waiting_for_the_status_is_a_transport_error(server):
+    server.queue(PATH, Reply(chunks=[(b"x", 5)], drop_after=0))
+    with pytest.raises(TransportError, match=r"no response from 127\.0\.0\.1:\d+ within 0\.3s"):
+        make(server, timeout=0.3, max_retries=0).post_stream(PATH, {}, RunContext())
+
+
+@pytest.mark.parametrize("comment", [False, True])
+def test_keepalive_only_traffic_stalls_into_a_retryable_stream_error(server, comment):
+    beat = b": OPENROUTER PROCESSING\n\n" if comment else b'event: ping\ndata: {"type":"ping"}\n\n'
+    server.queue(PATH, Reply(chunks=[b"data: real\n\n"] + [(beat, 0.05)] * 60))
+    events = stream(make(server, stall_timeout=0.4), keepalive=lambda e: e.event == "ping")
+    assert next(events).data == "real"
+    started = time.monotonic()
+    with pytest.raises(StreamError, match="stalled: no event for 0.4s") as info:
+        for event in events:
+            assert event.event == "ping"
+    assert 0.3 < time.monotonic() - started < 2.0
+    assert retryable(info.value) and not isinstance(info.value, StreamTruncated)
+
+
+def test_events_that_are_not_keepalives_keep_the_stream_alive(server):
+    server.queue(PATH, Reply(chunks=[(b"data: x\n\n", 0.15)] * 6))
+    assert len(list(stream(make(server, stall_timeout=0.4)))) == 6
+
+
+def test_the_deadline_caps_the_wait_for_the_status_line(server):
+    server.queue(PATH, Reply(chunks=[(b"x", 5)], drop_after=0))
+    ctx = RunContext(time.monotonic() + 0.3, deadline_error=RetryBudgetExceeded)
+    started = time.monotonic()
+    with pytest.raises(RetryBudgetExceeded):
+        make(server).post_stream(PATH, {}, ctx)
+    assert time.monotonic() - started < 2.0
+
+
+def test_the_deadline_caps_a_read_mid_stream(server):
+    server.queue(PATH, Reply(chunks=[b"data: a\n\n", (b"data: b\n\n", 5)]))
+    ctx = RunContext(time.monotonic() + 0.4, deadline_error=RetryBudgetExceeded)
+    events = stream(make(server), ctx)
+    assert next(events).data == "a"
+    started = time.monotonic()
+    with pytest.raises(RetryBudgetExceeded):
+        next(events)
+    assert time.monotonic() - started < 2.0
+
+
+# -- cancellation -------------------------------------------------------------------------
+
+
+def test_cancelling_from_another_thread_unblocks_a_stalled_read(server):
+    server.queue(PATH, Reply(chunks=[b"data: a\n\n", (b"data: b\n\n", 30)]))
+    ctx = RunContext()
+    events = stream(make(server), ctx)
+    assert next(events).data == "a"
+    threading.Timer(0.2, ctx.cancel).start()
+    started = time.monotonic()
+    with pytest.raises(Cancelled):
+        next(events)
+    assert time.monotonic() - started < 1.0
+    assert server.wait_disconnects(1, timeout=1.0)
+
+
+def test_cancelling_while_waiting_for_the_status_line_unblocks_at_once(server):
+    server.queue(PATH, Reply(chunks=[(b"x", 30)], drop_after=0))
+    ctx = RunContext()
+    threading.Timer(0.2, ctx.cancel).start()
+    started = time.monotonic()
+    with pytest.raises(Cancelled):
+        make(server).post_stream(PATH, {}, ctx)
+    assert time.monotonic() - started < 1.0
+
+
+def test_a_cancelled_context_sends_nothing(server):
+    ctx = RunContext()
+    ctx.cancel()
+    with pytest.raises(Cancelled):
+        make(server).post_stream(PATH, {}, ctx)
+    assert server.requests == []
+
+
+# -- errors -------------------------------------------------------------------------------
+
+
+def test_anthropic_error_shape_is_parsed(server):
+    server.queue(PATH, Reply.json(
+        {"type": "error", "error": {"type": "invalid_request_error", "message": "max_tokens: too big"},
+         "request_id": "req_body"}, status=400, headers={"request-id": "req_011"}))
+    with pytest.raises(APIError) as info:
+        make(server).post_stream(PATH, {}, fake_ctx())
+    error = info.value
+    assert (error.status, error.type, error.message, error.request_id) == (
+        400, "invalid_request_error", "max_tokens: too big", "req_011")
+    assert str(error) == "HTTP 400 invalid_request_error: max_tokens: too big (request id req_011)"
+
+
+def test_openrouter_402_says_to_add_credits(server):
+    server.queue(PATH, Reply.json(
+        {"error": {"code": 402, "message": "Insufficient credits"}}, status=402,
+        headers={"x-generation-id": "gen-1"}))
+    transport = Transport(server.url, {"Authorization": "Bearer " + KEY}, name="openrouter",
+                          key_variable="OPENROUTER_API_KEY")
+    with pytest.raises(APIError) as info:
+        transport.post_stream(PATH, {}, fake_ctx())
+    assert info.value.request_id == "gen-1"
+    assert "Insufficient credits — the openrouter account is out of credits" in info.value.message
+
+
+def test_401_names_the_key_variable(server):
+    server.queue(PATH, Reply.json({"type": "error", "error": {
+        "type": "authentication_error", "message": "invalid x-api-key"}}, status=401))
+    with pytest.raises(APIError, match=r"invalid x-api-key — check the API key "
+                                       r"\(\$ANTHROPIC_API_KEY or the api_key argument\)"):
+        make(server).post_stream(PATH, {}, fake_ctx())
+
+
+def test_404_points_at_the_model_and_base_url(server):
+    server.queue(PATH, Reply.json({"error": {"code": 404, "message": "No such model"}}, status=404))
+    with pytest.raises(APIError, match=f"check the model name and base_url \\({server.url}{PATH}\\)"):
+        make(server).post_stream(PATH, {}, fake_ctx())
+
+
+def test_a_redirect_is_not_followed(server):
+    server.queue(PATH, Reply(status=307, headers={"Location": "http://127.0.0.1:1/elsewhere"}))
+    with pytest.raises(APIError, match="redirects are not followed — check base_url"):
+        make(server).post_stream(PATH, {}, fake_ctx())
+    assert len(server.requests) == 1
+
+
+def test_a_non_json_error_body_is_previewed_briefly(server):
+    server.queue(PATH, Reply(status=502, chunks=[b"<html>\n  Bad   gateway" + b"!" * 1000],
+                             mode="length", content_type="text/html"))
+    with pytest.raises(APIError) as info:
+        make(server, max_retries=0).post_stream(PATH, {}, fake_ctx())
+    assert info.value.message.startswith("<html> Bad gateway!!!")
+    assert len(info.value.message) <= 300 and info.value.retryable
+
+
+def test_parse_error_reads_openrouter_provider_metadata():
+    body = (b'{"error":{"code":400,"message":"Provider returned error","metadata":'
+            b'{"raw":"thought_signature missing","provider_name":"Google AI Studio",'
+            b'"error_type":"invalid_request"}},"user_id":"u"}')
+    error = parse_error(400, {"X-Request-Id": "r1", "Retry-After": "7"}, body)
+    assert error.message == "Provider returned error (Google AI Studio: thought_signature missing)"
+    assert (error.type, error.request_id, error.retry_after) == ("invalid_request", "r1", 7.0)
+
+
+def test_parse_error_copes_with_empty_and_odd_bodies():
+    assert parse_error(500, {}, b"").message == ""
+    assert parse_error(500, {}, b"[1, 2]").message == "[1, 2]"
+    assert parse_error(503, {}, b'{"error": "busy"}').message == "busy"
+    assert parse_error(400, {}, b"\xff\xfe").message == "\ufffd\ufffd"
+
+
+def test_the_key_never_appears_in_errors_reprs_or_logs(server, caplog):
+    echo = {"type": "error", "error": {"type": "authentication_error",
+                                       "message": f"invalid x-api-key {KEY}"}}
+    server.queue(PATH, Reply.json(echo, status=401),
+                 Reply(status=500, chunks=[b"upstream said Bearer " + KEY.encode()], mode="length"),
+                 Reply.json(echo, status=429, headers={"retry-after": "1"}),
+                 Reply.json(echo, status=429, headers={"retry-after": "1"}),
+                 Reply(chunks=[b"data: a\n\n", b"data: b\n"], mode="close"),
+                 Reply(chunks=[b"data: a\n\n", (b"x", 5)]))
+    messages = []
+    bearer = Transport(server.url, {"Authorization": "Bearer " + KEY}, max_retries=0,
+                       timeout=0.3, name="openrouter")
+    with caplog.at_level(logging.DEBUG):
+        for transport in (make(server, max_retries=0), bearer, make(server, max_retries=1)):
+            with pytest.raises(APIError) as info:
+                transport.post_stream(PATH, {}, fake_ctx())
+            messages += [str(info.value), repr(info.value), info.value.message]
+        for transport in (make(server), bearer):
+            with pytest.raises((StreamTruncated, TransportError)) as info:
+                list(stream(transport))
+            messages += [str(info.value), repr(info.value)]
+        with pytest.raises(TransportError) as info:
+            Transport(f"http://127.0.0.1:{free_port()}", {"x-api-key": KEY},
+                      max_retries=1).post_stream(PATH, {}, fake_ctx())
+        messages += [str(info.value), repr(info.value), repr(info.value.__cause__)]
+    messages += [repr(make(server)), repr(bearer), str(pickle.loads(pickle.dumps(make(server))))]
+    messages += [record.getMessage() for record in caplog.records]
+    assert "invalid x-api-key <hidden>" in messages[0]
+    assert len(messages) > 20 and caplog.records
+    leaks = [m for m in messages if KEY in m or KEY[:12] in m]
+    assert leaks == []
+
+
+def test_a_transport_pickles_without_its_sessions_and_works_after(server):
+    server.queue(PATH, ok(), ok())
+    transport = make(server)
+    list(stream(transport))
+    copy = pickle.loads(pickle.dumps(transport))
+    assert copy.headers == transport.headers and copy.base_url == transport.base_url
+    assert copy.session is not transport.session
+    assert [e.data for e in stream(copy)] == ["ok"]
+
+
+def test_iter_sse_closes_the_response_when_the_consumer_leaves(server):
+    server.queue(PATH, Reply(chunks=[b"data: a\n\ndata: b\n\n"]))
+    transport = make(server)
+    response = transport.post_stream(PATH, {}, RunContext())
+    events = iter_sse(response, RunContext())
+    assert next(events).data == "a"
+    events.close()
+    assert response.raw.closed
