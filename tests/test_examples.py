@@ -1,0 +1,67 @@
+"""The examples run as written, against a scripted Anthropic server on loopback."""
+
+import runpy
+from pathlib import Path
+
+import pytest
+
+from nacelle.backends import anthropic
+from nacelle.testing import FakeServer, Reply
+from nacelle.testing.wire import anthropic_stream
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+@pytest.fixture
+def server(monkeypatch):
+    real = anthropic.Backend
+    with FakeServer() as s:
+        monkeypatch.setattr(anthropic, "Backend",
+                            lambda *a, **k: real("example-key", base_url=s.url))
+        yield s
+
+
+def run_example(name):
+    module = runpy.run_path(str(EXAMPLES / name), run_name="example")
+    module["main"]()
+
+
+def test_quickstart_streams_a_tool_call_and_an_answer(server, capsys):
+    server.queue("/v1/messages",
+                 Reply(chunks=anthropic_stream([], tool_calls=[
+                     ("toolu_1", "word_count", '{"text": "to be or not to be"}')])),
+                 Reply(chunks=anthropic_stream(["Six ", "words."])))
+    run_example("quickstart.py")
+    out = capsys.readouterr().out
+    assert '[calling word_count {"text": "to be or not to be"}]' in out
+    assert "Six words." in out and "[end;" in out
+    result = server.requests[1].json()["messages"][-1]["content"][0]
+    assert result["type"] == "tool_result" and result["content"] == "6"
+
+
+def test_custom_tool_runs_decorated_and_class_based_tools(server, capsys):
+    server.queue("/v1/messages",
+                 Reply(chunks=anthropic_stream([], tool_calls=[
+                     ("toolu_1", "glossary", '{"term": "Nacelle"}'),
+                     ("toolu_2", "forecast", '{"city": "Lisbon", "days": 2, "unit": "fahrenheit"}'),
+                     ("toolu_3", "slow_count", '{"to": 3}')])),
+                 Reply(chunks=anthropic_stream(["An engine housing; warm in Lisbon."])))
+    run_example("custom_tool.py")
+    out = capsys.readouterr().out
+    assert "An engine housing; warm in Lisbon." in out
+    results = {r["tool_use_id"]: r for r in server.requests[1].json()["messages"][-1]["content"]}
+    assert results["toolu_1"]["content"] == "the housing that holds an engine"
+    assert '"high":70' in results["toolu_2"]["content"].replace(" ", "")
+    assert results["toolu_3"]["content"] == "counted to 3"
+
+
+def test_best_of_n_runs_the_drafts_concurrently_and_keeps_the_judged_best(server, capsys):
+    drafts = [f"Draft number {i}." for i in range(4)]
+    server.queue("/v1/messages", *[Reply(chunks=anthropic_stream([d])) for d in drafts],
+                 Reply(chunks=anthropic_stream(["3"])))
+    run_example("best_of_n.py")
+    out = capsys.readouterr().out
+    best = out.split("best: ")[1].splitlines()[0]
+    listing = out.split("\n\nbest:")[0].splitlines()
+    assert best == listing[2].split(". ", 1)[1]
+    assert len(server.requests) == 5
