@@ -130,9 +130,12 @@ class Retry:
 
     def _budget_spent(self, number: int, cause: BaseException) -> RetryBudgetExceeded:
         budget = self.options.budget
+        # A deadline reached inside the backend is no failure of its own; the transport
+        # chains the one it was waiting to retry (a 429 with a long Retry-After, say).
+        last = cause.__cause__ if isinstance(cause, RetryBudgetExceeded) else cause
+        said = f" (last failure: {type(last).__name__}: {last})" if last is not None else ""
         spent = RetryBudgetExceeded(
-            f"the retry budget of {budget:g} s ran out on attempt {number}"
-            f" (last failure: {type(cause).__name__}: {cause})"
+            f"the retry budget of {budget:g} s ran out on attempt {number}{said}"
             if budget is not None else f"the run's deadline passed on attempt {number}"
         )
         _set_attempt(spent, number)

@@ -209,6 +209,28 @@ def test_a_deadline_hit_inside_the_backend_is_reported_as_budget_exceeded():
         run(backend, RetryOptions(budget=5))
 
 
+def test_a_deadline_inside_the_backend_names_the_failure_it_was_waiting_to_retry():
+    def waiting_on_a_429(ctx):
+        try:
+            ctx.sleep(60)
+        except RetryBudgetExceeded as spent:
+            raise spent from APIError(429, "rate_limit_error", "slow down")
+
+    with pytest.raises(RetryBudgetExceeded) as info:
+        run(FlakyBackend([waiting_on_a_429, DONE]), RetryOptions(budget=5))
+    assert str(info.value) == ("the retry budget of 5 s ran out on attempt 1 (last failure: "
+                               "APIError: HTTP 429 rate_limit_error: slow down)")
+
+
+def test_a_bare_deadline_inside_the_backend_is_not_called_its_own_last_failure():
+    def slow(ctx):
+        ctx.sleep(60)
+
+    with pytest.raises(RetryBudgetExceeded) as info:
+        run(FlakyBackend([slow, DONE]), RetryOptions(budget=5))
+    assert str(info.value) == "the retry budget of 5 s ran out on attempt 1"
+
+
 def test_cancellation_is_never_retried():
     backend = FlakyBackend([Cancelled("stop")], [DONE])
     with pytest.raises(Cancelled):

@@ -222,3 +222,26 @@ def test_queue_refuses_bad_arguments(server):
 
 def test_recorded_request_json_parses_the_body():
     assert RecordedRequest("POST", "/", {}, b'{"x": [1]}').json() == {"x": [1]}
+
+
+def test_a_client_resetting_an_idle_connection_is_logged_not_printed(server, caplog, capfd):
+    import logging
+    import struct
+
+    server.queue("/s", Reply(chunks=[b"done"], mode="length"))
+    with caplog.at_level(logging.DEBUG, logger="nacelle.testing.server"):
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        sock.sendall(b"GET /s HTTP/1.1\r\nHost: x\r\n\r\n")
+        received = b""
+        while not received.endswith(b"done"):
+            received += sock.recv(65536)
+        # Linger 0: closing sends a reset, as a client dropping a pooled connection can.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not any(
+                "error serving" in r.getMessage() for r in caplog.records):
+            time.sleep(0.01)
+    logged = [r for r in caplog.records if "error serving" in r.getMessage()]
+    assert logged and logged[0].levelno == logging.DEBUG
+    assert "Traceback" not in capfd.readouterr().err

@@ -43,7 +43,9 @@ What it promises:
   event or the connection drops mid-stream; ``Cancelled`` after cancellation. Whether
   the stream's final event arrived is the backend's business. Redirects are not
   followed (a redirect would carry the key to wherever it points); a 3xx is an
-  ``APIError`` that says to check ``base_url``.
+  ``APIError`` that says to check ``base_url``. A 2xx stream labelled other than
+  ``text/event-stream`` (a wrong ``base_url``'s HTML page) is a ``StreamError`` with a
+  preview, not a "truncated" stream retried for nothing; an unlabelled one is read.
 - Secrets: header values are kept out of every repr, message and log line, and are
   scrubbed from provider messages and body previews too.
 - One ``requests.Session`` per transport and thread (requests does not promise a
@@ -166,7 +168,13 @@ class Transport:
         """
         extra = {"Accept": "text/event-stream", "Accept-Encoding": "identity"}
         extra.update(headers or {})
-        return self._request(path, body, ctx, extra, stream=True)
+        response = self._request(path, body, ctx, extra, stream=True)
+        media = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if media and media != "text/event-stream":
+            said = self._api_error(response, path).message or "an empty body"
+            raise StreamError(f"{self.name} answered {response.status_code} with {media}, not an "
+                              f"event stream: {said} — check base_url ({self.base_url})")
+        return response
 
     def post_json(self, path: str, body: Any, ctx: RunContext,
                   headers: Optional[Mapping[str, str]] = None) -> Any:
@@ -207,20 +215,24 @@ class Transport:
             except TransportError as error:
                 if retries >= self.max_retries:
                     raise
+                failure: Exception = error
                 delay = retry_delay({}, retries)
                 log.debug("%s: %s; retry %d of %d in %.2fs", self.name, error, retries + 1,
                           self.max_retries, delay)
             else:
                 if response.status_code < 300:
                     return response
-                error = self._api_error(response, path)
+                failure = error = self._api_error(response, path)
                 if not error.retryable or retries >= self.max_retries:
                     raise error
                 delay = retry_delay(response.headers, retries)
                 log.debug("%s: HTTP %d from POST %s; retry %d of %d in %.2fs", self.name,
                           error.status, where, retries + 1, self.max_retries, delay)
             retries += 1
-            ctx.sleep(delay)
+            try:
+                ctx.sleep(delay)
+            except Exception as stopped:  # a deadline reached while waiting names the wait
+                raise stopped from (None if ctx.cancelled.is_set() else failure)
 
     def _send(self, url: str, data: bytes, headers: Dict[str, str], ctx: RunContext,
               stream: bool) -> requests.Response:

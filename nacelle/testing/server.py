@@ -31,6 +31,8 @@ Choices where the spec is silent:
   the client abandoned, and :meth:`FakeServer.wait_disconnects` waits for them.
 - ``stop()`` is prompt even with stalled replies or idle keep-alive connections: delays
   are waited on a stop flag, and open sockets are shut down.
+- Errors while serving are logged on this module's logger, never printed (a client
+  resetting a connection is DEBUG).
 
 Public (``nacelle.testing``); imports the standard library only and is never imported
 by the core.
@@ -42,6 +44,7 @@ import json
 import logging
 import select
 import socket
+import sys
 import threading
 import time
 from collections import deque
@@ -162,7 +165,7 @@ class FakeServer:
         """Bind 127.0.0.1 on a free port and serve in a background thread."""
         if self._httpd is not None:
             raise RuntimeError("FakeServer already started")
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        httpd = _Server(("127.0.0.1", 0), _Handler)
         httpd.daemon_threads = True
         httpd.fake = self  # type: ignore[attr-defined]
         self._httpd = httpd
@@ -305,6 +308,16 @@ def _shutdown(sock: socket.socket) -> None:
         sock.shutdown(socket.SHUT_RDWR)
     except OSError:
         pass
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # socketserver prints the traceback to stderr; a library logs instead. A client
+        # resetting an idle keep-alive connection (it closed a response it had not read
+        # to its very end) is ordinary, hence DEBUG.
+        error = sys.exc_info()[1]
+        level = logging.DEBUG if isinstance(error, ConnectionError) else logging.ERROR
+        log.log(level, "error serving %s", client_address, exc_info=True)
 
 
 class _Handler(BaseHTTPRequestHandler):

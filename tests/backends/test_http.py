@@ -270,6 +270,25 @@ def test_a_long_retry_after_is_cut_to_the_deadline(server):
     assert ctx.clock.sleeps == [2.0]
 
 
+def test_a_deadline_during_a_retry_wait_is_chained_from_what_was_being_retried(server):
+    server.queue(PATH, Reply.json({"error": {"message": "slow down"}}, status=429,
+                                  headers={"retry-after": "30"}))
+    ctx = fake_ctx(deadline=2.0, deadline_error=RetryBudgetExceeded)
+    with pytest.raises(RetryBudgetExceeded) as info:
+        make(server).post_stream(PATH, {}, ctx)
+    cause = info.value.__cause__
+    assert isinstance(cause, APIError) and cause.status == 429 and "slow down" in str(cause)
+
+
+def test_cancelling_during_a_retry_wait_is_not_chained(server):
+    server.queue(PATH, Reply.json({}, status=503))
+    ctx = RunContext()
+    threading.Timer(0.2, ctx.cancel).start()
+    with pytest.raises(Cancelled) as info:
+        make(server, max_retries=5).post_stream(PATH, {}, ctx)
+    assert info.value.__cause__ is None
+
+
 def test_retry_delay_follows_the_sdk_rule():
     assert retry_delay({"retry-after": "3"}, 0) == 3.0
     assert retry_delay({"Retry-After-Ms": "250"}, 4) == 0.25
@@ -442,6 +461,27 @@ def test_a_non_json_error_body_is_previewed_briefly(server):
         make(server, max_retries=0).post_stream(PATH, {}, fake_ctx())
     assert info.value.message.startswith("<html> Bad gateway!!!")
     assert len(info.value.message) <= 300 and info.value.retryable
+
+
+@pytest.mark.parametrize("media, body, said", [
+    ("text/html", b"<html><body>Welcome to   our site</body></html>", "<html><body>Welcome to our"),
+    ("application/json", b'{"error":{"message":"stream must be true"}}', ": stream must be true"),
+])
+def test_a_2xx_that_is_not_an_event_stream_is_a_stream_error_not_a_truncation(
+        server, media, body, said):
+    server.queue(PATH, Reply(chunks=[body], mode="length", content_type=media + "; charset=utf-8"))
+    with pytest.raises(StreamError) as info:
+        make(server).post_stream(PATH, {}, fake_ctx())
+    message = str(info.value)
+    assert f"answered 200 with {media}, not an event stream" in message
+    assert said in message and f"check base_url ({server.url})" in message
+    assert not isinstance(info.value, StreamTruncated) and not retryable(info.value)
+    assert len(server.requests) == 1
+
+
+def test_a_2xx_stream_without_a_content_type_is_still_read_as_sse(server):
+    server.queue(PATH, Reply(chunks=[b"data: ok\n\n"], content_type=""))
+    assert [e.data for e in stream(make(server))] == ["ok"]
 
 
 def test_parse_error_reads_openrouter_provider_metadata():
