@@ -12,7 +12,7 @@ import pytest
 
 from nacelle.cli import Approver
 from nacelle.testing import FakeServer, Reply
-from nacelle.testing.wire import anthropic_error, anthropic_stream
+from nacelle.testing.wire import anthropic_stream
 from nacelle.tools import ToolContext
 
 ROOT = Path(__file__).resolve().parent.parent

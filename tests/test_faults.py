@@ -11,7 +11,6 @@ Only loopback is ever contacted: an autouse guard refuses any other address, so 
 a wrong base URL in a failing test cannot reach the network.
 """
 
-import ipaddress
 import logging
 import socket
 import time
@@ -128,25 +127,12 @@ def server():
 
 
 @pytest.fixture(autouse=True)
-def loopback_only(monkeypatch):
-    """Refuse every address but loopback, and keep proxies and env keys out."""
+def no_proxies_or_keys(monkeypatch):
+    """Keep proxies and environment keys out; tests/conftest.py keeps every
+    connection on loopback."""
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
                  "all_proxy", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY"):
         monkeypatch.delenv(name, raising=False)
-    connect = socket.socket.connect
-
-    def guarded(sock, address):
-        if sock.family in (socket.AF_INET, socket.AF_INET6):
-            host = str(address[0]).split("%", 1)[0]
-            try:
-                loopback = ipaddress.ip_address(host).is_loopback
-            except ValueError:  # a name, not an address: only the loopback name passes
-                loopback = host == "localhost"
-            if not loopback:
-                raise AssertionError(f"a fault test tried to reach {host}")
-        return connect(sock, address)
-
-    monkeypatch.setattr(socket.socket, "connect", guarded)
 
 
 @pytest.fixture(autouse=True)

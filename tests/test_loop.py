@@ -14,7 +14,7 @@ from nacelle import (
     Stop, StreamError, Text, Thinking, ToolCall, ToolContext, ToolResult, ToolSink, Usage,
     run_tool, user_text,
 )
-from nacelle.backend import Request, RunContext, TurnEnd
+from nacelle.backend import Request, RunContext
 from nacelle.events import ToolEvent
 from nacelle.loop import run
 from nacelle.testing import ScriptedBackend, Turn

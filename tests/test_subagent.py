@@ -7,7 +7,7 @@ import pytest
 
 import nacelle
 from nacelle import (
-    Agent, Capabilities, ConfigError, Kind, Message, MCPServer, Role, Text, ToolCall, ToolContext,
+    Agent, Capabilities, ConfigError, Message, MCPServer, Role, Text, ToolCall, ToolContext,
     Unsupported, Usage, subagent_tool, user_text,
 )
 from nacelle.testing import ScriptedBackend, Turn

@@ -14,7 +14,7 @@ import pytest
 
 import nacelle
 from nacelle import Cancelled, ConfigError, ToolContext, tool, tools_by_name
-from nacelle.tools import FunctionTool, parse_input, result_text
+from nacelle.tools import parse_input, result_text
 
 ROOT = Path(__file__).resolve().parent.parent
 

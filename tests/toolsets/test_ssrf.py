@@ -4,7 +4,8 @@ and that the connection goes to the checked address.
 Nothing here may reach a non-loopback address, even with a broken guard: the
 resolver is replaced by one that answers numeric hosts locally and a fixed table of
 names (no DNS query leaves the machine), and every socket ``connect`` outside
-loopback is refused and recorded by the fence below before a packet is sent.
+loopback is refused and recorded by the suite's fence (tests/conftest.py) before a
+packet is sent.
 """
 
 import ipaddress
@@ -20,22 +21,10 @@ from nacelle.toolsets.ssrf import FetchError, FetchRefused, blocked_reason, open
 LOOPBACK = {"127.0.0.1", "::1"}
 
 
-@pytest.fixture(autouse=True)
-def fence(monkeypatch):
-    """Refuse, and record, any socket connection to a non-loopback address."""
-    attempts = []
-    real_connect = socket.socket.connect
-
-    def connect(sock, address):
-        if sock.family in (socket.AF_INET, socket.AF_INET6) and address[0] not in LOOPBACK:
-            attempts.append(address)
-            raise AssertionError(f"test fence: connection to {address[0]} refused")
-        return real_connect(sock, address)
-
-    monkeypatch.setattr(socket.socket, "connect", connect)
-    monkeypatch.setattr(socket.socket, "connect_ex", lambda sock, address: connect(sock, address) or 0)
-    yield attempts
-    assert attempts == [], "a connection to a non-loopback address was attempted"
+@pytest.fixture
+def fence(network_fence):
+    """The suite's fence (tests/conftest.py): what it refused is in this list."""
+    return network_fence.attempts
 
 
 class Resolver:

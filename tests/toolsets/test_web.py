@@ -46,25 +46,12 @@ def _only_loopback_interface():
 
 
 @pytest.fixture(autouse=True)
-def fence(monkeypatch):
-    """Refuse, and record, socket connections outside loopback (and, inside a checked
-    namespace, the namespace's own public test addresses)."""
-    allowed = set(LOOPBACK)
+def fence(network_fence):
+    """The suite's fence (tests/conftest.py), widened inside a checked namespace to the
+    namespace's own public test addresses; what it refused is in this list."""
     if IN_NETNS and _only_loopback_interface():
-        allowed |= {PUBLIC_V4, PUBLIC_V6}
-    attempts = []
-    real_connect = socket.socket.connect
-
-    def connect(sock, address):
-        if sock.family in (socket.AF_INET, socket.AF_INET6) and address[0] not in allowed:
-            attempts.append(address)
-            raise AssertionError(f"test fence: connection to {address[0]} refused")
-        return real_connect(sock, address)
-
-    monkeypatch.setattr(socket.socket, "connect", connect)
-    monkeypatch.setattr(socket.socket, "connect_ex", lambda sock, address: connect(sock, address) or 0)
-    yield attempts
-    assert attempts == [], "a connection outside the allowed addresses was attempted"
+        network_fence.allow(PUBLIC_V4, PUBLIC_V6)
+    return network_fence.attempts
 
 
 def ctx(**kwargs):

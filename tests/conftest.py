@@ -1,0 +1,52 @@
+"""The suite-wide network fence: no test may connect anywhere but loopback.
+
+Traffic from these machines to private or public addresses is forbidden, so the
+fence holds even when the code under test is broken: every ``socket.connect`` (and
+``connect_ex``) to an address outside 127.0.0.0/8 and ::1 is refused before a packet
+is sent, recorded, and fails the test. A test that runs inside its own network
+namespace may allow that namespace's test addresses with ``network_fence.allow(...)``.
+Subprocesses are outside the fence; the tests only point them at loopback servers.
+"""
+
+import ipaddress
+import socket
+
+import pytest
+
+
+class Fence:
+    def __init__(self):
+        self.allowed = set()
+        self.attempts = []
+
+    def allow(self, *addresses):
+        self.allowed.update(addresses)
+
+    def permits(self, host):
+        host = str(host).split("%", 1)[0]
+        if host in self.allowed:
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:  # connect() is given addresses; a name here is suspect
+            return False
+
+
+@pytest.fixture(autouse=True)
+def network_fence(monkeypatch):
+    fence = Fence()
+    real_connect = socket.socket.connect
+
+    def connect(sock, address):
+        if sock.family in (socket.AF_INET, socket.AF_INET6) and not fence.permits(address[0]):
+            fence.attempts.append(address)
+            raise AssertionError(f"test fence: connection to {address[0]} refused")
+        return real_connect(sock, address)
+
+    def connect_ex(sock, address):
+        return connect(sock, address) or 0
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+    yield fence
+    assert fence.attempts == [], f"connections outside loopback were attempted: {fence.attempts}"
