@@ -12,21 +12,7 @@ from nacelle.backend import (
 from nacelle.errors import Cancelled, RetryBudgetExceeded
 from nacelle.events import Stop, Usage
 from nacelle.messages import user_text
-
-
-class RecordingClock:
-    """A fake monotonic clock whose sleeps advance time and are recorded."""
-
-    def __init__(self, now=100.0):
-        self.now = now
-        self.sleeps = []
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.sleeps.append(seconds)
-        self.now += seconds
+from nacelle.testing import FakeClock
 
 
 def test_default_max_tokens_is_32000():
@@ -74,7 +60,7 @@ def test_turn_end_defaults():
 # -- RunContext ------------------------------------------------------------------
 
 def test_sleep_with_a_fake_clock_is_recorded_not_slept():
-    clock = RecordingClock()
+    clock = FakeClock(100.0)
     ctx = RunContext(clock=clock)
     started = time.monotonic()
     ctx.sleep(30)
@@ -82,7 +68,7 @@ def test_sleep_with_a_fake_clock_is_recorded_not_slept():
 
 
 def test_sleep_never_sleeps_past_the_deadline_and_then_raises():
-    clock = RecordingClock(now=0.0)
+    clock = FakeClock(0.0)
     ctx = RunContext(5.0, clock=clock)
     with pytest.raises(Cancelled):
         ctx.sleep(60)
@@ -90,17 +76,17 @@ def test_sleep_never_sleeps_past_the_deadline_and_then_raises():
 
 
 def test_sleep_raises_the_chosen_deadline_error():
-    clock = RecordingClock(now=0.0)
+    clock = FakeClock(0.0)
     ctx = RunContext(1.0, clock=clock, deadline_error=RetryBudgetExceeded)
     with pytest.raises(RetryBudgetExceeded):
         ctx.sleep(2)
 
 
 def test_sleep_shorter_than_the_deadline_returns():
-    clock = RecordingClock(now=0.0)
+    clock = FakeClock(0.0)
     ctx = RunContext(10.0, clock=clock)
     ctx.sleep(3)
-    assert clock.now == 3.0 and ctx.remaining() == 7.0
+    assert clock() == 3.0 and ctx.remaining() == 7.0
 
 
 def test_sleep_returns_early_and_raises_when_cancelled_from_another_thread():
@@ -113,7 +99,7 @@ def test_sleep_returns_early_and_raises_when_cancelled_from_another_thread():
 
 
 def test_sleep_raises_at_once_when_already_cancelled():
-    clock = RecordingClock()
+    clock = FakeClock(100.0)
     ctx = RunContext(clock=clock)
     ctx.cancel()
     with pytest.raises(Cancelled):
@@ -130,22 +116,22 @@ def test_a_plain_threading_event_can_cancel():
 
 
 def test_remaining_is_none_without_a_deadline_and_never_negative():
-    clock = RecordingClock(now=10.0)
+    clock = FakeClock(10.0)
     assert RunContext(clock=clock).remaining() is None
     assert RunContext(5.0, clock=clock).remaining() == 0.0
 
 
 def test_check_raises_at_the_deadline():
-    clock = RecordingClock(now=0.0)
+    clock = FakeClock(0.0)
     ctx = RunContext(1.0, clock=clock)
     ctx.check()
-    clock.now = 1.0
+    clock.advance(1.0)
     with pytest.raises(Cancelled):
         ctx.check()
 
 
 def test_child_never_extends_the_parent_deadline():
-    clock = RecordingClock(now=0.0)
+    clock = FakeClock(0.0)
     parent = RunContext(10.0, clock=clock, deadline_error=RetryBudgetExceeded)
     later = parent.child(50.0, deadline_error=Cancelled)
     assert later.deadline == 10.0 and later.deadline_error is RetryBudgetExceeded
@@ -155,7 +141,7 @@ def test_child_never_extends_the_parent_deadline():
 
 
 def test_child_of_an_unbounded_context_takes_its_own_deadline():
-    ctx = RunContext(clock=RecordingClock(now=0.0)).child(4.0)
+    ctx = RunContext(clock=FakeClock(0.0)).child(4.0)
     assert ctx.deadline == 4.0 and ctx.deadline_error is Cancelled
 
 

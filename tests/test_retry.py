@@ -13,19 +13,7 @@ from nacelle.errors import (
 )
 from nacelle.events import Event, Kind, Stop
 from nacelle.retry import Retry, RetryOptions
-
-
-class RecordingClock:
-    def __init__(self, now=0.0):
-        self.now = now
-        self.sleeps = []
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.sleeps.append(seconds)
-        self.now += seconds
+from nacelle.testing import FakeClock
 
 
 class FlakyBackend:
@@ -65,7 +53,7 @@ DONE = Event(Kind.DONE, stop=Stop.END)
 
 
 def run(backend, options=RetryOptions(), clock=None):
-    clock = clock or RecordingClock()
+    clock = clock or FakeClock()
     retry = Retry(backend, options)
     retry._random.seed(7)
     return list(retry.stream(Request("s"), RunContext(clock=clock))), clock
@@ -111,7 +99,7 @@ def test_a_failure_after_an_event_is_raised_and_nothing_is_repeated():
     delivered = []
     retry = Retry(backend)
     with pytest.raises(StreamError) as info:
-        for event in retry.stream(Request("s"), RunContext(clock=RecordingClock())):
+        for event in retry.stream(Request("s"), RunContext(clock=FakeClock())):
             delivered.append(event)
     assert delivered == [TEXT] and backend.started == 1
     assert retryable(info.value) and attempt(info.value) == 1
@@ -149,7 +137,7 @@ def test_jitter_spreads_over_the_whole_range():
         backend = FlakyBackend([TransportError("x")], [DONE])
         retry = Retry(backend, options)
         retry._random.seed(seed)
-        clock = RecordingClock()
+        clock = FakeClock()
         list(retry.stream(Request("s"), RunContext(clock=clock)))
         delays += clock.sleeps
     assert min(delays) < 0.1 and max(delays) > 0.9
@@ -180,7 +168,7 @@ def test_a_given_logger_is_used():
 
 def test_the_budget_becomes_the_run_contexts_deadline_once():
     backend = FlakyBackend([TransportError("x")], [DONE])
-    clock = RecordingClock(now=1000.0)
+    clock = FakeClock(1000.0)
     run(backend, RetryOptions(budget=30), clock)
     deadlines = {ctx.deadline for ctx in backend.contexts}
     assert deadlines == {1030.0}
@@ -190,13 +178,13 @@ def test_the_budget_becomes_the_run_contexts_deadline_once():
 def test_a_budget_shorter_than_the_delay_raises_budget_exceeded_naming_the_attempt():
     options = RetryOptions(attempts=5, base=100, max=100, budget=1.0)
     backend = FlakyBackend([TransportError("x")], [DONE])
-    clock = RecordingClock()
+    clock = FakeClock()
     retry = Retry(backend, options)
     retry._random.seed(1)
     retry._random.uniform = lambda a, b: b  # the full delay, longer than the budget
     with pytest.raises(RetryBudgetExceeded, match="attempt 1") as info:
         list(retry.stream(Request("s"), RunContext(clock=clock)))
-    assert clock.now <= 1.0 and attempt(info.value) == 1
+    assert clock() <= 1.0 and attempt(info.value) == 1
     assert not isinstance(info.value, Cancelled)
 
 
