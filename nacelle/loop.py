@@ -367,15 +367,16 @@ def run(request: Request, ctx: RunContext, turn: TurnFunction, *,
             total += end.usage
             stop = end.stop
             calls = [p for p in end.parts if type(p) is ToolCall and p.finished]
+            if end.resume and calls:
+                # Refused before any TOOL_CALL is announced, so none is left unclosed.
+                raise StreamError(f"backend {backend!r} paused a turn that asked for local "
+                                  "tools; a paused turn cannot carry local calls")
             conversation.append(Message(Role.ASSISTANT, end.parts + (Finish(stop),)))
             for index, call in enumerate(calls):
                 yield Event(_TOOL_CALL, tool=ToolEvent(call.id, index, call.name, call.input))
             yield Event(_TURN, usage=end.usage, stop=stop)
             capped = bool(cap) and iterations >= cap
             if end.resume:
-                if calls:
-                    raise StreamError(f"backend {backend!r} paused a turn that asked for local "
-                                      "tools; a paused turn cannot carry local calls")
                 if capped:
                     final = Stop.ITERATIONS
                     break

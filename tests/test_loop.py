@@ -428,6 +428,16 @@ def test_a_resume_turn_counts_as_an_iteration():
     assert events[-1].stop is Stop.ITERATIONS and len(backend.requests) == 1
 
 
+def test_a_paused_turn_with_local_calls_is_refused_before_any_call_is_announced():
+    pause = Turn(assistant(ToolCall("c1", "mark", "{}")), stop=Stop.OTHER, resume=True)
+    agent, _ = agent_for([pause])
+    seen = []
+    with pytest.raises(StreamError, match="paused a turn that asked for local tools"):
+        for event in agent.stream([user_text("go")]):
+            seen.append(event)
+    assert [e for e in seen if e.kind is Kind.TOOL_CALL] == []
+
+
 def test_a_turn_without_turn_end_is_a_stream_error():
     def turn(request, messages, ctx):
         yield Event(Kind.TEXT, text="hi")
