@@ -26,9 +26,12 @@ Choices where the contract is silent:
   its own environment).
 - Server-side MCP needs the ``mcp-client-2025-11-20`` beta; the ``anthropic-beta``
   header is sent only on requests that have MCP servers.
-- A stream is read up to ``message_stop`` and then closed. ``ping`` events are
-  keepalives: they do not count as progress for ``stall_timeout``, so a stream that
-  only pings is still noticed as stalled.
+- A stream is read up to ``message_stop``, which is the transport's ``final`` event:
+  the transport then reads the rest of the body (normally only the end of the
+  chunked encoding; at most a second of it) so the next turn reuses the connection
+  instead of paying a new TLS handshake. ``ping`` events are keepalives: they do not
+  count as progress for ``stall_timeout``, so a stream that only pings is still
+  noticed as stalled.
 - ``count_tokens`` sends the body ``stream`` would send, minus ``max_tokens`` and
   ``stream``, to ``/v1/messages/count_tokens``.
 - ``pricing`` fills ``Usage.cost`` per turn and turns ``capabilities.cost`` on for
@@ -169,7 +172,11 @@ class Backend:
         response = transport.post_stream("/v1/messages", body, ctx,
                                          headers=_beta_header(request))
         accumulator = Accumulator(pricing=self.pricing, calls=_server_calls(messages))
-        events = transport.events(response, ctx, keepalive=_is_ping)
+        # Asked after each event was fed, so the accumulator's own reading of the stream
+        # decides; the iteration must end by itself (no break) for the connection to
+        # go back to the pool.
+        events = transport.events(response, ctx, keepalive=_is_ping,
+                                  final=lambda _: accumulator.stopped)
         try:
             for sse in events:
                 try:
@@ -181,10 +188,8 @@ class Backend:
                     ) from None
                 for event in accumulator.feed(sse.event, data):
                     yield event
-                if accumulator.stopped:
-                    break
         finally:
-            events.close()  # closes the response, read to the end or not
+            events.close()  # at once when the consumer left early or the stream failed
             response.close()
         end = accumulator.finish()
         log.debug("anthropic turn ended: %s, %s", end.stop.value, end.usage)

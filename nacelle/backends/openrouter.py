@@ -30,10 +30,13 @@ Choices where the contract is silent:
 - Server-side MCP is not offered (``capabilities.mcp`` is false), so an Agent given
   ``mcp=`` servers fails at construction; the local MCP client
   (``nacelle.mcp.connect_stdio`` / ``connect_http``) gives tools usable here.
-- A stream is read up to ``[DONE]`` and then closed; a body that ends after a
-  finish but without ``[DONE]`` is accepted, one that ends before either is
-  ``StreamTruncated``. In-band errors are ``StreamError`` (transient for 408, 429 and
-  5xx codes, so ``Retry`` restarts a run that has shown nothing).
+- A stream is read up to ``[DONE]``, the transport's ``final`` event: the transport
+  then reads the rest of the body (normally only the end of the chunked encoding;
+  at most a second of it) so the next turn reuses the connection instead of paying
+  a new TLS handshake. A body that ends after a finish but without ``[DONE]`` is
+  accepted, one that ends before either is ``StreamTruncated``. In-band errors are
+  ``StreamError`` (transient for 408, 429 and 5xx codes, so ``Retry`` restarts a run
+  that has shown nothing).
 
 Outer ring: imports ``backends._http`` (and so ``requests``), the two pure halves,
 ``nacelle.loop`` and the core. Never another backend.
@@ -154,15 +157,15 @@ class Backend:
         transport = self._ready()
         response = transport.post_stream("/chat/completions", body, ctx)
         accumulator = Accumulator()
-        events = transport.events(response, ctx)
+        # Asked after each event was fed; the iteration must end by itself (no break)
+        # for the connection to go back to the pool.
+        events = transport.events(response, ctx, final=lambda _: accumulator.done)
         try:
             for sse in events:
                 for event in accumulator.feed_data(sse.data):
                     yield event
-                if accumulator.done:
-                    break
         finally:
-            events.close()  # closes the response, read to the end or not
+            events.close()  # at once when the consumer left early or the stream failed
         end = accumulator.end()
         log.debug("openrouter turn ended: %s via %s, %s", end.stop.value,
                   accumulator.provider or "unknown provider", end.usage)

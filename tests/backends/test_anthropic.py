@@ -440,6 +440,28 @@ def test_an_agent_runs_a_real_tool_across_three_turns_and_sends_exact_bodies(ser
     server.assert_consumed()
 
 
+def test_a_three_turn_tool_run_uses_one_connection(server):
+    server.queue(PATH, sse("tool_use_split.sse", 13), sse("second_tool_use.sse"),
+                 sse("text_with_pings.sse"))
+    agent = nacelle.Agent(make(server), "You report the weather.", tools=[get_weather])
+    result = agent.run([user_text("Weather in SF, then Paris?")])
+    assert result.turns == 3 and result.stop is Stop.END
+    assert [r.connection for r in server.requests] == [1, 1, 1]
+    assert server.connections == 1 and server.disconnects == 0
+
+
+def test_pings_after_message_stop_delay_the_turn_by_at_most_the_drain_bound(server):
+    pings = [(b'event: ping\ndata: {"type": "ping"}\n\n', 0.05)] * 100  # 5 s of them
+    server.queue(PATH, Reply(chunks=body("tool_use_split.sse") + pings),
+                 sse("text_with_pings.sse"))
+    agent = nacelle.Agent(make(server), "You report the weather.", tools=[get_weather])
+    started = time.monotonic()
+    result = agent.run([user_text("Weather in SF?")])
+    assert time.monotonic() - started < 3.0  # about one second of draining, not five
+    assert result.turns == 2 and result.text == "Hello — wörld!"
+    assert server.connections == 2 and server.wait_disconnects(1, timeout=1.0)
+
+
 # -- cancellation, stalls and what the Agent refuses ------------------------------------
 
 def test_cancelling_mid_stream_closes_the_response_at_once(server):

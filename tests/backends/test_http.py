@@ -1,5 +1,6 @@
-"""The model transport against a real loopback server: streaming, retries, time
-limits, cancellation, error mapping, and the key never showing."""
+"""The model transport against a real loopback server: streaming, the final event
+and the connection going back to the pool, retries, time limits, cancellation, and
+the key never showing. What an error response becomes is in test_http_errors."""
 
 import logging
 import pickle
@@ -10,7 +11,8 @@ import time
 import pytest
 
 from nacelle.backend import RunContext
-from nacelle.backends._http import Transport, iter_sse, parse_error, retry_delay
+from nacelle.backends import _http
+from nacelle.backends._http import DRAIN_SECONDS, Transport, iter_sse
 from nacelle.errors import (
     APIError, Cancelled, RetryBudgetExceeded, StreamError, StreamTruncated, TransportError,
     retryable,
@@ -45,10 +47,10 @@ def fake_ctx(**kwargs):
     return RunContext(clock=FakeClock(), **kwargs)
 
 
-def stream(transport, ctx=None, keepalive=lambda event: False):
+def stream(transport, ctx=None, keepalive=lambda event: False, final=None):
     ctx = ctx or RunContext()
     response = transport.post_stream(PATH, {"model": "m"}, ctx)
-    return transport.events(response, ctx, keepalive=keepalive)
+    return transport.events(response, ctx, keepalive=keepalive, final=final)
 
 
 def free_port():
@@ -167,6 +169,100 @@ def test_streams_fully_read_on_one_thread_reuse_one_connection(server):
     assert [e.data for e in stream(transport)] == ["1"]
     assert [e.data for e in stream(transport)] == ["2"]
     assert server.connections == 1
+
+
+# -- the final event, and the connection going back to the pool ---------------------------
+
+DONE = b"data: [DONE]\n\n"
+
+
+def is_done(event):
+    return event.data == "[DONE]"
+
+
+@pytest.mark.parametrize("mode, connections", [("chunked", 1), ("length", 1), ("close", 2)])
+def test_a_stream_ended_by_its_final_event_leaves_the_connection_to_the_next_request(
+        server, mode, connections):
+    # The end of the body comes a moment after the final event, as over a real network.
+    server.queue(PATH, Reply(chunks=[b"data: 1\n\n", DONE, (b"", 0.2)], mode=mode),
+                 Reply(chunks=[b"data: 2\n\n", DONE], mode=mode))
+    transport = make(server)
+    assert [e.data for e in stream(transport, final=is_done)] == ["1", "[DONE]"]
+    assert [e.data for e in stream(transport, final=is_done)] == ["2", "[DONE]"]
+    assert server.connections == connections and server.disconnects == 0
+
+
+def test_final_is_asked_after_the_consumer_took_the_event_and_nothing_after_it_is_yielded(
+        server):
+    server.queue(PATH, Reply(chunks=[b"data: a\n\ndata: b\n\ndata: c\n\n"]))
+    seen = []
+    for event in stream(make(server), final=lambda event: seen[-1] == "b"):
+        seen.append(event.data)
+    assert seen == ["a", "b"]
+
+
+@pytest.mark.parametrize("after", ["keepalives", "silence"])
+def test_a_server_keeping_the_stream_open_after_the_final_event_costs_at_most_the_drain_bound(
+        server, after):
+    tail = [(b": keepalive\n\n", 0.05)] * 200 if after == "keepalives" else [(b": late\n\n", 30)]
+    server.queue(PATH, Reply(chunks=[b"data: 1\n\n", DONE] + tail), ok())
+    transport = make(server)
+    events = stream(transport, final=is_done)
+    assert [next(events).data, next(events).data] == ["1", "[DONE]"]
+    started = time.monotonic()
+    assert list(events) == []
+    assert DRAIN_SECONDS * 0.8 <= time.monotonic() - started < DRAIN_SECONDS + 1.5
+    assert server.wait_disconnects(1, timeout=1.0)
+    assert [e.data for e in stream(transport)] == ["ok"]
+    assert server.connections == 2
+
+
+def test_a_flood_after_the_final_event_is_cut_at_the_byte_bound_not_waited_out(
+        server, monkeypatch):
+    monkeypatch.setattr(_http, "DRAIN_SECONDS", 30.0)
+    flood = b": " + b"x" * (16 * 1024) + b"\n\n"
+    server.queue(PATH, Reply(chunks=[DONE] + [flood] * 8 + [(b": late\n\n", 30)]))
+    started = time.monotonic()
+    assert [e.data for e in stream(make(server), final=is_done)] == ["[DONE]"]
+    assert time.monotonic() - started < 5.0
+    assert server.wait_disconnects(1, timeout=2.0)
+
+
+@pytest.mark.parametrize("bound", ["deadline", "read timeout"])
+def test_the_drain_never_outlasts_the_deadline_or_the_read_timeout(server, monkeypatch, bound):
+    monkeypatch.setattr(_http, "DRAIN_SECONDS", 30.0)
+    server.queue(PATH, Reply(chunks=[DONE, (b": late\n\n", 30)]))
+    if bound == "deadline":
+        transport = make(server)
+        ctx = RunContext(time.monotonic() + 0.5, deadline_error=RetryBudgetExceeded)
+    else:
+        transport, ctx = make(server, timeout=0.3), RunContext()
+    started = time.monotonic()
+    assert [e.data for e in stream(transport, ctx, final=is_done)] == ["[DONE]"]
+    assert time.monotonic() - started < 5.0
+    assert server.wait_disconnects(1, timeout=1.0)
+
+
+def test_cancelling_while_draining_after_the_final_event_closes_at_once(server, monkeypatch):
+    monkeypatch.setattr(_http, "DRAIN_SECONDS", 30.0)
+    server.queue(PATH, Reply(chunks=[DONE, (b": late\n\n", 30)]))
+    ctx = RunContext()
+    events = stream(make(server), ctx, final=is_done)
+    assert next(events).data == "[DONE]"
+    threading.Timer(0.2, ctx.cancel).start()
+    started = time.monotonic()
+    assert list(events) == []  # the stream was whole; the run's own check raises Cancelled
+    assert time.monotonic() - started < 5.0
+    assert server.wait_disconnects(1, timeout=1.0)
+
+
+def test_a_consumer_that_leaves_at_the_final_event_closes_at_once_without_draining(
+        server, monkeypatch):
+    monkeypatch.setattr(_http, "DRAIN_SECONDS", 30.0)
+    server.queue(PATH, Reply(chunks=[DONE, (b": late\n\n", 30)]))
+    for event in stream(make(server), final=is_done):
+        break
+    assert server.wait_disconnects(1, timeout=1.0)
 
 
 def test_each_thread_gets_its_own_session():
@@ -289,22 +385,6 @@ def test_cancelling_during_a_retry_wait_is_not_chained(server):
     assert info.value.__cause__ is None
 
 
-def test_retry_delay_follows_the_sdk_rule():
-    assert retry_delay({"retry-after": "3"}, 0) == 3.0
-    assert retry_delay({"Retry-After-Ms": "250"}, 4) == 0.25
-    assert [retry_delay({}, n, rng=lambda: 0.0) for n in range(6)] == [0.5, 1, 2, 4, 8, 8]
-    assert retry_delay({}, 0, rng=lambda: 1.0) == 0.375
-    # Outside (0, 60] seconds a server's value is not trusted.
-    assert retry_delay({"retry-after": "61"}, 1, rng=lambda: 0.0) == 1.0
-    assert retry_delay({"retry-after": "0"}, 1, rng=lambda: 0.0) == 1.0
-    assert retry_delay({"retry-after": "soon"}, 0, rng=lambda: 0.0) == 0.5
-
-
-def test_retry_delay_reads_an_http_date():
-    in_ten = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 10))
-    assert 8.0 <= retry_delay({"retry-after": in_ten}, 0) <= 10.0
-
-
 def test_retries_are_logged_at_debug_without_the_key(server, caplog):
     server.queue(PATH, Reply.json({}, status=503), ok())
     with caplog.at_level(logging.DEBUG, logger="nacelle"):
@@ -409,58 +489,11 @@ def test_a_cancelled_context_sends_nothing(server):
 # -- errors -------------------------------------------------------------------------------
 
 
-def test_anthropic_error_shape_is_parsed(server):
-    server.queue(PATH, Reply.json(
-        {"type": "error", "error": {"type": "invalid_request_error", "message": "max_tokens: too big"},
-         "request_id": "req_body"}, status=400, headers={"request-id": "req_011"}))
-    with pytest.raises(APIError) as info:
-        make(server).post_stream(PATH, {}, fake_ctx())
-    error = info.value
-    assert (error.status, error.type, error.message, error.request_id) == (
-        400, "invalid_request_error", "max_tokens: too big", "req_011")
-    assert str(error) == "HTTP 400 invalid_request_error: max_tokens: too big (request id req_011)"
-
-
-def test_openrouter_402_says_to_add_credits(server):
-    server.queue(PATH, Reply.json(
-        {"error": {"code": 402, "message": "Insufficient credits"}}, status=402,
-        headers={"x-generation-id": "gen-1"}))
-    transport = Transport(server.url, {"Authorization": "Bearer " + KEY}, name="openrouter",
-                          key_variable="OPENROUTER_API_KEY")
-    with pytest.raises(APIError) as info:
-        transport.post_stream(PATH, {}, fake_ctx())
-    assert info.value.request_id == "gen-1"
-    assert "Insufficient credits — the openrouter account is out of credits" in info.value.message
-
-
-def test_401_names_the_key_variable(server):
-    server.queue(PATH, Reply.json({"type": "error", "error": {
-        "type": "authentication_error", "message": "invalid x-api-key"}}, status=401))
-    with pytest.raises(APIError, match=r"invalid x-api-key — check the API key "
-                                       r"\(\$ANTHROPIC_API_KEY or the api_key argument\)"):
-        make(server).post_stream(PATH, {}, fake_ctx())
-
-
-def test_404_points_at_the_model_and_base_url(server):
-    server.queue(PATH, Reply.json({"error": {"code": 404, "message": "No such model"}}, status=404))
-    with pytest.raises(APIError, match=f"check the model name and base_url \\({server.url}{PATH}\\)"):
-        make(server).post_stream(PATH, {}, fake_ctx())
-
-
 def test_a_redirect_is_not_followed(server):
     server.queue(PATH, Reply(status=307, headers={"Location": "http://127.0.0.1:1/elsewhere"}))
     with pytest.raises(APIError, match="redirects are not followed — check base_url"):
         make(server).post_stream(PATH, {}, fake_ctx())
     assert len(server.requests) == 1
-
-
-def test_a_non_json_error_body_is_previewed_briefly(server):
-    server.queue(PATH, Reply(status=502, chunks=[b"<html>\n  Bad   gateway" + b"!" * 1000],
-                             mode="length", content_type="text/html"))
-    with pytest.raises(APIError) as info:
-        make(server, max_retries=0).post_stream(PATH, {}, fake_ctx())
-    assert info.value.message.startswith("<html> Bad gateway!!!")
-    assert len(info.value.message) <= 300 and info.value.retryable
 
 
 @pytest.mark.parametrize("media, body, said", [
@@ -482,22 +515,6 @@ def test_a_2xx_that_is_not_an_event_stream_is_a_stream_error_not_a_truncation(
 def test_a_2xx_stream_without_a_content_type_is_still_read_as_sse(server):
     server.queue(PATH, Reply(chunks=[b"data: ok\n\n"], content_type=""))
     assert [e.data for e in stream(make(server))] == ["ok"]
-
-
-def test_parse_error_reads_openrouter_provider_metadata():
-    body = (b'{"error":{"code":400,"message":"Provider returned error","metadata":'
-            b'{"raw":"thought_signature missing","provider_name":"Google AI Studio",'
-            b'"error_type":"invalid_request"}},"user_id":"u"}')
-    error = parse_error(400, {"X-Request-Id": "r1", "Retry-After": "7"}, body)
-    assert error.message == "Provider returned error (Google AI Studio: thought_signature missing)"
-    assert (error.type, error.request_id, error.retry_after) == ("invalid_request", "r1", 7.0)
-
-
-def test_parse_error_copes_with_empty_and_odd_bodies():
-    assert parse_error(500, {}, b"").message == ""
-    assert parse_error(500, {}, b"[1, 2]").message == "[1, 2]"
-    assert parse_error(503, {}, b'{"error": "busy"}').message == "busy"
-    assert parse_error(400, {}, b"\xff\xfe").message == "\ufffd\ufffd"
 
 
 def test_the_key_never_appears_in_errors_reprs_or_logs(server, caplog):

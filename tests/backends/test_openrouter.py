@@ -3,6 +3,7 @@
 import json
 import logging
 import pickle
+import threading
 import time
 from pathlib import Path
 
@@ -359,6 +360,44 @@ def test_a_three_turn_tool_loop_echoes_reasoning_details_byte_for_byte(server):
     assert assistant.parts[0] == Reasoning(
         "The user is asking about the weather in Berlin. I should call the weather tool.",
         first_details, "openrouter")
+
+
+def test_a_three_turn_tool_run_through_an_agent_uses_one_connection(server):
+    server.queue(PATH, stream_reply("loop_turn1_weather.sse"),
+                 stream_reply("loop_turn2_clock.sse"), stream_reply("loop_turn3_answer.sse"))
+    agent = Agent(make_backend(server), "You are a weather desk.", tools=[weather, clock])
+    result = agent.run([user_text("Berlin?")])
+    assert result.turns == 3 and result.stop is Stop.END
+    assert [r.connection for r in server.requests] == [1, 1, 1]
+    assert server.connections == 1 and server.disconnects == 0
+
+
+def test_keepalives_after_done_delay_the_turn_by_at_most_the_drain_bound(server):
+    keepalives = [(b": OPENROUTER PROCESSING\n\n", 0.05)] * 100  # 5 s of them
+    server.queue(PATH, Reply(chunks=sse_chunks("loop_turn1_weather.sse") + keepalives),
+                 stream_reply("loop_turn3_answer.sse"))
+    agent = Agent(make_backend(server), "You are a weather desk.", tools=[weather, clock])
+    started = time.monotonic()
+    result = agent.run([user_text("Berlin?")])
+    assert time.monotonic() - started < 3.0  # about one second of draining, not five
+    assert result.turns == 2 and result.stop is Stop.END
+    assert server.connections == 2 and server.wait_disconnects(1, timeout=1.0)
+
+
+def test_cancelling_mid_stream_closes_the_connection_at_once(server):
+    chunks = sse_chunks("loop_turn3_answer.sse")
+    server.queue(PATH, Reply(chunks=chunks[:3] + [(chunks[3], 30.0)] + chunks[4:]))
+    ctx = RunContext()
+    timer = threading.Timer(0.2, ctx.cancel)
+    started = time.monotonic()
+    timer.start()
+    try:
+        with pytest.raises(nacelle.Cancelled):
+            list(make_backend(server).stream(Request("sys", messages=(user_text("x"),)), ctx))
+    finally:
+        timer.cancel()
+    assert time.monotonic() - started < 5.0  # not the 30 s the server would have waited
+    assert server.wait_disconnects(1, timeout=1.0)
 
 
 def test_agent_end_to_end_with_real_tools_sends_exactly_these_bodies(server):

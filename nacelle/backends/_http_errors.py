@@ -1,0 +1,246 @@
+"""How a failed model HTTP exchange becomes a nacelle error, and how long to wait
+before trying again.
+
+It holds :func:`parse_error` (an error response of Anthropic, OpenRouter or anything
+else to an :class:`~nacelle.errors.APIError`), :func:`api_error` (the same with the
+hint that says what to fix and the secrets scrubbed), :func:`retry_delay` (the
+official SDKs' rule, honouring ``retry-after-ms`` and ``retry-after``),
+:func:`describe` (a ``requests`` failure before any response, in words that name the
+host and port), :func:`stalled`, and the small text helpers these share
+(:func:`where`, :func:`preview`, :func:`scrub`).
+
+Everything here is a pure function of a status, headers, body bytes or an exception
+already caught: no socket is touched, so each rule is tested with plain values.
+``backends/_http.py`` does the I/O and calls these.
+
+Choices where the contract is silent:
+
+- A server's ``retry-after`` is trusted only within (0, 60] seconds, as the SDKs do;
+  outside it the jittered backoff applies (a huge value is more likely a bug or a
+  hostile proxy than advice worth a run's time).
+- Provider messages and body previews are cut to one line of at most
+  ``PREVIEW_CHARS`` characters: an HTML error page must not flood a log.
+- Secrets are scrubbed by value, not by pattern: any header whose name looks secret
+  (``key``, ``auth``, ``token``…) has its value — and the token after ``Bearer `` —
+  replaced by ``<hidden>`` wherever a provider echoed it.
+
+Outer ring: imports the standard library, ``nacelle.errors`` and (for the
+exception types only) ``requests``; never ``_http``, which imports this.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import random
+import socket
+import time
+from typing import Any, Callable, Mapping, Optional
+from urllib.parse import urlsplit
+
+import requests
+
+from ..errors import RETRYABLE_STATUSES, APIError, StreamError, transient
+
+__all__ = [
+    "PREVIEW_CHARS", "api_error", "describe", "parse_error", "preview", "retry_delay",
+    "scrub", "stalled", "where",
+]
+
+PREVIEW_CHARS = 300
+_SECRET_WORDS = ("key", "auth", "token", "secret", "cookie", "signature")
+
+
+def parse_error(status: int, headers: Mapping[str, str], body: bytes) -> APIError:
+    """An ``APIError`` from an error response of Anthropic, OpenRouter or anything else.
+
+    Anthropic: ``{"type":"error","error":{"type","message"},"request_id"}`` and a
+    ``request-id`` header. OpenRouter: ``{"error":{"code","message","metadata"}}`` and
+    maybe ``x-request-id`` / ``x-generation-id``. Other bodies give a short preview.
+    """
+    type_, message, request_id = "", "", ""
+    try:
+        document = json.loads(body.decode("utf-8")) if body.strip() else None
+    except ValueError:
+        document = None
+    error = document.get("error") if isinstance(document, dict) else None
+    if isinstance(error, dict):
+        type_ = _text(error.get("type"))
+        message = _text(error.get("message"))
+        metadata = error.get("metadata")
+        if isinstance(metadata, dict):
+            type_ = type_ or _text(metadata.get("error_type"))
+            raw = metadata.get("raw")
+            provider = _text(metadata.get("provider_name"))
+            if raw:
+                raw = raw if isinstance(raw, str) else json.dumps(raw)
+                message += f" ({provider + ': ' if provider else ''}{_shorten(raw)})"
+            elif provider:
+                message += f" ({provider})"
+        request_id = _text(document.get("request_id"))
+    elif isinstance(error, str):
+        message = error
+    elif isinstance(document, dict) and isinstance(document.get("message"), str):
+        message = document["message"]
+    elif body.strip():
+        message = preview(body)
+    lowered = {k.lower(): v for k, v in headers.items()}
+    request_id = (lowered.get("request-id") or lowered.get("x-request-id") or request_id
+                  or lowered.get("x-generation-id") or "")
+    should = lowered.get("x-should-retry", "").strip().lower()
+    retry = True if should == "true" else False if should == "false" else status in RETRYABLE_STATUSES
+    return APIError(status, type_, _shorten(message), request_id, _retry_after(lowered),
+                    retryable=retry)
+
+
+def api_error(status: int, headers: Mapping[str, str], body: bytes, *, name: str,
+              base_url: str, path: str, key_variable: str = "",
+              secrets: Optional[Mapping[str, str]] = None) -> APIError:
+    """:func:`parse_error` plus the hint where the status makes the fix clear, with the
+    values of ``secrets`` (the request's headers) scrubbed from every text."""
+    secrets = secrets or {}
+    error = parse_error(status, headers, body)
+    said = hint(status, name=name, base_url=base_url, path=path, key_variable=key_variable,
+                location=_header(headers, "location"))
+    message = scrub(error.message, secrets)
+    if said:
+        message = f"{message} — {said}" if message else said
+    return APIError(error.status, error.type, message, scrub(error.request_id, secrets),
+                    error.retry_after, retryable=error.retryable)
+
+
+def retry_delay(headers: Mapping[str, str], retries_done: int,
+                rng: Callable[[], float] = random.random) -> float:
+    """Seconds to wait before retry number ``retries_done + 1``, the SDKs' rule."""
+    after = _retry_after({k.lower(): v for k, v in headers.items()})
+    if after is not None and 0 < after <= 60:
+        return after
+    return min(0.5 * 2 ** retries_done, 8.0) * (1 - 0.25 * rng())
+
+
+def hint(status: int, *, name: str, base_url: str, path: str, key_variable: str = "",
+         location: str = "") -> str:
+    """What to fix for ``status``, or "" where the status does not make it clear."""
+    if status == 401:
+        variable = f"${key_variable} or " if key_variable else ""
+        return f"check the API key ({variable}the api_key argument)"
+    if status == 402:
+        return f"the {name} account is out of credits or over its spending limit"
+    if status == 403:
+        return "the API key is not allowed to make this request"
+    if status == 404:
+        return f"check the model name and base_url ({base_url}{path})"
+    if 300 <= status < 400:
+        return (f"the server redirected to {location or 'another address'}; redirects are not "
+                f"followed — check base_url ({base_url})")
+    return ""
+
+
+def describe(exc: requests.RequestException, where: str, connect: float, read: float) -> str:
+    """A failure before any response, in words: what went wrong reaching ``where``."""
+    if isinstance(exc, requests.ConnectTimeout):
+        return f"timed out connecting to {where} after {connect:g}s"
+    if isinstance(exc, requests.ReadTimeout):
+        return f"no response from {where} within {read:g}s (read timeout)"
+    reason = _root_cause(exc)
+    if isinstance(reason, ConnectionRefusedError):
+        return f"cannot connect to {where}: connection refused"
+    if isinstance(exc, requests.exceptions.SSLError):
+        return f"TLS handshake with {where} failed"
+    if isinstance(reason, socket.gaierror):
+        return f"cannot resolve the host of {where}"
+    if isinstance(reason, OSError) and reason.strerror:
+        return f"connection to {where} failed before a response: {reason.strerror}"
+    return f"connection to {where} failed before a response ({type(reason).__name__})"
+
+
+def stalled(where: str, seconds: float) -> StreamError:
+    """The retryable error of a stream with no event for ``seconds`` (stall_timeout)."""
+    return transient(StreamError(
+        f"the stream from {where} stalled: no event for {seconds:g}s (stall_timeout)"))
+
+
+def where(url: str) -> str:
+    """``host:port`` of ``url`` for messages (``[::1]:port`` for IPv6), no path or query."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        port = "?"
+    host = parts.hostname or "?"
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def preview(body: bytes) -> str:
+    """The start of ``body`` as one short line of text."""
+    return _shorten(body[:4 * PREVIEW_CHARS].decode("utf-8", "replace"))
+
+
+def scrub(text: str, headers: Mapping[str, str]) -> str:
+    """``text`` with the value of every secret-looking header replaced by ``<hidden>``."""
+    for name, value in headers.items():
+        if not value or not any(word in name.lower() for word in _SECRET_WORDS):
+            continue
+        secret = str(value)
+        token = secret.split(" ", 1)[-1]  # "Bearer sk-…": hide the token alone too
+        for hidden in (secret, token):
+            if len(hidden) >= 4:
+                text = text.replace(hidden, "<hidden>")
+    return text
+
+
+# -- helpers of the functions above ---------------------------------------------------
+
+
+def _retry_after(headers: Mapping[str, str]) -> Optional[float]:
+    value = headers.get("retry-after-ms")
+    if value:
+        try:
+            return float(value) / 1000
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    return when.timestamp() - time.time()
+
+
+def _header(headers: Mapping[str, str], name: str) -> str:
+    for key, value in headers.items():
+        if key.lower() == name:
+            return value
+    return ""
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else "" if value is None else str(value)
+
+
+def _shorten(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS - 1] + "…"
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    seen = set()
+    while id(exc) not in seen:
+        seen.add(id(exc))
+        inner = exc.__cause__ or exc.__context__
+        if inner is None and exc.args and isinstance(exc.args[0], BaseException):
+            inner = exc.args[0]
+        if inner is None:
+            inner = getattr(exc, "reason", None)
+        if not isinstance(inner, BaseException):
+            return exc
+        exc = inner
+    return exc
