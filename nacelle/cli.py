@@ -151,7 +151,7 @@ def build_agent(settings: Settings, *, yes: bool = False):
         backend = anthropic.Backend(**extra)
     from .toolsets import LocalTools
 
-    local = LocalTools(os.path.abspath(settings.root), allow_bash=settings.bash)
+    local = LocalTools(os.path.abspath(os.path.expanduser(settings.root)), allow_bash=settings.bash)
     tools: List[Any] = list(local.tools())
     if settings.search_url:
         from .toolsets import web_fetch, web_search

@@ -76,6 +76,18 @@ def test_one_prompt_uses_the_root_for_local_tools(server, tmp_path):
     assert "the launch code is 42" in second
 
 
+def test_a_root_under_home_is_expanded(server, tmp_path):
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "a.txt").write_text("found me\n", encoding="utf-8")
+    server.queue("/v1/messages",
+                 Reply(chunks=anthropic_stream([], tool_calls=[
+                     ("toolu_1", "read_file", '{"path": "a.txt"}')])),
+                 Reply(chunks=anthropic_stream(["ok"])))
+    out = nacelle("read it", "--root", "~/proj", server=server, env={"HOME": str(tmp_path)})
+    assert out.returncode == 0, out.stderr
+    assert "found me" in json.dumps(server.requests[1].json())
+
+
 def test_a_write_asks_first_and_a_no_refuses_it(server, tmp_path):
     server.queue("/v1/messages",
                  Reply(chunks=anthropic_stream([], tool_calls=[
