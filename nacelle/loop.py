@@ -85,6 +85,11 @@ class ToolSink:
     returns False for a late duplicate), ``drain()`` takes what has landed, sorted by
     index. The sink also remembers which tool names a hook denied in this run, for
     ``HookEvent.retry``.
+
+    The loop gives each round of calls its own sink (:meth:`for_round`): providers
+    may reuse a call id in a later turn ("call_0" every turn), and a timed-out call
+    from an earlier round that answers late must land where nobody reads it, not
+    close the new call that happens to share its id.
     """
 
     def __init__(self, approve: Optional[Callable[..., Any]] = None,
@@ -99,6 +104,15 @@ class ToolSink:
         self._events: List[Event] = []
         self._closed: Set[str] = set()
         self._denied: Set[str] = set()
+        self._denied_lock = threading.Lock()
+
+    def for_round(self) -> "ToolSink":
+        """A sink for the next round of calls: the same policy and the same memory of
+        denied tool names, with results of its own."""
+        child = ToolSink(self.approve)
+        child.hooks, child.before, child.after = self.hooks, self.before, self.after
+        child._denied, child._denied_lock = self._denied, self._denied_lock
+        return child
 
     def __repr__(self) -> str:
         return f"<ToolSink {len(self._events)} waiting, {len(self._closed)} closed>"
@@ -139,11 +153,11 @@ class ToolSink:
             return call_id in self._closed
 
     def was_denied(self, name: str) -> bool:
-        with self._ready:
+        with self._denied_lock:
             return name in self._denied
 
     def note_denied(self, name: str) -> None:
-        with self._ready:
+        with self._denied_lock:
             self._denied.add(name)
 
 
@@ -358,7 +372,8 @@ def run(request: Request, ctx: RunContext, turn: TurnFunction, *,
     iterations = 0
     pool: Optional[ThreadPoolExecutor] = None
     current: Optional[_Round] = None
-    unregister = ctx.on_cancel(sink.wake)
+    rounds = [sink]  # the sink of the round in progress is last; cancelling wakes it
+    unregister = ctx.on_cancel(lambda: rounds[-1].wake())
     try:
         while True:
             ctx.check()
@@ -401,9 +416,12 @@ def run(request: Request, ctx: RunContext, turn: TurnFunction, *,
             if pool is None:
                 pool = ThreadPoolExecutor(max_workers=request.max_parallel_tools,
                                           thread_name_prefix="nacelle-tool")
+            round_sink = sink.for_round()
+            rounds.append(round_sink)
             current = _Round([_Call(c, i, tools.get(c.name)) for i, c in enumerate(calls)],
-                             sink, pool, ctx.cancelled, request.tool_timeout)
-            results = yield from _tool_round(current, sink, ctx)
+                             round_sink, pool, ctx.cancelled, request.tool_timeout)
+            results = yield from _tool_round(current, round_sink, ctx)
+            rounds[:] = [sink]
             current = None
             conversation.append(Message(Role.USER, tuple(results[c.id] for c in calls)))
         yield Event(_DONE, usage=total, stop=final, messages=tuple(conversation))

@@ -78,6 +78,44 @@ def test_events_come_in_the_documented_order():
     backend.assert_consumed()
 
 
+def test_a_call_id_reused_in_a_later_turn_is_a_new_call():
+    # Some providers number calls afresh every turn ("call_0", "call_1", ...).
+    turn1 = assistant(ToolCall("call_0", "echo", '{"text": "first"}'))
+    turn2 = assistant(ToolCall("call_0", "echo", '{"text": "second"}'))
+    agent, backend = agent_for([turn1, turn2, assistant(Text("done"))])
+    finished = []
+    worker = threading.Thread(target=lambda: finished.append(list(agent.stream([user_text("go")]))),
+                              daemon=True)
+    worker.start()
+    worker.join(10)
+    assert finished, "the run hung on a reused call id"
+    events = finished[0]
+    assert [r.result for r in results(events)] == ["first", "second"]
+    assert events[-1].stop is Stop.END
+    assert backend.requests[2].messages[-1].parts == (ToolResult("call_0", "echo", "second"),)
+
+
+@nacelle.tool
+def stubborn(seconds: float, label: str) -> str:
+    """Sleeps through cancellation, then answers with its label."""
+    time.sleep(seconds)
+    return label
+
+
+def test_a_late_result_from_an_earlier_turn_does_not_close_a_new_call_with_the_same_id():
+    # Turn 1's call times out at 1.2 s and answers anyway at 1.8 s, while turn 2's
+    # call with the same id runs from 1.2 s to 2.1 s (its own timeout: 2.4 s).
+    turn1 = assistant(ToolCall("call_0", "stubborn", '{"seconds": 1.8, "label": "late"}'))
+    turn2 = assistant(ToolCall("call_0", "stubborn", '{"seconds": 0.9, "label": "mine"}'))
+    agent, backend = agent_for([turn1, turn2, assistant(Text("done"))], tools=[stubborn],
+                               tool_timeout=1.2)
+    events = list(agent.stream([user_text("go")]))
+    first, second = results(events)
+    assert first.error == "timed out after 1.2 s"
+    assert (second.result, second.error) == ("mine", None)
+    assert backend.requests[2].messages[-1].parts == (ToolResult("call_0", "stubborn", "mine"),)
+
+
 def test_thinking_events_are_filtered_unless_show_is_set():
     agent, _ = agent_for([assistant(Reasoning("secret"), Text("hi"))])
     events = list(agent.stream([user_text("go")]))
