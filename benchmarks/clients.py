@@ -1,0 +1,248 @@
+"""The streaming clients the benchmarks compare, each run in a process of its own.
+
+``python benchmarks/clients.py MODE CLIENT URL [--runs N]`` imports one client, warms
+it up on one full stream, measures, and prints one JSON object on stdout. Modes:
+
+- ``throughput``: ``runs`` whole streams; per run the wall and CPU seconds (CPU of
+  the whole process, every thread included) and the text deltas received.
+- ``ttfe``: ``runs`` requests to a stream that stalls after its first delta; per
+  run the seconds from the call to the first text delta, then the stream is closed.
+- ``memory``: one stream, keeping the answer as a user would; the peak RSS growth
+  over the RSS before the request (the kernel's high-water mark is reset first
+  through ``/proc/self/clear_refs``, so imports and warm-up do not count).
+
+Clients (``URL`` is the server's base URL for the wanted body):
+
+- ``nacelle-anthropic`` / ``nacelle-openrouter``: ``Agent.stream`` on the backend,
+  no tools, counting TEXT events.
+- ``sdk-anthropic``: the anthropic SDK's ``messages.stream`` text iterator.
+- ``sdk-openai``: the openai SDK's ``chat.completions.create(stream=True)``,
+  counting chunks with content.
+- ``floor-anthropic`` / ``floor-openrouter``: ``requests`` with ``raw.read1``, split
+  on ``b"\\n"``, ``json.loads`` of each data line, nothing else — the least any
+  Python client on ``requests`` must do.
+
+Every client counts the same thing (text deltas), so rates compare directly; the
+floor counts every data line it parsed, and its rate is reported per text delta.
+
+Benchmark-only: imports nacelle, requests and the peer SDKs (when installed).
+"""
+
+import argparse
+import gc
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+KEY = "bench-key-not-secret"
+MODEL = "claude-opus-5"
+PROMPT = [{"role": "user", "content": "go"}]
+
+
+# -- clients: build(url) -> (run, first); run() -> deltas, first() -> seconds -------------
+
+
+def nacelle_client(wire):
+    def build(url):
+        import nacelle
+        if wire == "anthropic":
+            from nacelle.backends import anthropic
+            backend = anthropic.Backend(KEY, base_url=url, max_retries=0)
+        else:
+            from nacelle.backends import openrouter
+            backend = openrouter.Backend(KEY, model="anthropic/" + MODEL, base_url=url,
+                                         max_retries=0)
+        agent = nacelle.Agent(backend, "bench", max_tokens=1024)
+        conversation = [nacelle.user_text("go")]
+        text = nacelle.Kind.TEXT
+
+        def run():
+            return sum(1 for event in agent.stream(conversation) if event.kind is text)
+
+        def first():
+            started = time.perf_counter()
+            events = agent.stream(conversation)
+            for event in events:
+                if event.kind is text:
+                    took = time.perf_counter() - started
+                    events.close()
+                    return took
+            raise RuntimeError("no text")
+
+        def keep():
+            return agent.run(conversation).text
+
+        return run, first, keep
+    return build
+
+
+def sdk_anthropic(url):
+    import anthropic
+    client = anthropic.Anthropic(api_key=KEY, base_url=url, max_retries=0)
+
+    def open_stream():
+        return client.messages.stream(model=MODEL, max_tokens=1024, messages=PROMPT)
+
+    def run():
+        with open_stream() as stream:
+            return sum(1 for _ in stream.text_stream)
+
+    def first():
+        started = time.perf_counter()
+        with open_stream() as stream:
+            for _ in stream.text_stream:
+                return time.perf_counter() - started
+        raise RuntimeError("no text")
+
+    def keep():
+        with open_stream() as stream:
+            for _ in stream.text_stream:
+                pass
+            return stream.get_final_message().content[0].text
+
+    return run, first, keep
+
+
+def sdk_openai(url):
+    import openai
+    client = openai.OpenAI(api_key=KEY, base_url=url, max_retries=0)
+
+    def open_stream():
+        return client.chat.completions.create(model="anthropic/" + MODEL, messages=PROMPT,
+                                              stream=True)
+
+    def run():
+        count = 0
+        for chunk in open_stream():
+            if chunk.choices and chunk.choices[0].delta.content:
+                count += 1
+        return count
+
+    def first():
+        started = time.perf_counter()
+        stream = open_stream()
+        for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                took = time.perf_counter() - started
+                stream.close()
+                return took
+        raise RuntimeError("no text")
+
+    def keep():
+        return "".join(chunk.choices[0].delta.content or "" for chunk in open_stream()
+                       if chunk.choices)
+
+    return run, first, keep
+
+
+def floor_client(wire):
+    path = "/v1/messages" if wire == "anthropic" else "/chat/completions"
+
+    def build(url):
+        import requests
+        session = requests.Session()
+        body = {"model": MODEL, "max_tokens": 1024, "messages": PROMPT, "stream": True}
+
+        def run():
+            response = session.post(url + path, json=body, stream=True)
+            read1, loads = response.raw.read1, json.loads
+            parsed, rest = 0, b""
+            while True:
+                data = read1(65536)
+                if not data:
+                    break
+                lines = (rest + data).split(b"\n")
+                rest = lines.pop()
+                for line in lines:
+                    if line.startswith(b"data: ") and line != b"data: [DONE]":
+                        loads(line[6:])
+                        parsed += 1
+            response.close()
+            return parsed
+
+        return run, None, None
+    return build
+
+
+CLIENTS = {
+    "nacelle-anthropic": nacelle_client("anthropic"),
+    "nacelle-openrouter": nacelle_client("openrouter"),
+    "sdk-anthropic": sdk_anthropic,
+    "sdk-openai": sdk_openai,
+    "floor-anthropic": floor_client("anthropic"),
+    "floor-openrouter": floor_client("openrouter"),
+}
+
+
+# -- modes ----------------------------------------------------------------------------
+
+
+def throughput(client, url, runs):
+    run, _, _ = client(url)
+    count = run()  # warm-up: imports, connection, caches
+    samples = []
+    for _ in range(runs):
+        gc.collect()
+        wall, cpu = time.perf_counter(), time.process_time()
+        got = run()
+        samples.append({"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu,
+                        "events": got})
+    return {"warmup_events": count, "runs": samples}
+
+
+def ttfe(client, url, runs, warm_url):
+    run, first, _ = client(url)
+    client(warm_url)[0]()  # warm-up on a full stream: imports and lazy set-up
+    first()
+    return {"runs": [first() for _ in range(runs)]}
+
+
+def memory(client, url, warm_url):
+    run, _, keep = client(url)
+    client(warm_url)[0]()
+    gc.collect()
+    with open("/proc/self/clear_refs", "w") as clear:
+        clear.write("5")  # resets VmHWM to the current RSS
+    before = _status("VmRSS")
+    started = time.perf_counter()
+    text = keep()
+    took = time.perf_counter() - started
+    peak = _status("VmHWM")
+    return {"before": before, "peak": peak, "growth": peak - before, "text_bytes": len(text),
+            "seconds": took}
+
+
+def _status(field):
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("mode", choices=("throughput", "ttfe", "memory"))
+    parser.add_argument("client", choices=sorted(CLIENTS))
+    parser.add_argument("url")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--warm-url", help="a small full stream for warm-up (ttfe, memory)")
+    args = parser.parse_args()
+    client = CLIENTS[args.client]
+    try:
+        if args.mode == "throughput":
+            result = throughput(client, args.url, args.runs)
+        elif args.mode == "ttfe":
+            result = ttfe(client, args.url, args.runs, args.warm_url)
+        else:
+            result = memory(client, args.url, args.warm_url)
+    except ImportError as exc:
+        result = {"missing": str(exc)}
+    json.dump(result, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
