@@ -105,8 +105,11 @@ class Transport:
     """HTTP for one backend: sessions, retries, error mapping, SSE.
 
     ``headers`` go on every request; their values are treated as secrets.
-    ``key_variable`` names the environment variable the key comes from, for the 401
-    hint.
+    ``secret_headers``, when given, is called once, at the first request, for the
+    headers that carry the key: a backend can be built before the environment holds
+    its key, and a key read from the environment is dropped when the transport is
+    pickled (the copy asks again). ``key_variable`` names the environment variable
+    the key comes from, for the 401 hint.
     """
 
     def __init__(
@@ -120,6 +123,7 @@ class Transport:
         connect_timeout: float = 5.0,
         name: str = "anthropic",
         key_variable: str = "",
+        secret_headers: Optional[Callable[[], Mapping[str, str]]] = None,
     ) -> None:
         parts = urlsplit(str(base_url))
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -138,6 +142,9 @@ class Transport:
         self.connect_timeout = float(connect_timeout)
         self.name = name
         self.key_variable = key_variable
+        self.secret_headers = secret_headers
+        self._all_headers: Optional[Dict[str, str]] = None
+        self._headers_lock = threading.Lock()
         self._local = threading.local()
 
     def __repr__(self) -> str:
@@ -147,11 +154,27 @@ class Transport:
     def __getstate__(self) -> Dict[str, Any]:
         state = self.__dict__.copy()
         del state["_local"]  # sessions hold sockets and locks; made again on use
+        del state["_headers_lock"]
+        state["_all_headers"] = None  # the key read from this environment stays here
         return state
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self._headers_lock = threading.Lock()
         self._local = threading.local()
+
+    def request_headers(self) -> Dict[str, str]:
+        """The headers every request carries, ``secret_headers`` asked on first use
+        (so a missing key is an error at the first request, not before)."""
+        if self.secret_headers is None:
+            return self.headers
+        headers = self._all_headers
+        if headers is None:
+            with self._headers_lock:
+                if self._all_headers is None:
+                    self._all_headers = {**self.headers, **self.secret_headers()}
+                headers = self._all_headers
+        return headers
 
     @property
     def session(self) -> requests.Session:
@@ -198,7 +221,7 @@ class Transport:
         except ValueError:
             raise StreamError(
                 f"{self.name} answered {response.status_code} with a body that is not JSON: "
-                f"{scrub(preview(response.content), self.headers)!r}"
+                f"{scrub(preview(response.content), self.request_headers())!r}"
             ) from None
         finally:
             response.close()
@@ -217,7 +240,7 @@ class Transport:
                  stream: bool) -> requests.Response:
         url = self.base_url + path
         data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        headers = {"Content-Type": "application/json", **self.headers, **extra}
+        headers = {"Content-Type": "application/json", **self.request_headers(), **extra}
         where = _where(url)
         retries = 0
         while True:
@@ -281,7 +304,7 @@ class Transport:
             response.close()
         return api_error(response.status_code, response.headers, raw, name=self.name,
                          base_url=self.base_url, path=path, key_variable=self.key_variable,
-                         secrets=self.headers)
+                         secrets=self.request_headers())
 
 
 def iter_sse(

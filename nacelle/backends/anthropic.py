@@ -44,12 +44,11 @@ Outer ring: imports ``backends._http`` (and so ``requests``), the two pure halve
 
 from __future__ import annotations
 
-import copy
 import dataclasses
+import functools
 import json
 import logging
 import os
-import threading
 from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Tuple, Union
 
 from .. import loop
@@ -111,39 +110,22 @@ class Backend:
             )
         try:
             self._transport = Transport(
-                base_url, {}, max_retries=max_retries, timeout=timeout,
-                stall_timeout=stall_timeout, name=self.name, key_variable=KEY_VARIABLE,
+                base_url, {"anthropic-version": API_VERSION}, max_retries=max_retries,
+                timeout=timeout, stall_timeout=stall_timeout, name=self.name,
+                key_variable=KEY_VARIABLE, secret_headers=functools.partial(_key_header, api_key),
             )
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-        self._api_key = api_key
         self.model = model
         self.base_url = self._transport.base_url
         self.pricing = pricing
         self.capabilities = (
             dataclasses.replace(capabilities, cost=True) if pricing is not None else capabilities
         )
-        self._lock = threading.Lock()
-        self._keyed = False
 
     def __repr__(self) -> str:
         priced = f", pricing={self.pricing!r}" if self.pricing is not None else ""
         return f"anthropic.Backend(model={self.model!r}, base_url={self.base_url!r}{priced})"
-
-    def __getstate__(self) -> Dict[str, Any]:
-        state = self.__dict__.copy()
-        del state["_lock"]
-        # The transport's headers hold the key once it was read; a key that came from
-        # this process's environment is not configuration, so it stays behind.
-        transport = copy.copy(self._transport)
-        transport.headers = {}
-        state["_transport"] = transport
-        state["_keyed"] = False
-        return state
-
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
 
     # -- the Backend protocol ------------------------------------------------------
 
@@ -155,7 +137,7 @@ class Backend:
         """The input tokens of the request :meth:`stream` would send first, as
         Anthropic counts them."""
         body = count_tokens_body(request, request.messages, model=self.model)
-        transport = self._ready()
+        transport = self._transport
         answer = transport.post_json("/v1/messages/count_tokens", body, ctx,
                                      headers=_beta_header(request))
         tokens = answer.get("input_tokens") if isinstance(answer, dict) else None
@@ -168,7 +150,7 @@ class Backend:
     ) -> Iterator[Union[Event, TurnEnd]]:
         """One model turn: its deltas as they arrive, then its TurnEnd."""
         body = to_wire(request, messages, model=self.model)
-        transport = self._ready()
+        transport = self._transport
         response = transport.post_stream("/v1/messages", body, ctx,
                                          headers=_beta_header(request))
         accumulator = Accumulator(pricing=self.pricing, calls=_server_calls(messages))
@@ -195,27 +177,15 @@ class Backend:
         log.debug("anthropic turn ended: %s, %s", end.stop.value, end.usage)
         yield end
 
-    # -- internals -------------------------------------------------------------------
-
-    def _ready(self) -> Transport:
-        """The transport, with its headers set on first use (the key read then)."""
-        if not self._keyed:
-            with self._lock:
-                if not self._keyed:
-                    self._transport.headers = {
-                        "x-api-key": self._key(), "anthropic-version": API_VERSION,
-                    }
-                    self._keyed = True
-        return self._transport
-
-    def _key(self) -> str:
-        key = self._api_key or os.environ.get(KEY_VARIABLE, "").strip()
-        if not key:
-            raise ConfigError(
-                f"no Anthropic API key: pass api_key= to anthropic.Backend or set "
-                f"${KEY_VARIABLE}"
-            )
-        return key
+def _key_header(api_key: Optional[str]) -> Dict[str, str]:
+    """The header carrying the key: ``api_key``, else ``$ANTHROPIC_API_KEY`` read now,
+    at the first request."""
+    key = api_key or os.environ.get(KEY_VARIABLE, "").strip()
+    if not key:
+        raise ConfigError(
+            f"no Anthropic API key: pass api_key= to anthropic.Backend or set ${KEY_VARIABLE}"
+        )
+    return {"x-api-key": key}
 
 
 def _beta_header(request: Request) -> Dict[str, str]:

@@ -22,7 +22,9 @@ Choices where the contract is silent:
   Backend can be built (and an Agent configured, pickled, shipped) before the
   environment holds the key; a missing key is a ``ConfigError`` naming the variable
   when the first request is made. The key never appears in a repr, an exception or
-  a log line; it does travel inside a pickle, like any other configuration.
+  a log line. An explicit ``api_key`` travels inside a pickle like any other
+  configuration; a key read from the environment does not (the unpickled copy reads
+  its own environment at its first request).
 - ``app_url`` is sent as ``HTTP-Referer`` and ``app_name`` as ``X-OpenRouter-Title``
   (OpenRouter's app attribution); ``provider`` is OpenRouter's provider-routing
   object (``{"order": [...], "allow_fallbacks": False}``, say), sent as given.
@@ -45,9 +47,9 @@ Outer ring: imports ``backends._http`` (and so ``requests``), the two pure halve
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import os
-import threading
 from typing import Any, Dict, Iterator, Optional, Tuple, Union
 
 from .. import loop
@@ -110,33 +112,27 @@ class Backend:
                 f"provider must be a dict of OpenRouter routing preferences, got "
                 f"{type(provider).__name__}"
             )
+        headers = {}
+        if app_url:
+            headers["HTTP-Referer"] = app_url
+        if app_name:
+            headers["X-OpenRouter-Title"] = app_name
         try:
             self._transport = Transport(
-                base_url, {}, max_retries=max_retries, timeout=timeout,
+                base_url, headers, max_retries=max_retries, timeout=timeout,
                 stall_timeout=stall_timeout, name=self.name, key_variable=KEY_VARIABLE,
+                secret_headers=functools.partial(_key_header, api_key),
             )
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-        self._api_key = api_key
         self.model = model
         self.base_url = self._transport.base_url
         self.app_name = app_name
         self.app_url = app_url
         self.provider = copy.deepcopy(provider)
-        self._lock = threading.Lock()
-        self._keyed = False
 
     def __repr__(self) -> str:
         return f"openrouter.Backend(model={self.model!r}, base_url={self.base_url!r})"
-
-    def __getstate__(self) -> Dict[str, Any]:
-        state = self.__dict__.copy()
-        del state["_lock"]
-        return state
-
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
 
     # -- the Backend protocol ------------------------------------------------------
 
@@ -154,7 +150,7 @@ class Backend:
     ) -> Iterator[Union[Event, TurnEnd]]:
         """One model turn: its TEXT / THINKING deltas as they arrive, then its TurnEnd."""
         body = to_wire(request, messages, model=self.model, provider=self.provider)
-        transport = self._ready()
+        transport = self._transport
         response = transport.post_stream("/chat/completions", body, ctx)
         accumulator = Accumulator()
         # Asked after each event was fed; the iteration must end by itself (no break)
@@ -171,27 +167,13 @@ class Backend:
                   accumulator.provider or "unknown provider", end.usage)
         yield end
 
-    # -- internals -------------------------------------------------------------------
 
-    def _ready(self) -> Transport:
-        """The transport, with its headers set on first use (the key read then)."""
-        if not self._keyed:
-            with self._lock:
-                if not self._keyed:
-                    self._transport.headers = self._headers()
-                    self._keyed = True
-        return self._transport
-
-    def _headers(self) -> Dict[str, str]:
-        key = self._api_key or os.environ.get(KEY_VARIABLE, "").strip()
-        if not key:
-            raise ConfigError(
-                f"no OpenRouter API key: pass api_key= to openrouter.Backend or set "
-                f"${KEY_VARIABLE}"
-            )
-        headers = {"Authorization": f"Bearer {key}"}
-        if self.app_url:
-            headers["HTTP-Referer"] = self.app_url
-        if self.app_name:
-            headers["X-OpenRouter-Title"] = self.app_name
-        return headers
+def _key_header(api_key: Optional[str]) -> Dict[str, str]:
+    """The header carrying the key: ``api_key``, else ``$OPENROUTER_API_KEY`` read now,
+    at the first request."""
+    key = api_key or os.environ.get(KEY_VARIABLE, "").strip()
+    if not key:
+        raise ConfigError(
+            f"no OpenRouter API key: pass api_key= to openrouter.Backend or set ${KEY_VARIABLE}"
+        )
+    return {"Authorization": f"Bearer {key}"}

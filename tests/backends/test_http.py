@@ -568,3 +568,52 @@ def test_iter_sse_closes_the_response_when_the_consumer_leaves(server):
     assert next(events).data == "a"
     events.close()
     assert response.raw.closed
+
+
+# -- secret headers -----------------------------------------------------------------------
+
+def test_secret_headers_are_asked_once_at_the_first_request_and_sent_every_time(server):
+    asked = []
+
+    def secrets():
+        asked.append(threading.current_thread().name)
+        return {"x-api-key": KEY}
+
+    transport = Transport(server.url, {"anthropic-version": "2023-06-01"}, secret_headers=secrets)
+    assert asked == []  # building a transport needs no key
+    server.queue(PATH, Reply.json({"ok": 1}), Reply.json({"ok": 2}), Reply.json({"ok": 3}))
+    threads = [threading.Thread(target=transport.post_json, args=(PATH, {}, RunContext()))
+               for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert len(asked) == 1
+    assert [r.headers["x-api-key"] for r in server.requests] == [KEY] * 3
+    assert all(r.headers["anthropic-version"] == "2023-06-01" for r in server.requests)
+
+
+def test_a_missing_key_fails_at_the_first_request_with_nothing_sent(server):
+    from nacelle.errors import ConfigError
+
+    def secrets():
+        raise ConfigError("no key: set $SOME_API_KEY")
+
+    transport = Transport(server.url, {}, secret_headers=secrets)
+    with pytest.raises(ConfigError, match="SOME_API_KEY"):
+        transport.post_json(PATH, {}, RunContext())
+    assert server.requests == []
+
+
+def test_a_pickled_transport_leaves_the_secret_headers_behind_and_asks_again(server):
+    transport = Transport(server.url, {}, secret_headers=_secret_from_module)
+    server.queue(PATH, Reply.json({}), Reply.json({}))
+    transport.post_json(PATH, {}, RunContext())
+    data = pickle.dumps(transport)
+    assert KEY.encode() not in data
+    pickle.loads(data).post_json(PATH, {}, RunContext())
+    assert [r.headers["x-api-key"] for r in server.requests] == [KEY, KEY]
+
+
+def _secret_from_module():
+    return {"x-api-key": KEY}

@@ -154,6 +154,19 @@ def test_the_backend_pickles_and_streams_after_unpickling(server):
     assert server.requests[1].json()["provider"] == {"sort": "price"}
 
 
+def test_a_key_from_the_environment_stays_out_of_the_pickle(server, monkeypatch):
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-env-key-98765")
+    backend = make_backend(server, api_key=None)
+    server.queue(PATH, stream_reply("text_keepalive.sse"), stream_reply("text_keepalive.sse"))
+    one_turn(backend)
+    assert server.requests[0].headers["authorization"] == "Bearer sk-or-env-key-98765"
+    data = pickle.dumps(backend)
+    assert b"sk-or-env-key-98765" not in data
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-other-key-11111")
+    one_turn(pickle.loads(data))
+    assert server.requests[1].headers["authorization"] == "Bearer sk-or-other-key-11111"
+
+
 def test_the_key_never_appears_in_repr_errors_or_logs(server, caplog):
     caplog.set_level(logging.DEBUG)
     backend = make_backend(server, max_retries=1)
