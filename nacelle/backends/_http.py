@@ -61,7 +61,8 @@ What it promises:
   scrubbed from provider messages and body previews too.
 - One ``requests.Session`` per transport and thread (requests does not promise a
   Session is thread-safe, and an Agent is shared between threads). Sessions are
-  dropped when pickling and made again on first use.
+  dropped when pickling and made again on first use. Each reads the environment's
+  proxies and CA bundle once, when it is made, rather than on every request.
 
 Outer ring: imports ``requests``, ``urllib3``, the standard library, ``nacelle.errors``,
 ``nacelle.sse``, ``_http_errors`` and ``nacelle.backend`` (for the RunContext type only).
@@ -72,6 +73,7 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+import os
 import socket
 import threading
 import time
@@ -181,7 +183,7 @@ class Transport:
         """This thread's session, made on first use."""
         session = getattr(self._local, "session", None)
         if session is None:
-            session = self._local.session = _new_session()
+            session = self._local.session = _new_session(self.base_url)
         return session
 
     def close(self) -> None:
@@ -526,9 +528,20 @@ class _Adapter(HTTPAdapter):
         self.poolmanager.pool_classes_by_scheme = _POOLS
 
 
-def _new_session() -> requests.Session:
+def _new_session(base_url: str) -> requests.Session:
     session = requests.Session()
     adapter = _Adapter()  # urllib3 retries nothing: the retry rule above is the one rule
     session.mount("http://", adapter)
     session.mount("https://", adapter)
+    # The environment is read once, here, for the one host this session talks to:
+    # with trust_env on, requests scans os.environ for proxies on every request
+    # (about a millisecond each, most of our time to the first byte on loopback).
+    # Proxies (HTTP(S)_PROXY, ALL_PROXY, NO_PROXY) and a CA bundle named by
+    # REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE are honoured as requests would; a .netrc
+    # is not, since its credentials have no business beside an API key.
+    session.proxies.update(requests.utils.get_environ_proxies(base_url))
+    bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+    if bundle:
+        session.verify = bundle
+    session.trust_env = False
     return session

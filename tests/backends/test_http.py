@@ -617,3 +617,35 @@ def test_a_pickled_transport_leaves_the_secret_headers_behind_and_asks_again(ser
 
 def _secret_from_module():
     return {"x-api-key": KEY}
+
+
+# -- the environment ------------------------------------------------------------------------
+
+def test_a_proxy_from_the_environment_is_used(server, monkeypatch):
+    with FakeServer() as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        with pytest.raises(APIError):  # the proxy has nothing queued: a 500
+            make(server, max_retries=0).post_json(PATH, {}, RunContext())
+    assert server.requests == []
+    assert [r.path for r in proxy.requests] == [server.url + PATH]  # absolute form: a proxy request
+
+
+def test_no_proxy_in_the_environment_is_honoured(server, monkeypatch):
+    with FakeServer() as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        server.queue(PATH, Reply.json({"ok": True}))
+        assert make(server).post_json(PATH, {}, RunContext()) == {"ok": True}
+    assert proxy.requests == [] and len(server.requests) == 1
+
+
+def test_the_environment_is_read_once_per_session_not_per_request(server, monkeypatch):
+    transport = make(server)
+    server.queue(PATH, Reply.json({}), Reply.json({}))
+    transport.post_json(PATH, {}, RunContext())
+    with FakeServer() as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)  # too late for this session
+        transport.post_json(PATH, {}, RunContext())
+    assert proxy.requests == [] and len(server.requests) == 2
