@@ -6,8 +6,8 @@ request build (``to_wire``: blocks, cache marks), its serialisation (the same
 (``json.loads`` of each SSE event's data and the Anthropic ``Accumulator``). The run
 is real — ``Agent.run`` on the real ``anthropic.Backend``, its ``turn`` unchanged —
 with the backend's transport swapped for one that serialises the body and replays
-pre-decoded SSE events. That swap reaches into two private attributes
-(``_transport``, ``_keyed``); a benchmark may, the package's users should not.
+pre-decoded SSE events. That swap reaches into a private attribute
+(``_transport``); a benchmark may, the package's users should not.
 
 Each run is a conversation of N messages (user and assistant turns of a sentence
 each) followed by ten model turns (five with ``quick``): one tool call per turn,
@@ -88,7 +88,7 @@ def per_turn_seconds(size: int, turns: int) -> Dict[str, float]:
     transport = ReplayTransport(
         [_decoded(anthropic_stream([], tool_calls=[(f"toolu_{n:02d}", "noop", "{}")]))
          for n in range(turns - 1)] + [_decoded(anthropic_stream(["Done", "."]))])
-    backend._transport, backend._keyed = transport, True
+    backend._transport = transport
     agent = nacelle.Agent(backend, "bench", max_tokens=1024, tools=[noop])
     gc.collect()
     started = time.perf_counter()

@@ -186,10 +186,16 @@ def _toolset(server: MCPServer) -> Dict[str, Any]:
 
 # -- messages -----------------------------------------------------------------------
 
+# Plain strings, looked up once: an enum member's .value is a descriptor call, and
+# this runs for every message of every turn.
+_USER, _ASSISTANT = Role.USER.value, Role.ASSISTANT.value
+_ROLES = {Role.USER: _USER, Role.ASSISTANT: _ASSISTANT}
+
+
 def _messages(messages: Sequence[Message]) -> List[Dict[str, Any]]:
     out: List[Dict[str, Any]] = []
     for message in messages:
-        role = message.role.value
+        role = _ROLES[message.role]
         content = [block for block in map(_block, message.parts) if block is not None]
         if not content:
             continue
@@ -198,11 +204,16 @@ def _messages(messages: Sequence[Message]) -> List[Dict[str, Any]]:
         else:
             out.append({"role": role, "content": content})
     for message in out:
-        if message["role"] == Role.USER.value:
+        content = message["content"]
+        if message["role"] == _USER and len(content) > 1:
             # The API wants the answers to the previous turn's calls before anything
             # else the user says; sorted() is stable, so each group keeps its order.
-            message["content"].sort(key=lambda b: b.get("type") != "tool_result")
+            content.sort(key=_not_a_result)
     return out
+
+
+def _not_a_result(block: Dict[str, Any]) -> bool:
+    return block.get("type") != "tool_result"
 
 
 def _block(part: Any) -> Optional[Dict[str, Any]]:
@@ -274,8 +285,8 @@ def _mark_conversation(messages: List[Dict[str, Any]]) -> None:
         return
     newest = _last_cacheable(messages, len(messages) - 1)
     marks = [newest] if newest is not None else []
-    last_assistant = max(
-        (i for i, m in enumerate(messages) if m["role"] == Role.ASSISTANT.value), default=-1
+    last_assistant = next(
+        (i for i in range(len(messages) - 1, -1, -1) if messages[i]["role"] == _ASSISTANT), -1
     )
     if last_assistant > 0:
         previous = _last_cacheable(messages, last_assistant - 1)
