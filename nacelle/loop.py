@@ -55,8 +55,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set
+from typing import (
+    TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set,
+)
 
 from .backend import Request, RunContext, TurnEnd, TurnFunction
 from .errors import Cancelled, StreamError
@@ -64,7 +65,9 @@ from .events import Event, Kind, Stop, ToolEvent, Usage
 from .hooks import HookEvent, HookPoint, cut_inject, normalize_hooks, run_after, run_before
 from .messages import Finish, Message, Role, ToolCall, ToolResult
 from .tools import ToolContext, parse_input, result_text, tools_by_name
-from .validation import compile_schema
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 __all__ = ["ToolSink", "run", "run_tool"]
 
@@ -188,6 +191,8 @@ def run_tool(tool: Any, call: ToolCall, index: int, sink: ToolSink, ctx: ToolCon
         except ValueError as exc:
             error = f"{exc}. Call {name} again with a JSON object as input."
         else:
+            from .validation import compile_schema  # on first use: most imports run no tool
+
             problem = compile_schema(tool.schema)(arguments)
             if problem:
                 error = f"invalid input for {name}: {problem}. Correct the input and call again."
@@ -414,6 +419,10 @@ def run(request: Request, ctx: RunContext, turn: TurnFunction, *,
                 conversation.append(Message(Role.USER, tuple(_as_result(e.tool) for e in closing)))
                 break
             if pool is None:
+                # Imported here, not with the module: a run that calls no tool, and a
+                # program that only imports nacelle, never pays for it.
+                from concurrent.futures import ThreadPoolExecutor
+
                 pool = ThreadPoolExecutor(max_workers=request.max_parallel_tools,
                                           thread_name_prefix="nacelle-tool")
             round_sink = sink.for_round()

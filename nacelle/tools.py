@@ -29,10 +29,12 @@ import json
 import re
 import threading
 import time
-from typing import Any, Callable, Dict, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Optional
 
 from .errors import Cancelled, ConfigError
-from .schema import Converter, function_schema
+
+if TYPE_CHECKING:
+    from .schema import Converter
 
 try:
     from typing import Protocol, runtime_checkable
@@ -126,6 +128,8 @@ class FunctionTool:
     ) -> None:
         if not callable(fn):
             raise ConfigError(f"@tool needs a function, got {type(fn).__name__}")
+        from .schema import function_schema  # with the first @tool, not with import nacelle
+
         doc_description, schema, converters, context_parameter = function_schema(fn, ToolContext)
         self.fn = fn
         self.name = name if name is not None else getattr(fn, "__name__", "")
