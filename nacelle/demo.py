@@ -35,7 +35,7 @@ _FILES = {
         'import sys\n\n\ndef greet(name: str) -> str:\n'
         '    return f"Hello, {name}!"\n\n\n'
         'if __name__ == "__main__":\n'
-        '    print(greet(sys.argv[1] if len(sys.argv) > 1 else "world"))\n'
+        '    sys.stdout.write(greet(sys.argv[1] if len(sys.argv) > 1 else "world") + "\\n")\n'
     ),
     "tests/test_greet.py": (
         "from greet import greet\n\n\ndef test_greet():\n"

@@ -85,7 +85,9 @@ import urllib3
 from requests.adapters import HTTPAdapter
 
 from ..backend import RunContext
-from ..errors import APIError, Cancelled, StreamError, StreamTruncated, TransportError
+from ..errors import (
+    APIError, Cancelled, ConfigError, StreamError, StreamTruncated, TransportError,
+)
 from ..sse import SSEDecoder, SSEEvent
 from ._http_errors import (
     api_error, describe, parse_error, preview, retry_delay, scrub, stalled, where as _where,
@@ -526,6 +528,16 @@ class _Adapter(HTTPAdapter):
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = _POOLS
+
+
+def read_key(given: Optional[str], variable: str, provider: str, module: str) -> str:
+    """The API key: ``given``, else ``$variable`` read now — at the first request, so a
+    backend can be built (and pickled, and shipped) before the environment holds it."""
+    key = given or os.environ.get(variable, "").strip()
+    if not key:
+        raise ConfigError(
+            f"no {provider} API key: pass api_key= to {module}.Backend or set ${variable}")
+    return key
 
 
 def _new_session(base_url: str) -> requests.Session:

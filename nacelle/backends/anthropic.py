@@ -48,7 +48,6 @@ import dataclasses
 import functools
 import json
 import logging
-import os
 from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Tuple, Union
 
 from .. import loop
@@ -56,7 +55,7 @@ from ..backend import Capabilities, Request, RunContext, TurnEnd
 from ..errors import ConfigError, StreamError
 from ..events import Event
 from ..messages import Message, ProviderBlock
-from ._http import Transport
+from ._http import Transport, read_key
 from .anthropic_stream import Accumulator, Pricing
 from .anthropic_wire import (
     DEFAULT_MODEL, MIN_BUDGET, PROTOCOL, betas, count_tokens_body, to_wire,
@@ -177,15 +176,10 @@ class Backend:
         log.debug("anthropic turn ended: %s, %s", end.stop.value, end.usage)
         yield end
 
+
 def _key_header(api_key: Optional[str]) -> Dict[str, str]:
-    """The header carrying the key: ``api_key``, else ``$ANTHROPIC_API_KEY`` read now,
-    at the first request."""
-    key = api_key or os.environ.get(KEY_VARIABLE, "").strip()
-    if not key:
-        raise ConfigError(
-            f"no Anthropic API key: pass api_key= to anthropic.Backend or set ${KEY_VARIABLE}"
-        )
-    return {"x-api-key": key}
+    """The header carrying the key, asked for by the transport at the first request."""
+    return {"x-api-key": read_key(api_key, KEY_VARIABLE, "Anthropic", "anthropic")}
 
 
 def _beta_header(request: Request) -> Dict[str, str]:

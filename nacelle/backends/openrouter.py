@@ -49,7 +49,6 @@ from __future__ import annotations
 import copy
 import functools
 import logging
-import os
 from typing import Any, Dict, Iterator, Optional, Tuple, Union
 
 from .. import loop
@@ -57,7 +56,7 @@ from ..backend import Capabilities, Request, RunContext, TurnEnd
 from ..errors import ConfigError, Unsupported
 from ..events import Event
 from ..messages import Message
-from ._http import Transport
+from ._http import Transport, read_key
 from .openrouter_stream import Accumulator, usage_from
 from .openrouter_wire import PROTOCOL, to_wire
 
@@ -169,11 +168,6 @@ class Backend:
 
 
 def _key_header(api_key: Optional[str]) -> Dict[str, str]:
-    """The header carrying the key: ``api_key``, else ``$OPENROUTER_API_KEY`` read now,
-    at the first request."""
-    key = api_key or os.environ.get(KEY_VARIABLE, "").strip()
-    if not key:
-        raise ConfigError(
-            f"no OpenRouter API key: pass api_key= to openrouter.Backend or set ${KEY_VARIABLE}"
-        )
+    """The header carrying the key, asked for by the transport at the first request."""
+    key = read_key(api_key, KEY_VARIABLE, "OpenRouter", "openrouter")
     return {"Authorization": f"Bearer {key}"}
