@@ -6,6 +6,10 @@ fence holds even when the code under test is broken: every ``socket.connect`` (a
 is sent, recorded, and fails the test. A test that runs inside its own network
 namespace may allow that namespace's test addresses with ``network_fence.allow(...)``.
 Subprocesses are outside the fence; the tests only point them at loopback servers.
+
+Proxy variables are cleared for every test too: a proxy from the environment would
+carry requests meant for a loopback server somewhere else (a test that is about
+proxies sets its own).
 """
 
 import ipaddress
@@ -30,6 +34,16 @@ class Fence:
             return ipaddress.ip_address(host).is_loopback
         except ValueError:  # connect() is given addresses; a name here is suspect
             return False
+
+
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
+                   "http_proxy", "https_proxy", "all_proxy", "no_proxy")
+
+
+@pytest.fixture(autouse=True)
+def no_proxies(monkeypatch):
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture(autouse=True)

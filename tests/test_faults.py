@@ -127,11 +127,10 @@ def server():
 
 
 @pytest.fixture(autouse=True)
-def no_proxies_or_keys(monkeypatch):
-    """Keep proxies and environment keys out; tests/conftest.py keeps every
+def no_keys_from_the_environment(monkeypatch):
+    """Keys come from the tests only; tests/conftest.py keeps proxies out and every
     connection on loopback."""
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
-                 "all_proxy", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY"):
+    for name in ("ANTHROPIC_API_KEY", "OPENROUTER_API_KEY"):
         monkeypatch.delenv(name, raising=False)
 
 

@@ -8,7 +8,6 @@ namespace, as a reader would paste them.
 import re
 from pathlib import Path
 
-import pytest
 
 from nacelle.backends import anthropic
 from nacelle.testing import FakeServer, Reply

@@ -24,14 +24,6 @@ KEY = "sk-ant-test-0123456789-SECRET"
 PATH = "/v1/messages"
 
 
-@pytest.fixture(autouse=True)
-def loopback_only(monkeypatch):
-    # A proxy from the environment would carry loopback requests elsewhere.
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
-                 "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-
-
 @pytest.fixture
 def server():
     with FakeServer() as fake:
