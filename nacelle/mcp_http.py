@@ -50,6 +50,8 @@ __all__ = ["HTTPTransport"]
 logger = logging.getLogger(__name__)
 
 MAX_BODY = 64 * 2**20
+#: How much longer than the client's timeout a request's HTTP read may wait.
+ANSWER_GRACE = 5.0
 RESUMES = 3
 MAX_RETRY_DELAY = 10.0
 ACCEPT = "application/json, text/event-stream"
@@ -172,8 +174,14 @@ class HTTPTransport:
     def _exchange(self, message: Dict[str, Any]) -> None:
         """POST one request and deliver everything its answer carries."""
         request_id, method = message["id"], message["method"]
+        # The caller waits for the answer with its own timeout (never longer than the
+        # client's) and gives up first, closing this response. This read timeout only
+        # ends the thread of an answer nobody waits for any more; were it the same as
+        # the caller's, the two would race and a slow answer could read as a server
+        # that cannot be reached.
+        answer_timeout = None if self._timeout is None else self._timeout + ANSWER_GRACE
         try:
-            response = self._post(message, stream=True)
+            response = self._post(message, stream=True, timeout=answer_timeout)
         except MCPError as err:
             self._fail(request_id, err)
             return
