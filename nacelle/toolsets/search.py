@@ -257,11 +257,7 @@ class FindFiles(ConfinedTool):
         pattern = input.get("pattern")
         parts = split_glob(pattern, "pattern", self.root)  # type: ignore[arg-type]
         regex = glob_regex(parts)
-        fixed = 0
-        while fixed < len(parts) - 1 and not _WILD.search(parts[fixed]):
-            fixed += 1
-        start = "/".join(parts[:fixed])
-        depth = None if "**" in parts else len(parts) - fixed
+        start, depth = _walk_bounds(parts)
         try:
             fd = self.root.open_directory(start or ".")
         except PathRefused:
@@ -295,6 +291,15 @@ class FindFiles(ConfinedTool):
         if not lines:
             return "\n".join([f"no matches for {pattern!r}"] + notes)
         return "\n".join(lines + notes)
+
+
+def _walk_bounds(parts: List[str]) -> Tuple[str, Optional[int]]:
+    """Where a walk for a glob starts (its leading components without wildcards) and
+    how deep it goes (None under ``**``), so a pattern never walks more than it names."""
+    fixed = 0
+    while fixed < len(parts) - 1 and not _WILD.search(parts[fixed]):
+        fixed += 1
+    return "/".join(parts[:fixed]), None if "**" in parts else len(parts) - fixed
 
 
 class SearchContent(ConfinedTool):
@@ -334,11 +339,7 @@ class SearchContent(ConfinedTool):
             by_name = len(parts) == 1
             wanted = glob_regex(parts)
             if not by_name:
-                fixed = 0
-                while fixed < len(parts) - 1 and not _WILD.search(parts[fixed]):
-                    fixed += 1
-                start = "/".join(parts[:fixed])
-                depth = None if "**" in parts else len(parts) - fixed
+                start, depth = _walk_bounds(parts)
         try:
             fd = self.root.open_directory(start or ".")
         except PathRefused:
