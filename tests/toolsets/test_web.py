@@ -66,9 +66,9 @@ class PageServer:
     records each request's path and lower-cased headers. ``tls`` wraps each connection
     with the given server context (recording the SNI name it was asked for)."""
 
-    def __init__(self, host="127.0.0.1", tls=None):
+    def __init__(self, host="127.0.0.1", tls=None, port=0):
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self.listener = socket.create_server((host, 0), family=family)
+        self.listener = socket.create_server((host, port), family=family)
         self.host, self.port = host, self.listener.getsockname()[1]
         self.routes = {}
         self.requests = []
@@ -509,7 +509,11 @@ class NetnsSuite:
 
     def test_a_rebinding_name_is_fetched_from_its_checked_address_only(self, public, monkeypatch):
         # The private twin listens on the same port, so a second lookup would reach it.
-        twin = socket.create_server(("127.0.0.1", public.port))
+        # The twin takes a free loopback port first and the public page server follows
+        # it there: the other way round, the public port may already be taken on lo.
+        public.close()
+        twin = socket.create_server(("127.0.0.1", 0))
+        public = PageServer(PUBLIC_V4, port=twin.getsockname()[1])
         counted = []
         threading.Thread(target=lambda: counted.append(twin.accept()), daemon=True).start()
         answers = [PUBLIC_V4, "127.0.0.1"]
@@ -519,6 +523,7 @@ class NetnsSuite:
             out = WebFetch().run({"url": f"http://rebind.test:{public.port}/"}, ctx())
         finally:
             twin.close()
+            public.close()
         assert out.endswith("\n\n# public") and answers == ["127.0.0.1"] and counted == []
         assert public.requests[0][1]["host"] == f"rebind.test:{public.port}"
 
