@@ -20,11 +20,15 @@ from .backend import Capabilities as Capabilities
 from .backend import Effort as Effort
 from .backend import MCPServer as MCPServer
 from .backend import Request as Request
-from .backend import RunContext as RunContext
 from .backend import Thinking as Thinking
+from .context import Budget as Budget
+from .context import CancelEvent as CancelEvent
+from .context import RunContext as RunContext
+from .context import ToolContext as ToolContext
 from .errors import APIError as APIError
 from .errors import Cancelled as Cancelled
 from .errors import ConfigError as ConfigError
+from .errors import ConversationError as ConversationError
 from .errors import NacelleError as NacelleError
 from .errors import RetryBudgetExceeded as RetryBudgetExceeded
 from .errors import StreamError as StreamError
@@ -45,8 +49,8 @@ from .hooks import HookPoint as HookPoint
 from .hooks import HookResult as HookResult
 from .hooks import detached as detached
 from .hooks import with_timeout as with_timeout
-from .loop import ToolSink as ToolSink
-from .loop import run_tool as run_tool
+from .toolcalls import ToolSink as ToolSink
+from .toolcalls import run_tool as run_tool
 from .messages import Finish as Finish
 from .messages import Image as Image
 from .messages import Message as Message
@@ -65,7 +69,6 @@ from .retry import Retry as Retry
 from .retry import RetryOptions as RetryOptions
 from .subagent import subagent_tool as subagent_tool
 from .tools import Tool as Tool
-from .tools import ToolContext as ToolContext
 from .tools import tool as tool
 from .tools import tools_by_name as tools_by_name
 
@@ -75,9 +78,12 @@ __all__ = [
     "APIError",
     "Agent",
     "Backend",
+    "Budget",
+    "CancelEvent",
     "Cancelled",
     "Capabilities",
     "ConfigError",
+    "ConversationError",
     "DEFAULT_MAX_TOKENS",
     "Effort",
     "Event",

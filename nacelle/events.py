@@ -43,6 +43,7 @@ class Stop(str, enum.Enum):
     REFUSAL = "refusal"
     ITERATIONS = "iterations"
     OTHER = "other"
+    BUDGET = "budget"
 
     @property
     def complete(self) -> bool:

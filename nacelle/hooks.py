@@ -134,7 +134,7 @@ def run_before(hooks: Sequence[Hook], event: HookEvent) -> Tuple[str, str]:
             answer = hook(event)
             if answer is not None and not isinstance(answer, HookResult):
                 raise TypeError(f"a hook must return HookResult or None, got {type(answer).__name__}")
-        except Exception as exc:  # noqa: BLE001 - a crashed policy check denies
+        except BaseException as exc:  # noqa: BLE001 - a crashed policy check denies, whatever it raised
             log.warning("before-hook %s failed on %s; the call is denied", _name(hook),
                         event.tool, exc_info=True)
             return f"denied: a check before {event.tool} failed ({type(exc).__name__}: {exc})", ""
@@ -153,7 +153,8 @@ def run_after(hooks: Sequence[Hook], event: HookEvent) -> Tuple[str, str]:
     for hook in hooks:
         try:
             answer = hook(event)
-        except Exception:  # noqa: BLE001 - the tool already ran; a broken hook changes nothing
+        except BaseException:  # noqa: BLE001 - the tool already ran; a broken hook changes nothing,
+            # even one raising SystemExit or KeyboardInterrupt from a worker thread
             log.warning("after-hook %s failed on %s", _name(hook), event.tool, exc_info=True)
             continue
         if not isinstance(answer, HookResult):

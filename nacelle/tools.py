@@ -1,4 +1,4 @@
-"""Tools: the Tool protocol, ToolContext, ``@tool``, and the checks every tool passes.
+"""Tools: the Tool protocol, ``@tool``, and the checks every tool passes.
 
 ``@tool`` turns a function into a :class:`FunctionTool`: the schema comes from the
 signature and docstring (``schema.py``), input is validated before the call
@@ -16,7 +16,7 @@ says so. A FunctionTool is still callable like the function it wraps.
 ``^[a-zA-Z0-9_-]{1,64}$``) and tool schemas are checked to be JSON object schemas;
 the Agent and the loop both use it.
 
-Core module: imports the standard library, ``errors``, ``schema``, ``validation``.
+Core module: imports the standard library, ``context``, ``errors``, ``schema``, ``validation``.
 """
 
 from __future__ import annotations
@@ -27,68 +27,17 @@ import functools
 import importlib
 import json
 import re
-import threading
-import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Optional, Protocol, runtime_checkable
 
-from .errors import Cancelled, ConfigError
+from .context import ToolContext
+from .errors import ConfigError
 
 if TYPE_CHECKING:
     from .schema import Converter
 
-try:
-    from typing import Protocol, runtime_checkable
-except ImportError:  # pragma: no cover
-    Protocol = object  # type: ignore
-
-    def runtime_checkable(cls):  # type: ignore
-        return cls
-
-__all__ = ["FunctionTool", "Tool", "ToolContext", "parse_input", "result_text", "tool", "tools_by_name"]
+__all__ = ["FunctionTool", "Tool", "tool", "tools_by_name"]
 
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-
-
-class ToolContext:
-    """What a running tool may know about its call, and how it learns to stop.
-
-    ``cancelled`` is set when the run is cancelled or the call timed out; a tool that
-    can take long should check it (or call :meth:`check`) at convenient points.
-    ``deadline`` is in ``time.monotonic()`` seconds, or None.
-    """
-
-    __slots__ = ("call_id", "index", "name", "cancelled", "deadline")
-
-    def __init__(
-        self,
-        call_id: str = "",
-        index: int = 0,
-        name: str = "",
-        cancelled: Optional[threading.Event] = None,
-        deadline: Optional[float] = None,
-    ) -> None:
-        self.call_id = call_id
-        self.index = index
-        self.name = name
-        self.cancelled = cancelled if cancelled is not None else threading.Event()
-        self.deadline = deadline
-
-    def __repr__(self) -> str:
-        return (f"ToolContext(call_id={self.call_id!r}, index={self.index}, "
-                f"name={self.name!r}, cancelled={self.cancelled.is_set()})")
-
-    def remaining(self) -> Optional[float]:
-        """Seconds left before the deadline (never negative), or None."""
-        if self.deadline is None:
-            return None
-        return max(0.0, self.deadline - time.monotonic())
-
-    def check(self) -> None:
-        """Raise ``Cancelled`` if the call was cancelled or its deadline passed."""
-        if self.cancelled.is_set():
-            raise Cancelled(f"tool call {self.call_id or self.name} was cancelled")
-        if self.deadline is not None and time.monotonic() >= self.deadline:
-            raise Cancelled(f"tool call {self.call_id or self.name} ran out of time")
 
 
 @runtime_checkable

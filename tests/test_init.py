@@ -10,7 +10,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Every top-level name the package promises.
 PUBLIC = {
-    "Agent", "APIError", "Backend", "Cancelled", "Capabilities", "ConfigError",
+    "Agent", "APIError", "Backend", "Budget", "CancelEvent", "Cancelled", "Capabilities",
+    "ConfigError", "ConversationError",
     "DEFAULT_MAX_TOKENS", "Effort", "Event", "Finish", "HookEvent", "HookPoint",
     "HookResult", "Image", "Kind", "MAX_INJECT", "MCPServer", "Message", "NacelleError",
     "ProviderBlock", "Reasoning", "Request", "Result", "Retry", "RetryBudgetExceeded",

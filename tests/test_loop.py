@@ -388,7 +388,7 @@ def test_a_call_past_its_timeout_is_closed_cancelled_and_its_late_result_dropped
         finished.set()
         return "too late"
 
-    caplog.set_level("DEBUG", logger="nacelle.loop")
+    caplog.set_level("DEBUG", logger="nacelle.toolcalls")
     agent, backend = agent_for([assistant(ToolCall("x", "stubborn", "{}")), assistant(Text("k"))],
                                tools=[stubborn], tool_timeout=0.2)
     started = time.monotonic()

@@ -1,0 +1,323 @@
+"""One cancellation and time object for a run and each of its tool calls.
+
+Cancellation and time used to live in three places (the run's context, each tool
+call's context, and the Agent's watcher of the caller's event); they live here:
+
+- :class:`CancelEvent` is a ``threading.Event`` that also calls back when it is set,
+  and may be *linked* to a parent event: setting the parent sets it. A thread blocked
+  in a socket read cannot see a flag, so the code that owns the socket registers a
+  callback (close the response) and cancelling from another thread unblocks it at
+  once rather than at the next read timeout. Waiters that can be woken by a callback
+  never poll.
+- :class:`RunContext` carries a run's cancellation, its clock and an absolute
+  deadline down to every sleep and read. Time is a parameter (``clock``), so tests use
+  :class:`nacelle.testing.FakeClock` instead of patching ``time``; a clock object with
+  a ``sleep(seconds)`` method also takes over the waiting, so a test's sleeps are
+  recorded rather than slept.
+- :class:`ToolContext` is a RunContext for one tool call, made by
+  :meth:`RunContext.tool`: its own cancel event linked to the run's (a timed-out call
+  is cancelled alone; a cancelled run cancels every call), the run's clock, and the
+  earlier of the run's deadline and the call's timeout.
+- :class:`Budget` is what a run may spend. ``seconds`` becomes the run's deadline,
+  so it bounds model requests and tools alike; tokens, cost and tool calls are checked
+  by the loop at each turn boundary.
+
+Deadlines are absolute, on the context's clock, and a child never extends its
+parent's: the earlier deadline wins and brings its own error with it (``Retry``'s
+budget raises ``RetryBudgetExceeded``; a plain deadline raises ``Cancelled``).
+
+Value module: imports the standard library and ``errors`` only.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Dict, Optional, Tuple, Type
+
+from .errors import Cancelled
+
+__all__ = ["Budget", "CancelEvent", "RunContext", "ToolContext"]
+
+log = logging.getLogger(__name__)
+
+
+class CancelEvent(threading.Event):
+    """A ``threading.Event`` that calls back when it is set, optionally linked to a
+    ``parent`` event (setting the parent sets this one; :meth:`unlink` undoes that).
+
+    A parent without callbacks (a plain ``threading.Event``) cannot tell its children;
+    they then learn of it at their next check of the parent.
+    """
+
+    def __init__(self, parent: Optional[threading.Event] = None) -> None:
+        super().__init__()
+        self._callbacks_lock = threading.Lock()
+        self._callbacks: Dict[int, Callable[[], None]] = {}
+        self._next_key = 0
+        self._unlink: Callable[[], None] = _nothing
+        if parent is not None:
+            add = getattr(parent, "add_callback", None)
+            if add is not None:
+                self._unlink = add(self.set)
+            elif parent.is_set():
+                self.set()
+
+    def set(self) -> None:
+        with self._callbacks_lock:
+            first = not self.is_set()
+            super().set()
+            callbacks = list(self._callbacks.values()) if first else []
+            self._callbacks.clear()
+        for callback in callbacks:
+            _call_quietly(callback)
+
+    def add_callback(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` once when the event is set (at once if it already is).
+
+        Returns a function that unregisters it.
+        """
+        with self._callbacks_lock:
+            if not self.is_set():
+                key = self._next_key
+                self._next_key += 1
+                self._callbacks[key] = callback
+                return lambda: self._remove(key)
+        _call_quietly(callback)
+        return _nothing
+
+    def unlink(self) -> None:
+        """Stop following the parent: a finished call's event must not stay registered
+        on the run's for the rest of a long run."""
+        unlink, self._unlink = self._unlink, _nothing
+        unlink()
+
+    def _remove(self, key: int) -> None:
+        with self._callbacks_lock:
+            self._callbacks.pop(key, None)
+
+
+def _nothing() -> None:
+    return None
+
+
+def _call_quietly(callback: Callable[[], None]) -> None:
+    # A failing clean-up callback must not stop the others or the cancelling thread.
+    try:
+        callback()
+    except Exception:  # noqa: BLE001
+        log.debug("cancel callback failed", exc_info=True)
+
+
+class RunContext:
+    """Cancellation and an absolute deadline, passed down to every wait.
+
+    ``cancelled`` is a ``threading.Event`` (a new :class:`CancelEvent` when not given,
+    so :meth:`on_cancel` callbacks fire the moment it is set). ``deadline`` is
+    in seconds on ``clock``; reaching it raises ``deadline_error`` (``Cancelled`` by
+    default; ``Retry`` passes ``RetryBudgetExceeded``).
+    """
+
+    __slots__ = ("deadline", "cancelled", "clock", "deadline_error")
+
+    def __init__(
+        self,
+        deadline: Optional[float] = None,
+        *,
+        cancelled: Optional[threading.Event] = None,
+        clock: Callable[[], float] = time.monotonic,
+        deadline_error: Type[BaseException] = Cancelled,
+    ) -> None:
+        self.deadline = deadline
+        self.cancelled = cancelled if cancelled is not None else CancelEvent()
+        self.clock = clock
+        self.deadline_error = deadline_error
+
+    def __repr__(self) -> str:
+        state = "cancelled" if self.cancelled.is_set() else "active"
+        left = self.remaining()
+        return f"<RunContext {state}, {'no deadline' if left is None else f'{left:.3f}s left'}>"
+
+    def remaining(self) -> Optional[float]:
+        """Seconds left before the deadline (never negative), or None without one."""
+        if self.deadline is None:
+            return None
+        return max(0.0, self.deadline - self.clock())
+
+    def expired(self) -> bool:
+        """True once the deadline has passed."""
+        return self.deadline is not None and self.clock() >= self.deadline
+
+    def cancel(self) -> None:
+        """Cancel the run: set ``cancelled`` (firing any ``on_cancel`` callbacks)."""
+        self.cancelled.set()
+
+    def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` when the run is cancelled; returns an unregister function.
+
+        With a plain ``threading.Event`` passed as ``cancelled`` nothing can call back;
+        the callback is then only called if the event is already set, and blocking
+        code notices cancellation at its next check.
+        """
+        add = getattr(self.cancelled, "add_callback", None)
+        if add is not None:
+            return add(callback)
+        if self.cancelled.is_set():
+            _call_quietly(callback)
+        return _nothing
+
+    def check(self) -> None:
+        """Raise ``Cancelled`` if cancelled, ``deadline_error`` if the deadline passed."""
+        if self.cancelled.is_set():
+            raise Cancelled("the run was cancelled")
+        if self.expired():
+            raise self._deadline_passed()
+
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds``, but never past the deadline and not once cancelled.
+
+        Returns early and raises ``Cancelled`` when cancelled; when the deadline comes
+        first, waits only until it and raises ``deadline_error``.
+        """
+        self.check()
+        seconds = max(0.0, float(seconds))
+        left = self.remaining()
+        hits_deadline = left is not None and seconds >= left
+        if hits_deadline:
+            seconds = left
+        if self._wait(seconds):
+            raise Cancelled("the run was cancelled")
+        if hits_deadline:
+            raise self._deadline_passed()
+
+    def child(
+        self,
+        deadline: Optional[float] = None,
+        deadline_error: Optional[Type[BaseException]] = None,
+    ) -> "RunContext":
+        """A context sharing this one's cancellation, with a deadline no later than
+        this one's. The earlier deadline brings its own error with it."""
+        deadline, error = self._earlier(deadline, deadline_error)
+        return RunContext(deadline, cancelled=self.cancelled, clock=self.clock,
+                          deadline_error=error)
+
+    def tool(self, call_id: str, index: int, name: str, *,
+             timeout: Optional[float] = None, asked: Optional[float] = None) -> "ToolContext":
+        """The context of one tool call: cancelled with the run or on its own, on the
+        run's clock, due at the earlier of the run's deadline and ``asked + timeout``
+        (``asked`` defaults to now: a call's timeout counts from when the model asked
+        for it, not from when a worker got to it)."""
+        own = None
+        if timeout is not None:
+            own = (self.clock() if asked is None else asked) + timeout
+        deadline, error = self._earlier(own, Cancelled)
+        return ToolContext(call_id, index, name, CancelEvent(self.cancelled), deadline,
+                           clock=self.clock, deadline_error=error)
+
+    # -- internals --------------------------------------------------------------
+
+    def _earlier(self, deadline: Optional[float],
+                 error: Optional[Type[BaseException]]) -> Tuple[Optional[float], Type[BaseException]]:
+        if deadline is None or (self.deadline is not None and self.deadline <= deadline):
+            return self.deadline, self.deadline_error
+        return deadline, error or self.deadline_error
+
+    def _wait(self, seconds: float) -> bool:
+        """Wait, returning True when cancelled meanwhile."""
+        fake_sleep = getattr(self.clock, "sleep", None)
+        if fake_sleep is not None:
+            fake_sleep(seconds)
+            return self.cancelled.is_set()
+        return self.cancelled.wait(seconds)
+
+    def _deadline_passed(self) -> BaseException:
+        return self.deadline_error("the run's deadline passed")
+
+
+class ToolContext(RunContext):
+    """What a running tool may know about its call, and how it learns to stop.
+
+    ``cancelled`` is set when the run is cancelled or the call timed out; a tool that
+    can take long should check it (or call :meth:`check`, or wait with :meth:`sleep`
+    or ``cancelled.wait``) at convenient points. ``deadline`` is on ``clock`` (the
+    run's), or None. Everything a :class:`RunContext` offers works here too, so a tool
+    can hand its context to code that expects one — a nested run, an HTTP request.
+    """
+
+    __slots__ = ("call_id", "index", "name")
+
+    def __init__(
+        self,
+        call_id: str = "",
+        index: int = 0,
+        name: str = "",
+        cancelled: Optional[threading.Event] = None,
+        deadline: Optional[float] = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        deadline_error: Type[BaseException] = Cancelled,
+    ) -> None:
+        super().__init__(deadline, cancelled=cancelled, clock=clock,
+                         deadline_error=deadline_error)
+        self.call_id = call_id
+        self.index = index
+        self.name = name
+
+    def __repr__(self) -> str:
+        return (f"ToolContext(call_id={self.call_id!r}, index={self.index}, "
+                f"name={self.name!r}, cancelled={self.cancelled.is_set()})")
+
+    def check(self) -> None:
+        """Raise ``Cancelled`` if the call was cancelled or its deadline passed."""
+        if self.cancelled.is_set():
+            raise Cancelled(f"tool call {self.call_id or self.name} was cancelled")
+        if self.expired():
+            raise self._deadline_passed()
+
+    def release(self) -> None:
+        """Stop following the run's cancellation (the call is over)."""
+        unlink = getattr(self.cancelled, "unlink", None)
+        if unlink is not None:
+            unlink()
+
+    def _deadline_passed(self) -> BaseException:
+        if self.deadline_error is Cancelled:
+            return Cancelled(f"tool call {self.call_id or self.name} ran out of time")
+        return self.deadline_error(f"tool call {self.call_id or self.name} ran out of time: "
+                                   "the run's deadline passed")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one run may spend: tokens (every billed token, ``Usage.total``), cost (US
+    dollars, where the backend knows prices), local tool calls, and wall-clock
+    seconds. None means no limit on that measure.
+
+    ``seconds`` is the run's deadline from its start, tools included: a run under a
+    one-second budget does not wait for a tool that takes longer. The other limits are
+    checked when a turn ends: the run stops there with ``Stop.BUDGET``, and the calls
+    that turn asked for are closed as not run.
+    """
+
+    tokens: Optional[int] = None
+    cost: Optional[float] = None
+    tool_calls: Optional[int] = None
+    seconds: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        for name in ("tokens", "tool_calls"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 0):
+                raise ValueError(f"Budget.{name} must be a whole number of at least 0, "
+                                 f"got {value!r}")
+        for name in ("cost", "seconds"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or
+                                      not isinstance(value, (int, float)) or
+                                      not math.isfinite(value) or value <= 0):
+                raise ValueError(f"Budget.{name} must be a positive finite number, "
+                                 f"got {value!r}")

@@ -1,0 +1,454 @@
+"""Running one turn's local tool calls: ``run_tool``, ``ToolSink`` and the round.
+
+:func:`run_tool` is the one place a local call runs. :class:`ToolSink` is the run's
+tool policy (approval, hooks) and the locked hand-off of TOOL_RESULT events from the
+tool threads to the generator. :class:`Round` runs one turn's calls:
+
+- Each call runs on a thread of its own, at most ``max_parallel_tools`` at a time;
+  the rest wait in the model's order. All calls of exclusive tools in a turn form one
+  chain that runs one call at a time in the model's order, alongside the other calls
+  (writers and commands must not interleave with each other; a read the model asked
+  for in the same turn is independent by the model's own account).
+- ``tool_timeout`` counts from the moment the model asked for the call, whether it
+  was running or still waiting for a free slot: it bounds how long the model waits
+  for the answer. When it passes, the call is closed as failed and its
+  ``ctx.cancelled`` is set.
+- A call that ignores cancellation is *abandoned*, never waited for: its result is
+  closed already, so whatever it returns later is dropped (and logged at DEBUG), and
+  its thread no longer counts against ``max_parallel_tools`` — the calls after it, in
+  this turn or the next, start as if it had finished. The abandoned thread runs on
+  until the tool returns; like any non-daemon thread, the interpreter waits for it at
+  exit. (A fixed thread pool cannot do this: a wedged worker would hold its slot, and
+  every call queued behind it would wait with no timeout running.)
+- The round's context is a child of the run's (:meth:`RunContext.tool`): a call's
+  deadline is the earlier of its timeout and the run's deadline, its clock the run's,
+  so a run's budget bounds its tools and tests drive timeouts with a fake clock.
+
+The generator waits on the sink's condition; a result, the run's cancellation (a
+callback) or the next timeout wakes it. The wait is capped at half a second, so a
+fake clock moved by a test — which signals nobody — is seen within that bound.
+
+Core module: imports the standard library and nacelle's core modules only.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from typing import Any, Callable, Deque, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
+
+from .context import RunContext, ToolContext
+from .errors import Cancelled
+from .events import Event, Kind, ToolEvent
+from .hooks import HookEvent, HookPoint, cut_inject, normalize_hooks, run_after, run_before
+from .messages import ToolCall, ToolResult
+from .tools import parse_input, result_text
+
+__all__ = ["ToolSink", "run_tool"]
+
+log = logging.getLogger(__name__)
+
+_TOOL_RESULT = Kind.TOOL_RESULT
+
+# The longest the generator waits between looks at its calls; results, cancellation
+# and the next timeout wake it sooner. A bound, so a clock that moves without
+# signalling (a test's fake clock) is noticed within it.
+_LONGEST_WAIT = 0.5
+
+
+class _DeniedNames:
+    """The tool names a hook denied in this run, shared by every round's sink."""
+
+    def __init__(self) -> None:
+        self._names: Set[str] = set()
+        self._lock = threading.Lock()
+
+    def __contains__(self, name: object) -> bool:
+        with self._lock:
+            return name in self._names
+
+    def add(self, name: str) -> None:
+        with self._lock:
+            self._names.add(name)
+
+
+class ToolSink:
+    """The run's tool policy and the locked hand-off from tool threads to the generator.
+
+    ``report(event)`` records a TOOL_RESULT (only the first per call id counts; it
+    returns False for a late duplicate), ``drain()`` takes what has landed, sorted by
+    index. The sink also remembers which tool names a hook denied in this run, for
+    ``HookEvent.retry``.
+
+    The loop gives each round of calls its own sink (:meth:`for_round`): providers
+    may reuse a call id in a later turn ("call_0" every turn), and a timed-out call
+    from an earlier round that answers late must land where nobody reads it, not
+    close the new call that happens to share its id.
+    """
+
+    def __init__(self, approve: Optional[Callable[..., Any]] = None,
+                 hooks: Optional[Mapping[Any, Sequence[Callable]]] = None,
+                 *, _denied: Optional[_DeniedNames] = None) -> None:
+        if approve is not None and not callable(approve):
+            raise TypeError(f"approve must be callable, got {type(approve).__name__}")
+        self.approve = approve
+        self.hooks = normalize_hooks(hooks)
+        self.before = self.hooks.get(HookPoint.BEFORE_TOOL_CALL, ())
+        self.after = self.hooks.get(HookPoint.AFTER_TOOL_CALL, ())
+        self._ready = threading.Condition(threading.Lock())
+        self._events: List[Event] = []
+        self._closed: Set[str] = set()
+        self._denied = _denied if _denied is not None else _DeniedNames()
+
+    def for_round(self) -> "ToolSink":
+        """A sink for the next round of calls: the same policy and the same memory of
+        denied tool names, with results of its own."""
+        return ToolSink(self.approve, self.hooks, _denied=self._denied)
+
+    def __repr__(self) -> str:
+        return f"<ToolSink {len(self._events)} waiting, {len(self._closed)} closed>"
+
+    def report(self, event: Event) -> bool:
+        """Record a TOOL_RESULT; False (and logged) when its call was already closed."""
+        tool = event.tool
+        assert tool is not None
+        with self._ready:
+            if tool.id in self._closed:
+                log.debug("dropped a late result for call %s (%s): it was already closed",
+                          tool.id, tool.name)
+                return False
+            self._closed.add(tool.id)
+            self._events.append(event)
+            self._ready.notify_all()
+        return True
+
+    def drain(self) -> List[Event]:
+        """Take every result that has landed, sorted by index."""
+        with self._ready:
+            events, self._events = self._events, []
+        events.sort(key=_by_index)
+        return events
+
+    def wait(self, timeout: Optional[float], cancelled: Optional[threading.Event] = None) -> None:
+        """Block until a result lands, ``cancelled`` is set, or ``timeout`` passes."""
+        with self._ready:
+            if not self._events and not (cancelled is not None and cancelled.is_set()):
+                self._ready.wait(timeout)
+
+    def wake(self) -> None:
+        """Wake a waiting generator (the run was cancelled)."""
+        with self._ready:
+            self._ready.notify_all()
+
+    def is_closed(self, call_id: str) -> bool:
+        with self._ready:
+            return call_id in self._closed
+
+    def was_denied(self, name: str) -> bool:
+        return name in self._denied
+
+    def note_denied(self, name: str) -> None:
+        self._denied.add(name)
+
+
+def _by_index(event: Event) -> int:
+    return event.tool.index if event.tool is not None else 0
+
+
+def run_tool(tool: Any, call: ToolCall, index: int, sink: ToolSink, ctx: ToolContext) -> ToolResult:
+    """Run one local call — the only place one runs — and report its TOOL_RESULT.
+
+    In order: parse and validate the input (a failure is the result; no hook or
+    approval is asked), before-hooks, approval, the tool, after-hooks. ``tool`` None
+    means the model named a tool that does not exist. Returns the ToolResult the
+    conversation records; the event reported to ``sink`` carries the same text.
+    """
+    clock = getattr(ctx, "clock", time.monotonic)
+    started = clock()
+    injects: List[str] = []
+    refused = False
+    result = ""
+    arguments, error = _checked_input(tool, call)
+    if error is None:
+        error = _ask_before(sink, call, injects)
+    if error is None and sink.approve is not None and not _approved(sink.approve, call, ctx):
+        refused = True
+        error = f"the user did not approve this call of {call.name}; do not retry it unchanged"
+    if error is None and ctx.cancelled.is_set():
+        error = "cancelled: the run was cancelled before this call started"
+    if error is None:
+        result, error = _invoke(tool, call.name, arguments, ctx)
+        if error is None and ctx.cancelled.is_set():
+            # Whatever a cancelled call returns was cut short (a wait that woke early),
+            # so it closes as cancelled, as the generator would have closed it.
+            result, error = "", "cancelled: the run was cancelled before this call finished"
+        result, error = _ask_after(sink, call, result, error, injects)
+    if injects:
+        result, error = _with_injects(result, error, injects)
+    event = ToolEvent(call.id, index, call.name, call.input, result=result, error=error,
+                      duration=clock() - started, refused=refused)
+    sink.report(Event(_TOOL_RESULT, tool=event))
+    return as_result(event)
+
+
+def _checked_input(tool: Any, call: ToolCall) -> Tuple[Dict[str, Any], Optional[str]]:
+    """The parsed, validated arguments, or the failure the model reads."""
+    name = call.name
+    if tool is None:
+        return {}, f"there is no tool named {name!r}; call one of the tools you were given"
+    try:
+        arguments = parse_input(call.input)
+    except ValueError as exc:
+        return {}, f"{exc}. Call {name} again with a JSON object as input."
+    from .validation import compile_schema  # on first use: most imports run no tool
+
+    problem = compile_schema(tool.schema)(arguments)
+    if problem:
+        return arguments, f"invalid input for {name}: {problem}. Correct the input and call again."
+    return arguments, None
+
+
+def _ask_before(sink: ToolSink, call: ToolCall, injects: List[str]) -> Optional[str]:
+    """Run the before-hooks: a deny (remembered for ``HookEvent.retry``) or None."""
+    if not sink.before:
+        return None
+    deny, inject = run_before(sink.before, HookEvent(
+        HookPoint.BEFORE_TOOL_CALL, call.name, call.input, retry=sink.was_denied(call.name)))
+    if deny:
+        sink.note_denied(call.name)
+        return deny
+    if inject:
+        injects.append(inject)
+    return None
+
+
+def _approved(approve: Callable[..., Any], call: ToolCall, ctx: ToolContext) -> bool:
+    try:
+        # A fresh parse: approve may keep or change its dict without touching the tool's.
+        return bool(approve(call.name, parse_input(call.input), ctx))
+    except Exception:  # noqa: BLE001 - a crashed approval is not a yes
+        log.warning("approve failed on %s; the call is refused", call.name, exc_info=True)
+        return False
+
+
+def _invoke(tool: Any, name: str, arguments: Dict[str, Any],
+            ctx: ToolContext) -> Tuple[str, Optional[str]]:
+    try:
+        answer = tool.run(arguments, ctx)
+        return (answer if isinstance(answer, str) else result_text(answer)), None
+    except Cancelled as exc:
+        return "", f"cancelled: {exc}"
+    except Exception as exc:  # noqa: BLE001 - a tool failure is the model's to read
+        log.debug("tool %s raised", name, exc_info=True)
+        return "", str(exc) or type(exc).__name__
+
+
+def _ask_after(sink: ToolSink, call: ToolCall, result: str, error: Optional[str],
+               injects: List[str]) -> Tuple[str, Optional[str]]:
+    if not sink.after:
+        return result, error
+    deny, inject = run_after(sink.after, HookEvent(
+        HookPoint.AFTER_TOOL_CALL, call.name, call.input, result=result, error=error,
+        retry=sink.was_denied(call.name)))
+    if deny:
+        return "", deny
+    if inject:
+        injects.append(inject)
+    return result, error
+
+
+def _with_injects(result: str, error: Optional[str], injects: List[str]) -> Tuple[str, Optional[str]]:
+    extra = cut_inject("\n".join(injects))
+    if error is not None:
+        return result, f"{error}\n\n{extra}"
+    return (f"{result}\n\n{extra}" if result else extra), None
+
+
+def as_result(event: ToolEvent) -> ToolResult:
+    """The ToolResult a TOOL_RESULT event records in the conversation."""
+    failed = event.error is not None
+    return ToolResult(event.id, event.name, event.error if failed else event.result, failed)
+
+
+def closing(call: ToolCall, index: int, error: str, duration: float = 0.0,
+            *, discarded: bool = False) -> Event:
+    """A TOOL_RESULT that closes ``call`` with ``error`` without running it (further)."""
+    return Event(_TOOL_RESULT, tool=ToolEvent(call.id, index, call.name, call.input, error=error,
+                                              duration=duration, discarded=discarded))
+
+
+class Call:
+    """One local call of a round: the model's part, its tool, its context."""
+
+    __slots__ = ("call", "index", "tool", "ctx", "started")
+
+    def __init__(self, call: ToolCall, index: int, tool: Any) -> None:
+        self.call = call
+        self.index = index
+        self.tool = tool
+        self.ctx = ToolContext(call.id, index, call.name)
+        self.started: Optional[float] = None
+
+
+class Round:
+    """One turn's calls: slots, the exclusive chain, timeouts, the run's deadline and
+    cancellation. See the module docstring."""
+
+    def __init__(self, calls: List[Call], sink: ToolSink, ctx: RunContext,
+                 timeout: Optional[float], max_parallel: int) -> None:
+        self.calls = calls
+        self.sink = sink
+        self.run_ctx = ctx
+        self.clock = ctx.clock
+        self.timeout = timeout
+        self.asked = ctx.clock()
+        self.due = self.asked + timeout if timeout is not None else None
+        for call in calls:
+            call.ctx = ctx.tool(call.call.id, call.index, call.call.name, timeout=timeout,
+                                asked=self.asked)
+        self.chain = [c for c in calls if c.tool is not None and getattr(c.tool, "exclusive", False)]
+        self._lock = threading.Lock()
+        self._free = max_parallel
+        self._holding: Set[int] = set()  # indexes of calls that hold a slot
+        self._waiting: Deque[Call] = collections.deque(
+            c for c in calls if c.tool is not None and c not in self.chain)
+        if self.chain:
+            self._waiting.append(self.chain[0])
+        self._chain_at = 0
+
+    def results(self) -> Iterator[Event]:
+        """Start the calls; yield their results as they land, until all are closed.
+
+        On cancellation the open calls are closed as cancelled, those results yielded,
+        and ``Cancelled`` raised; at the run's deadline likewise, raising the
+        deadline's error.
+        """
+        for call in self.calls:
+            if call.tool is None:
+                run_tool(None, call.call, call.index, self.sink, call.ctx)
+                call.ctx.release()
+        self._dispatch()
+        open_calls = len(self.calls)
+        run_ctx, sink = self.run_ctx, self.sink
+        while True:
+            batch = sink.drain()
+            open_calls -= len(batch)
+            yield from batch
+            if open_calls <= 0:
+                return
+            if run_ctx.cancelled.is_set():
+                log.debug("the run was cancelled with %d calls open", open_calls)
+                yield from self.close_open("the run was cancelled", verb="cancelled")
+                raise Cancelled("the run was cancelled")
+            now = self.clock()
+            if run_ctx.deadline is not None and now >= run_ctx.deadline:
+                log.debug("the run's deadline passed with %d calls open", open_calls)
+                yield from self.close_open("the run's deadline passed")
+                run_ctx.check()
+            if self.due is not None and now >= self.due:
+                self._time_out(now)
+                continue
+            if not batch:
+                sink.wait(self._wait_for(now), run_ctx.cancelled)
+
+    def close_open(self, reason: str, *, verb: str = "stopped") -> Iterator[Event]:
+        """Close every open call because of ``reason`` (a call that never started as
+        discarded), tell it to stop, and yield the results that land."""
+        now = self.clock()
+        for call in self.calls:
+            call.ctx.cancelled.set()
+            if call.started is None:
+                event = closing(call.call, call.index,
+                                f"not run: {reason} before this call started", discarded=True)
+            else:
+                event = closing(call.call, call.index,
+                                f"{verb}: {reason} before this call finished", now - call.started)
+            self.sink.report(event)
+        with self._lock:
+            self._waiting.clear()
+        yield from self.sink.drain()
+
+    def cancel_all(self) -> None:
+        """Tell every call to stop, and start no more (the run is over)."""
+        with self._lock:
+            self._waiting.clear()
+        for call in self.calls:
+            call.ctx.cancelled.set()
+
+    # -- internals --------------------------------------------------------------
+
+    def _wait_for(self, now: float) -> float:
+        soonest = _LONGEST_WAIT
+        for due in (self.due, self.run_ctx.deadline):
+            if due is not None:
+                soonest = min(soonest, max(0.0, due - now))
+        return soonest
+
+    def _time_out(self, now: float) -> None:
+        """Close every open call: the round's timeout has passed (calls of one round are
+        asked at once, so they are all due at once)."""
+        message = f"timed out after {self.timeout:g} s"
+        for call in self.calls:
+            duration = now - call.started if call.started is not None else 0.0
+            if self.sink.report(closing(call.call, call.index, message, duration)):
+                log.debug("call %s of %s %s%s", call.call.id, call.call.name, message,
+                          "; its thread is abandoned and its late result will be dropped"
+                          if call.started is not None else " before a slot was free")
+                call.ctx.cancelled.set()
+        with self._lock:
+            self._waiting.clear()
+
+    def _dispatch(self) -> None:
+        """Start waiting calls while slots are free."""
+        starting = []
+        with self._lock:
+            while self._free > 0 and self._waiting:
+                call = self._waiting.popleft()
+                self._free -= 1
+                self._holding.add(call.index)
+                starting.append(call)
+        for call in starting:
+            thread = threading.Thread(target=self._work, args=(call,), daemon=False,
+                                      name=f"nacelle-tool-{call.call.name}")
+            try:
+                thread.start()
+            except RuntimeError:  # no thread can be had (the interpreter is exiting)
+                self.sink.report(closing(call.call, call.index,
+                                         "not run: no thread could be started for this call",
+                                         discarded=True))
+                self._finished(call)
+
+    def _work(self, call: Call) -> None:
+        try:
+            if self.sink.is_closed(call.call.id):
+                return  # timed out or cancelled while it waited for a slot
+            if call.ctx.cancelled.is_set():
+                self.sink.report(closing(call.call, call.index, "cancelled: the run was "
+                                         "cancelled before this call started", discarded=True))
+                return
+            call.started = self.clock()
+            run_tool(call.tool, call.call, call.index, self.sink, call.ctx)
+        except BaseException as exc:  # noqa: BLE001 - a call must close even if a hook exits
+            log.warning("call %s of %s failed outside the tool", call.call.id, call.call.name,
+                        exc_info=True)
+            duration = self.clock() - call.started if call.started is not None else 0.0
+            self.sink.report(closing(call.call, call.index, f"{type(exc).__name__}: {exc}",
+                                     duration))
+        finally:
+            self._finished(call)
+
+    def _finished(self, call: Call) -> None:
+        """Free the call's slot, move the exclusive chain on, start what can start."""
+        call.ctx.release()
+        with self._lock:
+            if call.index in self._holding:
+                self._holding.discard(call.index)
+                self._free += 1
+            at = self._chain_at
+            if at < len(self.chain) and self.chain[at] is call:
+                self._chain_at = at + 1
+                if at + 1 < len(self.chain):
+                    self._waiting.append(self.chain[at + 1])
+        self._dispatch()
