@@ -16,12 +16,25 @@ events the chunk completed, ``close()`` ends the stream. It follows the WHATWG
 - ``id`` persists across events and is ignored if it contains NUL; ``retry`` counts
   only when it is all ASCII digits; unknown fields are ignored.
 
+:func:`parse_json` reads the JSON an event's data carries. It is the one JSON reader
+for everything a peer sends us — event data, HTTP error bodies, saved conversations —
+because the standard parser is too trusting for that: it accepts ``NaN`` and
+``Infinity`` (which no JSON peer can read back, so a value replayed to a provider
+would poison the next request), turns ``1e400`` into infinity, and meets a
+hundred thousand ``[`` with ``RecursionError``. Each of these is a ``ValueError``
+here, so callers keep the one ``except ValueError`` they already need for text
+that is not JSON.
+
 Choices where the spec is silent:
 
 - ``close()`` returns a list for symmetry with ``feed`` and, per the spec, drops an
   unterminated last event; ``truncated`` then says whether the body stopped inside
   an event (a line without its line break, or data lines without the blank line that
   dispatches them). Whether that matters is the caller's business.
+- A ``retry`` above :data:`MAX_RETRY` milliseconds (about 25 days, the longest
+  delay a browser's timer takes) is clamped to it, and its digits are never turned
+  into an int of their own: five thousand of them would fail to parse on Python
+  3.11, or overflow the float of seconds a consumer makes of them.
 - ``max_line`` bounds one line *and* the data of one pending event: a peer that never
   sends a line break, or never a blank line, gets a :class:`~nacelle.errors.StreamError`
   instead of our memory. The decoder is unusable after that error.
@@ -43,12 +56,23 @@ Leaf module: imports the standard library and ``nacelle.errors`` only.
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional, Union
 
 from .errors import StreamError
 
-__all__ = ["SSEDecoder", "SSEEvent"]
+__all__ = ["MAX_JSON_DEPTH", "MAX_RETRY", "SSEDecoder", "SSEEvent", "parse_json"]
+
+#: The largest reconnection time kept, in milliseconds; larger ones are clamped to it.
+MAX_RETRY = 2**31 - 1
+
+#: How deep :func:`parse_json` lets containers nest. Real payloads nest a handful of
+#: levels. The bound sits well below Python's recursion limit because a value read
+#: here is often written again (a provider block replayed in the next request), and
+#: the serialiser recurses once a level too, from deeper in the stack.
+MAX_JSON_DEPTH = 128
 
 
 @dataclass(frozen=True)
@@ -231,7 +255,7 @@ class SSEDecoder:
                         last_id = raw.decode("utf-8", "replace")
                 elif name == b"retry":
                     if raw.isdigit():  # bytes.isdigit() is true for ASCII digits only
-                        retry = int(raw)
+                        retry = _retry(raw)
         self._event = event
         self._id = last_id
         self._retry = retry
@@ -267,6 +291,68 @@ class SSEDecoder:
             f"an event-stream line is longer than max_line ({length} > {self.max_line} "
             "bytes); the peer is not sending a sensible event stream"
         )
+
+
+def _retry(digits: bytes) -> int:
+    significant = digits.lstrip(b"0")
+    if len(significant) > len(str(MAX_RETRY)):
+        return MAX_RETRY
+    return min(int(digits), MAX_RETRY)
+
+
+def parse_json(text: Union[str, bytes, bytearray]) -> Any:
+    """The JSON value of ``text`` (an event's data, or any JSON a peer sent).
+
+    Raises ``ValueError`` for text that is not JSON, for ``NaN``, ``Infinity`` and
+    numbers too large for a float, and for containers nested deeper than
+    :data:`MAX_JSON_DEPTH` — never ``RecursionError``.
+    """
+    if type(text) is not str:
+        if not isinstance(text, (bytes, bytearray)):
+            raise TypeError(f"parse_json() takes str or bytes, not {type(text).__name__}")
+        text = text.decode(json.detect_encoding(text), "surrogatepass")
+    try:
+        value = _DECODER.decode(text)
+    except RecursionError:
+        value = _TOO_DEEP
+    # Only text with enough brackets can nest too deeply; counting them runs in C, so
+    # the walk below is paid for by payloads that are mostly brackets, not by deltas.
+    if value is _TOO_DEEP or (
+        len(text) > MAX_JSON_DEPTH
+        and text.count("[") + text.count("{") > MAX_JSON_DEPTH
+        and _too_deep(value)
+    ):
+        raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    return value
+
+
+_TOO_DEEP = object()
+
+
+def _not_finite(name: str) -> float:
+    raise ValueError(f"{name} is not a finite number; JSON has none")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is not a finite number: too large for a float")
+    return value
+
+
+_DECODER = json.JSONDecoder(parse_constant=_not_finite, parse_float=_finite)
+
+
+def _too_deep(value: Any) -> bool:
+    stack = [(value, 1)] if isinstance(value, (dict, list)) else []
+    while stack:
+        item, depth = stack.pop()
+        for child in item.values() if isinstance(item, dict) else item:
+            if isinstance(child, (dict, list)):
+                if depth >= MAX_JSON_DEPTH:
+                    return True
+                stack.append((child, depth + 1))
+    return False
 
 
 def _as_bytes(data: object) -> bytes:

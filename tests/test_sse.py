@@ -1,6 +1,7 @@
 """The SSE decoder, byte by byte: every case is fed whole, one byte at a time and
 split at every offset, and the three must agree."""
 
+import json
 import pickle
 import random
 
@@ -9,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nacelle.errors import StreamError
-from nacelle.sse import SSEDecoder, SSEEvent
+from nacelle.sse import MAX_JSON_DEPTH, MAX_RETRY, SSEDecoder, SSEEvent, parse_json
 
 
 def decode(chunks, max_line=16 * 2**20):
@@ -62,6 +63,14 @@ CASES = {
     "non_numeric_retry_is_ignored": (
         "retry: 1e3\ndata: a\n\nretry: ١٢\ndata: b\n\nretry: \ndata: c\n\n".encode(),
         [E("message", "a"), E("message", "b"), E("message", "c")],
+    ),
+    "absurd_retry_is_clamped": (
+        b"retry: " + b"9" * 5000 + b"\ndata: a\n\n",
+        [E("message", "a", retry=MAX_RETRY)],
+    ),
+    "leading_zeros_do_not_make_a_retry_absurd": (
+        b"retry: " + b"0" * 40 + b"1500\ndata: a\n\n",
+        [E("message", "a", retry=1500)],
     ),
     "numeric_retry_persists": (
         b"retry: 3000\ndata: a\n\nretry: x\ndata: b\n\n",
@@ -320,3 +329,51 @@ def test_data_of_exactly_max_line_characters_split_across_feeds_is_accepted():
         assert decode(chunks, max_line=8)[0] == [E("message", "ab\nab\nab")]
         with pytest.raises(StreamError, match="data grew past max_line"):
             decode(chunks, max_line=7)
+
+
+def test_a_retry_of_five_thousand_digits_becomes_seconds_without_overflow():
+    # A consumer turns milliseconds into a float of seconds; an unbounded int would
+    # overflow that conversion (or, on Python 3.11, fail to parse at all).
+    event = SSEDecoder().feed(b"retry: " + b"7" * 5000 + b"\ndata: a\n\n")[0]
+    assert event.retry == MAX_RETRY
+    assert event.retry / 1000 == pytest.approx(2147483.647)
+
+
+# -- the JSON of event data ---------------------------------------------------------------
+
+def test_parse_json_reads_what_json_reads():
+    assert parse_json('{"a": [1, 2.5, "x", null, true]}') == {"a": [1, 2.5, "x", None, True]}
+    assert parse_json(b'{"a": "\xc3\xa9"}') == {"a": "\u00e9"}
+    assert parse_json(" 10 ") == 10
+
+
+@pytest.mark.parametrize("text", ["NaN", "Infinity", "-Infinity", '{"cost": NaN}',
+                                  '[1e400]', '{"x": -1e999}'])
+def test_parse_json_refuses_numbers_that_are_not_finite(text):
+    with pytest.raises(ValueError, match="not a finite number"):
+        parse_json(text)
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000, '{"a":' * 100_000, "[" * 100_000 + "]" * 100_000])
+def test_parse_json_refuses_100k_levels_of_nesting_with_a_value_error(text):
+    with pytest.raises(ValueError, match="nested"):
+        parse_json(text)
+
+
+def test_parse_json_refuses_nesting_past_the_limit_that_the_parser_itself_accepts():
+    deep = "[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1)
+    with pytest.raises(ValueError, match="nested deeper than"):
+        parse_json(deep)
+    at_limit = "[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH
+    assert parse_json(at_limit) is not None
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting():
+    text = json.dumps({"type": "text_delta", "text": "{[(" * 10_000})
+    assert parse_json(text)["text"] == "{[(" * 10_000
+
+
+@pytest.mark.parametrize("text", ["", "{oops", "[1,]", "\ufeff{}", b"\xff\xfe\x00"])
+def test_parse_json_raises_value_error_for_what_is_not_json(text):
+    with pytest.raises(ValueError):
+        parse_json(text)
