@@ -5,14 +5,17 @@ a terminal, a notebook, an SSE endpoint and a test all read the same stream, whi
 is why the loop never prints. Every value here is a frozen dataclass with value
 equality and a readable repr.
 
-Core module: imports the standard library only.
+Core module: imports the standard library and ``errors``.
 """
 
 from __future__ import annotations
 
 import enum
+import sys
 from dataclasses import dataclass, field
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
+
+from .errors import ConfigError
 
 __all__ = ["Event", "Kind", "Stop", "ToolEvent", "Usage"]
 
@@ -63,6 +66,13 @@ class Usage:
     ``input_tokens`` is input billed at the full rate; cache reads and writes are
     counted apart, so the fields mean the same on every backend. ``reasoning_tokens``
     are already inside ``output_tokens``. ``cost`` is US dollars, 0.0 where unknown.
+
+    Every count is a whole number of zero or more and ``cost`` a finite float of
+    zero or more (a whole number of dollars is kept as a float); anything else is a
+    :class:`~nacelle.errors.ConfigError` when the value is made. A negative or NaN
+    usage would spread through every sum it joins — a run's total, a budget check —
+    so it is refused where it is made, not discovered later. What a provider's odd
+    number becomes is the backend's decision, made before it gets here.
     """
 
     input_tokens: int = 0
@@ -71,6 +81,21 @@ class Usage:
     cache_creation_tokens: int = 0
     reasoning_tokens: int = 0
     cost: float = 0.0
+
+    def __post_init__(self) -> None:
+        # Every Event makes a Usage, so the common case is kept to a few type tests.
+        if not (
+            type(self.input_tokens) is int and self.input_tokens >= 0
+            and type(self.output_tokens) is int and self.output_tokens >= 0
+            and type(self.cache_read_tokens) is int and self.cache_read_tokens >= 0
+            and type(self.cache_creation_tokens) is int and self.cache_creation_tokens >= 0
+            and type(self.reasoning_tokens) is int and self.reasoning_tokens >= 0
+        ):
+            for name in _COUNTS:
+                object.__setattr__(self, name, _checked_count(name, getattr(self, name)))
+        cost = self.cost
+        if type(cost) is not float or not 0.0 <= cost <= _LARGEST_FLOAT:
+            object.__setattr__(self, "cost", _checked_cost(cost))
 
     def __add__(self, other: "Usage") -> "Usage":
         if not isinstance(other, Usage):
@@ -102,6 +127,61 @@ class Usage:
         """
         seen = self.cache_read_tokens + self.input_tokens
         return self.cache_read_tokens / seen if seen else 0.0
+
+
+_COUNTS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens",
+           "reasoning_tokens")
+_LARGEST_FLOAT = sys.float_info.max
+
+
+def _checked_count(name: str, value: Any) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return int(value)
+    raise ConfigError(f"Usage.{name} must be a whole number of tokens, zero or more; "
+                      f"got {_shown(value)}")
+
+
+def _checked_cost(value: Any) -> float:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if 0 <= value <= _LARGEST_FLOAT:  # false for NaN; exact for a huge int
+            return float(value)
+    raise ConfigError(f"Usage.cost must be a finite number of dollars, zero or more; "
+                      f"got {_shown(value)}")
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"  # repr() of 10**5000 raises
+    text = repr(value)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+# -- numbers a provider reported ------------------------------------------------------
+# Backends read counts and costs out of provider JSON, where anything can arrive: a
+# string, null, a bool, -5, NaN, 1e400, a 400-digit integer. These two say whether a
+# value is one a provider could mean; the backend decides (and logs) what to do with
+# one that is not. The bounds are far beyond any real turn, and keep every sum and
+# every price computed from them finite: 2**53 is the largest integer a float holds
+# exactly, and no request costs a billion dollars.
+
+_MAX_WIRE_COUNT = 2**53
+_MAX_WIRE_COST = 1e9
+
+
+def _wire_count(value: Any) -> Optional[int]:
+    """``value`` as a token count read from a provider, or None when it is not one."""
+    if type(value) is int:  # type(), not isinstance(): a bool is no count
+        return value if 0 <= value <= _MAX_WIRE_COUNT else None
+    if type(value) is float and value.is_integer() and 0 <= value <= _MAX_WIRE_COUNT:
+        return int(value)  # some upstreams send 12.0
+    return None
+
+
+def _wire_cost(value: Any) -> Optional[float]:
+    """``value`` as US dollars read from a provider, or None when it is not an amount."""
+    if type(value) in (int, float) and 0 <= value <= _MAX_WIRE_COST:  # false for NaN
+        return float(value)
+    return None
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from nacelle.events import Event, Kind, Stop, ToolEvent, Usage
+from nacelle.errors import ConfigError
+from nacelle.events import Event, Kind, Stop, ToolEvent, Usage, _wire_cost, _wire_count
 
 
 def test_kind_values_are_the_documented_strings():
@@ -35,7 +36,9 @@ def test_enums_serialise_as_their_values():
 def test_usage_adds_field_by_field_with_float_cost():
     a = Usage(1, 2, 3, 4, 5, 0.1)
     b = Usage(10, 20, 30, 40, 50, 0.2)
-    assert a + b == Usage(11, 22, 33, 44, 55, pytest.approx(0.3))
+    total = a + b
+    assert total == Usage(11, 22, 33, 44, 55, total.cost)
+    assert total.cost == pytest.approx(0.3)
     assert sum([a, b], Usage()) == a + b
 
 
@@ -85,3 +88,51 @@ def test_event_repr_shows_only_what_matters_for_its_kind():
 def test_tool_event_failed_follows_error():
     assert ToolEvent("i", 0, "n", "{}", error="boom").failed
     assert not ToolEvent("i", 0, "n", "{}", result="ok").failed
+
+
+@pytest.mark.parametrize("field", ["input_tokens", "output_tokens", "cache_read_tokens",
+                                   "cache_creation_tokens", "reasoning_tokens"])
+@pytest.mark.parametrize("bad", [-5, -1, 1.5, float("nan"), "12", None, True])
+def test_usage_refuses_a_token_count_that_is_not_a_whole_number_of_zero_or_more(field, bad):
+    with pytest.raises(ConfigError, match=f"Usage.{field}"):
+        Usage(**{field: bad})
+
+
+@pytest.mark.parametrize("bad", [-0.01, -5, float("nan"), float("inf"), float("-inf"),
+                                 10**400, "0.1", None, True])
+def test_usage_refuses_a_cost_that_is_not_a_finite_amount_of_zero_or_more(bad):
+    with pytest.raises(ConfigError, match="Usage.cost"):
+        Usage(cost=bad)
+
+
+def test_usage_refusals_are_value_errors_that_never_print_a_huge_number_whole():
+    with pytest.raises(ValueError) as caught:
+        Usage(cost=-(10**5000))
+    assert len(str(caught.value)) < 200
+
+
+def test_usage_keeps_a_whole_dollar_cost_as_a_float():
+    usage = Usage(cost=2)
+    assert type(usage.cost) is float and usage.cost == 2.0
+
+
+def test_a_huge_but_whole_token_count_is_a_usage_all_the_same():
+    assert Usage(input_tokens=10**400).total == 10**400
+
+
+@pytest.mark.parametrize("value, count", [
+    (0, 0), (12, 12), (12.0, 12), (2**53, 2**53), (2**53 + 1, None), (10**400, None),
+    (-5, None), (1.5, None), (float("nan"), None), (float("inf"), None), (True, None),
+    (None, None), ("12", None), ([1], None), ({"n": 1}, None),
+])
+def test_a_count_read_from_a_provider_is_a_plain_int_or_nothing(value, count):
+    assert _wire_count(value) == count
+
+
+@pytest.mark.parametrize("value, cost", [
+    (0, 0.0), (0.0012, 0.0012), (3, 3.0), (-0.5, None), (float("nan"), None),
+    (float("inf"), None), (10**400, None), (1e300, None), (True, None), ("0.1", None),
+    (None, None),
+])
+def test_a_cost_read_from_a_provider_is_a_finite_float_or_nothing(value, cost):
+    assert _wire_cost(value) == cost
