@@ -12,10 +12,12 @@ An Agent holds configuration, never run state, so one Agent serves many runs, fr
 many threads at once, and pickles when its backend, tools and callbacks do.
 
 Each ``stream`` call makes its own RunContext. A caller's ``cancel`` event is only
-watched — a small daemon thread waits on it and cancels the run's context, which
-closes the backend's response and tells tools to stop; it exits when the run ends.
-Polling the caller's event (every 50 ms) is the price of never setting or clearing
-an event the library does not own.
+watched, never set or cleared. A :class:`~nacelle.context.CancelEvent` (or anything
+with its ``add_callback``) calls the run back the moment it is set, which closes the
+backend's response and tells tools to stop — no thread, no polling. A plain
+``threading.Event`` cannot call anyone back, so a small daemon thread looks at it
+every 50 ms and exits when the run ends; that poll is the price of never touching
+an event the library does not own, and the reason to pass a CancelEvent.
 
 Core module: imports the standard library and nacelle's core modules only.
 """
@@ -27,7 +29,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, Tuple
 
-from .backend import DEFAULT_MAX_TOKENS, MCPServer, Request, RunContext, Thinking
+from .backend import DEFAULT_MAX_TOKENS, MCPServer, Request, Thinking
+from .context import Budget, RunContext
 from .errors import Cancelled, ConfigError, Unsupported
 from .events import Event, Kind, Stop, Usage
 from .hooks import normalize_hooks
@@ -82,6 +85,7 @@ class Agent:
         hooks: Optional[Mapping[Any, Sequence[Callable]]] = None,
         max_parallel_tools: int = 8,
         tool_timeout: Optional[float] = None,
+        budget: Optional[Budget] = None,
         logger: Optional[logging.Logger] = None,
     ) -> None:
         if backend is None:
@@ -103,6 +107,8 @@ class Agent:
                               f"got {tool_timeout!r}")
         if approve is not None and not callable(approve):
             raise ConfigError(f"approve must be callable, got {type(approve).__name__}")
+        if budget is not None and not isinstance(budget, Budget):
+            raise ConfigError(f"budget must be a nacelle.Budget, got {type(budget).__name__}")
         tools = tuple(tools)
         tools_by_name(tools)
         mcp = tuple(mcp)
@@ -117,6 +123,7 @@ class Agent:
         self.hooks = normalize_hooks(hooks) or None
         self.max_parallel_tools = max_parallel_tools
         self.tool_timeout = tool_timeout
+        self.budget = budget
         self.logger = logger if logger is not None else logging.getLogger(__name__)
         self._check_capabilities()
 
@@ -168,6 +175,7 @@ class Agent:
             thinking=self.thinking, max_tokens=self.max_tokens,
             max_iterations=self.max_iterations, approve=self.approve, hooks=self.hooks,
             max_parallel_tools=self.max_parallel_tools, tool_timeout=self.tool_timeout,
+            budget=self.budget,
         )
 
     def stream(self, conversation: Iterable[Message], *,
@@ -186,11 +194,7 @@ class Agent:
     def _stream(self, request: Request, cancel: Optional[threading.Event]) -> Iterator[Event]:
         ctx = RunContext()
         ended = threading.Event()
-        if cancel is not None:
-            if cancel.is_set():
-                raise Cancelled("the run was cancelled before it started")
-            threading.Thread(target=_watch, args=(cancel, ctx, ended),
-                             name="nacelle-cancel-watch", daemon=True).start()
+        unwatch = _watch(cancel, ctx, ended) if cancel is not None else None
         events = self.backend.stream(request, ctx)
         try:
             for event in events:
@@ -204,6 +208,8 @@ class Agent:
             raise
         finally:
             ended.set()
+            if unwatch is not None:
+                unwatch()
             # Whatever ended the run, nothing may keep working for it: the response
             # is closed and tools are told to stop (a no-op after a clean DONE).
             ctx.cancel()
@@ -237,7 +243,19 @@ class Agent:
         return self.backend.count_tokens(self.request(conversation), RunContext())
 
 
-def _watch(cancel: threading.Event, ctx: RunContext, ended: threading.Event) -> None:
+def _watch(cancel: threading.Event, ctx: RunContext, ended: threading.Event) -> Callable[[], None]:
+    """Cancel ``ctx`` when the caller's ``cancel`` is set; returns what stops watching."""
+    if cancel.is_set():
+        raise Cancelled("the run was cancelled before it started")
+    add_callback = getattr(cancel, "add_callback", None)
+    if add_callback is not None:
+        return add_callback(ctx.cancel)
+    threading.Thread(target=_poll, args=(cancel, ctx, ended),
+                     name="nacelle-cancel-watch", daemon=True).start()
+    return ended.set
+
+
+def _poll(cancel: threading.Event, ctx: RunContext, ended: threading.Event) -> None:
     while not ended.is_set():
         if cancel.wait(_WATCH_INTERVAL):
             if not ended.is_set():

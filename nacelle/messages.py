@@ -23,7 +23,7 @@ from __future__ import annotations
 import enum
 import json
 from dataclasses import dataclass
-from typing import Any, Iterable, List, Sequence, Tuple, Union
+from typing import Any, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 from .errors import ConversationError
 from .events import Stop
@@ -182,19 +182,67 @@ def trim(conversation: Sequence[Message], keep: int) -> Tuple[List[Message], int
     from its result.
 
     Returns ``(kept, dropped)``: the new list and how many messages were left out.
-    When the cut lands between a call and its result, the result's message (and any
-    that follow carrying results) is dropped too, so the kept list never starts with
-    a ToolResult the provider would reject as orphaned. The input is not mutated.
+    The kept list is the longest suffix of at most ``keep`` messages in which every
+    result has its call: a ToolResult's ToolCall, and a provider's server-tool result
+    block (its ``tool_use_id``) the block that opened it (its ``id``) — however many
+    messages stand between them, a paused server-tool turn included. So it never starts
+    with a ToolResult the provider would reject as orphaned. The input is not mutated.
     """
     if keep < 0:
         raise ValueError(f"keep must be zero or more, got {keep}")
     messages = list(conversation)
-    start = max(0, len(messages) - keep)
-    while start < len(messages) and any(
-        isinstance(p, ToolResult) for p in messages[start].parts
-    ):
-        start += 1
+    earliest = max(0, len(messages) - keep)
+    # Walk back from the end, keeping the results whose call is not yet seen: a suffix
+    # is whole where nothing is owed. One pass, so trimming stays linear.
+    owed: Set[str] = set()
+    start = len(messages)
+    for index in range(len(messages) - 1, earliest - 1, -1):
+        calls, results = _tool_ids(messages[index])
+        owed |= results
+        owed -= calls
+        if not owed:
+            start = index
     return messages[start:], start
+
+
+def _tool_ids(message: Message) -> Tuple[Set[str], Set[str]]:
+    """The call ids a message opens and the result ids it answers."""
+    calls: Set[str] = set()
+    results: Set[str] = set()
+    for part in message.parts:
+        kind = type(part)
+        if kind is ToolCall:
+            calls.add(part.id)
+        elif kind is ToolResult:
+            results.add(part.id)
+        elif kind is ProviderBlock:
+            block = _provider_block_ids(part.data)
+            if block is not None:
+                opened, answered = block
+                if opened:
+                    calls.add(opened)
+                if answered:
+                    results.add(answered)
+    return calls, results
+
+
+def _provider_block_ids(data: str) -> Optional[Tuple[str, str]]:
+    """``(id, tool_use_id)`` of a provider block's JSON (either may be ''), or None.
+
+    Provider blocks are opaque, but the providers that have server tools agree on
+    these two keys (Anthropic's ``server_tool_use`` / ``mcp_tool_use`` carry ``id``,
+    their results ``tool_use_id``), and pairing is all trim needs to know."""
+    if "tool_use" not in data and '"id"' not in data:
+        return None
+    try:
+        block = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(block, dict):
+        return None
+    opened, answered = block.get("id"), block.get("tool_use_id")
+    return (opened if isinstance(opened, str) and "tool_use" in str(block.get("type", "")) else "",
+            answered if isinstance(answered, str) else "")
 
 
 # -- JSON ------------------------------------------------------------------------

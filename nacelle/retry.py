@@ -1,12 +1,25 @@
-"""Retry: rerun a whole run that failed before it showed anything.
+"""Retry: rerun a turn that failed before it showed anything.
 
 The HTTP transport below every backend already retries what it can see — refused
 connections and retryable statuses — before a single byte reaches the caller. What
 it cannot see is a provider that answers 200 and puts the failure in the body (an
 ``overloaded_error`` event, an in-band ``code: 429``) or a connection that dies
-after the status line. ``Retry`` wraps a backend and reruns the run for those, under
-one rule: **only while the run has yielded nothing**. Once an event has been
+after the status line. ``Retry`` wraps a backend and reruns for those, under
+one rule: **only while nothing has been yielded**. Once an event has been
 delivered, a rerun would show it twice, so the failure is raised as it is.
+
+The unit of a rerun is the turn. A backend that exposes its turn function as
+``turn`` (every backend built on ``loop.py`` does) is run through the loop with that
+function wrapped: a turn that fails before yielding anything is retried even when
+earlier turns of the run yielded text and ran tools — turn 2 of a tool-using run
+overloaded is the common case, and restarting the whole run there would repeat its
+tools. A backend without ``turn`` keeps the whole-run rule: its run is restarted only
+while it has yielded nothing. ``attempts`` counts per turn; the budget is the run's.
+
+A rerun waits at least what the failure asked for: an ``APIError`` (or any error)
+with a ``retry_after`` is not retried sooner, and when that wait would pass the budget
+the run fails at once with ``RetryBudgetExceeded`` naming the failure, rather than
+sleeping to the deadline only to fail there.
 
 ``RetryOptions()`` is the recommended policy: 3 attempts, delays doubling from
 0.5 s to at most 8 s with full jitter (a uniform draw between zero and the cap, the
@@ -27,11 +40,13 @@ from __future__ import annotations
 import logging
 import random
 from dataclasses import dataclass
-from typing import Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, Tuple
 
-from .backend import Backend, Capabilities, Request, RunContext
-from .errors import RetryBudgetExceeded, _set_attempt, retryable
+from .backend import Backend, Capabilities, Request
+from .context import RunContext
+from .errors import RetryBudgetExceeded, _set_attempt, attempt, retryable
 from .events import Event
+from .messages import Message
 
 __all__ = ["Retry", "RetryOptions"]
 
@@ -92,22 +107,54 @@ class Retry:
         return self.backend.count_tokens(request, ctx)
 
     def stream(self, request: Request, ctx: RunContext) -> Iterator[Event]:
+        """Run ``request``, retrying each turn (or, for a backend without a ``turn``,
+        the whole run) that failed before it yielded anything."""
+        if self.options.budget is not None:
+            ctx = ctx.child(ctx.clock() + self.options.budget, RetryBudgetExceeded)
+        turn = getattr(self.backend, "turn", None)
+        if callable(turn):
+            # Imported here: the loop imports the tool machinery, which a whole-run
+            # retry of a backend of its own never needs.
+            from .loop import run
+
+            events = run(request, ctx, self._retrying(turn), backend=self.name)
+        else:
+            events = self._attempts(lambda: self.backend.stream(request, ctx), ctx)
+        try:
+            yield from events
+        except RetryBudgetExceeded as err:
+            if err.__dict__.get("_nacelle_budget_report"):
+                raise
+            # The deadline passed below (in a read, a sleep, a tool round): say so in
+            # the budget's words, naming the failure it was waiting on.
+            raise self._budget_spent(attempt(err) or 1, err) from err
+
+    def _retrying(self, turn: Callable[..., Iterator[Any]]) -> Callable[..., Iterator[Any]]:
+        """``turn``, rerun while an attempt fails retryably before yielding anything."""
+        def retrying_turn(request: Request, messages: Tuple[Message, ...],
+                          ctx: RunContext) -> Iterator[Any]:
+            return self._attempts(lambda: turn(request, messages, ctx), ctx)
+
+        return retrying_turn
+
+    def _attempts(self, start: Callable[[], Iterator[Any]], ctx: RunContext) -> Iterator[Any]:
+        """Yield what ``start()`` yields, starting it again on a retryable failure for
+        as long as it has yielded nothing and attempts and budget are left."""
         options = self.options
         log = options.logger or logging.getLogger(__name__)
-        if options.budget is not None:
-            ctx = ctx.child(ctx.clock() + options.budget, RetryBudgetExceeded)
         number = 0
         while True:
             number += 1
             yielded = False
-            run = self.backend.stream(request, ctx)
+            items = start()
             try:
-                for event in run:
+                for item in items:
                     yielded = True
-                    yield event
+                    yield item
                 return
             except RetryBudgetExceeded as err:
-                raise self._budget_spent(number, err) from err
+                _set_attempt(err, number)
+                raise
             except Exception as err:  # noqa: BLE001 - classified just below
                 _set_attempt(err, number)
                 if yielded or number >= options.attempts or not retryable(err):
@@ -116,17 +163,29 @@ class Retry:
                               "output was already delivered" if yielded
                               else "no attempts left" if retryable(err) else "not retryable")
                     raise
-                if ctx.deadline is not None and ctx.remaining() == 0:
+                delay = self._delay(number, err)
+                left = ctx.remaining()
+                if left is not None and (left == 0 or delay > left):
+                    # Waiting past the budget only to fail is worse than failing now.
                     raise self._budget_spent(number, err) from err
-                delay = self._random.uniform(0, options.delay_cap(number))
                 log.debug("attempt %d failed with %s; retrying in %.2f s",
-                         number, type(err).__name__, delay)
+                          number, type(err).__name__, delay)
                 try:
                     ctx.sleep(delay)
                 except RetryBudgetExceeded as spent:
                     raise self._budget_spent(number, err) from spent
             finally:
-                run.close()
+                close = getattr(items, "close", None)
+                if close is not None:
+                    close()
+
+    def _delay(self, number: int, err: BaseException) -> float:
+        """Full jitter, but never less than the wait the failure asked for."""
+        delay = self._random.uniform(0, self.options.delay_cap(number))
+        asked = getattr(err, "retry_after", None)
+        if isinstance(asked, (int, float)) and not isinstance(asked, bool) and 0 < asked < float("inf"):
+            delay = max(delay, float(asked))
+        return delay
 
     def _budget_spent(self, number: int, cause: BaseException) -> RetryBudgetExceeded:
         budget = self.options.budget
@@ -139,4 +198,5 @@ class Retry:
             if budget is not None else f"the run's deadline passed on attempt {number}"
         )
         _set_attempt(spent, number)
+        spent.__dict__["_nacelle_budget_report"] = True
         return spent

@@ -573,3 +573,80 @@ def test_run_tool_runs_hooks_approval_tool_and_after_hooks_in_order():
                HookPoint.AFTER_TOOL_CALL: [lambda e: order.append(("after", e.result))]})
     run_tool(Recorder(), ToolCall("c", "rec", "{}"), 0, sink, ToolContext())
     assert order == ["before", "approve", "tool", ("after", "r")]
+
+
+# -- duplicate call ids ---------------------------------------------------------------
+
+def test_two_calls_with_one_id_in_a_turn_both_run_and_the_later_is_renamed():
+    agent, backend = agent_for([
+        assistant(ToolCall("x", "echo", '{"text": "first"}'), ToolCall("x", "echo", '{"text": "second"}'),
+                  ToolCall("x_2", "echo", '{"text": "third"}')),
+        assistant(Text("done")),
+    ])
+    events = list(agent.stream([user_text("go")]))
+    by_id = closed_once(events)
+    assert {i: r.result for i, r in by_id.items()} == {"x": "first", "x_3": "second", "x_2": "third"}
+    sent = backend.requests[1].messages
+    assert [p.id for p in sent[-2].parts if isinstance(p, ToolCall)] == ["x", "x_3", "x_2"]
+    assert [p.id for p in sent[-1].parts] == ["x", "x_3", "x_2"]
+    assert events[-1].stop is Stop.END
+
+
+def test_a_renamed_conversation_replays_with_the_same_ids():
+    agent, _ = agent_for([
+        assistant(ToolCall("x", "echo", '{"text": "a"}'), ToolCall("x", "echo", '{"text": "b"}')),
+        assistant(Text("done")),
+    ])
+    first = agent.run([user_text("go")]).messages
+    again, backend = agent_for([assistant(Text("still"))])
+    replayed = nacelle.loads(nacelle.dumps(first)) + [user_text("more")]
+    again.run(replayed)
+    assert backend.requests[0].messages[:len(first)] == first
+
+
+# -- budgets at the turn boundary -----------------------------------------------------
+
+def test_a_token_budget_stops_the_run_at_the_turn_that_passed_it():
+    agent, backend = agent_for([
+        Turn(assistant(*calls("echo", {"text": "a"})), usage=Usage(60, 10)),
+        Turn(assistant(*calls("echo", {"text": "b"}, prefix="d")), usage=Usage(60, 10)),
+        assistant(Text("never")),
+    ], budget=nacelle.Budget(tokens=100))
+    events = list(agent.stream([user_text("go")]))
+    done = events[-1]
+    assert done.stop is Stop.BUDGET and done.usage == Usage(120, 20)
+    assert len(backend.requests) == 2
+    unrun = closed_once(events)["d0"]
+    assert unrun.discarded and unrun.error == "not run: the run's budget of 100 tokens was spent"
+    assert done.messages[-1].parts == (ToolResult("d0", "echo", unrun.error, True),)
+
+
+def test_a_tool_call_budget_refuses_the_turn_that_would_pass_it():
+    agent, backend = agent_for([
+        assistant(*calls("echo", {"text": "a"}, {"text": "b"})),
+        assistant(*calls("echo", {"text": "c"}, prefix="d")),
+        assistant(Text("never")),
+    ], budget=nacelle.Budget(tool_calls=2))
+    events = list(agent.stream([user_text("go")]))
+    by_id = closed_once(events)
+    assert by_id["c0"].result == "a" and by_id["c1"].result == "b"
+    assert by_id["d0"].discarded and "2 tool calls" in by_id["d0"].error
+    assert events[-1].stop is Stop.BUDGET
+
+
+def test_a_budget_must_be_a_budget():
+    with pytest.raises(nacelle.ConfigError, match="budget must be a nacelle.Budget"):
+        agent_for([], budget=10)
+
+
+def test_a_turn_cut_by_the_time_budget_ends_the_run_with_budget_and_the_last_whole_turn():
+    agent, backend = agent_for([
+        assistant(*calls("echo", {"text": "a"})),
+        Turn(assistant(Text("slow")), delay=5.0),
+    ], budget=nacelle.Budget(seconds=0.5))
+    started = time.monotonic()
+    events = list(agent.stream([user_text("go")]))
+    assert time.monotonic() - started < 3.0
+    done = events[-1]
+    assert done.stop is Stop.BUDGET and kinds(events).count(Kind.TURN) == 1
+    assert done.messages[-1].parts == (ToolResult("c0", "echo", "a"),)

@@ -108,6 +108,47 @@ def test_trim_never_keeps_more_than_asked_nor_starts_with_a_result(kinds, keep):
     assert not (kept and kept[0].tool_results)
 
 
+def test_trim_never_orphans_a_result_with_messages_between_it_and_its_call():
+    conv = [user_text("q"), call(1), user_text("also this"), result(1), assistant_text("done")]
+    kept, dropped = trim(conv, 3)  # would keep the note and the result, not the call
+    assert kept == [assistant_text("done")] and dropped == 4
+
+
+def test_trim_keeps_a_paused_server_tool_turn_with_its_result():
+    use = ProviderBlock("anthropic", '{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search"}')
+    found = ProviderBlock("anthropic", '{"type":"web_search_tool_result","tool_use_id":"srvtoolu_1"}')
+    conv = [user_text("q"), Message(A, (use, Finish(Stop.OTHER))),
+            Message(A, (found, Text("Found it."), Finish(Stop.END)))]
+    assert trim(conv, 1) == ([], 3)
+    assert trim(conv, 2) == (conv[1:], 1)
+
+
+def test_trim_keeps_a_server_tool_call_answered_in_its_own_message():
+    both = Message(A, (ProviderBlock("anthropic", '{"type":"mcp_tool_use","id":"m1"}'),
+                       ProviderBlock("anthropic", '{"type":"mcp_tool_result","tool_use_id":"m1"}'),
+                       Text("ok")))
+    assert trim([user_text("q"), both], 1) == ([both], 1)
+
+
+def test_trim_reads_past_provider_blocks_that_are_not_json():
+    odd = Message(A, (ProviderBlock("anthropic", "not json tool_use"), Text("x")))
+    assert trim([user_text("q"), odd], 1) == ([odd], 1)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["text", "call", "result", "note"]),
+                          st.integers(0, 4)), max_size=30),
+       st.integers(min_value=0, max_value=35))
+def test_trim_keeps_every_result_with_its_call(shape, keep):
+    conv = [call(i) if k == "call" else result(i) if k == "result" else user_text(k)
+            for k, i in shape]
+    kept, dropped = trim(conv, keep)
+    assert len(kept) <= keep and kept == conv[dropped:]
+    for at, message in enumerate(kept):
+        for part in message.tool_results:
+            assert any(isinstance(p, ToolCall) and p.id == part.id
+                       for m in kept[:at] for p in m.parts)
+
+
 # -- JSON ------------------------------------------------------------------------
 
 EVERY_PART = [

@@ -1,5 +1,6 @@
-"""Retry: reruns only while nothing was yielded, only for retryable errors, with
-jittered doubling delays through the run context — no real waiting here."""
+"""Retry: reruns a turn (or, without a turn function, a run) only while nothing was
+yielded, only for retryable errors, with jittered doubling delays and the failure's
+Retry-After through the run context — no real waiting here."""
 
 import logging
 import pickle
@@ -246,3 +247,105 @@ def test_options_refuse_nonsense():
 def test_retry_pickles():
     retry = pickle.loads(pickle.dumps(Retry(FlakyBackend([DONE]), RetryOptions(attempts=2))))
     assert retry.options.attempts == 2 and retry.name == "flaky"
+
+
+# -- retrying at the turn -------------------------------------------------------------
+
+def scripted_run(turns, options, clock=None, tools=()):
+    import nacelle
+    from nacelle.testing import ScriptedBackend
+
+    backend = ScriptedBackend(turns)
+    request = nacelle.Agent(backend, "Test.", tools=tools).request([nacelle.user_text("go")])
+    ctx = RunContext(clock=clock or FakeClock())
+    return backend, list(Retry(backend, options).stream(request, ctx)), ctx
+
+
+def _echo_tool():
+    import nacelle
+
+    @nacelle.tool
+    def echo(text: str) -> str:
+        """Say it back."""
+        return text
+
+    return echo
+
+
+def test_a_turn_after_a_tool_turn_that_fails_before_yielding_is_retried_alone():
+    from nacelle import Message, Role, Text, ToolCall, assistant_text
+    from nacelle.testing import Turn
+
+    ran = []
+    echo = _echo_tool()
+    counted = type(echo)(lambda text: ran.append(text) or text, name="echo")
+    overloaded = transient(StreamError("overloaded_error: Overloaded"))
+    backend, events, ctx = scripted_run(
+        [Message(Role.ASSISTANT, (Text("Looking."), ToolCall("a", "echo", '{"text": "x"}'))),
+         Turn(Message(Role.ASSISTANT, ()), error=overloaded),
+         assistant_text("Done.")],
+        RetryOptions(attempts=3), tools=[counted])
+    assert events[-1].kind is Kind.DONE and events[-1].stop is Stop.END
+    assert ran == ["x"]  # the tool ran once: only the failed turn was asked again
+    assert [e.text for e in events if e.kind is Kind.TEXT] == ["Looking.", "Done."]
+    assert backend.requests[1].messages == backend.requests[2].messages
+    assert len(ctx.clock.sleeps) == 1
+
+
+def test_a_turn_that_failed_after_yielding_is_not_retried_even_at_the_turn():
+    from nacelle import Message, Role, Text, assistant_text
+    from nacelle.testing import Turn
+
+    with pytest.raises(StreamError, match="overloaded"):
+        scripted_run([Turn(Message(Role.ASSISTANT, (Text("half"),)),
+                           error=transient(StreamError("overloaded"))),
+                      assistant_text("never")], RetryOptions(attempts=3))
+
+
+def test_attempts_count_per_turn_at_the_turn_seam():
+    from nacelle import Message, Role, ToolCall, assistant_text
+    from nacelle.testing import Turn
+
+    def failing():
+        return Turn(Message(Role.ASSISTANT, ()), error=transient(StreamError("overloaded")))
+
+    backend, events, _ = scripted_run(
+        [failing(), failing(), Message(Role.ASSISTANT, (ToolCall("a", "echo", '{"text": "x"}'),)),
+         failing(), failing(), assistant_text("Done.")],
+        RetryOptions(attempts=3), tools=[_echo_tool()])
+    assert events[-1].stop is Stop.END and len(backend.requests) == 6
+    with pytest.raises(StreamError) as caught:
+        scripted_run([failing(), failing(), failing(), assistant_text("never")],
+                     RetryOptions(attempts=3))
+    assert attempt(caught.value) == 3
+
+
+def test_a_rerun_waits_at_least_the_failures_retry_after():
+    from nacelle import Message, Role, assistant_text
+    from nacelle.testing import Turn
+
+    limited = APIError(429, "rate_limit_error", "slow down", retry_after=7.5)
+    _, events, ctx = scripted_run([Turn(Message(Role.ASSISTANT, ()), error=limited),
+                                   assistant_text("ok")],
+                                  RetryOptions(base=0.01, max=0.02))
+    assert events[-1].stop is Stop.END
+    assert ctx.clock.sleeps == [7.5]
+
+
+def test_a_retry_after_beyond_the_budget_fails_at_once_naming_the_failure():
+    from nacelle import Message, Role, assistant_text
+    from nacelle.testing import Turn
+
+    limited = APIError(429, "rate_limit_error", "slow down", retry_after=60)
+    clock = FakeClock()
+    with pytest.raises(RetryBudgetExceeded, match="APIError") as caught:
+        scripted_run([Turn(Message(Role.ASSISTANT, ()), error=limited), assistant_text("ok")],
+                     RetryOptions(budget=10.0), clock=clock)
+    assert clock.sleeps == [] and caught.value.__cause__ is limited
+
+
+def test_a_backend_without_a_turn_function_keeps_the_whole_run_rule():
+    flaky = FlakyBackend([transient(StreamError("overloaded"))], [TEXT, DONE])
+    assert not hasattr(flaky, "turn")
+    events, _ = run(flaky, RetryOptions(attempts=2))
+    assert events == [TEXT, DONE] and flaky.started == 2

@@ -105,7 +105,7 @@ class ScriptedBackend:
         return len(self._script) - self._next
 
     def stream(self, request: Request, ctx: RunContext) -> Iterator[Event]:
-        return run(request, ctx, self._turn, backend=self.name)
+        return run(request, ctx, self.turn, backend=self.name)
 
     def count_tokens(self, request: Request, ctx: RunContext) -> int:
         ctx.check()
@@ -121,8 +121,10 @@ class ScriptedBackend:
                 f"ScriptedBackend {self.name!r}: {len(self._script) - self._next} of "
                 f"{len(self._script)} scripted turns were never requested")
 
-    def _turn(self, request: Request, messages: Tuple[Message, ...],
-              ctx: RunContext) -> Iterator[Union[Event, TurnEnd]]:
+    def turn(self, request: Request, messages: Tuple[Message, ...],
+             ctx: RunContext) -> Iterator[Union[Event, TurnEnd]]:
+        """Play the next scripted turn (``Retry`` retries at this seam, so a scripted
+        ``error`` followed by another turn tests a retried turn)."""
         with self._lock:
             number = self._next
             if number >= len(self._script):

@@ -1,0 +1,228 @@
+"""A turn's calls under hostile timing: tools that ignore cancellation, queued calls
+and their timeouts, the run's deadline over its tools, hooks that raise anything —
+through ScriptedBackend, with real tools on real threads."""
+
+import threading
+import time
+
+import pytest
+
+import nacelle
+from nacelle import (
+    Agent, Budget, HookPoint, HookResult, Kind, Message, Retry, RetryBudgetExceeded,
+    RetryOptions, Role, Stop, Text, ToolCall, ToolContext, ToolResult, user_text,
+)
+from nacelle.context import RunContext
+from nacelle.testing import FakeClock, ScriptedBackend
+
+
+def assistant(*parts):
+    return Message(Role.ASSISTANT, parts)
+
+
+def results_of(events):
+    opened = [e.tool.id for e in events if e.kind is Kind.TOOL_CALL]
+    closed = [e.tool.id for e in events if e.kind is Kind.TOOL_RESULT]
+    assert sorted(opened) == sorted(closed) and len(set(closed)) == len(closed)
+    return {e.tool.id: e.tool for e in events if e.kind is Kind.TOOL_RESULT}
+
+
+released = threading.Event()  # set at the end of each test, so no stubborn thread outlives it
+
+
+@pytest.fixture(autouse=True)
+def release_stubborn_tools():
+    released.clear()
+    yield
+    released.set()
+
+
+@nacelle.tool
+def stubborn(ctx: ToolContext) -> str:
+    """Ignores cancellation: answers only when the test lets it go (at most 10 s)."""
+    released.wait(10)
+    return "too late"
+
+
+@nacelle.tool
+def quick(word: str) -> str:
+    """Answers at once."""
+    return word
+
+
+@nacelle.tool
+def slow(seconds: float) -> str:
+    """Sleeps without looking at its context."""
+    time.sleep(seconds)
+    return "slept"
+
+
+def test_a_tool_that_ignores_cancellation_does_not_hold_a_slot_for_the_next_turn():
+    backend = ScriptedBackend([
+        assistant(ToolCall("a", "stubborn", "{}")),
+        assistant(ToolCall("b", "quick", '{"word": "one"}'), ToolCall("c", "quick", '{"word": "two"}')),
+        assistant(Text("done")),
+    ])
+    agent = Agent(backend, "Test.", tools=[stubborn, quick], tool_timeout=0.3,
+                  max_parallel_tools=1)
+    started = time.monotonic()
+    events = list(agent.stream([user_text("go")]))
+    elapsed = time.monotonic() - started
+    by_id = results_of(events)
+    assert by_id["a"].error == "timed out after 0.3 s"
+    assert (by_id["b"].result, by_id["c"].result) == ("one", "two")
+    assert by_id["b"].error is None and by_id["c"].error is None
+    assert elapsed < 3.0  # 0.3 s of timeout; the stubborn thread holds on for 10 s
+    assert events[-1].stop is Stop.END
+
+
+def test_a_queued_call_times_out_from_when_it_was_asked_not_when_a_slot_freed():
+    backend = ScriptedBackend([
+        assistant(ToolCall("a", "stubborn", "{}"), ToolCall("b", "quick", '{"word": "w"}')),
+        assistant(Text("done")),
+    ])
+    agent = Agent(backend, "Test.", tools=[stubborn, quick], tool_timeout=0.3,
+                  max_parallel_tools=1)
+    started = time.monotonic()
+    events = list(agent.stream([user_text("go")]))
+    assert time.monotonic() - started < 3.0
+    by_id = results_of(events)
+    assert by_id["a"].error == by_id["b"].error == "timed out after 0.3 s"
+    assert backend.requests[1].messages[-1].parts == (
+        ToolResult("a", "stubborn", "timed out after 0.3 s", True),
+        ToolResult("b", "quick", "timed out after 0.3 s", True))
+
+
+def test_calls_beyond_the_parallel_limit_wait_for_a_slot_and_all_run():
+    active, most = [0], [0]
+    lock = threading.Lock()
+
+    @nacelle.tool
+    def counted(n: int) -> str:
+        """Counts how many run at once."""
+        with lock:
+            active[0] += 1
+            most[0] = max(most[0], active[0])
+        time.sleep(0.05)
+        with lock:
+            active[0] -= 1
+        return str(n)
+
+    parts = tuple(ToolCall(f"c{i}", "counted", f'{{"n": {i}}}') for i in range(9))
+    backend = ScriptedBackend([assistant(*parts), assistant(Text("done"))])
+    events = list(Agent(backend, "Test.", tools=[counted], max_parallel_tools=3)
+                  .stream([user_text("go")]))
+    by_id = results_of(events)
+    assert [by_id[f"c{i}"].result for i in range(9)] == [str(i) for i in range(9)]
+    assert most[0] == 3
+
+
+def test_tool_timeouts_read_the_run_clock():
+    clock = FakeClock(1000.0)
+
+    @nacelle.tool
+    def waits(ctx: ToolContext) -> str:
+        """Moves the test's clock past the timeout, then waits to be cancelled."""
+        clock.advance(60)
+        ctx.cancelled.wait(10)
+        return "cancelled" if ctx.cancelled.is_set() else "never cancelled"
+
+    backend = ScriptedBackend([assistant(ToolCall("a", "waits", "{}")), assistant(Text("k"))])
+    agent = Agent(backend, "Test.", tools=[waits], tool_timeout=30.0)
+    started = time.monotonic()
+    events = list(backend.stream(agent.request([user_text("go")]), RunContext(clock=clock)))
+    assert time.monotonic() - started < 3.0  # 60 simulated seconds, not 30 real ones
+    assert results_of(events)["a"].error == "timed out after 30 s"
+
+
+def test_a_budget_in_seconds_bounds_a_slow_tool_and_ends_the_run_with_budget():
+    backend = ScriptedBackend([assistant(ToolCall("a", "slow", '{"seconds": 2.5}')),
+                               assistant(Text("never asked"))])
+    agent = Agent(backend, "Test.", tools=[slow], budget=Budget(seconds=0.5))
+    started = time.monotonic()
+    events = list(agent.stream([user_text("go")]))
+    assert time.monotonic() - started < 2.0
+    done = events[-1]
+    assert done.kind is Kind.DONE and done.stop is Stop.BUDGET
+    assert results_of(events)["a"].error == ("stopped: the run's deadline passed before this "
+                                             "call finished")
+    assert done.messages[-1].parts[0].failed and len(backend.requests) == 1
+
+
+def test_a_retry_budget_bounds_a_slow_tool_and_raises_the_budget_error():
+    backend = ScriptedBackend([assistant(ToolCall("a", "slow", '{"seconds": 2.5}')),
+                               assistant(Text("never asked"))])
+    agent = Agent(Retry(backend, RetryOptions(budget=0.5)), "Test.", tools=[slow])
+    seen = []
+    started = time.monotonic()
+    with pytest.raises(RetryBudgetExceeded, match="0.5 s"):
+        for event in agent.stream([user_text("go")]):
+            seen.append(event)
+    assert time.monotonic() - started < 2.0
+    assert results_of(seen)["a"].error.startswith("stopped: the run's deadline passed")
+
+
+def test_a_call_waiting_for_a_slot_at_the_deadline_is_closed_as_not_run():
+    backend = ScriptedBackend([
+        assistant(ToolCall("a", "stubborn", "{}"), ToolCall("b", "quick", '{"word": "w"}')),
+        assistant(Text("never asked")),
+    ])
+    agent = Agent(backend, "Test.", tools=[stubborn, quick], max_parallel_tools=1,
+                  budget=Budget(seconds=0.3))
+    events = list(agent.stream([user_text("go")]))
+    by_id = results_of(events)
+    assert by_id["b"].discarded and by_id["b"].error == ("not run: the run's deadline passed "
+                                                         "before this call started")
+    assert not by_id["a"].discarded and events[-1].stop is Stop.BUDGET
+
+
+@pytest.mark.parametrize("raised", [SystemExit(3), KeyboardInterrupt(), GeneratorExit()])
+def test_an_after_hook_raising_any_base_exception_leaves_the_result_of_a_tool_that_ran(raised):
+    def hook(event):
+        raise raised
+
+    backend = ScriptedBackend([assistant(ToolCall("a", "quick", '{"word": "kept"}')),
+                               assistant(Text("done"))])
+    agent = Agent(backend, "Test.", tools=[quick],
+                  hooks={HookPoint.AFTER_TOOL_CALL: [hook]})
+    result = results_of(list(agent.stream([user_text("go")])))["a"]
+    assert (result.result, result.error) == ("kept", None)
+
+
+def test_a_before_hook_raising_a_base_exception_denies_the_call():
+    def hook(event):
+        raise SystemExit(2)
+
+    backend = ScriptedBackend([assistant(ToolCall("a", "quick", '{"word": "w"}')),
+                               assistant(Text("done"))])
+    agent = Agent(backend, "Test.", tools=[quick],
+                  hooks={HookPoint.BEFORE_TOOL_CALL: [hook]})
+    result = results_of(list(agent.stream([user_text("go")])))["a"]
+    assert result.error.startswith("denied: a check before quick failed (SystemExit")
+    assert result.result == ""
+
+
+def test_an_after_hook_inject_still_applies_when_another_after_hook_raises():
+    def broken(event):
+        raise SystemExit(1)
+
+    def adds(event):
+        return HookResult(inject="note")
+
+    backend = ScriptedBackend([assistant(ToolCall("a", "quick", '{"word": "w"}')),
+                               assistant(Text("done"))])
+    agent = Agent(backend, "Test.", tools=[quick],
+                  hooks={HookPoint.AFTER_TOOL_CALL: [broken, adds]})
+    assert results_of(list(agent.stream([user_text("go")])))["a"].result == "w\n\nnote"
+
+
+def test_a_finished_call_no_longer_listens_to_the_run():
+    ctx = RunContext()
+    backend = ScriptedBackend([
+        assistant(*(ToolCall(f"c{i}", "quick", '{"word": "w"}') for i in range(50))),
+        assistant(Text("done")),
+    ])
+    agent = Agent(backend, "Test.", tools=[quick])
+    events = list(backend.stream(agent.request([user_text("go")]), ctx))
+    assert events[-1].stop is Stop.END
+    assert ctx.cancelled._callbacks == {}
