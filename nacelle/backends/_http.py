@@ -188,13 +188,6 @@ class Transport:
             session = self._local.session = _new_session(self.base_url)
         return session
 
-    def close(self) -> None:
-        """Close this thread's session (other threads' sessions close with them)."""
-        session = getattr(self._local, "session", None)
-        if session is not None:
-            self._local.session = None
-            session.close()
-
     # -- requests -------------------------------------------------------------------
 
     def post_stream(self, path: str, body: Any, ctx: RunContext,
