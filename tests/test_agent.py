@@ -259,6 +259,53 @@ def test_the_callers_cancel_event_is_only_watched():
     assert result.text == "hi" and not cancel.is_set()
 
 
+def watchers():
+    return [t for t in threading.enumerate() if t.name == "nacelle-cancel-watch"]
+
+
+def test_a_cancel_event_of_nacelles_wakes_the_run_by_callback_with_no_watcher_thread():
+    cancel = nacelle.CancelEvent()
+    scripted = backend([Turn(assistant(Text("slow")), delay=10)])
+    seen = []
+
+    def set_cancel():
+        seen.append(watchers())
+        cancel.set()
+
+    threading.Timer(0.2, set_cancel).start()
+    started = time.monotonic()
+    with pytest.raises(Cancelled):
+        Agent(scripted, "sys").run([user_text("go")], cancel=cancel)
+    assert time.monotonic() - started < 1.5
+    assert seen == [[]] and cancel._callbacks == {}
+
+
+def test_a_finished_run_leaves_no_callback_on_the_callers_cancel_event():
+    cancel = nacelle.CancelEvent()
+    agent = Agent(backend([assistant(Text("a")), assistant(Text("b"))]), "sys")
+    agent.run([user_text("go")], cancel=cancel)
+    agent.run([user_text("go")], cancel=cancel)
+    assert cancel._callbacks == {} and not cancel.is_set()
+
+
+def test_a_subagent_call_follows_its_parent_by_callback_not_by_a_watcher_thread():
+    inner_seen = []
+
+    @nacelle.tool
+    def look(ctx: ToolContext) -> str:
+        """Records the watcher threads alive while the nested run works."""
+        inner_seen.append(watchers())
+        return "looked"
+
+    child = Agent(backend([assistant(ToolCall("i", "look", "{}")), assistant(Text("inner done"))]),
+                  "child", tools=[look])
+    parent = Agent(backend([assistant(ToolCall("p", "subagent", '{"task": "look"}')),
+                            assistant(Text("outer done"))]),
+                   "parent", tools=[nacelle.subagent_tool(child, approve=lambda *a: True)])
+    assert parent.run([user_text("go")]).text == "outer done"
+    assert inner_seen == [[]]
+
+
 def test_a_cancel_event_set_before_the_run_cancels_it_before_any_request():
     cancel = threading.Event()
     cancel.set()

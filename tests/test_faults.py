@@ -535,3 +535,31 @@ def test_14_a_failed_request_after_a_tool_turn_leaves_every_call_closed(
     # The tools ran once; only the failed turn was sent again, with their results.
     assert len(server.requests) == 1 + len(failing)
     assert all("sunny in Oslo" in r.body.decode("utf-8") for r in server.requests[1:])
+
+
+def test_15_an_in_band_error_on_turn_two_of_a_tool_run_is_retried_at_that_turn(provider, server):
+    server.queue(provider.path, Reply(chunks=provider.stream(("Looking.",), tool_calls=CALLS[:1])),
+                 Reply(chunks=provider.in_band(())), Reply(chunks=provider.stream(("Sunny.",))))
+    agent = Agent(Retry(provider.backend(server.url, max_retries=0),
+                        RetryOptions(base=0.01, max=0.02)), "Be brief.", tools=[lookup])
+    events = list(agent.stream([user_text("Weather in Paris?")]))
+    assert texts(events) == ["Looking.", "Sunny."]
+    assert events[-1].kind is Kind.DONE and events[-1].stop is Stop.END
+    assert [e.tool.result for e in events if e.kind is Kind.TOOL_RESULT] == ["sunny in Paris"]
+    assert len(server.requests) == 3 and server.requests[1].body == server.requests[2].body
+
+
+def test_16_two_tool_calls_with_one_id_run_both_and_are_answered_under_distinct_ids(
+        provider, server):
+    twins = [("call_1", "lookup", '{"city": "Paris"}'), ("call_1", "lookup", '{"city": "Oslo"}')]
+    server.queue(provider.path, Reply(chunks=provider.stream((), tool_calls=twins)),
+                 Reply(chunks=provider.stream(("Both sunny.",))))
+    agent = Agent(provider.backend(server.url), "Be brief.", tools=[lookup])
+    events = list(agent.stream([user_text("Weather in Paris and Oslo?")]))
+    calls = [e.tool.id for e in events if e.kind is Kind.TOOL_CALL]
+    results = {e.tool.id: e.tool.result for e in events if e.kind is Kind.TOOL_RESULT}
+    assert calls[0] == "call_1" and len(set(calls)) == 2 and set(results) == set(calls)
+    assert [results[i] for i in calls] == ["sunny in Paris", "sunny in Oslo"]
+    assert events[-1].stop is Stop.END
+    sent = server.requests[1].body.decode("utf-8")
+    assert sent.count(f'"{calls[1]}"') == 2 and "sunny in Oslo" in sent  # the call and its result
