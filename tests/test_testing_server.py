@@ -140,6 +140,51 @@ def test_drop_after_k_in_length_mode_leaves_the_body_short(server):
     assert b"Content-Length: 4" in raw and raw.endswith(b"\r\n\r\naa")
 
 
+def test_a_trickled_head_arrives_one_byte_at_a_time_then_the_body_at_once(server):
+    server.queue("/s", Reply(chunks=[b"body"], mode="length", head_trickle=0.01))
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        sock.sendall(b"GET /s HTTP/1.1\r\nHost: x\r\n\r\n")
+        started = time.monotonic()
+        reads = []
+        while not b"".join(reads).endswith(b"body") and len(reads) < 1000:
+            reads.append(sock.recv(65536))
+    head, _, body = b"".join(reads).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 ") and b"Content-Length: 4" in head
+    assert body == b"body"
+    assert len(reads) > len(head) // 2  # bytes came apart, not in one write
+    assert time.monotonic() - started >= len(head) * 0.01 * 0.5
+
+
+def test_a_client_leaving_during_a_trickled_head_ends_the_trickle(server):
+    server.queue("/s", Reply(head_trickle=0.2))
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    sock.sendall(b"GET /s HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert sock.recv(1) == b"H"
+    sock.close()
+    assert server.wait_disconnects(1, timeout=2.0)
+
+
+def test_raw_mode_writes_the_chunks_as_the_framing_and_adds_no_framing_headers(server):
+    server.queue("/s", Reply(mode="raw", headers={"Transfer-Encoding": "chunked"},
+                             chunks=[b"2\r\nab\r\n", (b"0", 0.05), b"3\r\ncde\r\n0\r\n\r\n"]))
+    response = requests.get(server.url + "/s", timeout=5)
+    assert response.content == b"abcde"
+    assert "Content-Length" not in response.headers and "Connection" not in response.headers
+
+
+def test_raw_mode_keeps_the_connection_open_after_the_chunks(server):
+    server.queue("/s", Reply(mode="raw", headers={"Content-Length": "9"}, chunks=[b"abc"]))
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        sock.sendall(b"GET /s HTTP/1.1\r\nHost: x\r\n\r\n")
+        received = b""
+        while not received.endswith(b"abc"):
+            received += sock.recv(65536)
+        sock.settimeout(0.3)
+        with pytest.raises(socket.timeout):  # no close: the client waits for 6 more bytes
+            sock.recv(1)
+    assert b"Content-Length: 9" in received
+
+
 def test_a_client_leaving_during_a_stall_is_seen_within_a_second(server):
     server.queue("/s", Reply(chunks=[b"data: a\n\n", (b"late", 30)]))
     response = requests.get(server.url + "/s", stream=True, timeout=5)
@@ -197,6 +242,8 @@ def test_url_before_start_is_a_clear_error():
         ({"chunks": [(b"x", -1)]}, TypeError, "chunk 0 must be bytes"),
         ({"chunks": [b"x"], "drop_after": 2}, ValueError, "drop_after must be an int in 0..1"),
         ({"headers": {"a": 1}}, TypeError, "header names and values must be str"),
+        ({"head_trickle": -0.1}, ValueError, "head_trickle must be seconds >= 0"),
+        ({"head_trickle": True}, ValueError, "head_trickle must be seconds >= 0"),
     ],
 )
 def test_bad_reply_arguments_are_clear_errors(kwargs, error, message):

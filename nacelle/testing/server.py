@@ -13,10 +13,27 @@ what the client sent::
 
 :class:`Reply` says how to send the body: ``mode="chunked"`` (one HTTP chunk per item,
 flushed as written), ``"close"`` (no length, the body ends when the server closes the
-connection — what some proxies send) or ``"length"`` (a ``Content-Length``). A chunk
+connection — what some proxies send), ``"length"`` (a ``Content-Length``) or ``"raw"``
+(the chunks are the body's bytes exactly as they go on the wire, framed by whatever
+``headers`` say — no ``Content-Length``, ``Transfer-Encoding`` or ``Connection`` is
+added — and the connection stays open for the next request, so a client that reads
+a broken framing wrongly waits as it would on a real keep-alive connection). A chunk
 is ``bytes`` or ``(bytes, delay_seconds)``, the delay waited *before* it is written,
 so a stall is a chunk with a long delay. ``drop_after=k`` closes the connection
 abruptly after chunk k is written (``0``: before the status line).
+
+A server that is slow without ever going silent is scripted by trickling:
+``head_trickle=s`` writes the status line and the headers one byte at a time, ``s``
+seconds before each byte, so every read of the head succeeds within any read timeout
+longer than ``s`` while the whole head takes about a hundred times ``s``. In
+``"raw"`` mode the same is done to any part of the body with one-byte chunks, a
+chunk-size line say::
+
+    size_line = [(bytes([b]), 0.2) for b in b"0" * 150 + b"9\r\n"]
+    Reply(mode="raw", headers={"Transfer-Encoding": "chunked"},
+          chunks=[b"9\r\ndata: a\n\n\r\n"] + size_line + [b"data: b\n\n\r\n0\r\n\r\n"])
+
+A trickle, like a delay, ends as soon as the client goes away.
 
 Choices where the spec is silent:
 
@@ -58,14 +75,14 @@ log = logging.getLogger(__name__)
 
 Chunk = Union[bytes, Tuple[bytes, float]]
 
-_MODES = ("chunked", "close", "length")
+_MODES = ("chunked", "close", "length", "raw")
 
 
 @dataclass(frozen=True)
 class Reply:
-    """One scripted HTTP response. See the module docstring for ``mode``, ``chunks``
-    and ``drop_after``; ``headers`` are sent as given, after ``Content-Type`` (which a
-    ``content-type`` entry in ``headers`` replaces)."""
+    """One scripted HTTP response. See the module docstring for ``mode``, ``chunks``,
+    ``drop_after`` and ``head_trickle``; ``headers`` are sent as given, after
+    ``Content-Type`` (which a ``content-type`` entry in ``headers`` replaces)."""
 
     status: int = 200
     headers: Optional[Mapping[str, str]] = None
@@ -73,6 +90,7 @@ class Reply:
     mode: str = "chunked"
     drop_after: Optional[int] = None
     content_type: str = "text/event-stream"
+    head_trickle: float = 0.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.status, int) or not 100 <= self.status <= 599:
@@ -88,6 +106,9 @@ class Reply:
             if not isinstance(name, str) or not isinstance(value, str):
                 raise TypeError(f"Reply header names and values must be str, got {name!r}: {value!r}")
         object.__setattr__(self, "headers", headers)
+        trickle = self.head_trickle
+        if isinstance(trickle, bool) or not isinstance(trickle, (int, float)) or not trickle >= 0:
+            raise ValueError(f"Reply head_trickle must be seconds >= 0, got {trickle!r}")
         if self.drop_after is not None and (
             not isinstance(self.drop_after, int) or not 0 <= self.drop_after <= len(chunks)
         ):
@@ -395,9 +416,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Transfer-Encoding", "chunked")
         elif reply.mode == "length":
             self.send_header("Content-Length", str(len(reply.body)))
-        else:
+        elif reply.mode == "close":
             self.send_header("Connection", "close")
             self.close_connection = True
+        self._head_trickle = reply.head_trickle
         self.end_headers()
         for index, (data, delay) in enumerate(chunks):
             self._wait(delay)
@@ -408,6 +430,21 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._drop()
         if reply.mode == "chunked":
             self.wfile.write(b"0\r\n\r\n")
+
+    _head_trickle = 0.0
+
+    def flush_headers(self) -> None:
+        # BaseHTTPRequestHandler gathers the status line and headers in _headers_buffer
+        # and writes them here at once; a trickled head goes out a byte at a time.
+        head = b"".join(getattr(self, "_headers_buffer", ()))
+        self._headers_buffer = []
+        trickle, self._head_trickle = self._head_trickle, 0.0  # this reply's head only
+        if trickle <= 0:
+            self.wfile.write(head)
+            return
+        for index in range(len(head)):
+            self._wait(trickle)
+            self.wfile.write(head[index:index + 1])
 
     def _wait(self, delay: float) -> None:
         """Wait ``delay`` seconds, watching for the client leaving and for stop()."""
