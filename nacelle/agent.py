@@ -27,11 +27,11 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Generator, Iterable, Mapping, Optional, Sequence, Tuple
 
 from .backend import DEFAULT_MAX_TOKENS, MCPServer, Request, Thinking
 from .context import Budget, RunContext
-from .errors import Cancelled, ConfigError, Unsupported
+from .errors import Cancelled, ConfigError, StreamError, Unsupported
 from .events import Event, Kind, Stop, Usage
 from .hooks import normalize_hooks
 from .messages import Image, Message, Role
@@ -82,7 +82,7 @@ class Agent:
         tools: Iterable[Any] = (),
         mcp: Iterable[MCPServer] = (),
         approve: Optional[Callable[..., bool]] = None,
-        hooks: Optional[Mapping[Any, Sequence[Callable]]] = None,
+        hooks: Optional[Mapping[Any, Sequence[Callable[..., Any]]]] = None,
         max_parallel_tools: int = 8,
         tool_timeout: Optional[float] = None,
         budget: Optional[Budget] = None,
@@ -179,7 +179,7 @@ class Agent:
         )
 
     def stream(self, conversation: Iterable[Message], *,
-               cancel: Optional[threading.Event] = None) -> Iterator[Event]:
+               cancel: Optional[threading.Event] = None) -> Generator[Event, None, None]:
         """Run the conversation; yield its events, ending with one DONE (or raise).
 
         The conversation is checked here, before any request. Leaving the loop early,
@@ -191,7 +191,7 @@ class Agent:
         request = self.request(conversation)
         return self._stream(request, cancel)
 
-    def _stream(self, request: Request, cancel: Optional[threading.Event]) -> Iterator[Event]:
+    def _stream(self, request: Request, cancel: Optional[threading.Event]) -> Generator[Event, None, None]:
         ctx = RunContext()
         ended = threading.Event()
         unwatch = _watch(cancel, ctx, ended) if cancel is not None else None
@@ -231,8 +231,9 @@ class Agent:
                     done = event
         finally:
             events.close()
-        if done is None:  # a Backend that broke its contract
-            raise RuntimeError(f"backend {self.backend.name!r} ended a run without DONE")
+        if done is None or done.stop is None:  # a Backend that broke its contract
+            raise StreamError(f"backend {self.backend.name!r} ended a run without DONE "
+                              "and its stop")
         text = next((m.text for m in reversed(done.messages) if m.role is Role.ASSISTANT), "")
         return Result(text, done.messages, done.usage, done.stop, turns)
 
@@ -240,14 +241,16 @@ class Agent:
         """Count the tokens of the request ``stream`` would send, as the provider does."""
         if not self.backend.capabilities.token_counting:
             raise Unsupported(self.backend.name, "token counting")
-        return self.backend.count_tokens(self.request(conversation), RunContext())
+        count: int = self.backend.count_tokens(self.request(conversation), RunContext())
+        return count
 
 
 def _watch(cancel: threading.Event, ctx: RunContext, ended: threading.Event) -> Callable[[], None]:
     """Cancel ``ctx`` when the caller's ``cancel`` is set; returns what stops watching."""
     if cancel.is_set():
         raise Cancelled("the run was cancelled before it started")
-    add_callback = getattr(cancel, "add_callback", None)
+    add_callback: Optional[Callable[[Callable[[], None]], Callable[[], None]]] = getattr(
+        cancel, "add_callback", None)
     if add_callback is not None:
         return add_callback(ctx.cancel)
     threading.Thread(target=_poll, args=(cancel, ctx, ended),

@@ -25,7 +25,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from typing import (
-    Any, Callable, Dict, Iterator, Optional, Protocol, Sequence, Tuple, Union,
+    Any, Callable, Iterator, Mapping, Optional, Protocol, Sequence, Tuple, Union,
     runtime_checkable,
 )
 
@@ -132,7 +132,7 @@ class Request:
     max_tokens: int = DEFAULT_MAX_TOKENS
     max_iterations: int = 0
     approve: Optional[Callable[..., bool]] = None
-    hooks: Optional[Dict[Any, Sequence[Callable]]] = None
+    hooks: Optional[Mapping[Any, Sequence[Callable[..., Any]]]] = None
     max_parallel_tools: int = 8
     tool_timeout: Optional[float] = None
     budget: Optional[Budget] = None

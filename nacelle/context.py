@@ -162,7 +162,8 @@ class RunContext:
         the callback is then only called if the event is already set, and blocking
         code notices cancellation at its next check.
         """
-        add = getattr(self.cancelled, "add_callback", None)
+        add: Optional[Callable[[Callable[[], None]], Callable[[], None]]] = getattr(
+            self.cancelled, "add_callback", None)
         if add is not None:
             return add(callback)
         if self.cancelled.is_set():
@@ -186,7 +187,7 @@ class RunContext:
         seconds = max(0.0, float(seconds))
         left = self.remaining()
         hits_deadline = left is not None and seconds >= left
-        if hits_deadline:
+        if left is not None and hits_deadline:
             seconds = left
         if self._wait(seconds):
             raise Cancelled("the run was cancelled")

@@ -227,7 +227,7 @@ class Event:
     tool: Optional[ToolEvent] = None
     usage: Usage = field(default_factory=Usage)
     stop: Optional[Stop] = None
-    messages: Tuple = ()
+    messages: Tuple[Any, ...] = ()
 
     def __repr__(self) -> str:
         # Only the fields that mean something for this kind, so a printed stream reads.

@@ -60,7 +60,7 @@ Core module: imports the standard library and nacelle's core modules only.
 from __future__ import annotations
 
 import logging
-from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Dict, Generator, Iterator, List, Optional, Sequence, Set, Tuple
 
 from .backend import Request, TurnEnd, TurnFunction
 from .context import Budget, RunContext
@@ -128,7 +128,7 @@ class _Run:
         if current is not None:
             current.sink.wake()
 
-    def _turns(self) -> Iterator[Event]:
+    def _turns(self) -> Generator[Event, None, Stop]:
         """Yield every turn and tool round; return the run's final stop."""
         cap = self.request.max_iterations
         while True:
@@ -156,7 +156,7 @@ class _Run:
             if not finished:
                 return Stop.BUDGET
 
-    def _one_turn(self) -> Iterator[Event]:
+    def _one_turn(self) -> Generator[Event, None, TurnEnd]:
         """Yield one turn's deltas; return its TurnEnd."""
         ctx, backend = self.ctx, self.backend
         show_thinking = self.request.thinking.show
@@ -184,12 +184,12 @@ class _Run:
                 close()
         raise StreamError(f"backend {backend!r} ended a turn without its TurnEnd")
 
-    def _record(self, end: TurnEnd) -> Iterator[Event]:
+    def _record(self, end: TurnEnd) -> Generator[Event, None, List[ToolCall]]:
         """Record the turn's message, announce its local calls and the TURN; return the
         calls to run."""
         self.total += end.usage
         parts = _unique_call_ids(end.parts)
-        calls = [p for p in parts if type(p) is ToolCall and p.finished]
+        calls = [p for p in parts if isinstance(p, ToolCall) and p.finished]
         if end.resume and calls:
             # Refused before any TOOL_CALL is announced, so none is left unclosed.
             raise StreamError(f"backend {self.backend!r} paused a turn that asked for local "
@@ -217,9 +217,9 @@ class _Run:
     def _close_unrun(self, calls: Sequence[ToolCall], reason: str) -> Iterator[Event]:
         events = [closing(c, i, reason, discarded=True) for i, c in enumerate(calls)]
         yield from events
-        self.conversation.append(Message(Role.USER, tuple(as_result(e.tool) for e in events)))
+        self.conversation.append(Message(Role.USER, tuple(as_result(_tool(e)) for e in events)))
 
-    def _tool_round(self, calls: Sequence[ToolCall]) -> Iterator[Event]:
+    def _tool_round(self, calls: Sequence[ToolCall]) -> Generator[Event, None, bool]:
         """Run a turn's calls, yield their results as they land and record them.
 
         Returns False when the run's time budget ran out during the round."""
@@ -233,7 +233,8 @@ class _Run:
         out_of_time = False
         try:
             for event in current.results():
-                results[event.tool.id] = as_result(event.tool)
+                tool = _tool(event)
+                results[tool.id] = as_result(tool)
                 yield event
         except _OutOfTime:
             # The round closed its open calls (and yielded them) before raising.
@@ -242,6 +243,12 @@ class _Run:
         self.current = None
         self.conversation.append(Message(Role.USER, tuple(results[c.id] for c in calls)))
         return not out_of_time
+
+
+def _tool(event: Event) -> ToolEvent:
+    """The ToolEvent of a TOOL_CALL or TOOL_RESULT event (which always carry one)."""
+    assert event.tool is not None
+    return event.tool
 
 
 def _budget_spent(budget: Budget, total: Usage, calls: int) -> str:
@@ -259,14 +266,14 @@ def _budget_spent(budget: Budget, total: Usage, calls: int) -> str:
 def _unique_call_ids(parts: Tuple[Part, ...]) -> Tuple[Part, ...]:
     """The parts with every ToolCall id unique within the message (see the module
     docstring); the tuple itself when nothing repeats, which is nearly always."""
-    ids = [p.id for p in parts if type(p) is ToolCall]
+    ids = [p.id for p in parts if isinstance(p, ToolCall)]
     if len(ids) == len(set(ids)):
         return parts
     taken: Set[str] = set(ids)
     seen: Set[str] = set()
     renamed: List[Part] = []
     for part in parts:
-        if type(part) is ToolCall:
+        if isinstance(part, ToolCall):
             call_id = part.id
             if call_id in seen:
                 number = 2

@@ -210,12 +210,11 @@ def _tool_ids(message: Message) -> Tuple[Set[str], Set[str]]:
     calls: Set[str] = set()
     results: Set[str] = set()
     for part in message.parts:
-        kind = type(part)
-        if kind is ToolCall:
+        if isinstance(part, ToolCall):
             calls.add(part.id)
-        elif kind is ToolResult:
+        elif isinstance(part, ToolResult):
             results.add(part.id)
-        elif kind is ProviderBlock:
+        elif isinstance(part, ProviderBlock):
             block = _provider_block_ids(part.data)
             if block is not None:
                 opened, answered = block

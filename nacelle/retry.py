@@ -40,7 +40,7 @@ from __future__ import annotations
 import logging
 import random
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 from .backend import Backend, Capabilities, Request
 from .context import RunContext
@@ -71,7 +71,7 @@ class RetryOptions:
 
     def delay_cap(self, failures: int) -> float:
         """The largest delay after the ``failures``-th failure (1-based)."""
-        return min(self.max, self.base * 2 ** (failures - 1))
+        return float(min(self.max, self.base * 2 ** (failures - 1)))
 
 
 class Retry:
@@ -94,12 +94,12 @@ class Retry:
     def __repr__(self) -> str:
         return f"Retry({self.backend!r}, {self.options!r})"
 
-    def __getstate__(self):
+    def __getstate__(self) -> Dict[str, Any]:
         state = self.__dict__.copy()
         state.pop("_random", None)
         return state
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: Dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._random = random.Random()
 

@@ -29,7 +29,8 @@ from .agent import Agent
 from .errors import ConfigError
 from .events import Kind, Usage
 from .messages import Role, user_text
-from .tools import NAME_PATTERN, ToolContext
+from .context import ToolContext
+from .tools import NAME_PATTERN
 
 __all__ = ["SubagentTool", "subagent_tool"]
 

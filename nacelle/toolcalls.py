@@ -89,7 +89,7 @@ class ToolSink:
     """
 
     def __init__(self, approve: Optional[Callable[..., Any]] = None,
-                 hooks: Optional[Mapping[Any, Sequence[Callable]]] = None,
+                 hooks: Optional[Mapping[Any, Sequence[Callable[..., Any]]]] = None,
                  *, _denied: Optional[_DeniedNames] = None) -> None:
         if approve is not None and not callable(approve):
             raise TypeError(f"approve must be callable, got {type(approve).__name__}")
@@ -268,8 +268,9 @@ def _with_injects(result: str, error: Optional[str], injects: List[str]) -> Tupl
 
 def as_result(event: ToolEvent) -> ToolResult:
     """The ToolResult a TOOL_RESULT event records in the conversation."""
-    failed = event.error is not None
-    return ToolResult(event.id, event.name, event.error if failed else event.result, failed)
+    if event.error is not None:
+        return ToolResult(event.id, event.name, event.error, True)
+    return ToolResult(event.id, event.name, event.result, False)
 
 
 def closing(call: ToolCall, index: int, error: str, duration: float = 0.0,

@@ -27,7 +27,9 @@ import functools
 import importlib
 import json
 import re
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Optional, Protocol, runtime_checkable
+from typing import (
+    TYPE_CHECKING, Any, Callable, Dict, Iterable, Optional, Protocol, Tuple, runtime_checkable,
+)
 
 from .context import ToolContext
 from .errors import ConfigError
@@ -109,7 +111,7 @@ class FunctionTool:
             arguments[self._context_parameter] = ctx
         return result_text(self.fn(**arguments))
 
-    def __reduce__(self):
+    def __reduce__(self) -> Tuple[Any, ...]:
         module = getattr(self.fn, "__module__", None)
         qualname = getattr(self.fn, "__qualname__", "")
         if not module or "<" in qualname:

@@ -29,9 +29,10 @@ import dataclasses
 import json
 import threading
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union, cast
 
-from ..backend import Capabilities, Request, RunContext, TurnEnd
+from ..backend import Capabilities, Request, TurnEnd
+from ..context import RunContext
 from ..errors import ConfigError
 from ..events import Event, Kind, Stop, Usage
 from ..loop import run
@@ -83,19 +84,21 @@ class ScriptedBackend:
         self.name = name
         self.capabilities = capabilities
         self.requests: List[Request] = []
-        self._script: Tuple[Turn, ...] = tuple(t if isinstance(t, Turn) else Turn(t) for t in turns)
+        # A str becomes the Message of its Turn in Turn.__post_init__.
+        self._script: Tuple[Turn, ...] = tuple(
+            t if isinstance(t, Turn) else Turn(cast(Message, t)) for t in turns)
         self._next = 0
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<ScriptedBackend {self.name!r}: {self._next} of {len(self._script)} turns played>"
 
-    def __getstate__(self):
+    def __getstate__(self) -> Dict[str, Any]:
         state = dict(self.__dict__)
         del state["_lock"]
         return state
 
-    def __setstate__(self, state) -> None:
+    def __setstate__(self, state: Dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
@@ -143,6 +146,7 @@ class ScriptedBackend:
                 yield Event(Kind.THINKING, text=part.text)
         if turn.error is not None:
             raise turn.error
+        assert turn.stop is not None  # Turn.__post_init__ settles it
         yield TurnEnd(turn.message.parts, turn.usage, turn.stop, turn.resume)
 
 
