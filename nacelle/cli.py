@@ -35,11 +35,17 @@ import os
 import select
 import sys
 import threading
-from typing import IO, Any, Dict, List, Optional, Sequence
+from typing import IO, TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from . import __version__
 from .errors import NacelleError
 from .settings import Settings, SettingsError, resolve
+
+if TYPE_CHECKING:
+    from .agent import Agent
+    from .console import Renderer
+    from .events import Event
+    from .toolsets import LocalTools
 
 __all__ = ["Approver", "build_agent", "main"]
 
@@ -131,7 +137,7 @@ def _base_url(variable: str) -> Dict[str, Any]:
     return {"base_url": url} if url else {}
 
 
-def build_agent(settings: Settings, *, yes: bool = False):
+def build_agent(settings: Settings, *, yes: bool = False) -> Tuple["Agent", "LocalTools"]:
     """The Agent the CLI runs, and the tool sets to close afterwards."""
     from .agent import Agent
     from .backend import Effort, Thinking
@@ -168,7 +174,8 @@ def _fail(message: str) -> int:
     return EXIT_FAILED
 
 
-def _run_once(agent, conversation, renderer):
+def _run_once(agent: "Agent", conversation: List[Any],
+              renderer: "Renderer") -> Tuple[int, Optional["Event"]]:
     """Render one run; returns (exit code, the DONE event or None)."""
     done = renderer.render(agent.stream(conversation))
     if done is None or done.stop is None:
@@ -181,7 +188,7 @@ def _one_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
 
 
-def _interactive(agent, renderer) -> int:
+def _interactive(agent: "Agent", renderer: "Renderer") -> int:
     from .messages import user_text
 
     conversation: List[Any] = []

@@ -19,11 +19,14 @@ from __future__ import annotations
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Tuple
+from typing import TYPE_CHECKING, Generator, Iterator, Tuple
 
 from .agent import Agent
 from .events import Event
 from .messages import user_text
+
+if TYPE_CHECKING:
+    from .testing.server import FakeServer
 
 __all__ = ["QUESTION", "demo_events", "demo_run"]
 
@@ -51,7 +54,7 @@ _ANSWER = [
 ]
 
 
-def _script(server) -> None:
+def _script(server: "FakeServer") -> None:
     from .testing import Reply
     from .testing.wire import anthropic_stream
 
@@ -73,7 +76,7 @@ def _script(server) -> None:
         server.queue("/v1/messages", Reply(chunks=chunks))
 
 
-def demo_events(root: Path, base_url: str) -> Iterator[Event]:
+def demo_events(root: Path, base_url: str) -> Generator[Event, None, None]:
     """The demo run's events against a server already scripted at ``base_url``."""
     from .backends import anthropic
     from .toolsets import LocalTools

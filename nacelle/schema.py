@@ -48,11 +48,10 @@ Converter = Callable[[Any], Any]
 
 from typing import Annotated, get_args, get_origin  # 3.9+, with get_type_hints(include_extras=)
 
-try:
-    from typing import is_typeddict as _is_typeddict  # 3.10+  # novermin
-except ImportError:  # pragma: no cover - exercised on 3.9
-    def _is_typeddict(tp: Any) -> bool:
-        return isinstance(tp, type) and issubclass(tp, dict) and hasattr(tp, "__total__")
+def _is_typeddict(tp: Any) -> bool:
+    # typing.is_typeddict is 3.10+; every TypedDict class, on every version, is a dict
+    # subclass with __total__.
+    return isinstance(tp, type) and issubclass(tp, dict) and hasattr(tp, "__total__")
 
 _UnionType = getattr(__import__("types"), "UnionType", None)  # ``int | None`` on 3.10+
 
@@ -125,7 +124,7 @@ def _schema(tp: Any) -> Tuple[Dict[str, Any], Converter]:
     raise _Unsupported(f"{_type_name(tp)} cannot be expressed as JSON Schema")
 
 
-def _enum_schema(cls: type) -> Tuple[Dict[str, Any], Converter]:
+def _enum_schema(cls: Any) -> Tuple[Dict[str, Any], Converter]:
     values = [member.value for member in cls]
     if not values or not all(isinstance(v, _JSON_SCALARS) for v in values):
         raise _Unsupported(f"enum {cls.__name__} must have JSON scalar values")
@@ -179,9 +178,9 @@ def _array_schema(origin: Any, args: Tuple[Any, ...]) -> Tuple[Dict[str, Any], C
             args = ()
         items = [_schema(a) for a in args]
         converters = [c for _, c in items]
-        schema = {"type": "array", "prefixItems": [s for s, _ in items],
-                  "minItems": len(items), "maxItems": len(items)}
-        return schema, lambda value: tuple(c(v) for c, v in zip(converters, value))
+        fixed: Dict[str, Any] = {"type": "array", "prefixItems": [s for s, _ in items],
+                                 "minItems": len(items), "maxItems": len(items)}
+        return fixed, lambda value: tuple(c(v) for c, v in zip(converters, value))
     item_type = args[0] if args else Any
     item_schema, item_convert = _schema(item_type)
     schema: Dict[str, Any] = {"type": "array"}
@@ -222,7 +221,7 @@ def _dataclass_fields(cls: type) -> List[Tuple[str, Any, bool, Any]]:
     return out
 
 
-def _typeddict_fields(cls: type) -> List[Tuple[str, Any, bool, Any]]:
+def _typeddict_fields(cls: Any) -> List[Tuple[str, Any, bool, Any]]:
     hints = _hints(cls)
     required = getattr(cls, "__required_keys__", frozenset(hints) if cls.__total__ else frozenset())
     out = []
@@ -266,11 +265,11 @@ def _object_schema(cls: type, fields: List[Tuple[str, Any, bool, Any]],
         schema["required"] = required
     schema["additionalProperties"] = False
 
-    def convert(value: Any) -> Any:
+    def convert_object(value: Any) -> Any:
         converted = {k: converters[k](v) if k in converters else v for k, v in value.items()}
         return build(**converted) if build is not None else converted
 
-    return schema, convert
+    return schema, convert_object
 
 
 def _own_doc(cls: type) -> bool:
@@ -404,7 +403,7 @@ def _numpy_section(lines: List[str], i: int, params: Dict[str, str]) -> int:
 def _sphinx_field(lines: List[str], i: int, params: Dict[str, str]) -> int:
     match = _SPHINX_PARAM.match(lines[i].strip())
     current = match.group(1) if match else None
-    if current:
+    if match is not None and current:
         params[current] = match.group(2).strip()
     i += 1
     while i < len(lines) and lines[i].strip() and not _SPHINX_FIELD.match(lines[i].strip()):

@@ -13,6 +13,7 @@ touched. Never imported by the core.
 """
 
 import importlib as _importlib
+from typing import Any, List
 
 _HOMES = {
     "ScriptedBackend": "scripted",
@@ -30,7 +31,7 @@ _HOMES = {
 __all__ = sorted(_HOMES)
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'nacelle.testing' has no attribute {name!r}")
@@ -39,5 +40,5 @@ def __getattr__(name):
     return value
 
 
-def __dir__():
+def __dir__() -> List[str]:
     return sorted(set(globals()) | set(_HOMES))
