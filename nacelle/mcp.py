@@ -27,9 +27,15 @@ Choices where the protocol is silent, made as the official SDKs make them:
   ``isError`` result raises :class:`MCPError` with the server's text, which is what
   the model reads. A tool whose server has gone away fails the same way; nothing
   waits longer than its timeout.
-- A message that is not JSON-RPC 2.0 means the server can no longer be trusted: the
-  connection is failed as a whole (pending calls get the error at once) rather than
-  left to time out one by one.
+- A message the client cannot use fails the request it belongs to when that can be
+  told (its ``id`` names one of ours, or it came on that request's own HTTP answer),
+  and the whole connection otherwise: a reply that cannot be routed leaves some
+  caller waiting for nothing, so every pending call gets the error at once rather
+  than timing out one by one. That covers JSON values that are not objects, messages
+  that are not JSON-RPC 2.0, and responses whose ``id`` is not a string or an
+  integer (``true`` would otherwise pass for request 1, and a list cannot be
+  looked up at all). Transports report lines and bodies they cannot parse the same
+  way.
 - Results become text as ``mcp_content`` describes.
 - A tool keeps the server's name (behind ``prefix__`` when asked) unless that name
   holds characters model APIs refuse in tool names (MCP allows ``.``, nacelle's
@@ -99,6 +105,12 @@ def _rebuild_error(cls, message, code):
 
 class SessionExpired(MCPError):
     """The HTTP server no longer knows our session (404); the client starts a new one."""
+
+
+def is_request_id(value: Any) -> bool:
+    """Whether ``value`` can be a JSON-RPC request id here: a string or an integer
+    (not a bool, which Python would take for 0 or 1, and not a float)."""
+    return isinstance(value, (int, str)) and not isinstance(value, bool)
 
 
 class _Pending:
@@ -365,56 +377,96 @@ class MCPClient:
 
     # -- called from transport threads ----------------------------------------------
 
-    def _deliver(self, message: Any) -> None:
-        """Route one parsed message from the server (any thread, any order)."""
-        if isinstance(message, list):  # a JSON-RPC batch, allowed by 2025-03-26
-            for item in message:
-                self._deliver(item)
-            return
-        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-            self._fail(None, MCPError(f"MCP server {self.name} sent a message that is not "
-                                      f"JSON-RPC 2.0: {_preview(message)}"))
-            return
-        method = message.get("method")
-        if isinstance(method, str):
-            if "id" in message:
-                self._answer(message["id"], method)
+    def _deliver(self, message: Any, answering: Any = None) -> bool:
+        """Route one parsed message from the server (any thread, any order).
+
+        ``answering`` is the id of the request whose own answer carried the message,
+        when the transport knows it (an HTTP POST's response), else None. Returns
+        whether the message settled that request.
+        """
+        if isinstance(message, list) and message:  # a JSON-RPC batch, allowed by 2025-03-26
+            settled = False
+            for item in message:  # a batch inside a batch is not an object: refused
+                settled = self._route(item, answering) or settled
+            return settled
+        return self._route(message, answering)
+
+    def _route(self, message: Any, answering: Any) -> bool:
+        if not isinstance(message, dict):
+            return self._reject(None, answering, "a message that is not a JSON object", message)
+        is_call = "method" in message  # the server's own request or notification
+        if message.get("jsonrpc") != "2.0" or (is_call and not isinstance(message["method"], str)):
+            # A request's id is the server's numbering, not ours: it names no call.
+            return self._reject(None if is_call else message.get("id"), answering,
+                                "a message that is not JSON-RPC 2.0", message)
+        if is_call:
+            if "id" not in message:
+                self._notified(message["method"], message.get("params"))
+            elif is_request_id(message["id"]):
+                self._answer(message["id"], message["method"])
             else:
-                self._notified(method, message.get("params"))
-            return
-        if "id" not in message or ("result" not in message and "error" not in message):
-            self._fail(None, MCPError(f"MCP server {self.name} sent a message that is not "
-                                      f"JSON-RPC 2.0: {_preview(message)}"))
-            return
+                logger.warning("MCP server %s sent a request whose id is not a string or an "
+                               "integer: %s", self.name, _preview(message))
+                self._send({"jsonrpc": "2.0", "id": None, "error": {
+                    "code": -32600, "message": "the id must be a string or an integer"}})
+            return False
+        request_id = message.get("id")
+        if "result" not in message and "error" not in message:
+            return self._reject(request_id, answering,
+                                "a response with neither result nor error", message)
+        if request_id is None and answering is not None:
+            request_id = answering  # an error the server could not tie to a request id
+        if not is_request_id(request_id):
+            return self._reject(None, answering, "a response whose id is not a string or "
+                                "an integer", message)
         with self._lock:
-            waiter = self._pending.pop(message["id"], None)
+            waiter = self._pending.pop(request_id, None)
         if waiter is None:
             # Usually the late answer to a call we gave up on.
-            logger.debug("MCP server %s answered unknown request %r", self.name, message["id"])
-            return
-        if "error" in message:
+            logger.debug("MCP server %s answered unknown request %r", self.name, request_id)
+        elif "error" in message:
             waiter.error = _rpc_error(self.name, message["error"])
+        elif isinstance(message["result"], dict):
+            waiter.result = message["result"]
         else:
-            result = message.get("result")
-            waiter.result = result if isinstance(result, dict) else {}
-        waiter.done.set()
+            waiter.error = MCPError(f"MCP server {self.name} answered request {request_id} "
+                                    f"with a result that is not an object: "
+                                    f"{_preview(message['result'])}")
+        if waiter is not None:
+            waiter.done.set()
+        return request_id == answering
 
-    def _fail(self, request_id: Any, error: MCPError) -> None:
-        """Fail one pending request, or (``request_id`` None) the whole connection."""
+    def _reject(self, request_id: Any, answering: Any, what: str, message: Any) -> bool:
+        """Fail the request a message the client cannot use belongs to, or, when it
+        belongs to none we can name, the whole connection."""
+        error = MCPError(f"MCP server {self.name} sent {what}: {_preview(message)}")
+        owner = answering if answering is not None else request_id
+        if not is_request_id(owner):
+            self._fail(None, error)
+            return False
+        logger.warning("%s", error)
+        self._fail(owner, error)
+        return owner == answering
+
+    def _fail(self, request_id: Any, error: MCPError) -> bool:
+        """Fail one pending request, or (``request_id`` None) the whole connection.
+        Returns whether anybody was waiting."""
         with self._lock:
             if request_id is not None:
                 failed = [self._pending.pop(request_id)] if request_id in self._pending else []
             else:
                 if self._closed:
-                    return
-                if self._broken is None:
+                    return False
+                first = self._broken is None
+                if first:
                     self._broken = error
                 failed, self._pending = list(self._pending.values()), {}
-        if request_id is None:
+        if request_id is None and first:
             logger.warning("%s", error)
         for waiter in failed:
             waiter.error = error
             waiter.done.set()
+        return bool(failed)
 
     def _answer(self, request_id: Any, method: str) -> None:
         # The client declares no capabilities, so ping is the one request it serves.

@@ -43,7 +43,7 @@ from urllib.parse import urlsplit
 
 from .errors import ConfigError
 from .mcp import MCPError, SessionExpired
-from .sse import SSEDecoder
+from .sse import SSEDecoder, parse_json
 
 __all__ = ["HTTPTransport"]
 
@@ -77,7 +77,7 @@ class HTTPTransport:
         self._session_id: Optional[str] = None
         self._protocol_version: Optional[str] = None
         self._http: Any = None
-        self._deliver: Callable[[Any], None] = _ignore
+        self._deliver: Callable[..., Any] = _ignore
         self._fail: Callable[[Any, MCPError], None] = _ignore
         self._lock = threading.Lock()
         self._responses: Dict[Any, Any] = {}
@@ -90,7 +90,7 @@ class HTTPTransport:
 
     # -- the transport interface ------------------------------------------------------
 
-    def start(self, deliver: Callable[[Any], None], fail: Callable[[Any, MCPError], None]) -> None:
+    def start(self, deliver: Callable[..., Any], fail: Callable[[Any, MCPError], Any]) -> None:
         import requests
 
         self._http = requests.Session()
@@ -204,12 +204,15 @@ class HTTPTransport:
             answered = False
             if kind == "application/json" and len(body) <= MAX_BODY:
                 try:
-                    answered = self._deliver_all(json.loads(body.decode("utf-8")), request_id)
-                except ValueError:
+                    answered = self._deliver_all(parse_json(body.decode("utf-8")), request_id)
+                except ValueError as err:
                     if status < 400:
+                        what = ("something that is not JSON" if isinstance(
+                            err, (json.JSONDecodeError, UnicodeDecodeError))
+                            else f"JSON the client refuses ({err})")
                         self._fail(request_id, MCPError(
-                            f"MCP server {self.describe} answered {method} with something "
-                            f"that is not JSON: {_preview(body)}"))
+                            f"MCP server {self.describe} answered {method} with {what}: "
+                            f"{_preview(body)}"))
                         return
             if answered:
                 return
@@ -276,21 +279,19 @@ class HTTPTransport:
 
     def _deliver_event(self, data: str, request_id: Any) -> bool:
         try:
-            message = json.loads(data)
-        except ValueError:
+            message = parse_json(data)
+        except ValueError as err:
+            what = ("that is not JSON" if isinstance(err, json.JSONDecodeError)
+                    else f"with JSON the client refuses ({err})")
             self._fail(request_id, MCPError(
-                f"MCP server {self.describe} sent an SSE event that is not JSON: "
-                f"{_preview(data)}"))
+                f"MCP server {self.describe} sent an SSE event {what}: {_preview(data)}"))
             return True  # nothing more of this stream is worth reading
         return self._deliver_all(message, request_id)
 
     def _deliver_all(self, message: Any, request_id: Any) -> bool:
-        """Deliver, and say whether it held the response to ``request_id``."""
-        items = message if isinstance(message, list) else [message]
-        answered = any(isinstance(m, dict) and m.get("id") == request_id
-                       and ("result" in m or "error" in m) for m in items)
-        self._deliver(message)
-        return answered
+        """Deliver what came on the answer to ``request_id`` (so a message the client
+        cannot use fails that request alone), and say whether it settled it."""
+        return bool(self._deliver(message, request_id))
 
     # -- the server's own stream ------------------------------------------------------------
 
@@ -317,7 +318,7 @@ class HTTPTransport:
                         retry = event.retry
                         if event.data.strip():
                             got_any = True
-                            self._deliver(json.loads(event.data))
+                            self._deliver(parse_json(event.data))
             except ValueError:
                 logger.warning("MCP server %s sent an event that is not JSON on its stream; "
                                "no longer listening", self.describe)

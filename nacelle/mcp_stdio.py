@@ -16,12 +16,19 @@ Choices, and why:
 - The child's environment is a short list of harmless variables (``PATH``,
   ``HOME``, ``LANG``...) plus the caller's ``env``, as the official SDKs do: the
   host's API keys must not leak into a third-party server by default.
-- A line on stdout that is not JSON fails the whole connection: the protocol
-  reserves stdout for messages, and a server that breaks that rule may be
-  answering anything. One line is capped at 64 MiB, so a server that never ends
-  a line cannot take the host's memory.
+- A line on stdout that cannot be read (not UTF-8, not JSON, or JSON that
+  :func:`nacelle.sse.parse_json` refuses: nested too deeply, ``NaN``) fails the
+  request it answers when its top-level ``id`` can still be read
+  (:func:`readable_id`), and otherwise the whole connection: the protocol reserves
+  stdout for messages, and a server that breaks that rule may be answering anything.
+  One line is capped at 64 MiB, so a server that never ends a line cannot take the
+  host's memory.
+- The reader thread never dies without a word: whatever goes wrong in it fails the
+  connection with an :class:`~nacelle.mcp.MCPError` that every waiting call gets at
+  once, and stops the server, which nobody reads any more.
 
-Outer ring: imports the standard library and ``nacelle.mcp``.
+Outer ring: imports the standard library, ``nacelle.mcp`` and ``nacelle.sse``
+(whose ``parse_json`` is the one rule for reading a peer's JSON).
 """
 
 from __future__ import annotations
@@ -30,16 +37,18 @@ import collections
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
-from typing import Any, Callable, Deque, Dict, Mapping, Optional, Sequence
+from typing import Any, Callable, Deque, Dict, Mapping, Optional, Sequence, Union
 
 from .errors import ConfigError
-from .mcp import MCPError
+from .mcp import MCPError, is_request_id
+from .sse import parse_json
 
-__all__ = ["StdioTransport", "default_environment"]
+__all__ = ["StdioTransport", "decode_line", "default_environment", "readable_id"]
 
 logger = logging.getLogger(__name__)
 stderr_logger = logging.getLogger(__name__ + ".stderr")
@@ -47,6 +56,11 @@ stderr_logger = logging.getLogger(__name__ + ".stderr")
 MAX_LINE = 64 * 2**20
 GRACE = 2.0  # seconds to wait after closing stdin, and again after SIGTERM
 STDERR_TAIL = 20
+# Inside JSON, a string (escapes and all) or a bracket: everything that decides how
+# deep a byte sits. What lies between them (numbers, commas, colons) is skipped.
+_STRUCTURE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\]]')
+_COLON = re.compile(r"\s*:\s*")
+_DECODER = json.JSONDecoder()
 
 if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
     _INHERITED = ("APPDATA", "HOMEDRIVE", "HOMEPATH", "LOCALAPPDATA", "PATH", "PATHEXT",
@@ -55,6 +69,57 @@ if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
 else:
     _INHERITED = ("HOME", "LANG", "LC_ALL", "LC_CTYPE", "LOGNAME", "PATH", "SHELL", "TERM",
                   "TMPDIR", "USER")
+
+
+def decode_line(line: bytes) -> Any:
+    """One line of the server's stdout as a JSON value; a ``ValueError`` saying what
+    is wrong with it otherwise."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("a line that is not UTF-8") from None
+    try:
+        return parse_json(text)
+    except json.JSONDecodeError:
+        raise ValueError("something that is not JSON") from None
+    except ValueError as err:  # too deep, NaN: parse_json's rules for any peer's JSON
+        raise ValueError(f"JSON the client refuses ({err})") from None
+
+
+def readable_id(line: bytes) -> Optional[Union[int, str]]:
+    """The request id a line that would not parse still names, or None.
+
+    Only a top-level ``"id"`` member of a line that starts as a JSON object counts,
+    and only when it is a string or an integer: strings and brackets are followed
+    (without recursion, so depth costs nothing) to tell that member from an ``"id"``
+    nested anywhere inside, whichever order the members come in. A line too deep for
+    the parser, or with one bad byte, is then still an answer to one request, and
+    failing that request is enough.
+    """
+    text = line.decode("utf-8", "replace")
+    if not text.lstrip().startswith("{"):
+        return None
+    depth = 0
+    for match in _STRUCTURE.finditer(text):
+        token = match.group()
+        if token in ("{", "["):
+            depth += 1
+        elif token in ("}", "]"):
+            depth -= 1
+            if depth <= 0:
+                return None
+        elif depth == 1:
+            colon = _COLON.match(text, match.end())
+            if colon is None:
+                continue  # a string value, not a member name
+            try:
+                if json.loads(token) != "id":
+                    continue
+                value, _ = _DECODER.raw_decode(text, colon.end())
+            except (ValueError, RecursionError):
+                return None
+            return value if is_request_id(value) else None
+    return None
 
 
 def default_environment() -> Dict[str, str]:
@@ -174,42 +239,59 @@ class StdioTransport:
 
     # -- threads --------------------------------------------------------------------
 
-    def _read_stdout(self, deliver: Callable[[Any], None],
-                     fail: Callable[[Any, MCPError], None]) -> None:
+    def _read_stdout(self, deliver: Callable[..., Any],
+                     fail: Callable[[Any, MCPError], Any]) -> None:
         process = self._process
         assert process is not None and process.stdout is not None
-        stdout = process.stdout
         try:
-            while True:
-                line = stdout.readline(MAX_LINE + 1)
-                if not line:
-                    break
-                if len(line) > MAX_LINE:
-                    fail(None, MCPError(f"MCP server {self.describe} wrote a line longer than "
-                                        f"{MAX_LINE} bytes"))
-                    self._kill_quietly(process)
-                    return
-                if not line.strip():
-                    continue
-                try:
-                    message = json.loads(line.decode("utf-8"))
-                except ValueError:
-                    fail(None, MCPError(f"MCP server {self.describe} wrote something that is "
-                                        f"not JSON on stdout: {_shorten(line)}"))
-                    self._kill_quietly(process)
-                    return
-                deliver(message)
-        except (OSError, ValueError):
-            pass  # the pipe was closed under us: close() is running
+            if not self._read_lines(process.stdout, deliver, fail):
+                self._kill_quietly(process)
+                return
+        # Whatever it is, a reader that ends here without failing the connection
+        # leaves every caller waiting out its timeout for answers nobody reads.
+        except BaseException as err:  # noqa: BLE001
+            if self._closing.is_set():
+                return  # close() closed the pipe under us
+            logger.error("reading from MCP server %s failed", self.describe, exc_info=True)
+            self._kill_quietly(process)
+            fail(None, MCPError(f"reading from MCP server {self.describe} failed: "
+                                f"{type(err).__name__}: {str(err)[:200]}"))
+            return
         if self._closing.is_set():
             return
         # The server closed stdout, which it only does on its way out; give it a
         # moment to exit so the error can say how.
-        try:
-            process.wait(1.0)
-        except subprocess.TimeoutExpired:
-            pass
+        self._wait(process, 1.0)
         fail(None, MCPError(f"MCP server {self.describe} closed its output{self._exit_note()}"))
+
+    def _read_lines(self, stdout: Any, deliver: Callable[..., Any],
+                    fail: Callable[[Any, MCPError], Any]) -> bool:
+        """Deliver each message until the end of stdout (True), or until a line
+        fails the connection (False)."""
+        while True:
+            line = stdout.readline(MAX_LINE + 1)
+            if not line:
+                return True
+            if len(line) > MAX_LINE:
+                fail(None, MCPError(f"MCP server {self.describe} wrote a line longer than "
+                                    f"{MAX_LINE} bytes"))
+                return False
+            if not line.strip():
+                continue
+            try:
+                message = decode_line(line)
+            except ValueError as err:
+                request_id = readable_id(line)
+                if request_id is None:
+                    fail(None, MCPError(f"MCP server {self.describe} wrote {err} on stdout: "
+                                        f"{_shorten(line)}"))
+                    return False
+                error = MCPError(f"MCP server {self.describe} answered request {request_id!r} "
+                                 f"with {err}: {_shorten(line)}")
+                logger.warning("%s", error)
+                fail(request_id, error)
+                continue
+            deliver(message)
 
     def _read_stderr(self) -> None:
         process = self._process

@@ -79,7 +79,7 @@ def test_a_server_that_never_answers_the_handshake_times_out():
 def test_tools_are_listed_across_every_page_in_order(bad):
     names = [tool.remote_name for tool in bad.tools()]
     assert names == ["echo", "hang", "history", "crash", "garbage", "mixed", "dotted.name",
-                     "environment", "spawn"]
+                     "environment", "spawn", "emit"]
 
 
 def test_a_tool_carries_the_servers_schema_and_description_and_its_read_only_hint(bad):

@@ -99,6 +99,31 @@ def test_an_sse_event_that_is_not_json_fails_the_call(endpoint):
             client.call_tool("echo")
 
 
+@pytest.mark.parametrize("answer, problem", [
+    (lambda m: Answer(body=b'{"jsonrpc":"2.0","id":%d,"result":' % m["id"]
+                      + b"[" * 100000 + b"]" * 100000 + b"}"),
+     r"answered tools/call with JSON the client refuses \(JSON nested deeper than 128"),
+    (lambda m: Answer(body=b"event: message\ndata: " + b"[" * 100000 + b"\n\n",
+                      content_type="text/event-stream"),
+     r"sent an SSE event with JSON the client refuses \(JSON nested deeper than 128"),
+    (lambda m: sse({"jsonrpc": "2.0", "id": [m["id"]], "result": {}}),
+     r"sent a response whose id is not a string or an integer"),
+    (lambda m: sse(42), r"sent a message that is not a JSON object: 42"),
+    (lambda m: Answer(400, b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,'
+                           b'"message":"Bad Request: no valid session"}}'),
+     r"answered with error -32600: Bad Request: no valid session"),
+])
+def test_an_answer_the_client_cannot_use_fails_only_the_call_it_answers(endpoint, answer, problem):
+    endpoint.on["tools/call"] = answer
+    with connect_http(endpoint.url, timeout=30) as client:
+        start = time.monotonic()
+        with pytest.raises(MCPError, match=problem):
+            client.call_tool("echo")
+        assert time.monotonic() - start < 3
+        assert [t.name for t in client.tools()] == ["echo"]
+        assert "open" in repr(client)
+
+
 def test_a_stream_that_ends_before_the_answer_fails_the_call_at_once(endpoint):
     endpoint.on["tools/call"] = lambda m: sse({"jsonrpc": "2.0", "method": "notifications/x"})
     with connect_http(endpoint.url, timeout=10) as client:

@@ -5,7 +5,9 @@ environment; the whole process group gone after close."""
 import json
 import logging
 import os
+import re
 import sys
+import threading
 import time
 
 import pytest
@@ -13,7 +15,7 @@ import pytest
 import nacelle
 from mcp_servers import BAD_SERVER
 from nacelle.mcp import MCPError, connect_stdio
-from nacelle.mcp_stdio import default_environment
+from nacelle.mcp_stdio import StdioTransport, decode_line, default_environment, readable_id
 from nacelle.tools import ToolContext
 
 
@@ -125,3 +127,152 @@ def test_a_server_that_ignores_its_closed_stdin_is_terminated():
     client.close()
     assert process.poll() is not None
     assert 1.5 < time.monotonic() - begin < 6  # waited the grace period, then signalled
+
+
+# -- lines the reader cannot use ---------------------------------------------------------
+
+# Every call below may wait 30 s; each failure must arrive long before that.
+PATIENT = 30
+PROMPT = 3
+
+
+def pending_hang(client):
+    """Start a call that the server never answers; return a function that waits for
+    its outcome and returns (exception, seconds from the start)."""
+    outcome = {}
+
+    def call():
+        begin = time.monotonic()
+        try:
+            client.call_tool("hang")
+        except Exception as err:  # noqa: BLE001 - the outcome is what the test checks
+            outcome["error"] = err
+        outcome["seconds"] = time.monotonic() - begin
+
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not client._pending and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+    def result():
+        thread.join(PATIENT + 5)
+        return outcome.get("error"), outcome.get("seconds")
+
+    return result
+
+
+@pytest.mark.parametrize("line, problem", [
+    ("deep-answer", r"JSON the client refuses \(JSON nested deeper than 128 levels\)"),
+    ("deep-answer-id-last", r"JSON the client refuses \(JSON nested deeper than 128 levels\)"),
+    ("not-utf8-answer", "a line that is not UTF-8"),
+])
+def test_a_line_the_reader_cannot_parse_fails_the_call_it_answers_at_once(line, problem):
+    with start(timeout=PATIENT) as client:
+        other = pending_hang(client)
+        begin = time.monotonic()
+        with pytest.raises(MCPError, match=rf"answered request \d+ with {problem}"):
+            client.call_tool("emit", {"line": line})
+        assert time.monotonic() - begin < PROMPT
+        # The line still named its request, so nothing else is lost.
+        assert client.call_tool("echo", {"text": "still here"}) == "still here"
+        assert "open" in repr(client)
+        client.close()
+        error, _ = other()
+        assert "was closed" in str(error)
+
+
+@pytest.mark.parametrize("line, problem", [
+    ("deep-array", r"wrote JSON the client refuses \(JSON nested deeper than 128 levels\) on "
+                   r"stdout"),
+    ("junk-bytes", r"wrote a line that is not UTF-8 on stdout"),
+    ("number", r"sent a message that is not a JSON object: 42"),
+    ("string", r"sent a message that is not a JSON object: a string"),
+    ("empty-batch", r"sent a message that is not a JSON object: \[\]"),
+    ("batch-of-numbers", r"sent a message that is not a JSON object: 1"),
+    ("list-id", r"sent a response whose id is not a string or an integer"),
+    ("object-id", r"sent a response whose id is not a string or an integer"),
+    ("boolean-id", r"sent a response whose id is not a string or an integer"),
+    ("fractional-id", r"sent a response whose id is not a string or an integer"),
+    ("null-id-error", r"sent a response whose id is not a string or an integer.*Parse error"),
+])
+def test_a_line_the_reader_cannot_tie_to_a_request_fails_every_call_at_once(line, problem):
+    with start(timeout=PATIENT) as client:
+        other = pending_hang(client)
+        begin = time.monotonic()
+        with pytest.raises(MCPError, match=problem):
+            client.call_tool("emit", {"line": line})
+        assert time.monotonic() - begin < PROMPT
+        error, seconds = other()
+        assert isinstance(error, MCPError) and re.search(problem, str(error))
+        assert seconds < PROMPT + 1
+        begin = time.monotonic()
+        with pytest.raises(MCPError, match=problem):
+            client.call_tool("echo", {"text": "x"})
+        assert time.monotonic() - begin < 0.5
+        assert "broken" in repr(client)
+
+
+def test_a_failure_inside_the_reader_thread_fails_the_session_and_stops_the_server():
+    failures = []
+    failed = threading.Event()
+
+    def deliver(message, answering=None):
+        raise RuntimeError("a bug in whatever handles messages")
+
+    def fail(request_id, error):
+        failures.append((request_id, error))
+        failed.set()
+
+    transport = StdioTransport(sys.executable, [BAD_SERVER])
+    transport.start(deliver, fail)
+    try:
+        transport.send({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        assert failed.wait(PROMPT)
+        (request_id, error), = failures
+        assert request_id is None and isinstance(error, MCPError)
+        assert "RuntimeError: a bug in whatever handles messages" in str(error)
+        process = transport._process
+        process.wait(PROMPT)  # a server nobody reads any more is stopped
+    finally:
+        transport.close()
+
+
+@pytest.mark.parametrize("line, expected", [
+    (b'{"jsonrpc":"2.0","id":7,"result":' + b"[" * 5000 + b"]" * 5000 + b"}", 7),
+    (b'{"result":' + b"[" * 5000 + b"]" * 5000 + b',"jsonrpc":"2.0","id":"a"}', "a"),
+    (b'  {"id" : 12 , "result": {"text": "caf\xe9"}}\r\n', 12),
+    (b'{"result":{"id":3,"x":"\\"id\\": 4"},"note":"id","id":5,', 5),  # nested ids skipped
+    (b'{"result":{"id":3}}', None),
+    (b'{"result":["id", 3]}', None),
+    (b'{"id":true,"result":{}}', None),
+    (b'{"id":1.5,"result":{}}', None),
+    (b'{"id":[1],"result":{}}', None),
+    (b'{"id":null,"error":{}}', None),
+    (b'{"id":' + b"[" * 5000, None),
+    (b'[{"id":1}]', None),
+    (b'oops {"id": 3}', None),
+    (b"\xff\xfe", None),
+    (b"", None),
+])
+def test_readable_id_reads_only_the_top_level_id_of_a_line_that_would_not_parse(line, expected):
+    assert readable_id(line) == expected
+
+
+@pytest.mark.parametrize("line, problem", [
+    (b"[" * 100000 + b"]" * 100000, "JSON the client refuses (JSON nested deeper than 128 "
+                                    "levels)"),
+    (b'{"jsonrpc":"2.0","id":1,"result":{"x":NaN}}',
+     "JSON the client refuses (NaN is not a finite number; JSON has none)"),
+    (b'{"text":"\xff"}', "a line that is not UTF-8"),
+    (b"Traceback (most recent call last):", "something that is not JSON"),
+    (b'\xef\xbb\xbf{"jsonrpc":"2.0"}', "something that is not JSON"),
+])
+def test_decode_line_names_what_is_wrong_with_a_line(line, problem):
+    with pytest.raises(ValueError, match=f"^{re.escape(problem)}$"):
+        decode_line(line)
+
+
+def test_decode_line_reads_one_json_message_whatever_its_line_end():
+    assert decode_line(b'{"jsonrpc":"2.0","id":1,"result":{}}\r\n') == {
+        "jsonrpc": "2.0", "id": 1, "result": {}}

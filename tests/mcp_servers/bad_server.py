@@ -9,8 +9,11 @@ to do on cue: paginate ``tools/list``, send a notification and a server-to-clien
 ``refuse`` (answers it with a JSON-RPC error), ``not-rpc`` (answers with JSON that is
 not JSON-RPC), ``old-version`` (answers protocol version 1999-01-01) and ``linger``
 (ignores its closed stdin, so only a signal stops it). In every mode the tools
-``crash``, ``garbage`` and ``hang`` misbehave when called. Standard library only, so
-the client's failure handling is tested on every Python nacelle supports.
+``crash``, ``garbage`` and ``hang`` misbehave when called, and ``emit`` writes one of
+the lines in ``BAD_LINES`` (chosen by its ``line`` argument) instead of an answer:
+JSON nested too deeply to read, bytes that are not UTF-8, JSON values that are not
+objects, answers whose ``id`` has the wrong type. Standard library only, so the
+client's failure handling is tested on every Python nacelle supports.
 """
 
 import json
@@ -40,7 +43,34 @@ TOOLS = [
      "inputSchema": {"type": "object", "properties": {}}},
     {"name": "spawn", "description": "Start a long-lived grandchild; return its pid.",
      "inputSchema": {"type": "object", "properties": {}}},
+    {"name": "emit", "description": "Write one of the bad lines instead of an answer.",
+     "inputSchema": {"type": "object", "properties": {"line": {"type": "string"}},
+                     "required": ["line"]}},
 ]
+DEEP = 100000  # json raises RecursionError long before this depth
+# Lines a server might write instead of an answer, each a function of the id of the
+# request being answered. The first three name that request in a way the client can
+# still read; the others cannot be tied to any request.
+BAD_LINES = {
+    "deep-answer": lambda i: b'{"jsonrpc":"2.0","id":%d,"result":%s%s}' % (
+        i, b"[" * DEEP, b"]" * DEEP),
+    "deep-answer-id-last": lambda i: b'{"jsonrpc":"2.0","result":%s%s,"id":%d}' % (
+        b"[" * DEEP, b"]" * DEEP, i),
+    "not-utf8-answer": lambda i: b'{"jsonrpc":"2.0","id":%d,"result":{"content":'
+                                 b'[{"type":"text","text":"caf\xe9 \xff"}]}}' % i,
+    "deep-array": lambda i: b"[" * DEEP + b"]" * DEEP,
+    "junk-bytes": lambda i: b"\x00\x9c\xfe\xff binary junk \x1b[31m",
+    "number": lambda i: b"42",
+    "string": lambda i: b'"a string"',
+    "empty-batch": lambda i: b"[]",
+    "batch-of-numbers": lambda i: b"[1, 2]",
+    "list-id": lambda i: b'{"jsonrpc":"2.0","id":[%d],"result":{}}' % i,
+    "object-id": lambda i: b'{"jsonrpc":"2.0","id":{"n":%d},"result":{}}' % i,
+    "boolean-id": lambda i: b'{"jsonrpc":"2.0","id":true,"result":{}}',
+    "fractional-id": lambda i: b'{"jsonrpc":"2.0","id":%d.5,"result":{}}' % i,
+    "null-id-error": lambda i: b'{"jsonrpc":"2.0","id":null,"error":'
+                               b'{"code":-32700,"message":"Parse error"}}',
+}
 PAGE = 3
 MIXED = [
     {"type": "text", "text": "first"},
@@ -85,6 +115,9 @@ def call(mode, request_id, name, arguments):
     elif name == "spawn":
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
         reply(request_id, {"content": [{"type": "text", "text": str(child.pid)}]})
+    elif name == "emit":
+        sys.stdout.buffer.write(BAD_LINES[arguments["line"]](request_id) + b"\n")
+        sys.stdout.buffer.flush()
     elif name == "hang":
         pass
     else:
