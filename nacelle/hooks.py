@@ -36,11 +36,7 @@ __all__ = [
     "HookEvent",
     "HookPoint",
     "HookResult",
-    "cut_inject",
     "detached",
-    "normalize_hooks",
-    "run_after",
-    "run_before",
     "with_timeout",
 ]
 
