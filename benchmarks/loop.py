@@ -11,6 +11,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import nacelle  # noqa: E402
+import nacelle.validation  # noqa: E402
 from nacelle import Agent, Message, Role, Text, ToolCall, user_text  # noqa: E402
 from nacelle.testing import ScriptedBackend  # noqa: E402
 
