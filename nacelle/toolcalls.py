@@ -313,8 +313,9 @@ class Round:
         self._lock = threading.Lock()
         self._free = max_parallel
         self._holding: Set[int] = set()  # indexes of calls that hold a slot
+        chained = {c.index for c in self.chain}
         self._waiting: Deque[Call] = collections.deque(
-            c for c in calls if c.tool is not None and c not in self.chain)
+            c for c in calls if c.tool is not None and c.index not in chained)
         if self.chain:
             self._waiting.append(self.chain[0])
         self._chain_at = 0
@@ -331,6 +332,14 @@ class Round:
                 run_tool(None, call.call, call.index, self.sink, call.ctx)
                 call.ctx.release()
         self._dispatch()
+        try:
+            yield from self._until_closed()
+        finally:
+            for call in self.calls:
+                if call.started is None:  # closed before it ran: stop listening to the run
+                    call.ctx.release()
+
+    def _until_closed(self) -> Iterator[Event]:
         open_calls = len(self.calls)
         run_ctx, sink = self.run_ctx, self.sink
         while True:

@@ -226,3 +226,23 @@ def test_a_finished_call_no_longer_listens_to_the_run():
     events = list(backend.stream(agent.request([user_text("go")]), ctx))
     assert events[-1].stop is Stop.END
     assert ctx.cancelled._callbacks == {}
+
+
+def test_calls_closed_before_they_ran_no_longer_listen_to_the_run():
+    ctx = RunContext()
+    backend = ScriptedBackend([
+        assistant(ToolCall("a", "stubborn", "{}"), ToolCall("b", "quick", '{"word": "w"}'),
+                  ToolCall("c", "quick", '{"word": "w"}')),
+        assistant(Text("done")),
+    ])
+    agent = Agent(backend, "Test.", tools=[stubborn, quick], tool_timeout=0.2,
+                  max_parallel_tools=1)
+    events = list(backend.stream(agent.request([user_text("go")]), ctx))
+    assert events[-1].stop is Stop.END
+    # Only the abandoned call still listens, until its thread lets go.
+    assert len(ctx.cancelled._callbacks) <= 1
+    released.set()
+    deadline = time.monotonic() + 5
+    while ctx.cancelled._callbacks and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ctx.cancelled._callbacks == {}
