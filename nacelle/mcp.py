@@ -23,19 +23,18 @@ Choices where the protocol is silent, made as the official SDKs make them:
 - ``timeout`` bounds every request, ``tools/call`` included (the SDKs default to a
   per-request timeout too); a tool's own deadline and cancellation cut it shorter.
   Giving up on a request sends ``notifications/cancelled`` so the server stops work.
+  A waiting call blocks once, until its answer, the connection's end, its deadline
+  or a cancel callback wakes it; only a plain ``threading.Event``, which cannot call
+  back, is looked at every 50 ms.
 - A tool's failure is reported the way nacelle tools report failure, by raising: an
   ``isError`` result raises :class:`MCPError` with the server's text, which is what
   the model reads. A tool whose server has gone away fails the same way; nothing
   waits longer than its timeout.
-- A message the client cannot use fails the request it belongs to when that can be
-  told (its ``id`` names one of ours, or it came on that request's own HTTP answer),
-  and the whole connection otherwise: a reply that cannot be routed leaves some
-  caller waiting for nothing, so every pending call gets the error at once rather
-  than timing out one by one. That covers JSON values that are not objects, messages
-  that are not JSON-RPC 2.0, and responses whose ``id`` is not a string or an
-  integer (``true`` would otherwise pass for request 1, and a list cannot be
-  looked up at all). Transports report lines and bodies they cannot parse the same
-  way.
+- A message (or, from a transport, a line or body) the client cannot use fails the
+  request it names, by its ``id`` or by arriving on that request's own HTTP answer,
+  and the whole connection when it names none: no caller then waits out its timeout
+  for a reply that cannot be routed. An ``id`` must be a string or an integer
+  (``true`` would pass for request 1 in a dict).
 - Results become text as ``mcp_content`` describes.
 - A tool keeps the server's name (behind ``prefix__`` when asked) unless that name
   holds characters model APIs refuse in tool names (MCP allows ``.``, nacelle's
@@ -47,7 +46,7 @@ Choices where the protocol is silent, made as the official SDKs make them:
   already handed to an Agent keep calling by name; a removed tool fails with the
   server's message.
 
-Outer ring: imports the standard library, nacelle's core (``errors``, ``tools``)
+Outer ring: imports the standard library, nacelle's core (``context``, ``errors``)
 and ``mcp_content``; ``requests`` only inside ``mcp_http``, which is imported when
 ``connect_http`` is called.
 """
@@ -62,9 +61,9 @@ import threading
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
+from .context import ToolContext
 from .errors import Cancelled, ConfigError, NacelleError
-from .mcp_content import result_text
-from .tools import ToolContext
+from .mcp_content import preview as _preview, result_text
 
 __all__ = ["MCPClient", "MCPError", "MCPTool", "connect_http", "connect_stdio"]
 
@@ -114,12 +113,22 @@ def is_request_id(value: Any) -> bool:
 
 
 class _Pending:
-    __slots__ = ("done", "result", "error")
+    """One request's wait. ``settled`` is set once its answer or failure is in;
+    ``wake`` then too, and also by a cancel callback, so a single wait sees both."""
+
+    __slots__ = ("settled", "wake", "result", "error")
 
     def __init__(self) -> None:
-        self.done = threading.Event()
+        self.settled = threading.Event()
+        self.wake = threading.Event()
         self.result: Optional[Dict[str, Any]] = None
         self.error: Optional[MCPError] = None
+
+    def settle(self, result: Optional[Dict[str, Any]] = None,
+               error: Optional[MCPError] = None) -> None:
+        self.result, self.error = result, error
+        self.settled.set()
+        self.wake.set()
 
 
 class MCPClient:
@@ -216,7 +225,9 @@ class MCPClient:
         """Send one JSON-RPC request and wait for its result.
 
         Waits at most ``timeout`` (default: the client's), never past ``deadline``
-        (``time.monotonic()`` seconds), and stops when ``cancelled`` is set.
+        (``time.monotonic()`` seconds), and stops when ``cancelled`` is set: at once
+        for a :class:`~nacelle.context.CancelEvent`, which calls back, and within
+        50 ms for a plain ``threading.Event``, which cannot.
         """
         try:
             return self._request(method, params, cancelled, deadline, timeout)
@@ -237,8 +248,7 @@ class MCPClient:
             pending, self._pending = self._pending, {}
         error = MCPError(f"the connection to MCP server {self.name} was closed")
         for waiter in pending.values():
-            waiter.error = error
-            waiter.done.set()
+            waiter.settle(error=error)
         self._transport.close()
 
     # -- protocol -------------------------------------------------------------------
@@ -320,51 +330,63 @@ class MCPClient:
             self._transport.send(message)
         except MCPError as err:
             self._fail(request_id, err)
+        except BaseException:  # arguments that are not JSON, say: nobody will answer
+            self._fail(request_id, MCPError(f"{method} was not sent"))
+            raise
         timeout = self.timeout if timeout is None else timeout
         self._wait(waiter, request_id, method, cancelled, deadline, timeout)
-        if waiter.error is not None:
-            raise waiter.error
-        result = waiter.result
-        return result if isinstance(result, dict) else {}
+        error = waiter.error
+        if error is not None:
+            # A copy for each caller: one failure reaches every waiting thread, and a
+            # shared exception would gather all their tracebacks (and the transport
+            # thread's frames) as each raises it.
+            raise _rebuild_error(type(error), str(error), error.code)
+        return waiter.result if waiter.result is not None else {}
 
     def _wait(self, waiter, request_id, method, cancelled, deadline, timeout) -> None:
-        start = time.monotonic()
-        ends = [t for t in (deadline, start + timeout if timeout else None) if t is not None]
+        """Block until the request settles, ``cancelled`` is set, or time is up:
+        the transport settles the waiter, a ``cancelled`` with ``add_callback`` (a
+        :class:`~nacelle.context.CancelEvent`) wakes it, the wait's timeout is the
+        deadline. Only a plain ``threading.Event`` is looked at every 50 ms."""
+        ends = [t for t in (deadline, time.monotonic() + timeout if timeout else None)
+                if t is not None]
         end = min(ends) if ends else None
-        unregister = None
-        if cancelled is not None and hasattr(cancelled, "add_callback"):
-            unregister = cancelled.add_callback(waiter.done.set)
+        add_callback = getattr(cancelled, "add_callback", None)
+        unregister = add_callback(waiter.wake.set) if add_callback is not None else None
+        poll = cancelled is not None and add_callback is None
         try:
-            while True:
-                slice_ = None if end is None else max(0.0, end - time.monotonic())
-                if cancelled is not None and unregister is None:
-                    slice_ = _POLL if slice_ is None else min(slice_, _POLL)
-                if waiter.done.wait(slice_) and (waiter.result is not None
-                                                 or waiter.error is not None):
-                    return
+            while not waiter.settled.is_set():
+                left = None if end is None else end - time.monotonic()
                 if cancelled is not None and cancelled.is_set():
-                    self._give_up(request_id, method, "cancelled by the client")
-                    raise Cancelled(f"MCP {method} to {self.name} was cancelled")
-                if end is not None and time.monotonic() >= end:
-                    self._give_up(request_id, method, "timed out")
-                    if deadline is not None and end == deadline:
-                        raise MCPError(f"MCP server {self.name} did not answer {method} "
-                                       f"before the call's deadline")
-                    raise MCPError(f"MCP server {self.name} did not answer {method} "
-                                   f"within {timeout:g}s")
+                    reason = "cancelled by the client"
+                    error: Exception = Cancelled(f"MCP {method} to {self.name} was cancelled")
+                elif left is not None and left <= 0:
+                    reason = "timed out"
+                    error = MCPError(f"MCP server {self.name} did not answer {method} " + (
+                        "before the call's deadline" if end == deadline else
+                        f"within {timeout:g}s"))
+                else:
+                    waiter.wake.wait(min(_POLL, left or _POLL) if poll else left)
+                    continue
+                if self._give_up(request_id, method, reason):
+                    raise error
+                waiter.settled.wait()  # the answer won the race and is being handed over
         finally:
             if unregister is not None:
                 unregister()
 
-    def _give_up(self, request_id: Any, method: str, reason: str) -> None:
+    def _give_up(self, request_id: Any, method: str, reason: str) -> bool:
+        """Stop waiting for a request and tell the server; False when its answer (or
+        failure) came first."""
         with self._lock:
-            self._pending.pop(request_id, None)
+            if self._pending.pop(request_id, None) is None:
+                return False
         self._transport.abandon(request_id)
-        if method == "initialize":  # the spec forbids cancelling the handshake
-            return
-        logger.debug("MCP %s %s to %s: %s", method, request_id, self.name, reason)
-        self._send({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                    "params": {"requestId": request_id, "reason": reason}})
+        if method != "initialize":  # the spec forbids cancelling the handshake
+            logger.debug("MCP %s %s to %s: %s", method, request_id, self.name, reason)
+            self._send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": request_id, "reason": reason}})
+        return True
 
     def _send(self, message: Dict[str, Any]) -> None:
         """Send a notification or a response; nobody waits for these, so a failure
@@ -404,11 +426,9 @@ class MCPClient:
                 self._notified(message["method"], message.get("params"))
             elif is_request_id(message["id"]):
                 self._answer(message["id"], message["method"])
-            else:
-                logger.warning("MCP server %s sent a request whose id is not a string or an "
-                               "integer: %s", self.name, _preview(message))
-                self._send({"jsonrpc": "2.0", "id": None, "error": {
-                    "code": -32600, "message": "the id must be a string or an integer"}})
+            else:  # no answer could name it; and nobody of ours waits for it
+                logger.warning("MCP server %s sent a request with an id that is not a string "
+                               "or an integer: %s", self.name, _preview(message))
             return False
         request_id = message.get("id")
         if "result" not in message and "error" not in message:
@@ -425,15 +445,13 @@ class MCPClient:
             # Usually the late answer to a call we gave up on.
             logger.debug("MCP server %s answered unknown request %r", self.name, request_id)
         elif "error" in message:
-            waiter.error = _rpc_error(self.name, message["error"])
+            waiter.settle(error=_rpc_error(self.name, message["error"]))
         elif isinstance(message["result"], dict):
-            waiter.result = message["result"]
+            waiter.settle(result=message["result"])
         else:
-            waiter.error = MCPError(f"MCP server {self.name} answered request {request_id} "
-                                    f"with a result that is not an object: "
-                                    f"{_preview(message['result'])}")
-        if waiter is not None:
-            waiter.done.set()
+            waiter.settle(error=MCPError(
+                f"MCP server {self.name} answered request {request_id} with a result that "
+                f"is not an object: {_preview(message['result'])}"))
         return request_id == answering
 
     def _reject(self, request_id: Any, answering: Any, what: str, message: Any) -> bool:
@@ -464,8 +482,7 @@ class MCPClient:
         if request_id is None and first:
             logger.warning("%s", error)
         for waiter in failed:
-            waiter.error = error
-            waiter.done.set()
+            waiter.settle(error=error)
         return bool(failed)
 
     def _answer(self, request_id: Any, method: str) -> None:
@@ -520,8 +537,12 @@ class MCPTool:
         return f"<MCPTool {self.name!r} from {self.client.name!r}>"
 
     def run(self, input: Dict[str, Any], ctx: ToolContext) -> str:
+        # The context's deadline is on its own clock (a test's fake one, say); what
+        # is left of it is the same on any clock.
+        remaining = ctx.remaining()
+        deadline = None if remaining is None else time.monotonic() + remaining
         return self.client.call_tool(self.remote_name, input, cancelled=ctx.cancelled,
-                                     deadline=ctx.deadline)
+                                     deadline=deadline)
 
 
 def _tool_name(name: str) -> str:
@@ -534,11 +555,6 @@ def _rpc_error(server: str, error: Any) -> MCPError:
     code = error.get("code")
     text = f"MCP server {server} answered with error {code}: {error.get('message', '')}"
     return MCPError(text, code=code if isinstance(code, int) else None)
-
-
-def _preview(value: Any, limit: int = 200) -> str:
-    text = value if isinstance(value, str) else repr(value)
-    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
 
 
 def connect_stdio(

@@ -4,7 +4,8 @@ Text blocks are joined by newlines and embedded text resources inlined; images,
 audio, binary resources and resource links are described in one bracketed line
 each (``[image: image/png, 67 bytes]``), since a text tool result cannot carry the
 bytes; ``structuredContent`` becomes JSON only when there is no content block at
-all, because servers send its text mirror as a block anyway.
+all, because servers send its text mirror as a block anyway. ``preview`` is how the
+client quotes a server's values in its errors and logs.
 
 Outer ring (with the rest of the MCP client); imports the standard library only.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
-__all__ = ["result_text"]
+__all__ = ["preview", "result_text"]
 
 
 def result_text(result: Mapping[str, Any]) -> str:
@@ -29,7 +30,7 @@ def result_text(result: Mapping[str, Any]) -> str:
 
 def _block_text(block: Any) -> str:
     if not isinstance(block, dict):
-        return f"[unreadable content: {_preview(block)}]"
+        return f"[unreadable content: {preview(block)}]"
     kind = block.get("type")
     if kind == "text":
         return str(block.get("text", ""))
@@ -58,6 +59,7 @@ def _b64_size(data: Any) -> str:
     return f"{size} bytes"
 
 
-def _preview(value: Any, limit: int = 200) -> str:
+def preview(value: Any, limit: int = 200) -> str:
+    """A value as text for a log line or an error, cut at ``limit`` characters."""
     text = value if isinstance(value, str) else repr(value)
     return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"

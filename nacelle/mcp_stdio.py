@@ -1,14 +1,19 @@
 """The stdio transport of the local MCP client: a child process speaking
 newline-delimited JSON-RPC on its stdin and stdout.
 
-Two daemon threads per server: one reads stdout and hands each parsed message to
-the client, one forwards stderr line by line to the ``nacelle.mcp_stdio.stderr``
-logger at INFO (a separate logger, so an application can quiet chatty servers
-without losing nacelle's own messages); the last lines are kept, and an error for a
-server that died quotes them, because that is where a crashing server says why.
+Three daemon threads per server: one reads stdout and hands each parsed message to
+the client, one writes the client's messages to stdin, one forwards stderr line by
+line to the ``nacelle.mcp_stdio.stderr`` logger at INFO (a separate logger, so an
+application can quiet chatty servers without losing nacelle's own messages); the
+last lines are kept, and an error for a server that died quotes them, because that
+is where a crashing server says why.
 
 Choices, and why:
 
+- :meth:`StdioTransport.send` only queues: a pipe write blocks once the server stops
+  reading and the pipe (64 KiB) is full, and a caller blocked there could be reached
+  by neither its timeout nor a cancel. The writer thread keeps the messages in
+  order; when the pipe breaks, the connection fails.
 - The child runs in its own process group (a new session on POSIX), so ``close``
   reaches whatever it started too. Closing follows the spec's order: close stdin,
   wait, SIGTERM the group, wait, SIGKILL the group (two seconds each, as the
@@ -37,11 +42,13 @@ import collections
 import json
 import logging
 import os
+import queue
 import re
 import signal
 import subprocess
 import sys
 import threading
+import time
 from typing import Any, Callable, Deque, Dict, Mapping, Optional, Sequence, Union
 
 from .errors import ConfigError
@@ -55,6 +62,7 @@ stderr_logger = logging.getLogger(__name__ + ".stderr")
 
 MAX_LINE = 64 * 2**20
 GRACE = 2.0  # seconds to wait after closing stdin, and again after SIGTERM
+EXITING = 1.0  # seconds a server on its way out is given to exit, so errors can say how
 STDERR_TAIL = 20
 # Inside JSON, a string (escapes and all) or a bracket: everything that decides how
 # deep a byte sits. What lies between them (numbers, commas, colons) is skipped.
@@ -153,16 +161,16 @@ class StdioTransport:
         self.cwd = cwd
         self.describe = repr(" ".join([os.path.basename(command), *self.args])[:80])
         self._process: Optional[subprocess.Popen] = None
-        self._write_lock = threading.Lock()
+        self._outbox: "queue.SimpleQueue[Optional[bytes]]" = queue.SimpleQueue()
         self._closing = threading.Event()
         self._stderr_tail: Deque[str] = collections.deque(maxlen=STDERR_TAIL)
-        self._threads: list = []
+        self._threads: Dict[str, threading.Thread] = {}
 
     def __repr__(self) -> str:
         pid = self._process.pid if self._process else None
         return f"<StdioTransport {self.describe} pid={pid}>"
 
-    def start(self, deliver: Callable[[Any], None], fail: Callable[[Any, MCPError], None]) -> None:
+    def start(self, deliver: Callable[..., Any], fail: Callable[[Any, MCPError], Any]) -> None:
         popen_options: Dict[str, Any] = {}
         if os.name == "posix":
             popen_options["start_new_session"] = True
@@ -177,11 +185,13 @@ class StdioTransport:
             reason = getattr(err, "strerror", None) or str(err)
             raise MCPError(f"cannot start MCP server {self.describe}: {reason}") from None
         logger.debug("started MCP server %s as pid %d", self.describe, self._process.pid)
-        for target, args in ((self._read_stdout, (deliver, fail)), (self._read_stderr, ())):
+        for role, target, args in (("stdout", self._read_stdout, (deliver, fail)),
+                                   ("stdin", self._write_stdin, (fail,)),
+                                   ("stderr", self._read_stderr, ())):
             thread = threading.Thread(target=target, args=args, daemon=True,
-                                      name=f"nacelle-mcp-{target.__name__[6:]}-{self._process.pid}")
+                                      name=f"nacelle-mcp-{role}-{self._process.pid}")
+            self._threads[role] = thread
             thread.start()
-            self._threads.append(thread)
 
     def opened(self, protocol_version: str) -> None:
         """Nothing to do once the handshake is done: stdio has no session state."""
@@ -193,16 +203,11 @@ class StdioTransport:
         """Nothing to release: the answer, if it comes, is read and dropped."""
 
     def send(self, message: Dict[str, Any]) -> None:
+        """Queue one message for the writer thread; never blocks."""
         line = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        process = self._process
-        if process is None or process.stdin is None:
+        if self._process is None or self._closing.is_set():
             raise MCPError(f"MCP server {self.describe} is not running")
-        with self._write_lock:
-            try:
-                process.stdin.write(line + b"\n")
-                process.stdin.flush()
-            except (OSError, ValueError):
-                raise MCPError(f"MCP server {self.describe} is gone{self._exit_note()}") from None
+        self._outbox.put(line + b"\n")
 
     def close(self) -> None:
         if self._closing.is_set():
@@ -211,12 +216,7 @@ class StdioTransport:
         process = self._process
         if process is None:
             return
-        try:
-            if process.stdin is not None:
-                with self._write_lock:
-                    process.stdin.close()
-        except OSError:
-            pass
+        self._outbox.put(None)  # the writer closes stdin once what is queued is written
         if not self._wait(process, GRACE):
             self._signal(process, signal.SIGTERM)
             if not self._wait(process, GRACE):
@@ -225,10 +225,10 @@ class StdioTransport:
         # Whatever the server started may outlive it in its group; nothing of it
         # should outlive the client.
         self._signal(process, getattr(signal, "SIGKILL", signal.SIGTERM))
-        current = threading.current_thread()
-        for thread in self._threads:
-            if thread is not current:
-                thread.join(1.0)
+        joined = time.monotonic() + 1.0  # a second for all of them, not one each
+        for thread in self._threads.values():
+            if thread is not threading.current_thread():
+                thread.join(max(0.0, joined - time.monotonic()))
         for stream in (process.stdout, process.stderr):
             try:
                 if stream is not None:
@@ -261,7 +261,7 @@ class StdioTransport:
             return
         # The server closed stdout, which it only does on its way out; give it a
         # moment to exit so the error can say how.
-        self._wait(process, 1.0)
+        self._wait(process, EXITING)
         fail(None, MCPError(f"MCP server {self.describe} closed its output{self._exit_note()}"))
 
     def _read_lines(self, stdout: Any, deliver: Callable[..., Any],
@@ -293,6 +293,35 @@ class StdioTransport:
                 continue
             deliver(message)
 
+    def _write_stdin(self, fail: Callable[[Any, MCPError], Any]) -> None:
+        process = self._process
+        assert process is not None and process.stdin is not None
+        stdin = process.stdin
+        try:
+            while True:
+                line = self._outbox.get()
+                if line is None:
+                    return
+                view = memoryview(line)
+                while view:  # a raw pipe write may take only part of a long line
+                    view = view[stdin.write(view):]
+        except BaseException as err:  # noqa: BLE001 - as in the reader: never end silently
+            if self._closing.is_set():
+                return
+            if not isinstance(err, (OSError, ValueError)):
+                logger.error("writing to MCP server %s failed", self.describe, exc_info=True)
+            # Most often the server is on its way out, and the reader, seeing its
+            # output end, says how; this error stands only for a server that closed
+            # its input and went on running.
+            self._threads["stdout"].join(2 * EXITING)
+            fail(None, MCPError(f"MCP server {self.describe} stopped reading its input"
+                                f"{self._exit_note()}"))
+        finally:
+            try:
+                stdin.close()
+            except OSError:
+                pass
+
     def _read_stderr(self) -> None:
         process = self._process
         assert process is not None and process.stderr is not None
@@ -312,9 +341,9 @@ class StdioTransport:
         code = process.poll() if process is not None else None
         note = "" if code is None else f" (exit code {code})"
         # The stderr reader may still be catching up with the last lines.
-        for thread in self._threads[1:]:
-            if thread is not threading.current_thread() and code is not None:
-                thread.join(0.5)
+        stderr_reader = self._threads.get("stderr")
+        if stderr_reader is not None and code is not None:
+            stderr_reader.join(0.5)
         if self._stderr_tail:
             note += "; its last stderr lines:\n" + "\n".join(self._stderr_tail)
         return note

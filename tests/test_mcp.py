@@ -79,7 +79,7 @@ def test_a_server_that_never_answers_the_handshake_times_out():
 def test_tools_are_listed_across_every_page_in_order(bad):
     names = [tool.remote_name for tool in bad.tools()]
     assert names == ["echo", "hang", "history", "crash", "garbage", "mixed", "dotted.name",
-                     "environment", "spawn", "emit"]
+                     "environment", "spawn", "deaf", "emit"]
 
 
 def test_a_tool_carries_the_servers_schema_and_description_and_its_read_only_hint(bad):
@@ -202,6 +202,30 @@ def test_cancelling_a_call_returns_at_once_and_sends_notifications_cancelled(bad
     assert history(bad)[-2] == "notifications/cancelled"
 
 
+def test_a_tool_contexts_deadline_is_read_on_its_own_clock(bad):
+    from nacelle.testing import FakeClock
+
+    tools = by_name(bad.tools())
+    ctx = nacelle.RunContext(clock=FakeClock()).tool("call_1", 0, "echo", timeout=5)
+    assert tools["echo"].run({"text": "hi"}, ctx) == "hi"
+    ctx = nacelle.RunContext(clock=FakeClock(1e9)).tool("call_2", 0, "hang", timeout=0.3)
+    start = time.monotonic()
+    with pytest.raises(MCPError, match="before the call's deadline"):
+        tools["hang"].run({}, ctx)
+    assert 0.25 < time.monotonic() - start < 3  # the client's own timeout is 10 s
+
+
+def test_cancelling_the_run_reaches_a_call_blocked_in_one_of_its_tools(bad):
+    run = nacelle.RunContext()
+    ctx = run.tool("call_1", 0, "hang")
+    threading.Timer(0.2, run.cancel).start()
+    start = time.monotonic()
+    with pytest.raises(nacelle.Cancelled):
+        by_name(bad.tools())["hang"].run({}, ctx)
+    assert time.monotonic() - start < 2
+    assert history(bad)[-2] == "notifications/cancelled"
+
+
 # -- the client object --------------------------------------------------------------------------
 
 
@@ -303,6 +327,25 @@ def test_an_agent_runs_mcp_tools_end_to_end_on_a_scripted_backend(bad):
     assert events[-1].kind is nacelle.Kind.DONE and events[-1].stop is nacelle.Stop.END
     seen = backend.requests[1].messages[-1].parts
     assert [(p.name, p.result, p.failed) for p in seen][0] == ("bad__echo", "hello", False)
+
+
+def test_cancelling_an_agent_run_stops_its_blocked_mcp_call_and_tells_the_server(bad):
+    from nacelle.testing import ScriptedBackend
+
+    before = history(bad).count("notifications/cancelled")
+    call_turn = nacelle.Message(nacelle.Role.ASSISTANT, (nacelle.ToolCall("call_0", "bad__hang", "{}"),))
+    agent = nacelle.Agent(ScriptedBackend([call_turn, nacelle.assistant_text("never")]),
+                          "Use the tools.", tools=bad.tools(prefix="bad"))
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    start = time.monotonic()
+    with pytest.raises(nacelle.Cancelled):
+        agent.run([nacelle.user_text("go")], cancel=cancel)
+    deadline = start + 5
+    while history(bad).count("notifications/cancelled") == before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert history(bad).count("notifications/cancelled") == before + 1
+    assert time.monotonic() - start < 5
 
 
 def test_an_agent_with_server_side_mcp_on_a_backend_without_it_points_to_connect_http():

@@ -276,3 +276,71 @@ def test_decode_line_names_what_is_wrong_with_a_line(line, problem):
 def test_decode_line_reads_one_json_message_whatever_its_line_end():
     assert decode_line(b'{"jsonrpc":"2.0","id":1,"result":{}}\r\n') == {
         "jsonrpc": "2.0", "id": 1, "result": {}}
+
+
+# -- a server that stops reading -----------------------------------------------------------
+
+BIG = "x" * 2**20  # far more than a pipe holds, so writing it blocks
+
+
+def stuck_call(client, **options):
+    """Send a call too big for the pipe of a server that stopped reading; return a
+    function that waits for its outcome and returns the exception it ended with."""
+    outcome = {}
+
+    def call():
+        try:
+            client.request("tools/call", {"name": "echo", "arguments": {"text": BIG}},
+                           **options)
+        except BaseException as err:  # noqa: BLE001 - the outcome is what the test checks
+            outcome["error"] = err
+
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+
+    def result(within):
+        thread.join(within)
+        return None if thread.is_alive() else outcome.get("error")
+
+    return result
+
+
+@pytest.mark.parametrize("event_type", [threading.Event, nacelle.CancelEvent])
+def test_a_call_stuck_sending_to_a_server_that_stopped_reading_is_cancelled_at_once(event_type):
+    client = start(timeout=PATIENT)
+    try:
+        assert client.call_tool("deaf") == "not listening any more"
+        cancelled = event_type()
+        outcome = stuck_call(client, cancelled=cancelled)
+        time.sleep(0.3)  # the write has filled the pipe by now
+        begin = time.monotonic()
+        cancelled.set()
+        assert isinstance(outcome(PROMPT), nacelle.Cancelled)
+        assert time.monotonic() - begin < PROMPT
+    finally:
+        client._transport._process.kill()  # nothing left for close() to wait for
+        client.close()
+
+
+def test_a_call_stuck_sending_to_a_server_that_stopped_reading_times_out():
+    client = start(timeout=PATIENT)
+    try:
+        client.call_tool("deaf")
+        begin = time.monotonic()
+        error = stuck_call(client, timeout=0.5)(PROMPT + 1)
+        assert isinstance(error, MCPError) and "within 0.5s" in str(error)
+        assert time.monotonic() - begin < PROMPT
+    finally:
+        client._transport._process.kill()
+        client.close()
+
+
+def test_closing_a_client_whose_server_stopped_reading_does_not_hang():
+    client = start(timeout=PATIENT)
+    client.call_tool("deaf")
+    stuck_call(client)
+    time.sleep(0.3)
+    begin = time.monotonic()
+    client.close()
+    assert client._transport._process.poll() is not None
+    assert time.monotonic() - begin < 3 * 2.0 + 3  # the grace periods, then the signals

@@ -12,8 +12,10 @@ not JSON-RPC), ``old-version`` (answers protocol version 1999-01-01) and ``linge
 ``crash``, ``garbage`` and ``hang`` misbehave when called, and ``emit`` writes one of
 the lines in ``BAD_LINES`` (chosen by its ``line`` argument) instead of an answer:
 JSON nested too deeply to read, bytes that are not UTF-8, JSON values that are not
-objects, answers whose ``id`` has the wrong type. Standard library only, so the
-client's failure handling is tested on every Python nacelle supports.
+objects, answers whose ``id`` has the wrong type; ``deaf`` answers and then stops
+reading its stdin, so a large enough message blocks the client's write. Standard
+library only, so the client's failure handling is tested on every Python nacelle
+supports.
 """
 
 import json
@@ -42,6 +44,8 @@ TOOLS = [
     {"name": "environment", "description": "The names of the environment variables.",
      "inputSchema": {"type": "object", "properties": {}}},
     {"name": "spawn", "description": "Start a long-lived grandchild; return its pid.",
+     "inputSchema": {"type": "object", "properties": {}}},
+    {"name": "deaf", "description": "Answer, then stop reading stdin for a minute.",
      "inputSchema": {"type": "object", "properties": {}}},
     {"name": "emit", "description": "Write one of the bad lines instead of an answer.",
      "inputSchema": {"type": "object", "properties": {"line": {"type": "string"}},
@@ -118,6 +122,9 @@ def call(mode, request_id, name, arguments):
     elif name == "emit":
         sys.stdout.buffer.write(BAD_LINES[arguments["line"]](request_id) + b"\n")
         sys.stdout.buffer.flush()
+    elif name == "deaf":
+        reply(request_id, {"content": [{"type": "text", "text": "not listening any more"}]})
+        time.sleep(60)
     elif name == "hang":
         pass
     else:
