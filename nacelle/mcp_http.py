@@ -26,7 +26,12 @@ Choices, and why:
   on purpose.
 - The caller's ``headers`` (credentials, typically) never appear in a log line, a
   repr or an error, and neither does the URL's query string or user info: errors
-  name the server by scheme, host and path only.
+  name the server by scheme, host and path only. Nor do they ride along: an error
+  is raised outside the ``except`` that caught the ``requests`` exception, so its
+  ``__context__`` is not that exception, with the full URL in its text and the
+  headers in its request. A header HTTP cannot carry (a line break, a leading
+  space) is a ``ConfigError`` naming the header, never quoting it, where
+  ``requests`` would have quoted the value.
 
 Outer ring: imports the standard library, ``nacelle.mcp`` and ``nacelle.sse``, and
 ``requests`` inside the methods that need it (this module is imported only by
@@ -37,7 +42,9 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
+import time
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 from urllib.parse import urlsplit
 
@@ -55,6 +62,10 @@ ANSWER_GRACE = 5.0
 RESUMES = 3
 MAX_RETRY_DELAY = 10.0
 ACCEPT = "application/json, text/event-stream"
+# What HTTP can carry in a header; requests and http.client refuse the rest with an
+# error that quotes the value. Whole-string matches: ``$`` would let a final "\n" by.
+_HEADER_NAME = re.compile(r"[^:\s][^:\r\n]*")
+_HEADER_VALUE = re.compile(r"(?:\S[^\r\n]*)?")
 
 
 class HTTPTransport:
@@ -69,6 +80,13 @@ class HTTPTransport:
         headers = dict(headers or {})
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
             raise ConfigError("MCP server headers must map strings to strings")
+        for name, value in headers.items():
+            if not _HEADER_NAME.fullmatch(name):
+                raise ConfigError("an MCP server header name holds a colon, a line break or "
+                                  "leading whitespace")
+            if not _HEADER_VALUE.fullmatch(value):
+                raise ConfigError(f"the value of MCP server header {name!r} holds a line "
+                                  f"break or leading whitespace")
         self.url = url
         netloc = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
         self.describe = repr(f"{parts.scheme}://{netloc}{parts.path}")
@@ -163,10 +181,10 @@ class HTTPTransport:
             responses, self._responses = list(self._responses.values()), {}
         for response in responses:
             _close(response)
-        current = threading.current_thread()
+        joined = time.monotonic() + 1.0  # a second for all of them, not one each
         for thread in list(self._threads):
-            if thread is not current:
-                thread.join(1.0)
+            if thread is not threading.current_thread():
+                thread.join(max(0.0, joined - time.monotonic()))
         self._http.close()
 
     # -- requests and their answers ------------------------------------------------------
@@ -346,8 +364,9 @@ class HTTPTransport:
             read = self._timeout if timeout == -1.0 else timeout
             return self._http.post(self.url, data=body, headers=headers, stream=stream,
                                    timeout=self._timeouts(read))
-        except requests.RequestException as err:
-            raise MCPError(f"cannot reach MCP server {self.describe}: {_reason(err)}") from None
+        except (requests.RequestException, ValueError) as err:  # http.client's: ValueError
+            reason = _reason(err)
+        raise MCPError(f"cannot reach MCP server {self.describe}: {reason}")
 
     def _get(self, extra: Dict[str, str], read_timeout: Optional[float] = -1.0) -> Any:
         import requests
@@ -358,8 +377,9 @@ class HTTPTransport:
         timeout = self._timeouts(self._timeout if read_timeout == -1.0 else read_timeout)
         try:
             return self._http.get(self.url, headers=headers, stream=True, timeout=timeout)
-        except requests.RequestException as err:
-            raise MCPError(f"cannot reach MCP server {self.describe}: {_reason(err)}") from None
+        except (requests.RequestException, ValueError) as err:
+            reason = _reason(err)
+        raise MCPError(f"cannot reach MCP server {self.describe}: {reason}")
 
     def _request_headers(self) -> Dict[str, str]:
         headers = dict(self._headers)

@@ -3,6 +3,7 @@ official MCP SDK (skipped with a reason where it cannot be installed) and agains
 hand-written endpoint scripted to misbehave."""
 
 import json
+import logging
 import threading
 import time
 
@@ -12,6 +13,7 @@ import nacelle
 from mcp_servers import free_port, needs_sdk, sdk_http_server
 from mcp_servers.http_server import Answer, ScriptedEndpoint, result, sse
 from nacelle.mcp import MCPError, connect_http
+from nacelle.mcp_http import HTTPTransport
 from nacelle.tools import ToolContext
 
 ACCEPT = "application/json, text/event-stream"
@@ -201,6 +203,91 @@ def test_reprs_and_errors_never_show_the_callers_secrets(endpoint):
         shown = " ".join([str(caught.value), repr(client), repr(client._transport),
                           repr(client.tools())])
     assert "sk-" not in shown
+
+
+def everything_an_error_carries(err):
+    """The text of an error and of every exception chained to it, with the request a
+    requests exception keeps (its URL and headers): wherever a secret could ride."""
+    seen, todo, texts = [], [err], []
+    while todo:
+        item = todo.pop()
+        if item is None or any(item is s for s in seen):
+            continue
+        seen.append(item)
+        texts += [str(item), repr(item), repr(item.args), repr(vars(item))]
+        request = getattr(item, "request", None)
+        if request is not None:
+            texts += [str(getattr(request, "url", "")), repr(getattr(request, "headers", ""))]
+        todo += [item.__cause__, item.__context__]
+    return seen, " ".join(texts)
+
+
+SECRETS = {"headers": {"Authorization": "Bearer sk-header-secret"}}
+
+
+def test_an_unreachable_servers_error_chains_nothing_that_holds_the_secrets():
+    url = f"http://127.0.0.1:{free_port()}/mcp?token=sk-query-secret"
+    with pytest.raises(MCPError) as caught:
+        connect_http(url, timeout=5, **SECRETS)
+    chain, text = everything_an_error_carries(caught.value)
+    assert all(isinstance(e, MCPError) for e in chain), chain
+    assert "sk-" not in text
+
+
+def test_the_transport_hands_over_errors_that_chain_nothing_holding_the_secrets():
+    failures = []
+    failed = threading.Event()
+    transport = HTTPTransport(f"http://127.0.0.1:{free_port()}/mcp?token=sk-query-secret",
+                              timeout=5, **SECRETS)
+    transport.start(lambda *args: False, lambda request_id, error: (
+        failures.append(error), failed.set()))
+    try:
+        transport.send({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        assert failed.wait(5)
+    finally:
+        transport.close()
+    chain, text = everything_an_error_carries(failures[0])
+    assert chain == [failures[0]] and "connection failed" in text
+    assert "sk-" not in text
+
+
+def test_an_error_from_a_call_chains_nothing_that_holds_the_secrets(endpoint):
+    endpoint.on["tools/call"] = lambda m: Answer(500, b"down")
+    with connect_http(endpoint.url + "?key=sk-query-secret", **SECRETS) as client:
+        with pytest.raises(MCPError) as caught:
+            client.call_tool("echo")
+    chain, text = everything_an_error_carries(caught.value)
+    assert all(isinstance(e, MCPError) for e in chain), chain
+    assert "sk-" not in text
+
+
+@pytest.mark.parametrize("headers", [
+    {"Authorization": "Bearer sk-header-secret\r\nX-Injected: 1"},
+    {"Authorization": "Bearer sk-header-secret\n"},
+    {"Authorization": " Bearer sk-header-secret"},
+    {"Bad Name: sk-header-secret": "x"},
+])
+def test_a_header_http_cannot_carry_is_a_config_error_that_does_not_quote_it(endpoint, headers):
+    with pytest.raises(nacelle.ConfigError, match="header") as caught:
+        connect_http(endpoint.url, headers=headers)
+    chain, text = everything_an_error_carries(caught.value)
+    assert len(chain) == 1 and "sk-" not in text
+    assert endpoint.requests == []
+
+
+def test_nothing_nacelle_logs_about_a_failing_session_shows_the_secrets(endpoint, caplog):
+    endpoint.on["tools/call"] = lambda m: Answer(502, b"<html>Bad Gateway</html>", "text/html")
+    with caplog.at_level(logging.DEBUG, logger="nacelle"):
+        with connect_http(endpoint.url + "?key=sk-query-secret", **SECRETS) as client:
+            with pytest.raises(MCPError):
+                client.call_tool("echo")
+            client.request("tools/list")
+        with pytest.raises(MCPError):
+            connect_http(f"http://127.0.0.1:{free_port()}/mcp?token=sk-query-secret",
+                         timeout=5, **SECRETS)
+    logged = [caplog.text] + [r.getMessage() for r in caplog.records
+                              if r.name.startswith("nacelle")]
+    assert "sk-" not in " ".join(logged)
 
 
 @pytest.mark.parametrize("url", ["ftp://127.0.0.1/mcp", "127.0.0.1:8000/mcp", "", None,
