@@ -39,6 +39,7 @@ from .errors import attempt as attempt
 from .errors import retryable as retryable
 from .errors import transient as transient
 from .events import Event as Event
+from .fallback import Fallback as Fallback
 from .events import Kind as Kind
 from .events import Stop as Stop
 from .events import ToolEvent as ToolEvent
@@ -87,6 +88,7 @@ __all__ = [
     "DEFAULT_MAX_TOKENS",
     "Effort",
     "Event",
+    "Fallback",
     "Finish",
     "HookEvent",
     "HookPoint",

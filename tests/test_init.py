@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PUBLIC = {
     "Agent", "APIError", "Backend", "Budget", "CancelEvent", "Cancelled", "Capabilities",
     "ConfigError", "ConversationError",
-    "DEFAULT_MAX_TOKENS", "Effort", "Event", "Finish", "HookEvent", "HookPoint",
+    "DEFAULT_MAX_TOKENS", "Effort", "Event", "Fallback", "Finish", "HookEvent", "HookPoint",
     "HookResult", "Image", "Kind", "MAX_INJECT", "MCPServer", "Message", "NacelleError",
     "ProviderBlock", "Reasoning", "Request", "Result", "Retry", "RetryBudgetExceeded",
     "RetryOptions", "Role", "RunContext", "Stop", "StreamError", "StreamTruncated", "Text",
