@@ -59,7 +59,7 @@ import logging
 import re
 import threading
 import time
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Type
 
 from .context import ToolContext
 from .errors import Cancelled, ConfigError, NacelleError
@@ -94,11 +94,11 @@ class MCPError(NacelleError):
         super().__init__(message)
         self.code = code
 
-    def __reduce__(self):
+    def __reduce__(self) -> Tuple[Any, ...]:
         return (_rebuild_error, (type(self), str(self), self.code))
 
 
-def _rebuild_error(cls, message, code):
+def _rebuild_error(cls: Type["MCPError"], message: str, code: Optional[int]) -> "MCPError":
     return cls(message, code=code)
 
 
@@ -314,7 +314,9 @@ class MCPClient:
                                f"{cursor!r}")
             seen.add(cursor)
 
-    def _request(self, method, params, cancelled, deadline, timeout) -> Dict[str, Any]:
+    def _request(self, method: str, params: Optional[Mapping[str, Any]],
+                 cancelled: Optional[threading.Event], deadline: Optional[float],
+                 timeout: Optional[float]) -> Dict[str, Any]:
         waiter = _Pending()
         with self._lock:
             if self._closed:
@@ -343,7 +345,9 @@ class MCPClient:
             raise _rebuild_error(type(error), str(error), error.code)
         return waiter.result if waiter.result is not None else {}
 
-    def _wait(self, waiter, request_id, method, cancelled, deadline, timeout) -> None:
+    def _wait(self, waiter: "_Pending", request_id: int, method: str,
+              cancelled: Optional[threading.Event], deadline: Optional[float],
+              timeout: Optional[float]) -> None:
         """Block until the request settles, ``cancelled`` is set, or time is up:
         the transport settles the waiter, a ``cancelled`` with ``add_callback`` (a
         :class:`~nacelle.context.CancelEvent`) wakes it, the wait's timeout is the
@@ -452,7 +456,7 @@ class MCPClient:
             waiter.settle(error=MCPError(
                 f"MCP server {self.name} answered request {request_id} with a result that "
                 f"is not an object: {_preview(message['result'])}"))
-        return request_id == answering
+        return bool(request_id == answering)
 
     def _reject(self, request_id: Any, answering: Any, what: str, message: Any) -> bool:
         """Fail the request a message the client cannot use belongs to, or, when it
@@ -464,7 +468,7 @@ class MCPClient:
             return False
         logger.warning("%s", error)
         self._fail(owner, error)
-        return owner == answering
+        return bool(owner == answering)
 
     def _fail(self, request_id: Any, error: MCPError) -> bool:
         """Fail one pending request, or (``request_id`` None) the whole connection.

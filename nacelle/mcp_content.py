@@ -44,7 +44,8 @@ def _block_text(block: Any) -> str:
             text += f": {block['description']}"
         return text + "]"
     if kind == "resource":
-        res = block.get("resource") if isinstance(block.get("resource"), dict) else {}
+        found = block.get("resource")
+        res: Mapping[str, Any] = found if isinstance(found, dict) else {}
         head = f"[resource <{res.get('uri', '')}>" + (f", {res['mimeType']}" if res.get("mimeType") else "")
         if isinstance(res.get("text"), str):
             return f"{head}]\n{res['text']}"

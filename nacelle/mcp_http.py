@@ -45,7 +45,7 @@ import logging
 import re
 import threading
 import time
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Set, Tuple
 from urllib.parse import urlsplit
 
 from .errors import ConfigError
@@ -99,8 +99,8 @@ class HTTPTransport:
         self._fail: Callable[[Any, MCPError], None] = _ignore
         self._lock = threading.Lock()
         self._responses: Dict[Any, Any] = {}
-        self._abandoned: set = set()
-        self._threads: set = set()
+        self._abandoned: Set[Any] = set()
+        self._threads: Set[threading.Thread] = set()
         self._closing = threading.Event()
 
     def __repr__(self) -> str:

@@ -160,7 +160,7 @@ class StdioTransport:
         self.env = {**default_environment(), **dict(env or {})}
         self.cwd = cwd
         self.describe = repr(" ".join([os.path.basename(command), *self.args])[:80])
-        self._process: Optional[subprocess.Popen] = None
+        self._process: Optional["subprocess.Popen[bytes]"] = None
         self._outbox: "queue.SimpleQueue[Optional[bytes]]" = queue.SimpleQueue()
         self._closing = threading.Event()
         self._stderr_tail: Deque[str] = collections.deque(maxlen=STDERR_TAIL)
@@ -175,7 +175,7 @@ class StdioTransport:
         if os.name == "posix":
             popen_options["start_new_session"] = True
         else:  # pragma: no cover - Windows
-            popen_options["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP
+            popen_options["creationflags"] = getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)
         try:
             self._process = subprocess.Popen(
                 [self.command, *self.args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -325,8 +325,9 @@ class StdioTransport:
     def _read_stderr(self) -> None:
         process = self._process
         assert process is not None and process.stderr is not None
+        stderr = process.stderr
         try:
-            for raw in iter(lambda: process.stderr.readline(65536), b""):
+            for raw in iter(lambda: stderr.readline(65536), b""):
                 line = raw.decode("utf-8", "replace").rstrip()
                 if line:
                     self._stderr_tail.append(line)
@@ -348,17 +349,17 @@ class StdioTransport:
             note += "; its last stderr lines:\n" + "\n".join(self._stderr_tail)
         return note
 
-    def _kill_quietly(self, process: subprocess.Popen) -> None:
+    def _kill_quietly(self, process: "subprocess.Popen[bytes]") -> None:
         self._signal(process, getattr(signal, "SIGKILL", signal.SIGTERM))
 
-    def _wait(self, process: subprocess.Popen, seconds: float) -> bool:
+    def _wait(self, process: "subprocess.Popen[bytes]", seconds: float) -> bool:
         try:
             process.wait(seconds)
             return True
         except subprocess.TimeoutExpired:
             return False
 
-    def _signal(self, process: subprocess.Popen, sig: int) -> None:
+    def _signal(self, process: "subprocess.Popen[bytes]", sig: int) -> None:
         try:
             if os.name == "posix":
                 os.killpg(process.pid, sig)
