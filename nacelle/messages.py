@@ -12,10 +12,12 @@ provider that signs or caches a prefix must get back exactly what it sent.
 
 ``dumps`` / ``loads`` are lossless (equal values after a round trip); ``loads``
 raises :class:`~nacelle.errors.ConversationError`, a ``ValueError``, naming the
-path of whatever it cannot read. ``trim`` returns ``(kept, dropped)`` where
-``dropped`` is the number of messages left out.
+path of whatever it cannot read — and only that, whatever the text holds: it is
+read with :func:`nacelle.sse.parse_json`, the reader for JSON from outside (no
+``NaN``, no runaway nesting), and a value it quotes is cut short. ``trim``
+returns ``(kept, dropped)`` where ``dropped`` is the number of messages left out.
 
-Core module: imports the standard library, ``errors`` and ``events``.
+Core module: imports the standard library, ``errors``, ``events`` and ``sse`` (a leaf).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 from .errors import ConversationError
 from .events import Stop
+from .sse import parse_json
 
 __all__ = [
     "Finish",
@@ -297,8 +300,8 @@ def _part_from_json(raw: Any, path: str) -> Part:
     if not isinstance(raw, dict):
         raise ConversationError(f"{path}: expected an object, got {type(raw).__name__}")
     kind = raw.get("type")
-    if kind not in _SCHEMA:
-        raise ConversationError(f"{path}.type: unknown part type {kind!r}")
+    if not isinstance(kind, str) or kind not in _SCHEMA:  # a list is unhashable
+        raise ConversationError(f"{path}.type: unknown part type {_quoted(kind)}")
     cls, fields = _SCHEMA[kind]
     values = {}
     for key, value in raw.items():
@@ -319,7 +322,8 @@ def _part_from_json(raw: Any, path: str) -> Part:
         try:
             values["stop"] = Stop(values["stop"])
         except ValueError:
-            raise ConversationError(f"{path}.stop: unknown stop {values['stop']!r}") from None
+            raise ConversationError(
+                f"{path}.stop: unknown stop {_quoted(values['stop'])}") from None
     return cls(**values)
 
 
@@ -330,9 +334,9 @@ def loads(text: Union[str, bytes]) -> List[Message]:
     path of the first value it cannot read.
     """
     try:
-        raw = json.loads(text)
+        raw = parse_json(text)
     except ValueError as exc:
-        raise ConversationError(f"not JSON: {exc}") from None
+        raise ConversationError(f"not JSON: {str(exc)[:120]}") from None
     if not isinstance(raw, list):
         raise ConversationError(f"$: expected a list of messages, got {type(raw).__name__}")
     messages = []
@@ -342,10 +346,10 @@ def loads(text: Union[str, bytes]) -> List[Message]:
             raise ConversationError(f"{path}: expected an object, got {type(item).__name__}")
         extra = set(item) - {"role", "parts"}
         if extra:
-            raise ConversationError(f"{path}.{sorted(extra)[0]}: unknown message field")
+            raise ConversationError(f"{path}.{sorted(extra)[0][:80]}: unknown message field")
         role = item.get("role")
         if role not in ("user", "assistant"):
-            raise ConversationError(f"{path}.role: unknown role {role!r}")
+            raise ConversationError(f"{path}.role: unknown role {_quoted(role)}")
         parts = item.get("parts")
         if not isinstance(parts, list):
             raise ConversationError(f"{path}.parts: expected a list")
@@ -355,3 +359,9 @@ def loads(text: Union[str, bytes]) -> List[Message]:
             ))
         )
     return messages
+
+
+def _quoted(value: Any) -> str:
+    """``repr(value)`` cut to a length an error message can carry."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:79] + "…"

@@ -1,6 +1,7 @@
 """Messages, parts, trim and the lossless JSON form."""
 
 import dataclasses
+import json
 
 import pytest
 from hypothesis import given, strategies as st
@@ -215,3 +216,43 @@ def test_loads_names_the_path_of_what_it_cannot_read(text, path):
     with pytest.raises(ConversationError, match=path) as info:
         loads(text)
     assert isinstance(info.value, ValueError)
+
+
+# -- hostile conversation JSON: always a ConversationError --------------------------------
+
+@pytest.mark.parametrize("text", ["[" * 100_000, '[{"role": "user", "parts": ' + "[" * 100_000,
+                                  '[{"role": "user", "parts": [{"type": "text", "text": '
+                                  + '{"a":' * 100_000],
+                         ids=["lists", "parts", "a text of objects"])
+def test_loads_refuses_100k_levels_of_nesting_with_a_conversation_error(text):
+    with pytest.raises(ConversationError, match="not JSON"):
+        loads(text)
+
+
+@pytest.mark.parametrize("kind", ["[]", '{"a": 1}', "[1, [2]]"])
+def test_loads_refuses_a_part_type_that_is_a_list_or_an_object(kind):
+    with pytest.raises(ConversationError, match=r"\[0\]\.parts\[0\]\.type: unknown part type"):
+        loads('[{"role": "user", "parts": [{"type": %s}]}]' % kind)
+
+
+@pytest.mark.parametrize("text", [
+    "NaN", "[NaN]", '[{"role": "user", "parts": [{"type": "text", "text": NaN}]}]',
+    '[{"role": "user", "parts": [{"type": "text", "text": Infinity}]}]',
+    '[{"role": "user", "parts": [{"type": "text", "text": 1e400}]}]',
+])
+def test_loads_refuses_numbers_json_does_not_have(text):
+    with pytest.raises(ConversationError):
+        loads(text)
+
+
+def test_an_unreadable_value_is_named_briefly_however_large_it_is():
+    for text in ('[{"role": "%s", "parts": []}]' % ("x" * 100_000),
+                 '[{"role": "user", "parts": [{"type": %s}]}]' % json.dumps(["y"] * 50_000)):
+        with pytest.raises(ConversationError) as info:
+            loads(text)
+        assert len(str(info.value)) < 300
+
+
+def test_loads_refuses_bytes_that_are_not_text():
+    with pytest.raises(ConversationError, match="not JSON"):
+        loads(b"\xff\xfe\xfa[]")
