@@ -22,7 +22,14 @@ Choices where the contract is silent:
   ``PREVIEW_CHARS`` characters: an HTML error page must not flood a log.
 - Secrets are scrubbed by value, not by pattern: any header whose name looks secret
   (``key``, ``auth``, ``token``…) has its value — and the token after ``Bearer `` —
-  replaced by ``<hidden>`` wherever a provider echoed it.
+  replaced by ``<hidden>`` wherever a provider echoed it. Each text is scrubbed
+  *before* it is cut to its preview length: cut first, a key straddling the cut
+  would leave its first half behind, where no scrubber recognises it. The stream
+  accumulators are given :func:`scrub` too, for errors that arrive inside a 200
+  stream, so there is one way secrets are hidden.
+- Error bodies are read with :func:`nacelle.sse.parse_json`: a body nested a
+  hundred thousand levels deep, or holding ``NaN``, is previewed like any other
+  body that is not the JSON we expect, rather than raising ``RecursionError``.
 
 Outer ring: imports the standard library, ``nacelle.errors`` and (for the
 exception types only) ``requests``; never ``_http``, which imports this.
@@ -41,6 +48,7 @@ from urllib.parse import urlsplit
 import requests
 
 from ..errors import RETRYABLE_STATUSES, APIError, StreamError, transient
+from ..sse import parse_json
 
 __all__ = [
     "PREVIEW_CHARS", "api_error", "describe", "parse_error", "preview", "retry_delay",
@@ -51,46 +59,51 @@ PREVIEW_CHARS = 300
 _SECRET_WORDS = ("key", "auth", "token", "secret", "cookie", "signature")
 
 
-def parse_error(status: int, headers: Mapping[str, str], body: bytes) -> APIError:
+def parse_error(status: int, headers: Mapping[str, str], body: bytes,
+                secrets: Optional[Mapping[str, str]] = None) -> APIError:
     """An ``APIError`` from an error response of Anthropic, OpenRouter or anything else.
 
     Anthropic: ``{"type":"error","error":{"type","message"},"request_id"}`` and a
     ``request-id`` header. OpenRouter: ``{"error":{"code","message","metadata"}}`` and
     maybe ``x-request-id`` / ``x-generation-id``. Other bodies give a short preview.
+    The values of ``secrets`` are scrubbed from every text before it is shortened.
     """
+    def clean(text: str) -> str:
+        return scrub(text, secrets) if secrets else text
+
     type_, message, request_id = "", "", ""
     try:
-        document = json.loads(body.decode("utf-8")) if body.strip() else None
+        document = parse_json(body.decode("utf-8")) if body.strip() else None
     except ValueError:
         document = None
     error = document.get("error") if isinstance(document, dict) else None
     if isinstance(error, dict):
-        type_ = _text(error.get("type"))
-        message = _text(error.get("message"))
+        type_ = clean(_text(error.get("type")))
+        message = clean(_text(error.get("message")))
         metadata = error.get("metadata")
         if isinstance(metadata, dict):
-            type_ = type_ or _text(metadata.get("error_type"))
+            type_ = type_ or clean(_text(metadata.get("error_type")))
             raw = metadata.get("raw")
-            provider = _text(metadata.get("provider_name"))
+            provider = clean(_text(metadata.get("provider_name")))
             if raw:
                 raw = raw if isinstance(raw, str) else json.dumps(raw)
-                message += f" ({provider + ': ' if provider else ''}{_shorten(raw)})"
+                message += f" ({provider + ': ' if provider else ''}{_shorten(clean(raw))})"
             elif provider:
                 message += f" ({provider})"
         request_id = _text(document.get("request_id"))
     elif isinstance(error, str):
-        message = error
+        message = clean(error)
     elif isinstance(document, dict) and isinstance(document.get("message"), str):
-        message = document["message"]
+        message = clean(document["message"])
     elif body.strip():
-        message = preview(body)
+        message = preview(clean(body[:8 * PREVIEW_CHARS].decode("utf-8", "replace")).encode())
     lowered = {k.lower(): v for k, v in headers.items()}
     request_id = (lowered.get("request-id") or lowered.get("x-request-id") or request_id
                   or lowered.get("x-generation-id") or "")
     should = lowered.get("x-should-retry", "").strip().lower()
     retry = True if should == "true" else False if should == "false" else status in RETRYABLE_STATUSES
-    return APIError(status, type_, _shorten(message), request_id, _retry_after(lowered),
-                    retryable=retry)
+    return APIError(status, _shorten(type_), _shorten(message), _shorten(clean(request_id)),
+                    _retry_after(lowered), retryable=retry)
 
 
 def api_error(status: int, headers: Mapping[str, str], body: bytes, *, name: str,
@@ -98,14 +111,13 @@ def api_error(status: int, headers: Mapping[str, str], body: bytes, *, name: str
               secrets: Optional[Mapping[str, str]] = None) -> APIError:
     """:func:`parse_error` plus the hint where the status makes the fix clear, with the
     values of ``secrets`` (the request's headers) scrubbed from every text."""
-    secrets = secrets or {}
-    error = parse_error(status, headers, body)
+    error = parse_error(status, headers, body, secrets)
     said = hint(status, name=name, base_url=base_url, path=path, key_variable=key_variable,
                 location=_header(headers, "location"))
-    message = scrub(error.message, secrets)
+    message = error.message
     if said:
         message = f"{message} — {said}" if message else said
-    return APIError(error.status, error.type, message, scrub(error.request_id, secrets),
+    return APIError(error.status, error.type, message, error.request_id,
                     error.retry_after, retryable=error.retryable)
 
 

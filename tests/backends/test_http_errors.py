@@ -244,3 +244,44 @@ def test_preview_is_one_short_line_of_replaced_invalid_utf8():
     text = preview(b"line one\n\n  line\ttwo \xff" + b"x" * 5000)
     assert text.startswith("line one line two \ufffdxxx")
     assert len(text) == PREVIEW_CHARS and text.endswith("…")
+
+
+# -- hostile error bodies ---------------------------------------------------------------
+
+SECRETS = {"x-api-key": KEY, "authorization": f"Bearer {KEY}"}
+
+
+@pytest.mark.parametrize("body", [b"[" * 100_000, b'{"error":' * 100_000,
+                                  b'{"error": {"message": ' + b"[" * 100_000 + b"}}"],
+                         ids=["lists", "objects", "inside a message"])
+def test_an_error_body_nested_100k_deep_is_an_api_error_with_a_preview(body):
+    error = parse_error(500, {}, body)
+    assert isinstance(error, APIError) and error.status == 500
+    assert error.message.startswith("[") or error.message.startswith("{")
+    assert len(error.message) <= PREVIEW_CHARS
+
+
+@pytest.mark.parametrize("body", [b'{"error": {"message": NaN}}', b'{"error": Infinity}',
+                                  b'{"error": {"type": "x", "message": 1e400}}'])
+def test_an_error_body_with_numbers_json_has_not_is_previewed(body):
+    error = parse_error(400, {}, body)
+    assert error.status == 400 and error.message == body.decode()
+
+
+def test_a_key_cut_in_half_by_the_preview_limit_leaves_no_part_of_it_behind():
+    for at in range(PREVIEW_CHARS - len(KEY), PREVIEW_CHARS + 2):
+        message = "x" * at + KEY + " was refused"
+        for body in (f'{{"error": {{"message": "{message}"}}}}'.encode(), message.encode()):
+            error = api_error(401, {}, body, name="anthropic", base_url="https://a",
+                              path=PATH, secrets=SECRETS)
+            assert KEY[:10] not in str(error), at
+
+
+def test_a_key_echoed_in_the_error_type_or_provider_metadata_is_scrubbed():
+    body = ('{"error": {"type": "bad_%s", "message": "no", "metadata": {"raw": "Bearer %s", '
+            '"provider_name": "%s"}}, "request_id": "req_%s"}' % (KEY, KEY, KEY, KEY)).encode()
+    error = api_error(400, {"request-id": f"id-{KEY}"}, body, name="openrouter",
+                      base_url="https://o", path=PATH, secrets=SECRETS)
+    for text in (str(error), repr(error), repr(error.args), error.type, error.message,
+                 error.request_id):
+        assert KEY not in text
