@@ -354,7 +354,9 @@ def test_parse_json_refuses_numbers_that_are_not_finite(text):
         parse_json(text)
 
 
-@pytest.mark.parametrize("text", ["[" * 100_000, '{"a":' * 100_000, "[" * 100_000 + "]" * 100_000])
+@pytest.mark.parametrize("text", ["[" * 100_000, '{"a":' * 100_000,
+                                  "[" * 100_000 + "]" * 100_000],
+                         ids=["open lists", "open objects", "closed lists"])
 def test_parse_json_refuses_100k_levels_of_nesting_with_a_value_error(text):
     with pytest.raises(ValueError, match="nested"):
         parse_json(text)

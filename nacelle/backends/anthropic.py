@@ -33,7 +33,15 @@ Choices where the contract is silent:
   count as progress for ``stall_timeout``, so a stream that only pings is still
   noticed as stalled.
 - ``count_tokens`` sends the body ``stream`` would send, minus ``max_tokens`` and
-  ``stream``, to ``/v1/messages/count_tokens``.
+  ``stream``, to ``/v1/messages/count_tokens``. An answer without a plausible
+  count (a whole number from zero to 2**53) is a ``StreamError``: a wrong count
+  would be trusted by whatever budgets on it.
+- Event data is read with :func:`nacelle.sse.parse_json` (no NaN, no Infinity, no
+  runaway nesting), and every error made from what the provider sent — an
+  in-band error, a broken data line — passes through the transport's scrubber,
+  the one that cleans HTTP error bodies, so an echoed key never reaches an
+  exception. When a turn fails after server-side calls were announced, their
+  failed results are yielded before the error, so each announced call is closed.
 - ``pricing`` fills ``Usage.cost`` per turn and turns ``capabilities.cost`` on for
   this instance. Server-tool fees (web searches are billed per request) are not
   included: the stream reports their count, not their price.
@@ -46,16 +54,19 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import logging
-from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Tuple, Union
+from typing import (
+    Any, Callable, Dict, Iterator, Mapping, Optional, Sequence, Set, Tuple, Union,
+)
 
 from .. import loop
 from ..backend import Capabilities, Request, RunContext, TurnEnd
-from ..errors import ConfigError, StreamError
-from ..events import Event
-from ..messages import Message, ProviderBlock
+from ..errors import ConfigError, NacelleError, StreamError
+from ..events import Event, _wire_count
+from ..messages import Message, ProviderBlock, Role
+from ..sse import SSEEvent, parse_json
 from ._http import Transport, read_key
+from ._http_errors import scrub
 from .anthropic_stream import Accumulator, Pricing
 from .anthropic_wire import (
     DEFAULT_MODEL, MIN_BUDGET, PROTOCOL, betas, count_tokens_body, to_wire,
@@ -137,12 +148,17 @@ class Backend:
         Anthropic counts them."""
         body = count_tokens_body(request, request.messages, model=self.model)
         transport = self._transport
-        answer = transport.post_json("/v1/messages/count_tokens", body, ctx,
-                                     headers=_beta_header(request))
+        try:
+            answer = transport.post_json("/v1/messages/count_tokens", body, ctx,
+                                         headers=_beta_header(request))
+        except RecursionError:  # the transport's JSON parser met runaway nesting
+            answer = None
         tokens = answer.get("input_tokens") if isinstance(answer, dict) else None
-        if not isinstance(tokens, int) or isinstance(tokens, bool):
-            raise StreamError("Anthropic's token count had no input_tokens number")
-        return tokens
+        count = _wire_count(tokens) if type(tokens) is int else None
+        if count is None:
+            raise StreamError("Anthropic's token count had no input_tokens count (a whole "
+                              "number of zero or more)")
+        return count
 
     def turn(
         self, request: Request, messages: Tuple[Message, ...], ctx: RunContext
@@ -152,7 +168,9 @@ class Backend:
         transport = self._transport
         response = transport.post_stream("/v1/messages", body, ctx,
                                          headers=_beta_header(request))
-        accumulator = Accumulator(pricing=self.pricing, calls=_server_calls(messages))
+        clean = functools.partial(scrub, headers=transport.request_headers())
+        accumulator = Accumulator(pricing=self.pricing, calls=_open_server_calls(messages),
+                                  scrub=clean)
         # Asked after each event was fed, so the accumulator's own reading of the stream
         # decides; the iteration must end by itself (no break) for the connection to
         # go back to the pool.
@@ -160,19 +178,18 @@ class Backend:
                                   final=lambda _: accumulator.stopped)
         try:
             for sse in events:
-                try:
-                    data = json.loads(sse.data)
-                except ValueError:
-                    raise StreamError(
-                        f"Anthropic sent a {sse.event} event whose data is not JSON: "
-                        f"{sse.data[:200]!r}"
-                    ) from None
-                for event in accumulator.feed(sse.event, data):
+                for event in accumulator.feed(sse.event, _data(sse, clean)):
                     yield event
+            end = accumulator.finish()
+        except NacelleError:
+            # Server-side calls already announced are closed before the error ends the
+            # turn: the consumer saw each TOOL_CALL and must see its TOOL_RESULT.
+            for event in accumulator.abandon():
+                yield event
+            raise
         finally:
             events.close()  # at once when the consumer left early or the stream failed
             response.close()
-        end = accumulator.finish()
         log.debug("anthropic turn ended: %s, %s", end.stop.value, end.usage)
         yield end
 
@@ -191,24 +208,48 @@ def _is_ping(event: Any) -> bool:
     return event.event == "ping"
 
 
-def _server_calls(messages: Sequence[Message]) -> Mapping[str, Tuple[str, str]]:
-    """The server-side calls replayed in ``messages``, by id: their name and server.
+def _data(sse: SSEEvent, clean: Callable[[str], str]) -> Any:
+    """The JSON of one event's data; a scrubbed ``StreamError`` when it is not JSON."""
+    try:
+        return parse_json(sse.data)
+    except ValueError as exc:
+        reason = str(exc)
+    # Raised outside the handler, so the error carries no chained exception holding
+    # the raw data line.
+    raise StreamError(f"Anthropic sent a {clean(sse.event)[:80]} event whose data is not "
+                      f"JSON ({reason[:120]}): {clean(sse.data)[:200]!r}")
 
-    A paused turn can leave a call whose result arrives in the next response.
+
+def _open_server_calls(messages: Sequence[Message]) -> Mapping[str, Tuple[str, str]]:
+    """The server-side calls of a paused turn still waiting for their result, by id:
+    their name and server.
+
+    A paused turn is the conversation's last message (the loop asks for the next
+    turn at once), so only the trailing assistant messages are read; a call of an
+    older turn without a result was closed as failed when that turn ended.
     """
     calls: Dict[str, Tuple[str, str]] = {}
-    for message in messages:
+    answered: Set[str] = set()
+    trailing = len(messages)
+    while trailing and messages[trailing - 1].role is Role.ASSISTANT:
+        trailing -= 1
+    for message in messages[trailing:]:
         for part in message.parts:
             if type(part) is not ProviderBlock or part.protocol != PROTOCOL:
                 continue
-            if '"server_tool_use"' not in part.data and '"mcp_tool_use"' not in part.data:
+            if "_tool_use" not in part.data and "tool_use_id" not in part.data:
                 continue
             try:
-                block = json.loads(part.data)
+                block = parse_json(part.data)
             except ValueError:
                 continue
-            if isinstance(block, dict) and block.get("type") in ("server_tool_use",
-                                                                 "mcp_tool_use"):
-                calls[str(block.get("id", ""))] = (
-                    str(block.get("name", "")), str(block.get("server_name") or PROTOCOL))
-    return calls
+            if not isinstance(block, dict):
+                continue
+            if isinstance(block.get("tool_use_id"), str):
+                answered.add(block["tool_use_id"])
+            elif block.get("type") in ("server_tool_use", "mcp_tool_use") and isinstance(
+                    block.get("id"), str):
+                server = block.get("server_name")
+                calls[block["id"]] = (str(block.get("name", "")),
+                                      server if isinstance(server, str) and server else PROTOCOL)
+    return {call_id: call for call_id, call in calls.items() if call_id not in answered}

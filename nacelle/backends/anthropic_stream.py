@@ -19,7 +19,8 @@ What it makes of the stream:
   ``content_block_stop`` may never come: open blocks are closed at ``message_delta``
   and ``message_stop``) becomes ``ToolCall(finished=False)``, which is kept for the
   reader but never run or sent back; so does a call left open with input that does
-  not parse, whatever the stop.
+  not parse, whatever the stop. Two local calls with the same id stay two parts
+  with their own input; making ids unique is the loop's job, for every backend.
 - Server-side blocks (``server_tool_use``, ``web_search_tool_result``,
   ``mcp_tool_use``, ``mcp_tool_result``) and any block type this module does not
   know are kept whole as ``ProviderBlock("anthropic", json)`` in stream order, so
@@ -28,14 +29,38 @@ What it makes of the stream:
   ``anthropic`` for the provider's own tools), when their block is complete. A
   server-side call cut off mid-input is dropped: it can neither run nor be
   replayed.
+- Every server-side TOOL_CALL is closed by exactly one TOOL_RESULT, as a local one
+  is. A call still unanswered at ``message_stop`` is closed with a failed result
+  saying no result came — unless the turn paused (``pause_turn``): then its result
+  arrives in the next response, whose accumulator is given the open calls
+  (``calls``). When the stream fails, :meth:`Accumulator.abandon` gives the failed
+  results that close what is still open, for the backend to yield before the
+  error. A result for no open call (a stray, or a second result for one call) is
+  kept in the parts, since the provider sent it, but announces nothing: its
+  TOOL_RESULT would close a call nobody saw, or close one twice. A second call
+  with an id already used in the turn is a :class:`~nacelle.errors.StreamError`
+  naming the id: there is no telling which call a result would answer.
 - Usage starts from ``message_start`` and each ``message_delta`` overwrites the
-  fields it carries: those counts are cumulative, and adding them double-counts.
+  fields it carries: those counts are cumulative, and adding them double-counts. A
+  count that is not a plausible one (negative, fractional, NaN, absurdly large, not
+  a number) is ignored with a logged warning and the field keeps its last good
+  value: usage is bookkeeping, and a broken count is no reason to lose the answer.
 - ``ping`` and unknown event types are ignored, as the API asks. An ``error``
   event raises :class:`~nacelle.errors.StreamError` carrying the provider's error
   type (``err.type``), marked transient for the types that mean "try again"
   (whether a retry happens is ``Retry``'s nothing-yielded rule). A stream that ends
   before ``message_stop`` raises :class:`~nacelle.errors.StreamTruncated` from
   :meth:`~Accumulator.finish`.
+- The stream's structure is checked, not trusted: a field of the wrong JSON type
+  where the stream's meaning depends on it — an index that is not an int (a bool
+  is not one), a block or delta that is not an object, text, a signature, input
+  or an id that is not a string (``null`` included, so no reader ever sees the
+  word "None") — is a :class:`~nacelle.errors.StreamError` naming the event and
+  the field, never a ``TypeError`` from deep inside.
+- ``scrub`` is applied to every error text built from what the provider sent, so
+  a key echoed back inside an in-band error or a broken event never reaches an
+  exception; the backend passes the transport's scrubber, the one that cleans HTTP
+  error bodies.
 
 Outer-ring module: imports the standard library and nacelle's core only.
 """
@@ -45,21 +70,23 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 from ..backend import TurnEnd
 from ..errors import ConfigError, StreamError, StreamTruncated, transient
-from ..events import Event, Kind, Stop, ToolEvent, Usage
+from ..events import Event, Kind, Stop, ToolEvent, Usage, _wire_count
 from ..messages import ProviderBlock, Reasoning, Text, ToolCall
+from ..sse import parse_json
 
-__all__ = ["Accumulator", "Pricing", "STOPS", "TRANSIENT_ERRORS"]
+__all__ = ["Accumulator", "Pricing"]
 
 logger = logging.getLogger(__name__)
 
 PROTOCOL = "anthropic"
 
-STOPS = {
+_STOPS = {
     "end_turn": Stop.END,
     "stop_sequence": Stop.END,
     "tool_use": Stop.TOOLS,
@@ -69,10 +96,22 @@ STOPS = {
 }
 
 # In-band error types that mean "the same request may well succeed later".
-TRANSIENT_ERRORS = frozenset({"overloaded_error", "rate_limit_error", "api_error", "timeout_error"})
+_TRANSIENT_ERRORS = frozenset({"overloaded_error", "rate_limit_error", "api_error",
+                               "timeout_error"})
 
 # Block types whose input streams as input_json_delta.
 _CALLS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
+
+# The usage fields read, by their wire name.
+_COUNTS = ("input_tokens", "output_tokens", "cache_read_input_tokens",
+           "cache_creation_input_tokens")
+
+_NO_RESULT = "Anthropic sent no result for this server-side call"
+_FAILED = "the stream failed before Anthropic sent a result for this server-side call"
+
+
+def _unchanged(text: str) -> str:
+    return text
 
 
 @dataclass(frozen=True)
@@ -93,9 +132,10 @@ class Pricing:
             value = getattr(self, name)
             if value is None and name.startswith("cache"):
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            if (isinstance(value, bool) or not isinstance(value, (int, float))
+                    or not 0 <= value < math.inf):
                 raise ConfigError(
-                    f"Pricing.{name} must be a number of dollars per million tokens,"
+                    f"Pricing.{name} must be a finite number of dollars per million tokens,"
                     f" zero or more; got {value!r}"
                 )
         if self.cache_read is None:
@@ -114,29 +154,27 @@ class Pricing:
 
 
 class _Block:
-    __slots__ = ("index", "start", "text", "signature", "raw", "closed", "cut")
+    __slots__ = ("index", "start", "type", "text", "signature", "raw", "closed", "cut")
 
-    def __init__(self, index: int, start: Dict[str, Any]) -> None:
+    def __init__(self, index: int, start: Dict[str, Any], kind: str) -> None:
         self.index = index
         self.start = start
+        self.type = kind
         self.text: List[str] = []
         self.signature = ""
         self.raw: List[str] = []
         self.closed = False
         self.cut = False  # a call whose input the message ended in the middle of
 
-    @property
-    def type(self) -> str:
-        return str(self.start.get("type", ""))
-
 
 class Accumulator:
     """One streamed Messages response, accumulated.
 
-    ``calls`` maps the ids of server-side calls made in earlier turns to their
-    ``(name, server)``, so a result that arrives a turn later (after a
-    ``pause_turn``) is still reported under its call's name. ``pricing`` fills
-    ``Usage.cost``.
+    ``calls`` maps the ids of server-side calls announced in an earlier, paused turn
+    and still unanswered to their ``(name, server)``: their results arrive in this
+    response, and are reported under the call's name (and closed as failed if they
+    never come). ``pricing`` fills ``Usage.cost``. ``scrub`` cleans every error
+    text made from the provider's data (see the module docstring).
     """
 
     def __init__(
@@ -144,12 +182,17 @@ class Accumulator:
         *,
         pricing: Optional[Pricing] = None,
         calls: Optional[Mapping[str, Tuple[str, str]]] = None,
+        scrub: Optional[Callable[[str], str]] = None,
     ) -> None:
         self._pricing = pricing
-        self._calls: Dict[str, Tuple[str, str]] = dict(calls or {})
-        self._call_index: Dict[str, int] = {}
+        self._scrub = scrub or _unchanged
+        # Server-side calls announced and not yet answered: id -> (index, name, server).
+        self._open: Dict[str, Tuple[int, str, str]] = {
+            call_id: (0, name, server) for call_id, (name, server) in (calls or {}).items()}
+        self._started: Set[str] = set()  # ids of the server-side calls begun this turn
+        self._answered: Set[str] = set()
         self._blocks: Dict[int, _Block] = {}
-        self._usage: Dict[str, Any] = {}
+        self._usage: Dict[str, int] = {}
         self._stop_reason: Optional[str] = None
         self._stopped = False
         self._server_calls = 0
@@ -163,15 +206,20 @@ class Accumulator:
         """Take one SSE event (its name and parsed JSON data); return what to yield."""
         kind = event if event and event != "message" else ""
         if isinstance(data, dict) and not kind:
-            kind = str(data.get("type", ""))
+            named = data.get("type")
+            kind = named if isinstance(named, str) else ""
         if kind == "error":
-            raise _stream_error(data)
+            raise self._stream_error(data)
         if self._stopped or kind in ("", "ping"):
             return []
         if not isinstance(data, dict):
-            raise StreamError(f"Anthropic sent a {kind} event whose data is not a JSON object")
+            raise self._error(f"Anthropic sent a {kind[:80]} event whose data is not a JSON "
+                              "object")
         if kind == "message_start":
-            message = data.get("message") or {}
+            message = _object(data.get("message"))
+            if message is None:
+                raise self._error("Anthropic sent a message_start whose message is not an "
+                                  "object")
             self._merge_usage(message.get("usage"))
             return []
         if kind == "content_block_start":
@@ -179,17 +227,26 @@ class Accumulator:
         if kind == "content_block_delta":
             return self._delta(data)
         if kind == "content_block_stop":
-            return self._close(self._block(data))
+            return self._close(self._block(data, kind))
         if kind == "message_delta":
-            delta = data.get("delta") or {}
-            if delta.get("stop_reason"):
-                self._stop_reason = delta["stop_reason"]
+            delta = _object(data.get("delta"))
+            if delta is None:
+                raise self._error("Anthropic sent a message_delta whose delta is not an object")
+            reason = delta.get("stop_reason")
+            if reason is not None:
+                if not isinstance(reason, str):
+                    raise self._error("Anthropic sent a stop_reason that is not a string")
+                if reason:
+                    self._stop_reason = reason
             self._merge_usage(data.get("usage"))
             return self._close_open()
         if kind == "message_stop":
             self._stopped = True
-            return self._close_open()
-        logger.debug("ignoring an unknown Anthropic stream event %r", kind)
+            events = self._close_open()
+            if self._stop_reason != "pause_turn":  # a paused call's result comes next turn
+                events.extend(self._close_unanswered(_NO_RESULT))
+            return events
+        logger.debug("ignoring an unknown Anthropic stream event %r", self._scrub(kind)[:80])
         return []
 
     def finish(self) -> TurnEnd:
@@ -206,23 +263,30 @@ class Accumulator:
         reason = self._stop_reason or ""
         if reason == "pause_turn":
             return TurnEnd(tuple(parts), self.usage, Stop.OTHER, resume=True)
-        stop = STOPS.get(reason, Stop.OTHER)
-        if reason not in STOPS:
-            logger.debug("Anthropic stop reason %r mapped to Stop.OTHER", reason)
+        stop = _STOPS.get(reason, Stop.OTHER)
+        if reason not in _STOPS:
+            logger.debug("Anthropic stop reason %r mapped to Stop.OTHER",
+                         self._scrub(reason)[:80])
         return TurnEnd(tuple(parts), self.usage, stop)
+
+    def abandon(self) -> List[Event]:
+        """Failed TOOL_RESULTs closing every server-side call still open, once.
+
+        For a stream that failed: its error ends the turn, and the consumer, who saw
+        those calls announced, must still see each of them closed.
+        """
+        return self._close_unanswered(_FAILED)
 
     @property
     def usage(self) -> Usage:
-        """The usage reported so far (the last value of each field)."""
+        """The usage reported so far (the last good value of each field)."""
         u = self._usage
-        details = u.get("output_tokens_details")
-        details = details if isinstance(details, dict) else {}
         usage = Usage(
-            input_tokens=_int(u.get("input_tokens")),
-            output_tokens=_int(u.get("output_tokens")),
-            cache_read_tokens=_int(u.get("cache_read_input_tokens")),
-            cache_creation_tokens=_int(u.get("cache_creation_input_tokens")),
-            reasoning_tokens=_int(details.get("thinking_tokens")),
+            input_tokens=u.get("input_tokens", 0),
+            output_tokens=u.get("output_tokens", 0),
+            cache_read_tokens=u.get("cache_read_input_tokens", 0),
+            cache_creation_tokens=u.get("cache_creation_input_tokens", 0),
+            reasoning_tokens=u.get("thinking_tokens", 0),
         )
         if self._pricing is not None:
             usage = dataclasses.replace(usage, cost=self._pricing.cost(usage))
@@ -233,47 +297,90 @@ class Accumulator:
     def _start(self, data: Dict[str, Any]) -> List[Event]:
         index = data.get("index")
         start = data.get("content_block")
-        if not isinstance(index, int) or not isinstance(start, dict):
-            raise StreamError("Anthropic sent a content_block_start without an index or block")
+        if type(index) is not int or not isinstance(start, dict):
+            raise self._error("Anthropic sent a content_block_start without an integer index "
+                              "and a content_block object")
+        kind = start.get("type")
+        if not isinstance(kind, str):
+            raise self._error(f"Anthropic started content block {index} without a string type")
         if index in self._blocks:
-            raise StreamError(f"Anthropic started content block {index} twice")
-        block = _Block(index, start)
+            raise self._error(f"Anthropic started content block {index} twice")
+        block = _Block(index, start, kind)
+        if kind in _CALLS:
+            self._check_call(block)
+        elif "tool_use_id" in start and not isinstance(start["tool_use_id"], str):
+            raise self._error(f"Anthropic sent a {kind} block whose tool_use_id is not a string")
         self._blocks[index] = block
-        if block.type == "text" and start.get("text"):
-            block.text.append(start["text"])
-            return [Event(Kind.TEXT, text=start["text"])]
-        if block.type == "thinking":
-            block.signature = str(start.get("signature") or "")
-            if start.get("thinking"):
-                block.text.append(start["thinking"])
-                return [Event(Kind.THINKING, text=start["thinking"])]
+        if kind == "text":
+            text = self._text(start, "text", kind)
+            if text:
+                block.text.append(text)
+                return [Event(Kind.TEXT, text=text)]
+        elif kind == "thinking":
+            block.signature = self._text(start, "signature", kind)
+            text = self._text(start, "thinking", kind)
+            if text:
+                block.text.append(text)
+                return [Event(Kind.THINKING, text=text)]
         return []
 
+    def _check_call(self, block: _Block) -> None:
+        start = block.start
+        for field in ("id", "name"):
+            if not isinstance(start.get(field), str):
+                raise self._error(f"Anthropic started a {block.type} block whose {field} is "
+                                  "not a string")
+        server = start.get("server_name")
+        if server is not None and not isinstance(server, str):
+            raise self._error(f"Anthropic started a {block.type} block whose server_name is "
+                              "not a string")
+        if block.type != "tool_use":
+            call_id = start["id"]
+            if call_id in self._started:
+                raise self._error(f"Anthropic started two server-side calls with the id "
+                                  f"{call_id!r} in one turn; their results cannot be told apart")
+            self._started.add(call_id)
+
     def _delta(self, data: Dict[str, Any]) -> List[Event]:
-        block = self._block(data)
-        delta = data.get("delta") or {}
+        block = self._block(data, "content_block_delta")
+        delta = data.get("delta")
+        if not isinstance(delta, dict):
+            raise self._error(f"Anthropic sent a content_block_delta for block {block.index} "
+                              "whose delta is not an object")
+        if block.closed:
+            raise self._error(f"Anthropic sent a delta for content block {block.index} after "
+                              "it was closed")
         kind = delta.get("type")
         if kind == "text_delta":
-            text = str(delta.get("text", ""))
+            text = self._text(delta, "text", kind, required=True)
             block.text.append(text)
             return [Event(Kind.TEXT, text=text)] if text else []
         if kind == "thinking_delta":
-            text = str(delta.get("thinking", ""))
+            text = self._text(delta, "thinking", kind, required=True)
             block.text.append(text)
             return [Event(Kind.THINKING, text=text)] if text else []
         if kind == "signature_delta":
-            block.signature = str(delta.get("signature", ""))  # set, never appended
+            block.signature = self._text(delta, "signature", kind, required=True)  # set, never appended
         elif kind == "input_json_delta":
-            block.raw.append(str(delta.get("partial_json", "")))
+            block.raw.append(self._text(delta, "partial_json", kind, required=True))
         return []
 
-    def _block(self, data: Dict[str, Any]) -> _Block:
-        block = self._blocks.get(data.get("index"))  # type: ignore[arg-type]
+    def _text(self, holder: Dict[str, Any], field: str, where: Any,
+              required: bool = False) -> str:
+        value = holder.get(field)
+        if isinstance(value, str):
+            return value
+        if value is None and not required:
+            return ""
+        raise self._error(f"Anthropic sent a {where} whose {field} is not a string")
+
+    def _block(self, data: Dict[str, Any], kind: str) -> _Block:
+        index = data.get("index")
+        block = self._blocks.get(index) if type(index) is int else None
         if block is None:
-            raise StreamError(
-                f"Anthropic sent {data.get('type')} for content block {data.get('index')!r},"
-                " which was never started"
-            )
+            shown = index if type(index) is int else f"<{type(index).__name__}>"
+            raise self._error(
+                f"Anthropic sent {kind} for content block {shown}, which was never started")
         return block
 
     def _close(self, block: _Block, *, cut: bool = False) -> List[Event]:
@@ -305,29 +412,50 @@ class Accumulator:
 
     def _server_call(self, block: _Block) -> List[Event]:
         raw = "".join(block.raw)
-        name = str(block.start.get("name", ""))
-        server = str(block.start.get("server_name") or PROTOCOL)
-        call_id = str(block.start.get("id", ""))
-        self._calls[call_id] = (name, server)
-        index = self._call_index[call_id] = self._server_calls
+        name = block.start["name"]
+        server = block.start.get("server_name") or PROTOCOL
+        call_id = block.start["id"]
+        if call_id in self._open:  # announced in the paused turn this one continues
+            return []
+        index = self._server_calls
         self._server_calls += 1
+        self._open[call_id] = (index, name, server)
         return [Event(Kind.TOOL_CALL, tool=ToolEvent(
             id=call_id, index=index, name=name, input=raw.strip() or "{}", server=server,
         ))]
 
     def _server_result(self, block: _Block) -> List[Event]:
-        call_id = str(block.start.get("tool_use_id", ""))
-        name, server = self._calls.get(call_id, ("", PROTOCOL))
+        call_id = block.start["tool_use_id"]
+        opened = self._open.pop(call_id, None)
+        if opened is None:
+            again = "a second result" if call_id in self._answered else "a result"
+            logger.warning("Anthropic sent %s for server-side call %r, which has no open "
+                           "call; it is kept in the message but not reported", again,
+                           self._scrub(call_id)[:80])
+            return []
+        self._answered.add(call_id)
+        index, name, server = opened
         content = block.start.get("content")
         text = _content_text(content)
         failed = block.start.get("is_error") is True or (
-            isinstance(content, dict) and str(content.get("type", "")).endswith("_error")
+            isinstance(content, dict) and isinstance(content.get("type"), str)
+            and content["type"].endswith("_error")
         )
-        index = self._call_index.get(call_id, 0)
         return [Event(Kind.TOOL_RESULT, tool=ToolEvent(
             id=call_id, index=index, name=name, input="", result="" if failed else text,
             error=(text or "the server-side tool failed") if failed else None, server=server,
         ))]
+
+    def _close_unanswered(self, why: str) -> List[Event]:
+        events = []
+        for call_id, (index, name, server) in self._open.items():
+            logger.warning("server-side call %r (%s) closed as failed: %s",
+                           self._scrub(call_id)[:80], self._scrub(name)[:80], why)
+            self._answered.add(call_id)
+            events.append(Event(Kind.TOOL_RESULT, tool=ToolEvent(
+                id=call_id, index=index, name=name, input="", error=why, server=server)))
+        self._open.clear()
+        return events
 
     def _part(self, block: _Block):
         if block.type == "text":
@@ -339,14 +467,12 @@ class Accumulator:
             return Reasoning("", _dumps(block.start), PROTOCOL)
         raw = "".join(block.raw)
         if block.type == "tool_use":
-            return ToolCall(
-                str(block.start.get("id", "")), str(block.start.get("name", "")),
-                raw if raw.strip() else "{}", finished=not block.cut,
-            )
+            return ToolCall(block.start["id"], block.start["name"],
+                            raw if raw.strip() else "{}", finished=not block.cut)
         if block.type in _CALLS:
             if block.cut:
                 logger.debug("dropping server-side call %s cut off mid-input",
-                             block.start.get("id"))
+                             self._scrub(block.start["id"])[:80])
                 return None
             whole = dict(block.start)
             whole["input"] = _parse_object(raw, whole.get("input"))
@@ -356,26 +482,50 @@ class Accumulator:
     def _merge_usage(self, usage: Any) -> None:
         if not isinstance(usage, dict):
             return
-        for key, value in usage.items():
-            if value is not None:
-                self._usage[key] = value
+        fields = [(key, usage.get(key)) for key in _COUNTS]
+        details = usage.get("output_tokens_details")
+        if isinstance(details, dict):
+            fields.append(("thinking_tokens", details.get("thinking_tokens")))
+        for key, value in fields:
+            if value is None:
+                continue
+            count = _wire_count(value)
+            if count is None:
+                logger.warning("Anthropic reported a %s that is not a token count (%s); "
+                               "keeping the last good value", key, type(value).__name__)
+            else:
+                self._usage[key] = count
+
+    # -- errors -----------------------------------------------------------------------
+
+    def _error(self, text: str) -> StreamError:
+        return StreamError(self._scrub(text))
+
+    def _stream_error(self, data: Any) -> StreamError:
+        error = data.get("error") if isinstance(data, dict) else None
+        error = error if isinstance(error, dict) else {}
+        kind = error.get("type")
+        kind = self._scrub(kind) if isinstance(kind, str) and kind else "error"
+        message = error.get("message")
+        message = message if isinstance(message, str) else ""
+        request_id = data.get("request_id") if isinstance(data, dict) else None
+        request_id = self._scrub(request_id) if isinstance(request_id, str) else ""
+        text = f"Anthropic stream error {kind}"
+        if message:
+            text += f": {message}"
+        if request_id:
+            text += f" (request id {request_id})"
+        err = self._error(text)
+        err.type = kind  # type: ignore[attr-defined]
+        err.request_id = request_id  # type: ignore[attr-defined]
+        return transient(err) if kind in _TRANSIENT_ERRORS else err
 
 
-def _stream_error(data: Any) -> StreamError:
-    error = data.get("error") if isinstance(data, dict) else None
-    error = error if isinstance(error, dict) else {}
-    kind = str(error.get("type") or "error")
-    message = str(error.get("message") or "")
-    request_id = str(data.get("request_id") or "") if isinstance(data, dict) else ""
-    text = f"Anthropic stream error {kind}"
-    if message:
-        text += f": {message}"
-    if request_id:
-        text += f" (request id {request_id})"
-    err = StreamError(text)
-    err.type = kind  # type: ignore[attr-defined]
-    err.request_id = request_id  # type: ignore[attr-defined]
-    return transient(err) if kind in TRANSIENT_ERRORS else err
+def _object(value: Any) -> Optional[Dict[str, Any]]:
+    """``value`` when it is an object; an empty one for null or missing; else None."""
+    if value is None:
+        return {}
+    return value if isinstance(value, dict) else None
 
 
 def _content_text(content: Any) -> str:
@@ -384,11 +534,12 @@ def _content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list) and all(
-        isinstance(b, dict) and b.get("type") == "text" for b in content
+        isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        for b in content
     ):
-        return "".join(str(b.get("text", "")) for b in content)
-    if isinstance(content, dict) and "error_code" in content:
-        return str(content["error_code"])
+        return "".join(b["text"] for b in content)
+    if isinstance(content, dict) and isinstance(content.get("error_code"), str):
+        return content["error_code"]
     return _dumps(content)
 
 
@@ -396,7 +547,7 @@ def _parse_object(raw: str, fallback: Any) -> Any:
     if not raw.strip():
         return fallback if isinstance(fallback, dict) else {}
     try:
-        value = json.loads(raw)
+        value = parse_json(raw)
     except ValueError:
         value = None
     if not isinstance(value, dict):
@@ -409,7 +560,7 @@ def _is_json(raw: str) -> bool:
     if not raw.strip():
         return True
     try:
-        json.loads(raw)
+        parse_json(raw)
     except ValueError:
         return False
     return True
@@ -417,7 +568,3 @@ def _is_json(raw: str) -> bool:
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0

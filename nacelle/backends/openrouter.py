@@ -38,7 +38,9 @@ Choices where the contract is silent:
   a new TLS handshake. A body that ends after a finish but without ``[DONE]`` is
   accepted, one that ends before either is ``StreamTruncated``. In-band errors are
   ``StreamError`` (transient for 408, 429 and 5xx codes, so ``Retry`` restarts a run
-  that has shown nothing).
+  that has shown nothing). Their text, like that of a data line that is not JSON,
+  passes through the transport's scrubber first — the one that cleans HTTP error
+  bodies — so a key the provider echoed never reaches an exception.
 
 Outer ring: imports ``backends._http`` (and so ``requests``), the two pure halves,
 ``nacelle.loop`` and the core. Never another backend.
@@ -57,6 +59,7 @@ from ..errors import ConfigError, Unsupported
 from ..events import Event
 from ..messages import Message
 from ._http import Transport, read_key
+from ._http_errors import scrub
 from .openrouter_stream import Accumulator, usage_from
 from .openrouter_wire import PROTOCOL, to_wire
 
@@ -151,7 +154,8 @@ class Backend:
         body = to_wire(request, messages, model=self.model, provider=self.provider)
         transport = self._transport
         response = transport.post_stream("/chat/completions", body, ctx)
-        accumulator = Accumulator()
+        accumulator = Accumulator(scrub=functools.partial(
+            scrub, headers=transport.request_headers()))
         # Asked after each event was fed; the iteration must end by itself (no break)
         # for the connection to go back to the pool.
         events = transport.events(response, ctx, final=lambda _: accumulator.done)

@@ -13,6 +13,14 @@ Rules, each answering a way other clients went wrong:
   non-empty delta; null and empty values (sent on nearly every chunk) and the
   ``role`` repeated on each delta are ignored. ``delta.refusal`` text is shown and
   kept as text: it is what the model said instead of an answer.
+- A field of the wrong JSON type is ignored like a null one (and logged), never
+  shown: text that is not a string, a choice, delta or fragment that is not an
+  object, a tool-call ``index`` that is not an int (a bool is not one). This
+  dialect is spoken by many upstreams, each loose in its own way, and one odd field
+  is no reason to lose an answer; what cannot be ignored — a chunk that is not an
+  object, data that is not JSON — is a :class:`StreamError`. One shape is read
+  rather than ignored: ``arguments`` sent as a JSON object instead of its text are
+  written out as JSON text.
 - ``reasoning_details`` fragments are merged as they come, for the whole stream (a
   signature arrives after the text it signs): a fragment with the same ``type`` and
   ``index`` as an earlier item extends it (``text`` / ``summary`` / ``data``
@@ -27,8 +35,12 @@ Rules, each answering a way other clients went wrong:
   ``id`` or ``name``. A fragment reusing an index with a *different* id starts a new
   call only when the arguments gathered so far are already a complete JSON value
   (an upstream numbering parallel calls alike); otherwise the id changed mid-call
-  and the first one stands. Missing or duplicate ids are replaced with generated
-  ones, unique within the turn. Blank arguments become ``"{}"``.
+  and the first one stands. Likewise a fragment that brings its id or name again
+  *with* more arguments, when the call it would extend is already a complete JSON
+  object, starts a new call: appended, those arguments could only break it. Missing
+  ids are replaced with generated ones; a duplicate id is passed on unchanged, each
+  call with its own arguments (the loop makes a turn's ids unique, for every
+  backend). Blank arguments become ``"{}"``.
 - The finish is handled once, at ``[DONE]`` or at the end of the body: finish and
   usage chunks can repeat, and a repeated finish changes nothing. Calls run
   whenever any were gathered, whatever the finish says (upstreams answer ``stop``
@@ -38,7 +50,9 @@ Rules, each answering a way other clients went wrong:
   ``content_filter`` → REFUSAL, ``error`` → :class:`StreamError`, no finish before
   ``[DONE]`` → END, anything else → OTHER.
 - Usage comes from whichever chunk carries it (the last wins), never from an
-  unguarded ``choices[0]``. OpenRouter's ``prompt_tokens`` is the whole prompt: its
+  unguarded ``choices[0]``. A count or cost that is not a plausible one (negative,
+  fractional, NaN, absurdly large, not a number) counts as zero, with a logged
+  warning. OpenRouter's ``prompt_tokens`` is the whole prompt: its
   docs' usage example reports 194 prompt tokens of which 100 are
   ``cache_write_tokens``, and its caching guide 10339 prompt tokens of which 10318
   are ``cached_tokens``. So both cache reads and cache writes are subtracted to get
@@ -49,6 +63,11 @@ Rules, each answering a way other clients went wrong:
   :func:`~nacelle.errors.transient` when the error's ``code`` (a number, or a string
   holding one) is 408, 429 or 5xx, or is the string ``server_error``. A body that
   ends with neither ``[DONE]`` nor a finish raises :class:`StreamTruncated`.
+- Data lines are read with :func:`nacelle.sse.parse_json` (no NaN, no Infinity, no
+  runaway nesting), and ``scrub`` cleans every error text made from what the
+  provider sent — an in-band error, a broken data line — so a key it echoed never
+  reaches an exception; the backend passes the transport's scrubber, the one that
+  cleans HTTP error bodies.
 
 May import: the standard library and nacelle's core (``errors``, ``events``,
 ``messages``, ``backend``). Never ``requests``.
@@ -59,12 +78,13 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from ..backend import TurnEnd
 from ..errors import StreamError, StreamTruncated, transient
-from ..events import Event, Kind, Stop, Usage
+from ..events import Event, Kind, Stop, Usage, _wire_cost, _wire_count
 from ..messages import Part, Reasoning, Text, ToolCall
+from ..sse import parse_json
 from .openrouter_wire import PROTOCOL
 
 __all__ = ["Accumulator", "usage_from"]
@@ -102,11 +122,19 @@ class _Call:
         return "".join(self.arguments)
 
 
+def _unchanged(text: str) -> str:
+    return text
+
+
 class Accumulator:
     """One turn's stream state. Feed it with :meth:`feed_data` (an SSE ``data``
-    payload) or :meth:`feed` (a parsed chunk); close it with :meth:`end`."""
+    payload) or :meth:`feed` (a parsed chunk); close it with :meth:`end`.
 
-    def __init__(self) -> None:
+    ``scrub`` cleans every error text made from the provider's data (see the module
+    docstring)."""
+
+    def __init__(self, *, scrub: Optional[Callable[[str], str]] = None) -> None:
+        self._scrub = scrub or _unchanged
         self.done = False
         self.provider = ""
         self._text: List[str] = []
@@ -133,25 +161,27 @@ class Accumulator:
             self.done = True
             return []
         try:
-            chunk = json.loads(data)
-        except ValueError:
-            raise StreamError(
-                f"OpenRouter sent a data line that is not JSON: {data[:80]!r}"
-            ) from None
-        return self.feed(chunk)
+            chunk = parse_json(data)
+        except ValueError as exc:
+            reason = str(exc)
+        else:
+            return self.feed(chunk)
+        # Raised outside the handler, so no chained exception holds the raw line.
+        raise StreamError(f"OpenRouter sent a data line that is not JSON ({reason[:120]}): "
+                          f"{self._scrub(data)[:80]!r}")
 
     def feed(self, chunk: Any) -> List[Event]:
         """Take one parsed chunk; return the TEXT / THINKING events it carries."""
         if not isinstance(chunk, dict):
-            raise StreamError(
-                f"OpenRouter sent a chunk that is not a JSON object: {str(chunk)[:80]!r}"
-            )
+            shown = json.dumps(chunk, ensure_ascii=False)[:4000]
+            raise StreamError(f"OpenRouter sent a chunk that is not a JSON object: "
+                              f"{self._scrub(shown)[:80]!r}")
         provider = chunk.get("provider")
         if isinstance(provider, str) and provider:
             self.provider = provider
         error = chunk.get("error")
         if error:
-            raise _stream_error(error, self.provider)
+            raise self._stream_error(error)
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             self._usage = usage
@@ -159,18 +189,19 @@ class Accumulator:
         choices = chunk.get("choices")
         if isinstance(choices, list):
             for choice in choices:
-                if isinstance(choice, dict) and choice.get("index", 0) == 0:
+                # The first choice only; an index of the wrong type is no first choice.
+                if isinstance(choice, dict) and _first(choice.get("index", 0)):
                     events.extend(self._choice(choice))
         return events
 
     def _choice(self, choice: Dict[str, Any]) -> List[Event]:
         if choice.get("error"):
-            raise _stream_error(choice["error"], self.provider)
+            raise self._stream_error(choice["error"])
         events: List[Event] = []
         delta = choice.get("delta")
         if isinstance(delta, dict):
-            reasoning = delta.get("reasoning")
-            if isinstance(reasoning, str) and reasoning:
+            reasoning = _text_of(delta, "reasoning")
+            if reasoning:
                 self._seen("reasoning")
                 self._reasoning.append(reasoning)
                 events.append(Event(Kind.THINKING, text=reasoning))
@@ -183,8 +214,8 @@ class Accumulator:
                     if isinstance(fragment, dict):
                         _merge_detail(self._details, fragment)
             for key in ("content", "refusal"):
-                text = delta.get(key)
-                if isinstance(text, str) and text:
+                text = _text_of(delta, key)
+                if text:
                     self._seen("text")
                     self._text.append(text)
                     events.append(Event(Kind.TEXT, text=text))
@@ -207,17 +238,21 @@ class Accumulator:
 
     def _tool_fragment(self, fragment: Dict[str, Any]) -> None:
         index = fragment.get("index")
-        if isinstance(index, bool) or not isinstance(index, int):
+        if type(index) is not int:  # a bool, a string, a list: read as no index at all
+            if index is not None:
+                logger.warning("OpenRouter sent a tool-call index that is not an int (%s); "
+                               "read as none", type(index).__name__)
             index = None
         call_id = _string(fragment.get("id"))
         function = fragment.get("function")
         if not isinstance(function, dict):
             function = {}
         name = _string(function.get("name"))
-        arguments = _string(function.get("arguments"))
+        arguments = _arguments(function.get("arguments"))
         if index is not None:
             call = self._by_index.get(index)
-            if call is None or _reuses_index(call, call_id):
+            if call is None or _reuses_index(call, call_id) or _starts_again(
+                    call, call_id, name, arguments):
                 call = self._new_call()
                 self._by_index[index] = call
         else:
@@ -226,6 +261,7 @@ class Accumulator:
                 call is None
                 or (call_id and call.id and call_id != call.id)
                 or (name and call.name and name != call.name)
+                or _starts_again(call, call_id, name, arguments)
             ):
                 call = self._new_call()
         call.latch(call_id, name, arguments)
@@ -245,9 +281,10 @@ class Accumulator:
         finish.
         """
         if self._finish == "error":
-            native = f" ({self._native_finish})" if self._native_finish else ""
-            by = f" from {self.provider}" if self.provider else ""
-            raise StreamError(f"OpenRouter ended the response{by} with an error{native}")
+            native = f" ({self._native_finish[:200]})" if self._native_finish else ""
+            by = f" from {self.provider[:200]}" if self.provider else ""
+            raise StreamError(self._scrub(
+                f"OpenRouter ended the response{by} with an error{native}"))
         if not self.done and self._finish is None:
             raise StreamTruncated(
                 "the OpenRouter stream ended before [DONE] or a finish_reason"
@@ -277,7 +314,6 @@ class Accumulator:
                 parts.append(Text("".join(self._text)))
             else:
                 parts.append(self._reasoning_part())
-        seen = set()
         for call in self._calls:
             raw = call.raw
             finished = True
@@ -285,10 +321,8 @@ class Accumulator:
                 finished = _complete_json(raw)
             if finished and not raw.strip():
                 raw = "{}"
-            call_id = call.id
-            if not call_id or call_id in seen:
-                call_id = "call_" + uuid.uuid4().hex[:24]
-            seen.add(call_id)
+            # A duplicate id is left for the loop, which renames for every backend.
+            call_id = call.id or "call_" + uuid.uuid4().hex[:24]
             parts.append(ToolCall(call_id, call.name, raw, finished))
         return tuple(parts)
 
@@ -309,46 +343,64 @@ class Accumulator:
         """The turn's usage so far, from the last chunk that carried one."""
         return usage_from(self._usage or {})
 
+    def _stream_error(self, error: Any) -> StreamError:
+        if isinstance(error, dict):
+            code = error.get("code")
+            message = error.get("message")
+        else:
+            code, message = None, error
+        text = "OpenRouter stream error"
+        if isinstance(code, bool) or not isinstance(code, (str, int)) or (
+                isinstance(code, int) and not -10**9 < code < 10**9):
+            code = None  # an object, a list or an absurd number is no code
+        if code is not None and code != "":
+            text += f" {str(code)[:80]}"
+        by = f" from {self.provider[:200]}" if self.provider else ""
+        text += f"{by}: {message if isinstance(message, str) and message else 'no message'}"
+        err = StreamError(self._scrub(text))
+        err.code = self._scrub(code) if isinstance(code, str) else code  # type: ignore[attr-defined]
+        if _transient_code(code):
+            transient(err)
+        return err
+
 
 def usage_from(usage: Dict[str, Any]) -> Usage:
     """Map an OpenRouter ``usage`` object onto :class:`Usage` (see module docstring)."""
-    prompt = _int(usage.get("prompt_tokens"))
+    prompt = _count(usage, "prompt_tokens")
     details = usage.get("prompt_tokens_details")
     if not isinstance(details, dict):
         details = {}
-    cached = _int(details.get("cached_tokens"))
-    written = _int(details.get("cache_write_tokens"))
+    cached = _count(details, "cached_tokens")
+    written = _count(details, "cache_write_tokens")
     completion = usage.get("completion_tokens_details")
     if not isinstance(completion, dict):
         completion = {}
     cost = usage.get("cost")
+    dollars = _wire_cost(cost)
+    if dollars is None:
+        if cost is not None:
+            logger.warning("OpenRouter reported a cost that is not an amount of dollars "
+                           "(%s); counted as 0", type(cost).__name__)
+        dollars = 0.0
     return Usage(
         input_tokens=max(0, prompt - cached - written),
-        output_tokens=_int(usage.get("completion_tokens")),
+        output_tokens=_count(usage, "completion_tokens"),
         cache_read_tokens=cached,
         cache_creation_tokens=written,
-        reasoning_tokens=_int(completion.get("reasoning_tokens")),
-        cost=float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool)
-        else 0.0,
+        reasoning_tokens=_count(completion, "reasoning_tokens"),
+        cost=dollars,
     )
 
 
-def _stream_error(error: Any, provider: str) -> StreamError:
-    if isinstance(error, dict):
-        code = error.get("code")
-        message = error.get("message")
-    else:
-        code, message = None, error
-    text = "OpenRouter stream error"
-    if code is not None and code != "":
-        text += f" {code}"
-    by = f" from {provider}" if provider else ""
-    text += f"{by}: {message if isinstance(message, str) and message else 'no message'}"
-    err = StreamError(text)
-    err.code = code  # type: ignore[attr-defined]
-    if _transient_code(code):
-        transient(err)
-    return err
+def _count(holder: Dict[str, Any], key: str) -> int:
+    value = holder.get(key)
+    count = _wire_count(value)
+    if count is None:
+        if value is not None:
+            logger.warning("OpenRouter reported a %s that is not a token count (%s); "
+                           "counted as 0", key, type(value).__name__)
+        return 0
+    return count
 
 
 def _transient_code(code: Any) -> bool:
@@ -386,15 +438,29 @@ def _merge_detail(details: List[Dict[str, Any]], fragment: Dict[str, Any]) -> No
             target[key] = value
 
 
+def _first(index: Any) -> bool:
+    return type(index) is int and index == 0
+
+
 def _reuses_index(call: _Call, call_id: str) -> bool:
     return bool(call_id and call.id and call_id != call.id and _complete_json(call.raw))
+
+
+def _starts_again(call: _Call, call_id: str, name: str, arguments: str) -> bool:
+    # Parsing the gathered arguments on every fragment would cost quadratic time for
+    # a provider that repeats the id on each one; only a call whose last fragment
+    # ends an object can be complete, so that is looked at first.
+    return bool(
+        (call_id or name) and arguments.strip() and call.arguments
+        and call.arguments[-1].rstrip().endswith("}") and _complete_json(call.raw)
+    )
 
 
 def _complete_json(raw: str) -> bool:
     if not raw.strip():
         return False
     try:
-        json.loads(raw)
+        parse_json(raw)
     except ValueError:
         return False
     return True
@@ -404,7 +470,22 @@ def _string(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _int(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return 0
-    return int(value)
+def _text_of(holder: Dict[str, Any], key: str) -> str:
+    value = holder.get(key)
+    if isinstance(value, str):
+        return value
+    if value is not None:
+        logger.warning("OpenRouter sent a delta %s that is not text (%s); ignored", key,
+                       type(value).__name__)
+    return ""
+
+
+def _arguments(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):  # an upstream that sends the object, not its text
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if value is not None:
+        logger.warning("OpenRouter sent tool-call arguments that are neither text nor an "
+                       "object (%s); ignored", type(value).__name__)
+    return ""

@@ -11,8 +11,8 @@ import pytest
 
 import nacelle
 from nacelle import (
-    APIError, ConfigError, Kind, MCPServer, Request, RunContext, Stop, StreamError,
-    StreamTruncated, Text, ToolCall, Usage, user_text,
+    APIError, ConfigError, Kind, MCPServer, Message, ProviderBlock, Request, Role, RunContext,
+    Stop, StreamError, StreamTruncated, Text, ToolCall, Usage, user_text,
 )
 from nacelle.backend import TurnEnd
 from nacelle.backends import anthropic
@@ -502,3 +502,99 @@ def test_an_agent_accepts_mcp_servers_effort_and_a_budget_of_1024():
         thinking=nacelle.Thinking(effort=nacelle.Effort.HIGH, budget=1024, show=True),
         mcp=[MCPServer("perception", "https://mcp.example.com/mcp")])
     assert pickle.loads(pickle.dumps(agent)).backend.name == "anthropic"
+
+
+# -- hostile streams and answers through the real transport ------------------------------
+
+def chain(err):
+    seen = []
+    while err is not None and err not in seen:
+        seen.append(err)
+        err = err.__cause__ or err.__context__
+    return seen
+
+
+def assert_no_key(err):
+    texts = [str(err), repr(err), repr(err.args), repr(getattr(err, "type", None)),
+             repr(getattr(err, "request_id", None))]
+    texts += [f"{type(e).__name__} {e!r} {e.args!r}" for e in chain(err)]
+    for text in texts:
+        assert KEY[:16] not in text  # not even the part a preview's cut would leave
+
+
+def raw_events(*lines):
+    return Reply(chunks=[line.encode() + b"\n\n" for line in lines])
+
+
+START = ('event: message_start\ndata: {"type":"message_start","message":{"id":"m",'
+         '"type":"message","role":"assistant","content":[],"usage":{"input_tokens":3}}}')
+
+
+@pytest.mark.parametrize("line", [
+    'event: error\ndata: {"type":"error","error":{"type":"authentication_error",'
+    f'"message":"x-api-key {KEY} is invalid; header was Bearer {KEY}"}},'
+    f'"request_id":"req_{KEY}"}}',
+    'event: error\ndata: {"type":"error","error":{"type":"invalid_' + KEY + '"}}',
+    'event: content_block_delta\ndata: {"type": "content_block_delta", "echo": "'
+    + "x" * 140 + KEY + '", ',
+    'event: ping\ndata: {"key": "Bearer ' + KEY + '", "n": NaN}',
+], ids=["in-band error", "error type", "broken line", "NaN line"])
+def test_a_key_echoed_inside_the_stream_never_reaches_the_error(server, line):
+    server.queue(PATH, raw_events(START, line))
+    with pytest.raises(StreamError) as caught:
+        one_turn(make(server))
+    assert_no_key(caught.value)
+    assert "<hidden>" in str(caught.value)
+
+
+@pytest.mark.parametrize("data", ["[" * 100_000, '{"type":"ping","n":Infinity}',
+                                  '{"type":"ping","n":1e400}'],
+                         ids=["100k lists", "Infinity", "1e400"])
+def test_a_data_line_json_cannot_hold_is_a_stream_error(server, data):
+    server.queue(PATH, raw_events(START, f"event: ping\ndata: {data}"))
+    with pytest.raises(StreamError, match="not JSON"):
+        one_turn(make(server))
+
+
+def test_server_calls_announced_before_a_failure_are_closed_before_the_error(server):
+    server.queue(PATH, raw_events(
+        START,
+        'event: content_block_start\ndata: {"type":"content_block_start","index":0,'
+        '"content_block":{"type":"server_tool_use","id":"srvtoolu_9","name":"web_search",'
+        '"input":{"query":"x"}}}',
+        'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}',
+        'event: error\ndata: {"type":"error","error":{"type":"overloaded_error",'
+        '"message":"Overloaded"}}'))
+    seen = []
+    with pytest.raises(StreamError, match="overloaded_error"):
+        for event in make(server).stream(Request("sys", messages=(user_text("q"),)),
+                                         RunContext()):
+            seen.append(event)
+    assert [(e.kind, e.tool.id, e.tool.failed) for e in seen] == [
+        (Kind.TOOL_CALL, "srvtoolu_9", False), (Kind.TOOL_RESULT, "srvtoolu_9", True)]
+
+
+@pytest.mark.parametrize("body", [
+    b"[" * 100_000, b'{"input_tokens": ' + b"[" * 100_000, b'{"input_tokens": NaN}',
+    b'{"input_tokens": Infinity}', b'{"input_tokens": -5}', b'{"input_tokens": 1e400}',
+    b'{"input_tokens": 1' + b"0" * 400 + b"}", b'{"input_tokens": 12.0}',
+    b'{"input_tokens": true}', b'{"input_tokens": "12"}',
+], ids=["100k lists", "100k inside", "NaN", "Infinity", "-5", "1e400", "10**400", "12.0",
+        "true", "a string"])
+def test_a_token_count_that_is_no_count_is_a_stream_error(server, body):
+    server.queue("/v1/messages/count_tokens", Reply(chunks=(body,), mode="length",
+                                                    content_type="application/json"))
+    with pytest.raises(StreamError):
+        make(server).count_tokens(Request("sys", messages=(user_text("x"),)), RunContext())
+
+
+def test_a_paused_turns_open_calls_are_read_from_the_trailing_assistant_messages():
+    call = ProviderBlock("anthropic", '{"type":"server_tool_use","id":"s1","name":"web_search"}')
+    answered = ProviderBlock("anthropic", '{"type":"server_tool_use","id":"s2","name":"f"}')
+    result = ProviderBlock("anthropic", '{"type":"web_search_tool_result","tool_use_id":"s2"}')
+    old = ProviderBlock("anthropic", '{"type":"mcp_tool_use","id":"s0","name":"g",'
+                                     '"server_name":"p"}')
+    messages = (user_text("q"), Message(Role.ASSISTANT, (old,)), user_text("more"),
+                Message(Role.ASSISTANT, (call, answered, result)))
+    assert anthropic._open_server_calls(messages) == {"s1": ("web_search", "anthropic")}
+    assert anthropic._open_server_calls(messages + (user_text("next"),)) == {}

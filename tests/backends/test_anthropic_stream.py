@@ -3,11 +3,15 @@
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nacelle.backends.anthropic_stream import Accumulator, Pricing
-from nacelle.errors import ConfigError, StreamError, StreamTruncated, retryable
+from nacelle.errors import ConfigError, NacelleError, StreamError, StreamTruncated, retryable
 from nacelle.events import Event, Kind, Stop, ToolEvent, Usage
 from nacelle.messages import ProviderBlock, Reasoning, Text, ToolCall
+from nacelle.sse import SSEDecoder, parse_json
+from nacelle.testing.wire import anthropic_stream
 
 
 def start(input_tokens=10, output_tokens=1, read=0, write=0):
@@ -414,3 +418,457 @@ def test_a_stream_that_ends_before_message_stop_is_truncated():
 def test_an_empty_stream_is_truncated():
     with pytest.raises(StreamTruncated):
         Accumulator().finish()
+
+
+# -- hostile data: every surprise is a StreamError or is handled --------------------------
+
+TEXT_OPEN = [start(), block_start(0, {"type": "text", "text": ""})]
+
+
+def feed_all(events, **options):
+    acc = Accumulator(**options)
+    out = []
+    for name, data in events:
+        out.extend(acc.feed(name, data))
+    return acc, out
+
+
+@pytest.mark.parametrize("value", [None, 5, 1.5, True, ["a"], {"text": "a"}])
+def test_a_text_delta_whose_text_is_not_a_string_is_a_stream_error_never_shown(value):
+    with pytest.raises(StreamError, match="text_delta whose text is not a string"):
+        feed_all(TEXT_OPEN + [delta(0, type="text_delta", text=value)])
+
+
+def test_a_null_text_delta_is_a_stream_error_not_the_word_none():
+    acc, _ = feed_all(TEXT_OPEN)
+    with pytest.raises(StreamError) as caught:
+        acc.feed(*delta(0, type="text_delta", text=None))
+    assert "None" not in [e.text for e in acc.abandon()]
+    assert "text_delta" in str(caught.value)
+
+
+@pytest.mark.parametrize("kind, field", [("thinking_delta", "thinking"),
+                                         ("signature_delta", "signature"),
+                                         ("input_json_delta", "partial_json")])
+@pytest.mark.parametrize("value", [None, 7, {"a": 1}, ["x"]])
+def test_other_deltas_whose_payload_is_not_a_string_are_stream_errors(kind, field, value):
+    opening = [start(), block_start(0, {"type": "thinking", "thinking": "", "signature": ""})
+               if kind != "input_json_delta" else
+               block_start(0, {"type": "tool_use", "id": "t", "name": "f", "input": {}})]
+    with pytest.raises(StreamError, match=f"{kind} whose {field} is not a string"):
+        feed_all(opening + [delta(0, type=kind, **{field: value})])
+
+
+@pytest.mark.parametrize("index", [None, "0", [0], {"i": 0}, True, False, 0.0])
+def test_an_index_that_is_not_an_int_is_a_stream_error_in_every_block_event(index):
+    for event in (
+        ("content_block_start", {"type": "content_block_start", "index": index,
+                                 "content_block": {"type": "text", "text": ""}}),
+        ("content_block_delta", {"type": "content_block_delta", "index": index,
+                                 "delta": {"type": "text_delta", "text": "x"}}),
+        ("content_block_stop", {"type": "content_block_stop", "index": index}),
+    ):
+        with pytest.raises(StreamError):
+            feed_all([start(), block_start(0, {"type": "text", "text": ""}), event])
+
+
+def test_a_bool_index_never_reaches_block_one():
+    # True == 1 in Python: taken as an index it would write into another block.
+    acc, _ = feed_all([start(), block_start(0, {"type": "text", "text": ""}),
+                       block_start(1, {"type": "text", "text": ""})])
+    with pytest.raises(StreamError, match="never started"):
+        acc.feed("content_block_delta", {"type": "content_block_delta", "index": True,
+                                         "delta": {"type": "text_delta", "text": "x"}})
+
+
+@pytest.mark.parametrize("event", [
+    ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": []}),
+    ("content_block_start", {"type": "content_block_start", "index": 0,
+                             "content_block": {"type": ["text"]}}),
+    ("content_block_start", {"type": "content_block_start", "index": 0,
+                             "content_block": {"type": "text", "text": 5}}),
+    ("content_block_start", {"type": "content_block_start", "index": 0,
+                             "content_block": {"type": "thinking", "signature": {"s": 1}}}),
+    ("content_block_start", {"type": "content_block_start", "index": 0,
+                             "content_block": {"type": "tool_use", "id": None, "name": "f"}}),
+    ("content_block_start", {"type": "content_block_start", "index": 0,
+                             "content_block": {"type": "tool_use", "id": "t", "name": 5}}),
+    ("content_block_start", {"type": "content_block_start", "index": 0,
+                             "content_block": {"type": "mcp_tool_use", "id": "m", "name": "f",
+                                               "server_name": ["s"]}}),
+    ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {
+        "type": "web_search_tool_result", "tool_use_id": ["s1"], "content": []}}),
+    ("message_start", {"type": "message_start", "message": "hello"}),
+    ("message_delta", {"type": "message_delta", "delta": [1]}),
+    ("message_delta", {"type": "message_delta", "delta": {"stop_reason": ["end_turn"]}}),
+    ("message_delta", {"type": "message_delta", "delta": {"stop_reason": {"a": 1}}}),
+    ("content_block_start", "not an object"),
+])
+def test_a_field_of_the_wrong_json_type_is_a_stream_error(event):
+    with pytest.raises(StreamError, match="Anthropic"):
+        feed_all([start(), event])
+
+
+def test_a_delta_that_is_not_an_object_is_a_stream_error():
+    with pytest.raises(StreamError, match="delta is not an object"):
+        feed_all(TEXT_OPEN + [("content_block_delta", {"type": "content_block_delta",
+                                                       "index": 0, "delta": "x"})])
+
+
+def test_a_delta_for_a_block_already_closed_is_a_stream_error():
+    with pytest.raises(StreamError, match="after it was closed"):
+        feed_all(TEXT_OPEN + [block_stop(0), text(0, "late")])
+
+
+def test_an_unknown_error_shape_is_still_a_stream_error():
+    for data in ({"type": "error", "error": ["x"]}, {"type": "error", "error": {"type": 5,
+                                                                              "message": {}}},
+                 "just text", None, {"type": "error", "request_id": ["r"]}):
+        with pytest.raises(StreamError, match="Anthropic stream error error"):
+            Accumulator().feed("error", data)
+
+
+def test_result_content_made_of_text_blocks_with_null_text_is_kept_as_json_not_none():
+    events, _ = run([
+        start(),
+        block_start(0, {"type": "mcp_tool_use", "id": "m1", "name": "echo",
+                        "server_name": "s", "input": {}}), block_stop(0),
+        block_start(1, {"type": "mcp_tool_result", "tool_use_id": "m1",
+                        "content": [{"type": "text", "text": None}]}), block_stop(1),
+        message_delta("end_turn"), STOP])
+    assert events[1].tool.result == '[{"type":"text","text":null}]'
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf"), -5, 1.5,
+                                 pytest.param(10**400, id="10**400"), 2**53 + 1, "12", True,
+                                 [3], {"n": 3}])
+def test_an_implausible_token_count_is_ignored_with_a_warning_and_the_last_good_one_kept(
+        bad, caplog):
+    _, end = run([start(input_tokens=10, output_tokens=1),
+                  message_delta("end_turn", input_tokens=bad, output_tokens=bad,
+                                cache_read_input_tokens=bad, cache_creation_input_tokens=bad,
+                                output_tokens_details={"thinking_tokens": bad}),
+                  STOP])
+    assert end.usage == Usage(input_tokens=10, output_tokens=1)
+    assert "not a token count" in caplog.text
+
+
+def test_a_priced_turn_with_absurd_counts_still_has_a_finite_cost():
+    _, end = run([start(input_tokens=10**400), message_delta("end_turn", output_tokens=2**53),
+                  STOP], pricing=Pricing(5.0, 25.0))
+    assert 0 <= end.usage.cost < float("inf")
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("nan")])
+def test_pricing_refuses_prices_that_are_not_finite(bad):
+    with pytest.raises(ConfigError, match="finite"):
+        Pricing(1.0, bad)
+
+
+# -- server-side calls: every TOOL_CALL closed by exactly one TOOL_RESULT -----------------
+
+def server_call(index, call_id, name="web_search"):
+    return [block_start(index, {"type": "server_tool_use", "id": call_id, "name": name,
+                                "input": {}}),
+            partial(index, '{"query": "x"}'), block_stop(index)]
+
+
+def server_result(index, call_id, content="ok"):
+    return [block_start(index, {"type": "mcp_tool_result", "tool_use_id": call_id,
+                                "content": content}), block_stop(index)]
+
+
+def pairing(events):
+    calls = [e.tool.id for e in events if e.kind is Kind.TOOL_CALL]
+    results = [e.tool.id for e in events if e.kind is Kind.TOOL_RESULT]
+    return calls, results
+
+
+def test_a_server_call_without_a_result_is_closed_as_failed_at_message_stop(caplog):
+    events, end = run([start(), *server_call(0, "s1"), message_delta("end_turn"), STOP])
+    assert pairing(events) == (["s1"], ["s1"])
+    closing = events[1].tool
+    assert closing.failed and "no result" in closing.error and closing.server == "anthropic"
+    assert (closing.index, closing.name) == (0, "web_search")
+    assert "s1" in caplog.text
+    assert len(end.parts) == 1  # the call itself is still replayed
+
+
+def test_a_result_without_a_call_announces_nothing_but_is_kept(caplog):
+    events, end = run([start(), *server_result(0, "nobody"), message_delta("end_turn"), STOP])
+    assert events == []
+    assert json.loads(end.parts[0].data)["tool_use_id"] == "nobody"
+    assert "no open call" in caplog.text
+
+
+def test_a_second_result_for_one_call_is_not_reported_twice():
+    events, end = run([start(), *server_call(0, "s1"), *server_result(1, "s1", "first"),
+                       *server_result(2, "s1", "second"), message_delta("end_turn"), STOP])
+    assert pairing(events) == (["s1"], ["s1"])
+    assert events[1].tool.result == "first"
+    assert len(end.parts) == 3
+
+
+def test_two_server_calls_with_one_id_are_a_stream_error_naming_it_and_the_first_is_closed():
+    acc, events = feed_all([start(), *server_call(0, "srvtoolu_dup")])
+    with pytest.raises(StreamError, match="srvtoolu_dup"):
+        for name, data in server_call(1, "srvtoolu_dup"):
+            events.extend(acc.feed(name, data))
+    events.extend(acc.abandon())
+    assert pairing(events) == (["srvtoolu_dup"], ["srvtoolu_dup"])
+    assert events[-1].tool.failed
+    assert acc.abandon() == []  # closed once
+
+
+def test_abandon_closes_every_open_server_call_of_a_failed_stream():
+    acc, events = feed_all([start(), *server_call(0, "s1"), *server_call(1, "s2"),
+                            *server_result(2, "s2")])
+    closing = acc.abandon()
+    assert [(e.kind, e.tool.id, e.tool.failed) for e in closing] == [
+        (Kind.TOOL_RESULT, "s1", True)]
+    assert "stream failed" in closing[0].tool.error
+
+
+def test_a_paused_turn_leaves_its_call_open_for_the_next_response():
+    events, end = run([start(), *server_call(0, "s1"), message_delta("pause_turn"), STOP])
+    assert pairing(events) == (["s1"], []) and end.resume
+    # The next response carries the result: reported once, under the call's name.
+    later, _ = run([start(), *server_result(0, "s1", "found"), message_delta("end_turn"),
+                    STOP], calls={"s1": ("web_search", "anthropic")})
+    assert [(e.kind, e.tool.name, e.tool.result) for e in later] == [
+        (Kind.TOOL_RESULT, "web_search", "found")]
+
+
+def test_a_call_carried_from_a_paused_turn_that_never_gets_its_result_is_closed():
+    events, _ = run([start(), message_delta("end_turn"), STOP],
+                    calls={"s1": ("web_search", "anthropic")})
+    assert [(e.kind, e.tool.id, e.tool.failed) for e in events] == [
+        (Kind.TOOL_RESULT, "s1", True)]
+
+
+def test_a_carried_call_announced_again_is_not_announced_twice():
+    events, _ = run([start(), *server_call(0, "s1"), *server_result(1, "s1"),
+                     message_delta("end_turn"), STOP],
+                    calls={"s1": ("web_search", "anthropic")})
+    assert pairing(events) == ([], ["s1"])
+
+
+def test_two_local_calls_with_one_id_stay_two_parts_with_their_own_input():
+    _, end = run([
+        start(),
+        block_start(0, {"type": "tool_use", "id": "toolu_same", "name": "f", "input": {}}),
+        partial(0, '{"a": 1}'), block_stop(0),
+        block_start(1, {"type": "tool_use", "id": "toolu_same", "name": "f", "input": {}}),
+        partial(1, '{"a": 2}'), block_stop(1),
+        message_delta("tool_use"), STOP])
+    assert end.parts == (ToolCall("toolu_same", "f", '{"a": 1}'),
+                         ToolCall("toolu_same", "f", '{"a": 2}'))
+
+
+# -- secrets ----------------------------------------------------------------------------
+
+SECRET = "sk-ant-api03-SECRET-0123456789abcdef"
+
+
+def hide(text):
+    return text.replace(SECRET, "<hidden>")
+
+
+def chain(err):
+    seen = []
+    while err is not None and err not in seen:
+        seen.append(err)
+        err = err.__cause__ or err.__context__
+    return seen
+
+
+def test_an_in_band_error_echoing_the_key_is_scrubbed_in_every_field():
+    with pytest.raises(StreamError) as caught:
+        Accumulator(scrub=hide).feed("error", {
+            "type": "error", "request_id": f"req_{SECRET}",
+            "error": {"type": f"invalid_{SECRET}", "message": f"bad key {SECRET}"}})
+    err = caught.value
+    for text in [str(err), repr(err), repr(err.args), err.type, err.request_id,
+                 *map(repr, chain(err))]:
+        assert SECRET not in text
+    assert "bad key <hidden>" in str(err)
+
+
+
+# -- realistic streams with one field swapped for a value of the wrong type --------------
+
+def recorded(chunks):
+    """A builder's body decoded as the backend decodes it: (event name, JSON data)."""
+    decoder = SSEDecoder()
+    return [(e.event, parse_json(e.data)) for c in chunks for e in decoder.feed(c)]
+
+
+REALISTIC = recorded(anthropic_stream(
+    ["Hel", "lo"], thinking_deltas=["Let me ", "think."],
+    tool_calls=[("toolu_1", "get_weather", '{"city": "Paris"}'),
+                ("toolu_2", "clock", "")],
+    server_blocks=[
+        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search",
+         "input": {"query": "nacelle"}},
+        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": [
+            {"type": "web_search_result", "title": "N", "url": "https://example.com"}]},
+        {"type": "mcp_tool_use", "id": "mcptoolu_1", "name": "echo", "server_name": "p",
+         "input": {"text": "hi"}},
+        {"type": "mcp_tool_result", "tool_use_id": "mcptoolu_1", "is_error": False,
+         "content": [{"type": "text", "text": "hi"}]},
+    ],
+    usage={"input_tokens": 12, "output_tokens": 40, "cache_read_input_tokens": 5,
+           "cache_creation_input_tokens": 7},
+))
+
+# The values that have broken clients: nulls, bools that pass for ints, NaN, huge and
+# negative numbers, text where objects belong and the other way round.
+SPECIAL = [None, True, False, 0, -5, 1.5, float("nan"), float("inf"), float("-inf"),
+           10**400, 2**53 + 1, "", "None", "0", [], {}, [0], {"type": None},
+           "text", "error", "pause_turn", "tool_use"]
+WRONG = st.one_of(
+    st.sampled_from(SPECIAL), st.sampled_from(SPECIAL), st.sampled_from(SPECIAL),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=4),
+    st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.none(),
+                                                         max_size=2),
+)
+
+
+def leaves(value):
+    """The paths of the scalars inside a JSON value (where most fields live)."""
+    for path in locations(value):
+        if not isinstance(_at(value, path), (dict, list)):
+            yield path
+    yield ()
+
+
+def _at(value, path):
+    for key in path:
+        value = value[key]
+    return value
+
+
+def locations(value, path=()):
+    """Every place inside a JSON value: the paths of its containers and leaves."""
+    yield path
+    items = value.items() if isinstance(value, dict) else (
+        enumerate(value) if isinstance(value, list) else ())
+    for key, child in items:
+        yield from locations(child, path + (key,))
+
+
+def swapped(data, path, value):
+    if not path:
+        return value
+    copy = json.loads(json.dumps(data))
+    holder = copy
+    for key in path[:-1]:
+        holder = holder[key]
+    holder[path[-1]] = value
+    return copy
+
+
+@st.composite
+def hostile_streams(draw, base=REALISTIC):
+    events = list(base)
+    for _ in range(draw(st.integers(min_value=1, max_value=3))):
+        at = draw(st.integers(min_value=0, max_value=len(events) - 1))
+        how = draw(st.sampled_from(["swap", "swap", "swap", "drop", "repeat"]))
+        name, data = events[at]
+        if how == "drop":
+            del events[at]
+        elif how == "repeat":
+            events.insert(at, (name, data))
+        else:
+            path = draw(st.sampled_from(list(locations(data))) | st.sampled_from(
+                list(leaves(data))))
+            events[at] = (name, swapped(data, path, draw(WRONG)))
+    return events
+
+
+def assert_sound(events, end):
+    """What a consumer may rely on, whatever the stream held."""
+    for event in events:
+        assert type(event.text) is str
+        if event.kind in (Kind.TEXT, Kind.THINKING):
+            assert event.text
+    calls = [e.tool.id for e in events if e.kind is Kind.TOOL_CALL]
+    results = [e.tool.id for e in events if e.kind is Kind.TOOL_RESULT]
+    assert len(set(calls)) == len(calls)
+    if end is None or not end.resume:
+        assert sorted(calls) == sorted(results)
+    if end is not None:
+        usage = end.usage
+        counts = [usage.input_tokens, usage.output_tokens, usage.cache_read_tokens,
+                  usage.cache_creation_tokens, usage.reasoning_tokens]
+        assert all(type(c) is int and 0 <= c <= 2**53 for c in counts)
+        assert 0 <= usage.cost < float("inf")
+        for part in end.parts:
+            if isinstance(part, ToolCall):
+                assert all(type(v) is str for v in (part.id, part.name, part.input))
+            if isinstance(part, ProviderBlock):
+                assert isinstance(json.loads(part.data), dict)
+
+
+@settings(max_examples=400, deadline=None)
+@given(hostile_streams(), st.booleans())
+def test_a_realistic_stream_with_fields_swapped_raises_nothing_but_nacelle_errors(
+        events, priced):
+    acc = Accumulator(pricing=Pricing(3.0, 15.0) if priced else None)
+    out, end = [], None
+    try:
+        for name, data in events:
+            out.extend(acc.feed(name, data))
+        end = acc.finish()
+    except NacelleError:
+        out.extend(acc.abandon())  # what the backend yields before the error
+    assert_sound(out, end)
+
+
+def test_the_realistic_stream_itself_is_sound():
+    acc = Accumulator()
+    out = [e for name, data in REALISTIC for e in acc.feed(name, data)]
+    end = acc.finish()
+    assert_sound(out, end)
+    assert [e.kind for e in out].count(Kind.TOOL_RESULT) == 2
+    assert [type(p).__name__ for p in end.parts].count("ToolCall") == 2
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.fixed_dictionaries({}, optional={
+    "input_tokens": WRONG, "output_tokens": WRONG, "cache_read_input_tokens": WRONG,
+    "cache_creation_input_tokens": WRONG,
+    "output_tokens_details": WRONG | st.fixed_dictionaries(
+        {}, optional={"thinking_tokens": WRONG}),
+}), st.booleans())
+def test_usage_of_any_shape_gives_a_valid_usage(usage, priced):
+    acc = Accumulator(pricing=Pricing(3.0, 15.0) if priced else None)
+    for name, data in [start(), ("message_delta", {"type": "message_delta", "delta": {
+            "stop_reason": "end_turn"}, "usage": usage}), STOP]:
+        acc.feed(name, data)
+    assert_sound([], acc.finish())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["text", "thinking", "tool_use", "server_tool_use", "mcp_tool_use",
+                        "mcp_tool_result", "web_search_tool_result", "redacted_thinking"]),
+       st.dictionaries(st.sampled_from(["id", "name", "text", "thinking", "signature",
+                                        "server_name", "tool_use_id", "content", "input",
+                                        "is_error", "data"]), WRONG, max_size=4),
+       st.sampled_from(["text_delta", "thinking_delta", "signature_delta",
+                        "input_json_delta"]),
+       st.dictionaries(st.sampled_from(["text", "thinking", "signature", "partial_json"]),
+                       WRONG, max_size=2))
+def test_a_block_of_any_shape_is_read_or_is_a_stream_error(kind, fields, delta_kind, payload):
+    acc = Accumulator()
+    out, end = [], None
+    try:
+        for name, data in [start(), block_start(0, {"type": kind, **fields}),
+                           delta(0, type=delta_kind, **payload), block_stop(0),
+                           message_delta("end_turn"), STOP]:
+            out.extend(acc.feed(name, data))
+        end = acc.finish()
+    except NacelleError:
+        out.extend(acc.abandon())
+    assert_sound(out, end)

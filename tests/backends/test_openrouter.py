@@ -520,3 +520,51 @@ def test_a_turn_cut_at_max_tokens_mid_call_keeps_it_unfinished_and_ends_the_run(
     assert result.stop is Stop.MAX_TOKENS
     assert result.messages[1].parts[0] == ToolCall("c1", "weather", '{"city": "Ber', False)
     assert len(server.requests) == 1
+
+
+# -- hostile streams through the real transport ------------------------------------------
+
+def chain(err):
+    seen = []
+    while err is not None and err not in seen:
+        seen.append(err)
+        err = err.__cause__ or err.__context__
+    return seen
+
+
+def assert_no_key(err):
+    texts = [str(err), repr(err), repr(err.args), repr(getattr(err, "code", None))]
+    texts += [f"{type(e).__name__} {e!r} {e.args!r}" for e in chain(err)]
+    for text in texts:
+        assert KEY[:14] not in text  # not even the part a preview's cut would leave
+
+
+@pytest.mark.parametrize("line", [
+    json.dumps({"id": "gen-1", "choices": [], "error": {
+        "code": 401, "message": f"Invalid header Authorization: Bearer {KEY} for {KEY}"}}),
+    json.dumps({"id": "gen-1", "choices": [{"index": 0, "delta": {}, "finish_reason": "error",
+                                           "error": {"code": f"bad_{KEY}", "message": "no"}}]}),
+    '{"id": "gen-1", "echo": "' + "x" * 40 + KEY + '", ',
+    '{"id": "gen-1", "echo": "Bearer ' + KEY + '", "n": NaN}',
+], ids=["top-level error", "choice error", "broken line", "NaN line"])
+def test_a_key_echoed_inside_the_stream_never_reaches_the_error(server, line):
+    server.queue(PATH, Reply(chunks=[f"data: {line}\n\n".encode()]))
+    with pytest.raises(StreamError) as caught:
+        one_turn(make_backend(server, max_retries=0))
+    assert_no_key(caught.value)
+    assert "<hidden>" in str(caught.value)
+
+
+@pytest.mark.parametrize("line", ["[" * 100_000, '{"usage": {"cost": Infinity}}'],
+                         ids=["100k lists", "Infinity"])
+def test_a_data_line_json_cannot_hold_is_a_stream_error(server, line):
+    server.queue(PATH, Reply(chunks=[f"data: {line}\n\n".encode()]))
+    with pytest.raises(StreamError, match="not JSON"):
+        one_turn(make_backend(server, max_retries=0))
+
+
+def test_an_sse_retry_of_five_thousand_digits_is_harmless(server):
+    body = b"retry: " + b"9" * 5000 + b"\n\n" + b"".join(sse_chunks("text_keepalive.sse"))
+    server.queue(PATH, Reply(chunks=[body]))
+    _, end = one_turn(make_backend(server))
+    assert end.stop is Stop.END

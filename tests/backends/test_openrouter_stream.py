@@ -4,12 +4,16 @@ import json
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nacelle import (
-    Event, Kind, Reasoning, Stop, StreamError, StreamTruncated, Text, ToolCall, Usage,
-    retryable,
+    Event, Kind, NacelleError, Reasoning, Stop, StreamError, StreamTruncated, Text, ToolCall,
+    Usage, retryable,
 )
 from nacelle.backends.openrouter_stream import Accumulator, usage_from
+from nacelle.sse import SSEDecoder, parse_json
+from nacelle.testing.wire import openrouter_stream
 
 
 def chunk(delta=None, finish=None, usage=None, choices=None, **extra):
@@ -211,16 +215,46 @@ def test_missing_indexes_start_a_call_on_a_new_id_and_continue_on_arguments_alon
     assert re.fullmatch(r"call_[0-9a-f]{24}", calls[2].id)
 
 
-def test_missing_empty_and_duplicate_ids_are_replaced_with_unique_ones():
+def test_missing_and_empty_ids_are_generated_and_a_duplicate_is_passed_on_for_the_loop():
     _, end = run(
-        chunk({"tool_calls": [call(0, "dup", "a", "{}"), call(1, "dup", "b", "{}"),
+        chunk({"tool_calls": [call(0, "dup", "a", '{"n": 1}'), call(1, "dup", "b", '{"n": 2}'),
                               call(2, "", "c", "{}"), call(3, name="d", arguments="{}")]}),
         chunk({}, finish="tool_calls"),
     )
-    ids = [c.id for c in calls_of(end)]
-    assert ids[0] == "dup"
-    assert len(set(ids)) == 4
-    assert all(re.fullmatch(r"call_[0-9a-f]{24}", i) for i in ids[1:])
+    calls = calls_of(end)
+    assert [(c.id, c.name, c.input) for c in calls[:2]] == [
+        ("dup", "a", '{"n": 1}'), ("dup", "b", '{"n": 2}')]
+    generated = [c.id for c in calls[2:]]
+    assert len(set(generated)) == 2
+    assert all(re.fullmatch(r"call_[0-9a-f]{24}", i) for i in generated)
+
+
+def test_two_index_less_calls_with_one_id_keep_their_own_arguments():
+    _, end = run(
+        chunk({"tool_calls": [call(id="same", name="weather", arguments='{"city":"Oslo"}'),
+                              call(id="same", name="weather", arguments='{"city":"Rome"}')]}),
+        chunk({}, finish="tool_calls"),
+    )
+    assert calls_of(end) == [ToolCall("same", "weather", '{"city":"Oslo"}'),
+                             ToolCall("same", "weather", '{"city":"Rome"}')]
+
+
+def test_two_index_less_calls_without_ids_are_not_merged_by_their_common_name():
+    _, end = run(
+        chunk({"tool_calls": [call(name="weather", arguments='{"city":"Oslo"}')]}),
+        chunk({"tool_calls": [call(name="weather", arguments='{"city":"Rome"}')]}),
+        chunk({}, finish="tool_calls"),
+    )
+    assert [c.input for c in calls_of(end)] == ['{"city":"Oslo"}', '{"city":"Rome"}']
+
+
+def test_a_repeated_id_with_a_trailing_empty_fragment_does_not_start_a_call():
+    _, end = run(
+        chunk({"tool_calls": [call(0, "call_1", "search", '{"q":"x"}')]}),
+        chunk({"tool_calls": [call(0, "call_1", "search", "")]}),
+        chunk({}, finish="tool_calls"),
+    )
+    assert calls_of(end) == [ToolCall("call_1", "search", '{"q":"x"}')]
 
 
 @pytest.mark.parametrize("arguments", ["", "   ", None])
@@ -407,3 +441,301 @@ def test_a_chunk_that_is_not_an_object_is_a_stream_error(value):
 def test_done_sets_done_and_yields_nothing():
     acc = Accumulator()
     assert acc.feed_data("[DONE]") == [] and acc.done
+
+
+
+# -- hostile data: every surprise is a StreamError or is handled --------------------------
+
+@pytest.mark.parametrize("value", [5, 1.5, True, ["a"], {"text": "a"}, None])
+@pytest.mark.parametrize("key", ["content", "reasoning", "refusal"])
+def test_text_of_the_wrong_type_is_ignored_and_never_shown(key, value):
+    events, end = run(chunk({key: value}), chunk({"content": "ok"}, finish="stop"))
+    assert events == [Event(Kind.TEXT, text="ok")]
+    assert end.parts == (Text("ok"),)
+
+
+@pytest.mark.parametrize("index", [True, False, "0", [0], {"i": 0}, None, 0.0])
+def test_a_choice_whose_index_is_not_the_int_zero_is_not_the_first_choice(index):
+    _, end = run(chunk(choices=[{"index": index, "delta": {"content": "other"}}]),
+                 chunk({"content": "mine"}, finish="stop"))
+    assert end.parts == (Text("mine"),)
+
+
+@pytest.mark.parametrize("index", [True, "1", [1], {"i": 1}, 1.0])
+def test_a_tool_call_index_of_the_wrong_type_is_read_as_no_index(index):
+    _, end = run(chunk({"tool_calls": [call(0, "c1", "a", '{"x":')]}),
+                 chunk({"tool_calls": [{"index": index, "function": {"arguments": "1}"}}]}),
+                 chunk({}, finish="tool_calls"))
+    assert calls_of(end) == [ToolCall("c1", "a", '{"x":1}')]
+
+
+@pytest.mark.parametrize("fragment", [
+    "not an object", 5, None, ["x"],
+    {"index": 0, "id": 5, "function": {"name": ["n"], "arguments": 7}},
+    {"index": 0, "id": None, "function": "search"},
+])
+def test_tool_fragments_of_the_wrong_shape_never_crash(fragment):
+    _, end = run(chunk({"tool_calls": [fragment]}), chunk({}, finish="tool_calls"))
+    for part in calls_of(end):
+        assert all(type(v) is str for v in (part.id, part.name, part.input))
+
+
+def test_arguments_sent_as_an_object_are_kept_as_its_json_text():
+    _, end = run(chunk({"tool_calls": [call(0, "c1", "weather", {"city": "Paris"})]}),
+                 chunk({}, finish="tool_calls"))
+    assert calls_of(end) == [ToolCall("c1", "weather", '{"city":"Paris"}')]
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf"), -5, 1.5,
+                                 pytest.param(10**400, id="10**400"), 2**53 + 1, "12", True,
+                                 [3], {"n": 3}])
+def test_implausible_counts_count_as_zero_with_a_warning(bad, caplog):
+    usage = usage_from({
+        "prompt_tokens": bad, "completion_tokens": bad,
+        "prompt_tokens_details": {"cached_tokens": bad, "cache_write_tokens": bad},
+        "completion_tokens_details": {"reasoning_tokens": bad},
+    })
+    assert usage == Usage()
+    assert "not a token count" in caplog.text
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf"), -5, -0.01,
+                                 pytest.param(10**400, id="10**400"), 1e300, "0.1", True,
+                                 [3], {"n": 3}])
+def test_an_implausible_cost_counts_as_zero_with_a_warning(bad, caplog):
+    assert usage_from({"prompt_tokens": 3, "cost": bad}) == Usage(input_tokens=3)
+    assert "not an amount" in caplog.text
+
+
+def test_a_negative_cache_count_never_inflates_the_input():
+    assert usage_from({"prompt_tokens": 10, "prompt_tokens_details": {
+        "cached_tokens": -50}}) == Usage(input_tokens=10)
+
+
+@pytest.mark.parametrize("data", ['{"usage": {"prompt_tokens": NaN}}',
+                                  '{"usage": {"cost": Infinity}}',
+                                  '{"usage": {"completion_tokens": 1e400}}',
+                                  "[" * 100_000, '{"a":' * 100_000],
+                         ids=["NaN", "Infinity", "1e400", "100k lists", "100k objects"])
+def test_data_lines_with_nan_infinity_or_runaway_nesting_are_stream_errors(data):
+    with pytest.raises(StreamError, match="not JSON"):
+        Accumulator().feed_data(data)
+
+
+def test_a_400_digit_count_in_a_data_line_counts_as_zero():
+    acc = Accumulator()
+    acc.feed_data(json.dumps(chunk({"content": "Hi"}, finish="stop",
+                                   usage={"prompt_tokens": 10**400, "completion_tokens": 3})))
+    assert acc.end().usage == Usage(output_tokens=3)
+
+
+@pytest.mark.parametrize("code", [[429], {"c": 1}, 10**400, True, 5.5])
+def test_an_error_code_of_the_wrong_type_is_still_a_plain_stream_error(code):
+    with pytest.raises(StreamError, match="OpenRouter stream error from Amazon Bedrock: boom"):
+        Accumulator().feed(chunk(error={"code": code, "message": "boom"}))
+
+
+@pytest.mark.parametrize("error", ["Rate limited", ["x"], 5, {"message": ["m"]}])
+def test_an_error_that_is_not_an_object_is_a_stream_error(error):
+    with pytest.raises(StreamError, match="OpenRouter stream error"):
+        Accumulator().feed(chunk(error=error))
+
+
+# -- secrets ----------------------------------------------------------------------------
+
+SECRET = "sk-or-v1-SECRET-0123456789abcdef"
+
+
+def hide(text):
+    return text.replace(SECRET, "<hidden>")
+
+
+def chain(err):
+    seen = []
+    while err is not None and err not in seen:
+        seen.append(err)
+        err = err.__cause__ or err.__context__
+    return seen
+
+
+def assert_clean(err):
+    for text in [str(err), repr(err), repr(err.args), repr(getattr(err, "code", None)),
+                 *map(repr, chain(err))]:
+        assert SECRET not in text
+
+
+@pytest.mark.parametrize("payload", [
+    json.dumps(chunk(error={"code": f"bad_{SECRET}", "message": f"key {SECRET} refused"})),
+    json.dumps(chunk(choices=[{"index": 0, "delta": {}, "finish_reason": "error",
+                               "error": {"code": 401, "message": f"Bearer {SECRET}"}}])),
+    '{"broken": "' + "x" * 70 + SECRET,
+    '["' + "y" * 70 + SECRET + '"]',
+])
+def test_a_key_echoed_in_an_in_band_error_or_a_broken_line_is_scrubbed(payload):
+    with pytest.raises(StreamError) as caught:
+        Accumulator(scrub=hide).feed_data(payload)
+    assert_clean(caught.value)
+
+
+def test_a_key_in_an_error_finish_is_scrubbed():
+    acc = Accumulator(scrub=hide)
+    acc.feed(chunk(choices=[{"index": 0, "delta": {}, "finish_reason": "error",
+                             "native_finish_reason": f"DENIED {SECRET}"}], provider=SECRET))
+    with pytest.raises(StreamError) as caught:
+        acc.end()
+    assert_clean(caught.value)
+
+
+# -- realistic streams with one field swapped for a value of the wrong type --------------
+
+def recorded(chunks):
+    decoder = SSEDecoder()
+    return [e.data for c in chunks for e in decoder.feed(c)]
+
+
+REALISTIC = recorded(openrouter_stream(
+    ["Hel", "lo"], reasoning_deltas=["Think", "ing."],
+    tool_calls=[("toolu_1", "get_weather", '{"city": "Paris"}'), ("toolu_2", "clock", "")],
+))
+
+# The values that have broken clients: nulls, bools that pass for ints, NaN, huge and
+# negative numbers, text where objects belong and the other way round.
+SPECIAL = [None, True, False, 0, -5, 1.5, float("nan"), float("inf"), float("-inf"),
+           10**400, 2**53 + 1, "", "None", "0", [], {}, [0], {"type": None},
+           "stop", "error", "length", "[DONE]"]
+WRONG = st.one_of(
+    st.sampled_from(SPECIAL), st.sampled_from(SPECIAL), st.sampled_from(SPECIAL),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=4),
+    st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.none(),
+                                                         max_size=2),
+)
+
+
+def leaves(value):
+    """The paths of the scalars inside a JSON value (where most fields live)."""
+    for path in locations(value):
+        if not isinstance(_at(value, path), (dict, list)):
+            yield path
+    yield ()
+
+
+def _at(value, path):
+    for key in path:
+        value = value[key]
+    return value
+
+
+def locations(value, path=()):
+    yield path
+    items = value.items() if isinstance(value, dict) else (
+        enumerate(value) if isinstance(value, list) else ())
+    for key, child in items:
+        yield from locations(child, path + (key,))
+
+
+def swapped(data, path, value):
+    if not path:
+        return value
+    copy = json.loads(json.dumps(data))
+    holder = copy
+    for key in path[:-1]:
+        holder = holder[key]
+    holder[path[-1]] = value
+    return copy
+
+
+@st.composite
+def hostile_streams(draw):
+    items = [parse_json(d) if d != "[DONE]" else d for d in REALISTIC]
+    for _ in range(draw(st.integers(min_value=1, max_value=3))):
+        at = draw(st.integers(min_value=0, max_value=len(items) - 1))
+        how = draw(st.sampled_from(["swap", "swap", "swap", "drop", "repeat"]))
+        if how == "drop":
+            del items[at]
+        elif how == "repeat":
+            items.insert(at, items[at])
+        elif items[at] != "[DONE]":
+            path = draw(st.sampled_from(list(locations(items[at]))) | st.sampled_from(
+                list(leaves(items[at]))))
+            items[at] = swapped(items[at], path, draw(WRONG))
+    # Through the data line, as the backend feeds it (NaN and friends included).
+    return [i if i == "[DONE]" else json.dumps(i) for i in items]
+
+
+@settings(max_examples=400, deadline=None)
+@given(hostile_streams())
+def test_a_realistic_stream_with_fields_swapped_raises_nothing_but_nacelle_errors(lines):
+    acc = Accumulator()
+    events = []
+    try:
+        for line in lines:
+            events.extend(acc.feed_data(line))
+        end = acc.end()
+    except NacelleError:
+        end = None
+    for event in events:
+        assert event.kind in (Kind.TEXT, Kind.THINKING)
+        assert type(event.text) is str and event.text
+    if end is not None:
+        usage = end.usage
+        counts = [usage.input_tokens, usage.output_tokens, usage.cache_read_tokens,
+                  usage.cache_creation_tokens, usage.reasoning_tokens]
+        assert all(type(c) is int and 0 <= c <= 2**53 for c in counts)
+        assert 0 <= usage.cost < float("inf")
+        for part in end.parts:
+            if isinstance(part, ToolCall):
+                assert all(type(v) is str for v in (part.id, part.name, part.input))
+            if isinstance(part, Reasoning):
+                assert type(part.text) is str and isinstance(json.loads(part.state), list)
+            if isinstance(part, Text):
+                assert type(part.text) is str
+
+
+def test_the_realistic_stream_itself_gives_text_reasoning_and_two_calls():
+    acc = Accumulator()
+    for line in REALISTIC:
+        acc.feed_data(line)
+    end = acc.end()
+    assert [type(p).__name__ for p in end.parts] == ["Reasoning", "Text", "ToolCall", "ToolCall"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.fixed_dictionaries({}, optional={
+    "prompt_tokens": WRONG, "completion_tokens": WRONG, "cost": WRONG,
+    "prompt_tokens_details": WRONG | st.fixed_dictionaries(
+        {}, optional={"cached_tokens": WRONG, "cache_write_tokens": WRONG}),
+    "completion_tokens_details": WRONG | st.fixed_dictionaries(
+        {}, optional={"reasoning_tokens": WRONG}),
+}))
+def test_usage_of_any_shape_maps_to_a_valid_usage(usage):
+    mapped = usage_from(usage)
+    assert all(type(getattr(mapped, f)) is int and getattr(mapped, f) >= 0 for f in (
+        "input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens",
+        "reasoning_tokens"))
+    assert 0 <= mapped.cost < float("inf")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.fixed_dictionaries({}, optional={
+    "content": WRONG, "reasoning": WRONG, "refusal": WRONG, "role": WRONG,
+    "reasoning_details": WRONG | st.lists(WRONG | st.fixed_dictionaries(
+        {}, optional={"type": WRONG, "index": WRONG, "text": WRONG, "signature": WRONG}),
+        max_size=3),
+    "tool_calls": WRONG | st.lists(WRONG | st.fixed_dictionaries({}, optional={
+        "index": WRONG, "id": WRONG, "function": WRONG | st.fixed_dictionaries(
+            {}, optional={"name": WRONG, "arguments": WRONG})}), max_size=3),
+}), WRONG)
+def test_a_delta_of_any_shape_is_read_or_ignored_never_crashes(delta, finish):
+    acc = Accumulator()
+    events = []
+    try:
+        events.extend(acc.feed_data(json.dumps(chunk(delta))))
+        acc.feed(chunk({}, finish=finish))
+        end = acc.end()
+    except NacelleError:
+        return
+    assert all(type(e.text) is str and e.text for e in events)
+    for part in end.parts:
+        if isinstance(part, ToolCall):
+            assert all(type(v) is str for v in (part.id, part.name, part.input))
