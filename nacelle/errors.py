@@ -5,6 +5,7 @@ happened rather than where::
 
     NacelleError
     ├── ConfigError (also ValueError)   the caller asked for something invalid
+    │   └── settings.SettingsError      a settings file, variable or flag that cannot be used
     ├── ConversationError (also ValueError)  saved conversation JSON that cannot be read
     ├── Unsupported                     the backend cannot do a requested feature
     ├── APIError                        the provider answered with an HTTP error status
@@ -12,9 +13,18 @@ happened rather than where::
     ├── StreamError                     a 200 stream carried an error, stalled, or made no sense
     │   └── StreamTruncated             the body ended before the stream's final event
     ├── Cancelled                       the run was cancelled (or reached its deadline)
-    └── RetryBudgetExceeded             the retry budget's wall-clock deadline passed
+    ├── RetryBudgetExceeded             the retry budget's wall-clock deadline passed
+    ├── mcp.MCPError                    the local MCP client failed
+    │   └── mcp.SessionExpired          an HTTP server no longer knows the session
+    ├── toolsets.confine.PathError      a tool's path cannot be used
+    │   └── toolsets.confine.PathRefused  the path would leave the root
+    ├── toolsets.ssrf.FetchError        a fetch failed
+    │   └── toolsets.ssrf.FetchRefused (also ValueError)  the guard refused a URL
+    └── toolsets.shell.CommandTimedOut  a command ran past its limit and was killed
 
-``nacelle.mcp.MCPError`` (raised by the local MCP client) is a ``NacelleError`` too.
+The ones named with a module (under ``nacelle.``) live beside the code that raises
+them; this module cannot import them, so ``tests/test_errors.py`` checks that the
+drawing lists every ``NacelleError`` subclass the package defines.
 
 Whether a failure is worth another attempt is a property of the failure, so it
 lives here: :func:`transient` marks an error as worth retrying, :func:`retryable`

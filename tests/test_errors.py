@@ -108,3 +108,26 @@ def test_the_tree_is_drawn_in_the_module_docstring():
     for name in ("NacelleError", "ConfigError", "Unsupported", "APIError", "TransportError",
                  "StreamError", "StreamTruncated", "Cancelled", "RetryBudgetExceeded"):
         assert name in doc
+
+
+def _every_subclass(cls):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _every_subclass(sub)
+
+
+def test_the_drawn_tree_names_every_error_the_package_defines():
+    import importlib
+    import pkgutil
+
+    import nacelle.errors
+
+    for module in pkgutil.walk_packages(nacelle.__path__, "nacelle."):
+        if module.name != "nacelle.__main__":  # running it is the CLI
+            importlib.import_module(module.name)
+    drawing = nacelle.errors.__doc__.split("::")[1].split("\n\n")[1]
+    defined = {cls for cls in _every_subclass(NacelleError)
+               if cls.__module__.startswith("nacelle") and not cls.__name__.startswith("_")}
+    missing = sorted(cls.__name__ for cls in defined if cls.__name__ not in drawing)
+    assert missing == []
+    assert len(defined) >= 17

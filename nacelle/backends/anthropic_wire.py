@@ -49,7 +49,6 @@ from ..messages import (
 )
 
 __all__ = [
-    "MAX_CACHE_BREAKPOINTS",
     "MCP_BETA",
     "MIN_BUDGET",
     "PROTOCOL",
@@ -63,7 +62,6 @@ logger = logging.getLogger(__name__)
 PROTOCOL = "anthropic"
 MCP_BETA = "mcp-client-2025-11-20"
 MIN_BUDGET = 1024
-MAX_CACHE_BREAKPOINTS = 4
 DEFAULT_MODEL = "claude-opus-5"
 
 _CACHE = {"type": "ephemeral"}
