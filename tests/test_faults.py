@@ -563,3 +563,43 @@ def test_16_two_tool_calls_with_one_id_run_both_and_are_answered_under_distinct_
     assert events[-1].stop is Stop.END
     sent = server.requests[1].body.decode("utf-8")
     assert sent.count(f'"{calls[1]}"') == 2 and "sunny in Oslo" in sent  # the call and its result
+
+
+# -- 17: a server that sends its head or its chunk-size lines a byte at a time -------------
+
+TRICKLE = 0.2  # seconds before each byte: every read gets its byte within the timeout
+
+
+def test_17_a_head_sent_a_byte_at_a_time_is_cut_at_the_read_timeout_and_retried(
+        provider, server):
+    server.queue(provider.path, Reply(chunks=provider.stream(), head_trickle=TRICKLE),
+                 Reply(chunks=provider.stream()))
+    started = time.monotonic()
+    events = list(provider.backend(server.url, timeout=0.5).stream(request(), clocked()))
+    assert texts(events) == ["Alpha", "Beta"]
+    assert len(server.requests) == 2
+    assert time.monotonic() - started < 3.0  # the head alone would take half a minute
+
+
+def test_17_the_budget_bounds_a_head_sent_a_byte_at_a_time(provider, server):
+    server.queue(provider.path, Reply(chunks=provider.stream(), head_trickle=TRICKLE))
+    backend = Retry(provider.backend(server.url), RetryOptions(budget=0.5))
+    started = time.monotonic()
+    with pytest.raises(RetryBudgetExceeded) as caught:
+        list(backend.stream(request(), RunContext()))
+    assert time.monotonic() - started < 2.0
+    assert attempt(caught.value) == 1 and len(server.requests) == 1
+    assert_secret_free(caught.value)
+
+
+def test_17_a_chunk_size_line_sent_a_byte_at_a_time_is_a_retryable_stall(provider, server):
+    before, _ = split_before_output(provider.stream())
+    framed = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for chunk in before)
+    size_line = [(bytes([byte]), TRICKLE) for byte in b"0" * 150 + b"9\r\n"]
+    server.queue(provider.path, Reply(mode="raw", headers={"Transfer-Encoding": "chunked"},
+                                      chunks=[framed] + size_line))
+    started = time.monotonic()
+    with pytest.raises(StreamError, match="stalled") as caught:
+        list(provider.backend(server.url, stall_timeout=0.5).stream(request(), clocked()))
+    assert time.monotonic() - started < 3.0
+    assert retryable(caught.value) and not isinstance(caught.value, StreamTruncated)

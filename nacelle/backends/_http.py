@@ -44,11 +44,19 @@ What it promises:
   without a byte) are each capped by the run's remaining deadline. Separately,
   ``stall_timeout`` (600 s: long silent thinking is legitimate) bounds the time since
   the last event that was not a keepalive; it raises a retryable ``StreamError``.
+  Each limit bounds a whole read, not only each ``recv`` under it, so a server that
+  sends its head or its chunk-size lines one byte at a time cannot outlast them: the
+  response head must be complete within ``timeout`` of the request going out (and
+  connecting and sending within ``connect_timeout + timeout``), an error body is read
+  within ``timeout``, and every read of the stream ends by the earliest of its
+  limits. A :class:`~nacelle.read_limits.Cutoff` shuts the socket down when one
+  passes, and the error is the one that limit deserves (``TransportError``, the
+  stall's ``StreamError``, the deadline's error).
 - Cancellation from another thread unblocks a blocked read at once: the socket is
   shut down from the cancelling thread (closing a response does not wake a thread
   blocked in ``recv``, and closing its buffered reader waits for that thread's lock).
-  To reach the socket while waiting for the status line, the session's connection
-  pools note which connection the current request took.
+  To reach the socket before the response exists, the session's connection pools
+  note which connection the current request took (``_http_session``).
 - Errors: ``APIError`` for an HTTP error status; ``TransportError`` when no response
   came or no byte for ``timeout``; ``StreamTruncated`` when the body ends inside an
   event or the connection drops mid-stream; ``Cancelled`` after cancellation. Whether
@@ -65,7 +73,8 @@ What it promises:
   proxies and CA bundle once, when it is made, rather than on every request.
 
 Outer ring: imports ``requests``, ``urllib3``, the standard library, ``nacelle.errors``,
-``nacelle.sse``, ``_http_errors`` and ``nacelle.backend`` (for the RunContext type only).
+``nacelle.sse``, ``nacelle.read_limits``, ``_http_errors``, ``_http_session`` and
+``nacelle.backend`` (for the RunContext type only).
 """
 
 from __future__ import annotations
@@ -82,16 +91,17 @@ from urllib.parse import urlsplit
 
 import requests
 import urllib3
-from requests.adapters import HTTPAdapter
 
 from ..backend import RunContext
 from ..errors import (
     APIError, Cancelled, ConfigError, StreamError, StreamTruncated, TransportError,
 )
+from ..read_limits import Cutoff
 from ..sse import SSEDecoder, SSEEvent
 from ._http_errors import (
     api_error, describe, parse_error, preview, retry_delay, scrub, stalled, where as _where,
 )
+from ._http_session import InFlight, new_session
 
 __all__ = ["Transport", "iter_sse", "parse_error", "retry_delay"]
 
@@ -185,7 +195,7 @@ class Transport:
         """This thread's session, made on first use."""
         session = getattr(self._local, "session", None)
         if session is None:
-            session = self._local.session = _new_session(self.base_url)
+            session = self._local.session = new_session(self.base_url)
         return session
 
     # -- requests -------------------------------------------------------------------
@@ -202,7 +212,7 @@ class Transport:
         response = self._request(path, body, ctx, extra, stream=True)
         media = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
         if media and media != "text/event-stream":
-            said = self._api_error(response, path).message or "an empty body"
+            said = self._api_error(response, path, ctx).message or "an empty body"
             raise StreamError(f"{self.name} answered {response.status_code} with {media}, not an "
                               f"event stream: {said} — check base_url ({self.base_url})")
         return response
@@ -254,7 +264,7 @@ class Transport:
             else:
                 if response.status_code < 300:
                     return response
-                failure = error = self._api_error(response, path)
+                failure = error = self._api_error(response, path, ctx)
                 if not error.retryable or retries >= self.max_retries:
                     raise error
                 delay = retry_delay(response.headers, retries)
@@ -271,24 +281,41 @@ class Transport:
         left = ctx.remaining()
         connect = self.connect_timeout if left is None else min(self.connect_timeout, left)
         read = self.timeout if left is None else min(self.timeout, left)
-        holder = _Holder()
-        _current.holder = holder
-        unregister = ctx.on_cancel(holder.abort)
+        flight = InFlight(connect, read, None if left is None else time.monotonic() + left)
+        unregister = ctx.on_cancel(flight.cancel)
         try:
-            return self.session.post(url, data=data, headers=headers, stream=stream,
-                                     timeout=(max(connect, 0.001), max(read, 0.001)),
-                                     allow_redirects=False)
+            with flight:
+                response = self.session.post(url, data=data, headers=headers, stream=True,
+                                             timeout=(max(connect, 0.001), max(read, 0.001)),
+                                             allow_redirects=False)
+                if not stream:
+                    try:  # a JSON answer is read within the head's limit
+                        response.content  # noqa: B018
+                    except requests.RequestException:
+                        response.close()
+                        raise
         except requests.RequestException as exc:
-            if ctx.cancelled.is_set():
-                raise Cancelled("the run was cancelled") from None
-            ctx.check()  # a timeout cut short by the deadline is the deadline's error
-            exc.request = exc.response = None  # they hold the headers, key included
-            raise TransportError(describe(exc, _where(url), connect, read)) from exc
+            if flight.cause is None and not ctx.cancelled.is_set():
+                ctx.check()  # a timeout cut short by the deadline is the deadline's error
+                exc.request = exc.response = None  # they hold the headers, key included
+                raise TransportError(describe(exc, _where(url), connect, read)) from exc
+            raise _cut_off(flight.cause, ctx, _where(url), connect, read) from None
         finally:
-            _current.holder = None
             unregister()
+        if flight.cause is not None or ctx.cancelled.is_set():
+            response.close()  # its head may have been cut short: it is no answer
+            raise _cut_off(flight.cause, ctx, _where(url), connect, read)
+        return response
 
-    def _api_error(self, response: requests.Response, path: str) -> APIError:
+    def _api_error(self, response: requests.Response, path: str, ctx: RunContext) -> APIError:
+        # The error body gets the read timeout in all (and no more than the run has
+        # left); cut short, the status still says enough.
+        sock = _socket_of(response)
+        cutoff = Cutoff(lambda: sock)
+        left = ctx.remaining()
+        cutoff.arm(time.monotonic() + (self.timeout if left is None else min(self.timeout, left)),
+                   "error body")
+        unregister = ctx.on_cancel(lambda: cutoff.cut("cancelled"))
         try:
             raw = b""
             for piece in response.iter_content(8192):
@@ -298,6 +325,8 @@ class Transport:
         except (requests.RequestException, OSError):
             pass  # the status says enough; a half-read error body is no reason to hide it
         finally:
+            unregister()
+            cutoff.disarm()
             response.close()
         return api_error(response.status_code, response.headers, raw, name=self.name,
                          base_url=self.base_url, path=path, key_variable=self.key_variable,
@@ -331,7 +360,10 @@ def iter_sse(
     where = _where(response.url or "")
     decoder = SSEDecoder(max_line)
     sock = _socket_of(response)
-    unregister = ctx.on_cancel(lambda: _shutdown(sock))
+    # Each read is bounded as a whole, not only each recv under it: a chunk-size line
+    # sent a byte at a time would keep one read going past every limit.
+    cutoff = Cutoff(lambda: sock)
+    unregister = ctx.on_cancel(lambda: cutoff.cut("cancelled"))
     read = _reader(response)
     progress = time.monotonic()
     try:
@@ -347,27 +379,24 @@ def iter_sse(
             left = ctx.remaining()
             if left is not None and left < limit:
                 limit, cause = left, "deadline"
-            if sock is not None:
-                sock.settimeout(max(limit, 0.001))
             try:
+                if sock is not None:
+                    sock.settimeout(max(limit, 0.001))
+                    cutoff.arm(now + limit, cause)
                 data = read(_READ_SIZE)
             except Exception as exc:  # noqa: BLE001 - sorted out below
-                if ctx.cancelled.is_set():
-                    raise Cancelled("the run was cancelled") from None
-                if not _is_timeout(exc):
+                cut = cutoff.disarm()
+                if not cut and not _is_timeout(exc) and not ctx.cancelled.is_set():
                     if isinstance(exc, (urllib3.exceptions.HTTPError, http.client.HTTPException,
                                         OSError, ValueError)):
                         raise StreamTruncated(
                             f"the connection to {where} dropped in the middle of the stream "
                             f"({type(exc).__name__})") from None
                     raise
-                ctx.check()
-                if cause == "stall":
-                    raise stalled(where, stall_timeout) from None
-                if cause == "deadline":  # a fake clock's deadline, reached in real time
-                    raise ctx.deadline_error("the run's deadline passed") from None
-                raise TransportError(
-                    f"no data from {where} for {read_timeout:g}s (read timeout)") from None
+                raise _time_up(cut or cause, ctx, where, read_timeout, stall_timeout) from None
+            cut = cutoff.disarm()
+            if cut:  # what a cut read returned is no answer, however it looks
+                raise _time_up(cut, ctx, where, read_timeout, stall_timeout)
             if not data:
                 if ctx.cancelled.is_set():
                     raise Cancelled("the run was cancelled")
@@ -386,7 +415,7 @@ def iter_sse(
                     progress = time.monotonic()
                 yield event
                 if final is not None and final(event):
-                    if _drain(read, sock, ctx, read_timeout):
+                    if _drain(read, sock, cutoff, ctx, read_timeout):
                         unregister()  # before the pool may hand the socket to another run
                         _release(response)
                     else:
@@ -398,8 +427,35 @@ def iter_sse(
         response.close()
 
 
-def _drain(read: Callable[[int], bytes], sock: Optional[socket.socket], ctx: RunContext,
-           read_timeout: float) -> bool:
+def _time_up(cause: str, ctx: RunContext, where: str, read_timeout: float,
+             stall_timeout: float) -> BaseException:
+    """The error of a stream read that ran out of time (or was cut) for ``cause``."""
+    if cause == "cancelled" or ctx.cancelled.is_set():
+        return Cancelled("the run was cancelled")
+    ctx.check()
+    if cause == "stall":
+        return stalled(where, stall_timeout)
+    if cause == "deadline":  # a fake clock's deadline, reached in real time
+        return ctx.deadline_error("the run's deadline passed")
+    return TransportError(f"no data from {where} for {read_timeout:g}s (read timeout)")
+
+
+def _cut_off(cause: Optional[str], ctx: RunContext, where: str, connect: float,
+             read: float) -> BaseException:
+    """The error of a request cut off before its response head was whole."""
+    if cause == "cancelled" or ctx.cancelled.is_set():
+        return Cancelled("the run was cancelled")
+    ctx.check()
+    if cause == "head":  # worded as a silent server's: which one came first is a race
+        return TransportError(f"no response from {where} within {read:g}s (read timeout)")
+    if cause == "send":
+        return TransportError(f"could not connect to {where} and send the request within "
+                              f"{connect + read:g}s")
+    return ctx.deadline_error("the run's deadline passed")
+
+
+def _drain(read: Callable[[int], bytes], sock: Optional[socket.socket], cutoff: Cutoff,
+           ctx: RunContext, read_timeout: float) -> bool:
     """Read the rest of a body whose final event has come; True at its clean end.
 
     False, and the caller closes the connection, past ``DRAIN_BYTES`` or
@@ -419,10 +475,14 @@ def _drain(read: Callable[[int], bytes], sock: Optional[socket.socket], ctx: Run
         wait = give_up - time.monotonic()
         if wait <= 0:
             return False
-        sock.settimeout(wait)
         try:
+            sock.settimeout(wait)
+            cutoff.arm(give_up, "drain")  # a trailer sent a byte at a time ends here too
             data = read(_READ_SIZE)
         except Exception:  # noqa: BLE001 - any failure only means "do not reuse"
+            cutoff.disarm()
+            return False
+        if cutoff.disarm():
             return False
         if not data:
             return not ctx.cancelled.is_set()
@@ -476,53 +536,6 @@ def _socket_of(response: requests.Response) -> Optional[socket.socket]:
     return sock if isinstance(sock, socket.socket) else None
 
 
-def _shutdown(sock: Optional[socket.socket]) -> None:
-    if sock is not None:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-
-
-# -- sessions whose in-flight request can be aborted from another thread ---------------
-
-_current = threading.local()  # .holder: the _Holder of this thread's request in flight
-
-
-class _Holder:
-    """The connection a request took, so another thread can shut its socket."""
-
-    __slots__ = ("conn",)
-
-    def __init__(self) -> None:
-        self.conn = None
-
-    def abort(self) -> None:
-        _shutdown(getattr(self.conn, "sock", None))
-
-
-def _noting(pool_class: type) -> type:
-    class Pool(pool_class):  # type: ignore[misc, valid-type]
-        def _get_conn(self, timeout=None):  # noqa: ANN001 - urllib3's signature
-            conn = super()._get_conn(timeout)
-            holder = getattr(_current, "holder", None)
-            if holder is not None:
-                holder.conn = conn
-            return conn
-
-    Pool.__name__ = Pool.__qualname__ = "Noting" + pool_class.__name__
-    return Pool
-
-
-_POOLS = {"http": _noting(urllib3.HTTPConnectionPool), "https": _noting(urllib3.HTTPSConnectionPool)}
-
-
-class _Adapter(HTTPAdapter):
-    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = _POOLS
-
-
 def read_key(given: Optional[str], variable: str, provider: str, module: str) -> str:
     """The API key: ``given``, else ``$variable`` read now — at the first request, so a
     backend can be built (and pickled, and shipped) before the environment holds it."""
@@ -531,22 +544,3 @@ def read_key(given: Optional[str], variable: str, provider: str, module: str) ->
         raise ConfigError(
             f"no {provider} API key: pass api_key= to {module}.Backend or set ${variable}")
     return key
-
-
-def _new_session(base_url: str) -> requests.Session:
-    session = requests.Session()
-    adapter = _Adapter()  # urllib3 retries nothing: the retry rule above is the one rule
-    session.mount("http://", adapter)
-    session.mount("https://", adapter)
-    # The environment is read once, here, for the one host this session talks to:
-    # with trust_env on, requests scans os.environ for proxies on every request
-    # (about a millisecond each, most of our time to the first byte on loopback).
-    # Proxies (HTTP(S)_PROXY, ALL_PROXY, NO_PROXY) and a CA bundle named by
-    # REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE are honoured as requests would; a .netrc
-    # is not, since its credentials have no business beside an API key.
-    session.proxies.update(requests.utils.get_environ_proxies(base_url))
-    bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
-    if bundle:
-        session.verify = bundle
-    session.trust_env = False
-    return session

@@ -436,8 +436,11 @@ class _Handler(BaseHTTPRequestHandler):
     def flush_headers(self) -> None:
         # BaseHTTPRequestHandler gathers the status line and headers in _headers_buffer
         # and writes them here at once; a trickled head goes out a byte at a time.
-        head = b"".join(getattr(self, "_headers_buffer", ()))
-        self._headers_buffer = []
+        buffer = getattr(self, "_headers_buffer", None)
+        if buffer is None:
+            return
+        head = b"".join(buffer)
+        buffer.clear()
         trickle, self._head_trickle = self._head_trickle, 0.0  # this reply's head only
         if trickle <= 0:
             self.wfile.write(head)

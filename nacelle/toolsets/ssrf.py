@@ -18,7 +18,12 @@ connect time, on addresses:
 
 :func:`open_url` applies this to every redirect hop (at most five), accepts only http
 and https, refuses credentials in the URL, and never uses a proxy from the environment
-(a proxy would make the checked address irrelevant).
+(a proxy would make the checked address irrelevant). Each hop must have its whole
+response head within its time limit, not merely each read of it: a server sending
+its status line and headers a byte at a time would otherwise outlast any socket
+timeout. A :class:`~nacelle.read_limits.Cutoff` shuts the hop's socket down when the
+limit passes, or at once when ``cancelled`` (a ``CancelEvent``) is set, and the
+returned :class:`Opened` keeps it, so the body's reads stay bounded too.
 
 Forbidden: IPv4 0.0.0.0/8, 10/8, 100.64/10 (CGNAT), 127/8, 169.254/16 (link-local,
 cloud metadata), 172.16/12, 192.0.0/24, 192.168/16, 198.18/15 (benchmarking),
@@ -37,11 +42,12 @@ public server can still serve anything, and a service the host exposes on a publ
 address is reachable. ``allow_private=True`` switches the refusal off for trusted,
 internal use (the host's own documentation server, say); nothing else changes.
 
-Outer ring: imports the standard library and ``nacelle.errors``.
+Outer ring: imports the standard library, ``nacelle.errors`` and ``nacelle.read_limits``.
 """
 
 from __future__ import annotations
 
+import functools
 import http.client
 import ipaddress
 import logging
@@ -49,10 +55,11 @@ import socket
 import ssl
 import threading
 import time
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Callable, Dict, List, Optional, Tuple, Union
 from urllib.parse import quote, urljoin, urlsplit
 
 from ..errors import Cancelled, NacelleError, TransportError
+from ..read_limits import Cutoff
 
 __all__ = [
     "FetchError",
@@ -241,8 +248,8 @@ class _GuardedHTTPS(http.client.HTTPSConnection):
         self._tls = context
 
     def connect(self) -> None:
-        sock = _connect_first(self._addresses, self.timeout, self.host)
-        try:
+        sock = self.raw_sock = _connect_first(self._addresses, self.timeout, self.host)
+        try:  # the handshake reads from raw_sock, where a cutoff can reach it
             self.sock = self._tls.wrap_socket(sock, server_hostname=self.host)
         except BaseException:
             sock.close()
@@ -251,22 +258,52 @@ class _GuardedHTTPS(http.client.HTTPSConnection):
 
 class Opened:
     """A response whose headers have arrived: ``response`` (``http.client``),
-    ``url`` (after redirects), ``redirects`` (the URLs left behind). Close it."""
+    ``url`` (after redirects), ``redirects`` (the URLs left behind). Close it.
+
+    Its socket is still under the hop's time limit and cancellation; ``cause`` says
+    whether either has cut it ("timeout", "cancelled") — a read that returned
+    nothing, or failed, after a cut is no end of the page.
+    """
 
     def __init__(self, response: http.client.HTTPResponse, connection: http.client.HTTPConnection,
-                 url: str, redirects: List[str]) -> None:
+                 url: str, redirects: List[str], cutoff: Optional[Cutoff] = None,
+                 release: Callable[[], None] = lambda: None) -> None:
         self.response = response
         self.connection = connection
         self.url = url
         self.redirects = redirects
+        self._cutoff = cutoff
+        self._release = release
+
+    @property
+    def cause(self) -> Optional[str]:
+        return None if self._cutoff is None else self._cutoff.cause
 
     def set_timeout(self, seconds: Optional[float]) -> None:
+        """Each read times out after ``seconds``, and all of them together end
+        ``seconds`` from now."""
         if self.connection.sock is not None:
             self.connection.sock.settimeout(seconds)
+        if self._cutoff is not None and seconds is not None:
+            self._cutoff.arm(time.monotonic() + seconds, "timeout")
 
     def close(self) -> None:
+        if self._cutoff is not None:
+            self._cutoff.disarm()
+        self._release()
         self.response.close()
         self.connection.close()
+
+
+def _socket_of(conn: http.client.HTTPConnection) -> Optional[socket.socket]:
+    return conn.sock if conn.sock is not None else getattr(conn, "raw_sock", None)
+
+
+def _on_cancel(cancelled: Optional[threading.Event], callback: Callable[[], None]) -> Callable[[], None]:
+    """Call ``callback`` when ``cancelled`` is set, if it can call back (a
+    ``CancelEvent``); returns the function that unregisters it."""
+    add = getattr(cancelled, "add_callback", None)
+    return add(callback) if add is not None else lambda: None
 
 
 def _split(url: str):
@@ -305,7 +342,10 @@ def open_url(url: str, *, headers: Dict[str, str], allow_private: bool = False,
              verify: Union[bool, str] = True, max_redirects: int = MAX_REDIRECTS) -> Opened:
     """GET ``url`` through the guard, following up to ``max_redirects`` redirects,
     each hop resolved and checked anew. Returns once a non-redirect response's headers
-    arrived; HTTP error statuses are returned too (the caller decides)."""
+    arrived; HTTP error statuses are returned too (the caller decides). Each hop has
+    ``timeout`` seconds, and none outlives ``deadline``, for all of its connecting,
+    sending and head; a hop that runs out is a ``TransportError``, a cancelled one
+    ``Cancelled``."""
     redirects: List[str] = []
     while True:
         if cancelled is not None and cancelled.is_set():
@@ -327,18 +367,33 @@ def open_url(url: str, *, headers: Dict[str, str], allow_private: bool = False,
             conn: http.client.HTTPConnection = _GuardedHTTPS(host, port, addresses, hop_timeout, context)
         else:
             conn = _GuardedHTTP(host, port, addresses, hop_timeout)
+        cutoff = Cutoff(functools.partial(_socket_of, conn))
+        cutoff.arm(time.monotonic() + hop_timeout, "timeout")
+        release = _on_cancel(cancelled, lambda: cutoff.cut("cancelled"))
         try:
-            conn.request("GET", target, headers=headers)
-            response = conn.getresponse()
-        except (OSError, http.client.HTTPException) as err:
-            conn.close()
-            raise TransportError(f"fetching {url} failed: {err}") from None
+            try:
+                conn.request("GET", target, headers=headers)
+                cutoff.enforce()  # a cut made while it was still connecting
+                response = conn.getresponse()
+            except (OSError, http.client.HTTPException) as err:
+                if cutoff.cause is None:
+                    raise TransportError(f"fetching {url} failed: {err}") from None
+            # A head cut short is no answer, however it looks.
+            if cutoff.cause == "cancelled":
+                raise Cancelled("fetch cancelled")
+            if cutoff.cause is not None:
+                raise TransportError(f"timed out fetching {url}: no complete response within "
+                                     f"{hop_timeout:g} s")
         except BaseException:
+            cutoff.disarm()
+            release()
             conn.close()
             raise
         location = response.getheader("Location")
         if response.status not in REDIRECT_STATUSES or not location:
-            return Opened(response, conn, url, redirects)
+            return Opened(response, conn, url, redirects, cutoff, release)
+        cutoff.disarm()
+        release()
         response.close()
         conn.close()
         if len(redirects) >= max_redirects:

@@ -28,8 +28,11 @@ text/html;q=0.9, text/plain;q=0.8, */*;q=0.1``), then:
 Bounds: at most ``max_bytes`` (5 MB) are read, gzip-decoded size included — a longer
 page is cut and the cut announced; the text the model reads is cut to ``max_chars``
 (100,000) with the cut announced; the whole fetch, redirects included, has
-``timeout`` seconds (30) and never outlives the call's ``ToolContext.deadline``;
-``ctx.cancelled`` is checked between reads.
+``timeout`` seconds (30) and never outlives the call's ``ToolContext.deadline`` —
+the whole of it, not each read: a page sent a byte at a time is cut off when the
+time is up (``ssrf.Opened`` keeps the hop's cutoff armed while the body is read).
+Cancelling the call shuts the connection at once; ``ctx.cancelled`` is also checked
+between reads.
 
 ``allow_private=True`` is for trusted, internal use only — an agent that must read the
 host's own intranet pages, with a model and inputs the host controls. Fetched text is
@@ -273,8 +276,11 @@ class WebFetch:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise TransportError(f"timed out reading {opened.url}")
-                opened.set_timeout(left)
+                opened.set_timeout(left)  # for the whole read: a chunk-size line may trickle
                 data = response.read1(65536)
+                stopped = _stopped(opened, ctx)
+                if stopped is not None:  # what a cut read returned is not the page's end
+                    raise stopped
                 if not data:
                     if inflater is not None:
                         chunks.append(inflater.flush()[: self.max_bytes + 1 - size])
@@ -288,6 +294,9 @@ class WebFetch:
         except (socket.timeout, TimeoutError):
             raise TransportError(f"timed out reading {opened.url}") from None
         except (OSError, http.client.HTTPException) as err:
+            stopped = _stopped(opened, ctx)
+            if stopped is not None:
+                raise stopped from None
             raise TransportError(f"the connection broke while reading {opened.url}: {err!r}") from None
         except zlib.error as err:
             raise FetchError(f"{opened.url} sent a corrupt {coding} body: {err}") from None
@@ -330,6 +339,15 @@ class WebFetch:
             text = "(the page has no text)"
         out = "\n".join(lines) + "\n\n" + text.rstrip("\n")
         return out + ("\n\n" + "\n".join(notes) if notes else "")
+
+
+def _stopped(opened: Opened, ctx: ToolContext) -> Optional[Exception]:
+    """The error of a read the fetch's time limit or cancellation cut off, or None."""
+    if opened.cause == "cancelled" or ctx.cancelled.is_set():
+        return Cancelled("fetch cancelled")
+    if opened.cause is not None:
+        return TransportError(f"timed out reading {opened.url}")
+    return None
 
 
 def _mime(opened: Opened) -> str:

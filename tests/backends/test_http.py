@@ -444,6 +444,163 @@ def test_the_deadline_caps_a_read_mid_stream(server):
     assert time.monotonic() - started < 2.0
 
 
+# -- a server that trickles: every read gets a byte in time, the whole never ends ----------
+
+TRICKLE = 0.2  # seconds before each byte: inside every timeout these tests set
+
+
+def trickled_head():
+    """A reply whose status line and headers (about 140 bytes) take half a minute."""
+    return Reply(chunks=[b"data: a\n\n"], head_trickle=TRICKLE)
+
+
+def trickled(data):
+    """``data`` as one-byte chunks, each written TRICKLE seconds after the last."""
+    return [(data[i:i + 1], TRICKLE) for i in range(len(data))]
+
+
+def trickled_size_line():
+    """A chunked body whose second chunk-size line (150 padding zeros) takes 30 s."""
+    return Reply(mode="raw", headers={"Transfer-Encoding": "chunked"},
+                 chunks=[b"9\r\ndata: a\n\n\r\n"] + trickled(b"0" * 150 + b"9\r\n")
+                 + [b"data: b\n\n\r\n0\r\n\r\n"])
+
+
+class TricklingProxy:
+    """A raw loopback server that answers any request with a status line sent one
+    byte every TRICKLE seconds, until the client leaves or 30 s have passed."""
+
+    def __init__(self):
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.requests = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        try:
+            conn, _ = self.listener.accept()
+        except OSError:
+            return
+        with conn:
+            received = b""
+            while b"\r\n\r\n" not in received and len(received) < 65536:
+                more = conn.recv(65536)
+                if not more:
+                    return
+                received += more
+            self.requests += 1
+            for byte in (b"HTTP/1.1 200 OK\r\nX-Padding: " + b"a" * 150)[:150]:
+                time.sleep(TRICKLE)
+                try:
+                    conn.sendall(bytes([byte]))
+                except OSError:
+                    return
+
+    def close(self):
+        self.listener.close()
+
+
+def test_a_status_line_and_headers_trickled_a_byte_at_a_time_fail_at_the_read_timeout(server):
+    server.queue(PATH, trickled_head())
+    started = time.monotonic()
+    with pytest.raises(TransportError, match=r"no response from 127\.0\.0\.1:\d+ within 0\.5s"):
+        make(server, timeout=0.5, max_retries=0).post_stream(PATH, {}, RunContext())
+    assert time.monotonic() - started < 3.0
+    assert server.wait_disconnects(1, timeout=2.0)
+
+
+def test_a_trickled_answer_to_post_json_fails_at_the_read_timeout(server):
+    server.queue(PATH, Reply(chunks=[b"{}"], mode="length", head_trickle=TRICKLE))
+    started = time.monotonic()
+    with pytest.raises(TransportError, match="read timeout"):
+        make(server, timeout=0.5, max_retries=0).post_json(PATH, {}, RunContext())
+    assert time.monotonic() - started < 3.0
+
+
+def test_a_trickled_head_is_retried_by_the_transport_like_a_stalled_one(server):
+    server.queue(PATH, trickled_head(), ok())
+    started = time.monotonic()
+    assert [e.data for e in stream(make(server, timeout=0.5), fake_ctx())] == ["ok"]
+    assert time.monotonic() - started < 3.0 and len(server.requests) == 2
+
+
+def test_the_deadline_cuts_a_trickled_head(server):
+    server.queue(PATH, trickled_head())
+    ctx = RunContext(time.monotonic() + 0.5, deadline_error=RetryBudgetExceeded)
+    started = time.monotonic()
+    with pytest.raises(RetryBudgetExceeded):
+        make(server).post_stream(PATH, {}, ctx)
+    assert time.monotonic() - started < 3.0
+
+
+@pytest.mark.parametrize("call", ["post_stream", "post_json"])
+def test_cancelling_from_another_thread_cuts_a_trickled_head(server, call):
+    server.queue(PATH, Reply(chunks=[b"{}"], mode="length", content_type="application/json",
+                             head_trickle=TRICKLE))
+    ctx = RunContext()
+    threading.Timer(0.3, ctx.cancel).start()
+    started = time.monotonic()
+    with pytest.raises(Cancelled):
+        getattr(make(server), call)(PATH, {}, ctx)
+    assert time.monotonic() - started < 2.0
+
+
+def test_a_proxy_from_the_environment_that_trickles_is_cut_at_the_read_timeout(
+        server, monkeypatch):
+    proxy = TricklingProxy()
+    try:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        started = time.monotonic()
+        with pytest.raises(TransportError, match="read timeout"):
+            make(server, timeout=0.5, max_retries=0).post_stream(PATH, {}, RunContext())
+        assert time.monotonic() - started < 3.0
+    finally:
+        proxy.close()
+    assert proxy.requests == 1 and server.requests == []
+
+
+@pytest.mark.parametrize("limit", ["stall", "read timeout", "deadline"])
+def test_a_chunk_size_line_trickled_mid_stream_is_cut_at_the_limit(server, limit):
+    server.queue(PATH, trickled_size_line())
+    ctx = RunContext()
+    if limit == "stall":
+        transport, error, words = make(server, stall_timeout=0.5), StreamError, "stalled"
+    elif limit == "read timeout":
+        transport, error, words = make(server, timeout=0.5), TransportError, "read timeout"
+    else:
+        ctx = RunContext(time.monotonic() + 0.8, deadline_error=RetryBudgetExceeded)
+        transport, error, words = make(server), RetryBudgetExceeded, "deadline"
+    events = stream(transport, ctx)
+    assert next(events).data == "a"
+    started = time.monotonic()
+    with pytest.raises(error, match=words):
+        next(events)
+    assert time.monotonic() - started < 3.0
+    assert server.wait_disconnects(1, timeout=2.0)
+
+
+def test_cancelling_during_a_trickled_chunk_size_line_unblocks_at_once(server):
+    server.queue(PATH, trickled_size_line())
+    ctx = RunContext()
+    events = stream(make(server), ctx)
+    assert next(events).data == "a"
+    threading.Timer(0.3, ctx.cancel).start()
+    started = time.monotonic()
+    with pytest.raises(Cancelled):
+        next(events)
+    assert time.monotonic() - started < 2.0
+
+
+def test_a_trailer_trickled_after_the_final_event_costs_at_most_the_drain_bound(server):
+    server.queue(PATH, Reply(mode="raw", headers={"Transfer-Encoding": "chunked"},
+                             chunks=[b"e\r\ndata: [DONE]\n\n\r\n0\r\n"]
+                             + trickled(b"X-Padding: " + b"a" * 150 + b"\r\n\r\n")))
+    started = time.monotonic()
+    assert [e.data for e in stream(make(server), final=is_done)] == ["[DONE]"]
+    assert time.monotonic() - started < DRAIN_SECONDS + 2.0
+    assert server.wait_disconnects(1, timeout=2.0)
+
+
 # -- cancellation -------------------------------------------------------------------------
 
 

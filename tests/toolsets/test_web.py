@@ -406,6 +406,75 @@ def test_fetch_input_is_checked_and_never_mutated(patched):
     assert patched.resolver.calls == []
 
 
+# -- web_fetch: time limits that a page sent a byte at a time cannot outlast -----------------
+
+TRICKLE = 0.2  # seconds before each byte: inside every timeout these tests set
+
+
+def trickled(data):
+    """``data`` as one-byte chunks, each written TRICKLE seconds after the last."""
+    return [(data[i:i + 1], TRICKLE) for i in range(len(data))]
+
+
+@pytest.fixture
+def page(patched):
+    """A loopback FakeServer, fetched with allow_private=True through the patched dial."""
+    with FakeServer() as server:
+        yield server
+
+
+def trickled_head():
+    """A page whose status line and headers (about 140 bytes) take half a minute."""
+    return Reply(chunks=[b"hello"], mode="length", content_type="text/plain", head_trickle=TRICKLE)
+
+
+def trickled_size_line():
+    """A chunked page whose second chunk-size line (150 padding zeros) takes 30 s."""
+    return Reply(mode="raw", content_type="text/plain", headers={"Transfer-Encoding": "chunked"},
+                 chunks=[b"5\r\nhello\r\n"] + trickled(b"0" * 150 + b"6\r\n")
+                 + [b" world\r\n0\r\n\r\n"])
+
+
+@pytest.mark.parametrize("reply", [trickled_head, trickled_size_line], ids=["head", "chunk size"])
+def test_a_page_sent_a_byte_at_a_time_times_out_at_the_fetch_timeout(page, reply):
+    page.queue("/slow", reply())
+    started = time.monotonic()
+    with pytest.raises(TransportError, match="timed out"):
+        WebFetch(allow_private=True, timeout=0.5).run({"url": page.url + "/slow"}, ctx())
+    assert time.monotonic() - started < 3.0
+    assert page.wait_disconnects(1, timeout=2.0)
+
+
+@pytest.mark.parametrize("reply", [trickled_head, trickled_size_line], ids=["head", "chunk size"])
+def test_the_tool_context_deadline_cuts_a_page_sent_a_byte_at_a_time(page, reply):
+    page.queue("/slow", reply())
+    started = time.monotonic()
+    with pytest.raises(TransportError, match="timed out"):
+        WebFetch(allow_private=True, timeout=30).run({"url": page.url + "/slow"},
+                                                     ctx(deadline=time.monotonic() + 0.5))
+    assert time.monotonic() - started < 3.0
+
+
+@pytest.mark.parametrize("reply", [trickled_head, trickled_size_line], ids=["head", "chunk size"])
+def test_cancelling_the_call_from_another_thread_cuts_a_page_sent_a_byte_at_a_time(page, reply):
+    page.queue("/slow", reply())
+    call = ctx()
+    threading.Timer(0.3, call.cancelled.set).start()
+    started = time.monotonic()
+    with pytest.raises(Cancelled):
+        WebFetch(allow_private=True, timeout=30).run({"url": page.url + "/slow"}, call)
+    assert time.monotonic() - started < 2.0
+
+
+def test_a_chunked_page_that_is_slow_but_within_the_timeout_is_read_whole(page):
+    page.queue("/slow", Reply(mode="raw", content_type="text/plain",
+                              headers={"Transfer-Encoding": "chunked"},
+                              chunks=[b"5\r\nhello\r\n"] + [(b"0", 0.02)] * 10
+                              + [b"6\r\n world\r\n0\r\n\r\n"]))
+    out = WebFetch(allow_private=True, timeout=5).run({"url": page.url + "/slow"}, ctx())
+    assert out.endswith("\n\nhello world")
+
+
 # -- the allowed path, for real, inside a private network namespace --------------------------
 
 

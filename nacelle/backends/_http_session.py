@@ -1,0 +1,170 @@
+"""The ``requests`` sessions of the model transport, wired so that a request in
+flight can be cut off from outside: at its time limit, at the run's deadline, or the
+moment the run is cancelled from another thread.
+
+Why a socket timeout is not enough: it bounds one ``recv``. A server or proxy that
+sends its status line and headers one byte at a time, each byte inside the timeout,
+keeps ``http.client`` reading the head for as long as it likes. So each request is
+an :class:`InFlight` holding a :class:`~nacelle.read_limits.Cutoff` of its
+connection's socket, armed twice, each time capped by the run's deadline:
+
+1. when the request starts: connecting and sending within ``connect + read``
+   seconds ("send");
+2. when the request has been sent: the whole response head — status line and every
+   header — within ``read`` seconds ("head"). For a JSON answer the body is read
+   inside the same limit.
+
+A cancel callback cuts it at once ("cancelled"), and a cut made while the
+connection had no socket yet is carried out as soon as it has one. ``InFlight.cause``
+then tells the transport which error to raise.
+
+How it finds the socket: the session's urllib3 pools (those of a proxy from the
+environment too) note which connection this thread's request took, and their
+connections say when the request has gone out (``getresponse``). The same works on
+urllib3 1.26 and 2.x. One gap: urllib3 1.26 gives a TLS connection its socket only
+after the handshake, so there a handshake is bounded per read by the connect timeout
+alone; 2.x exposes the socket while it shakes hands, and the cutoff reaches it.
+
+Outer ring: imports ``requests``, ``urllib3``, the standard library and
+``nacelle.read_limits``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any, Dict, Optional
+
+import requests
+import urllib3
+from requests.adapters import HTTPAdapter
+
+from ..read_limits import Cutoff
+
+__all__ = ["InFlight", "new_session"]
+
+_current = threading.local()  # .flight: the InFlight of this thread's request, if any
+
+
+class InFlight:
+    """One request on its way; ``with`` it around the call that sends it.
+
+    ``deadline`` is the run's, in ``time.monotonic()`` seconds, or None.
+    """
+
+    __slots__ = ("conn", "cutoff", "_connect", "_read", "_deadline")
+
+    def __init__(self, connect: float, read: float, deadline: Optional[float]) -> None:
+        self.conn: Any = None
+        self.cutoff = Cutoff(self._socket)
+        self._connect = connect
+        self._read = read
+        self._deadline = deadline
+
+    @property
+    def cause(self) -> Optional[str]:
+        """What cut the request off ("send", "head", "deadline", "cancelled"), or None."""
+        return self.cutoff.cause
+
+    def cancel(self) -> None:
+        """Cut the request off now (the run's cancel callback)."""
+        self.cutoff.cut("cancelled")
+
+    def __enter__(self) -> "InFlight":
+        self._arm(self._connect + self._read, "send")
+        _current.flight = self
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        _current.flight = None
+        self.cutoff.disarm()
+
+    def _socket(self) -> Any:
+        return getattr(self.conn, "sock", None)
+
+    def _arm(self, seconds: float, cause: str) -> None:
+        at = time.monotonic() + seconds
+        if self._deadline is not None and self._deadline <= at:
+            at, cause = self._deadline, "deadline"
+        self.cutoff.arm(at, cause)
+
+    def _taken(self, conn: Any) -> None:
+        self.conn = conn
+        self.cutoff.enforce()
+
+    def _sent(self) -> None:
+        self.cutoff.enforce()  # a cut made before the socket existed
+        if self.cutoff.cause is None:
+            self._arm(self._read, "head")
+
+
+_WATCHED: Dict[Any, Any] = {}
+
+
+def _watched(pool_class: Any) -> Any:
+    """``pool_class`` whose connections tell this thread's :class:`InFlight` when
+    they are taken and when their request has been sent."""
+    if getattr(pool_class, "_nacelle_watched", False):
+        return pool_class
+    watched = _WATCHED.get(pool_class)
+    if watched is not None:
+        return watched
+    base = pool_class.ConnectionCls
+    namespace: Dict[str, Any] = {"_nacelle_watched": True}
+    if hasattr(base, "getresponse"):  # not urllib3's stand-in for a missing ssl module
+        class Connection(base):  # type: ignore[misc, valid-type]
+            def getresponse(self, *args: Any, **kwargs: Any) -> Any:
+                flight = getattr(_current, "flight", None)
+                if flight is not None:
+                    flight._sent()
+                return super().getresponse(*args, **kwargs)
+
+        Connection.__name__ = Connection.__qualname__ = "Watched" + base.__name__
+        namespace["ConnectionCls"] = Connection
+
+    def _get_conn(self: Any, timeout: Optional[float] = None) -> Any:
+        conn = pool_class._get_conn(self, timeout)
+        flight = getattr(_current, "flight", None)
+        if flight is not None:
+            flight._taken(conn)
+        return conn
+
+    namespace["_get_conn"] = _get_conn
+    watched = _WATCHED[pool_class] = type("Watched" + pool_class.__name__, (pool_class,), namespace)
+    return watched
+
+
+class _Adapter(HTTPAdapter):
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {
+            "http": _watched(urllib3.HTTPConnectionPool),
+            "https": _watched(urllib3.HTTPSConnectionPool),
+        }
+
+    def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
+        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
+        manager.pool_classes_by_scheme = {
+            scheme: _watched(pool) for scheme, pool in manager.pool_classes_by_scheme.items()}
+        return manager
+
+
+def new_session(base_url: str) -> requests.Session:
+    """A session for the one host ``base_url`` names, its pools watched."""
+    session = requests.Session()
+    adapter = _Adapter()  # urllib3 retries nothing: the transport's rule is the one rule
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    # The environment is read once, here, for the one host this session talks to:
+    # with trust_env on, requests scans os.environ for proxies on every request
+    # (about a millisecond each, most of our time to the first byte on loopback).
+    # Proxies (HTTP(S)_PROXY, ALL_PROXY, NO_PROXY) and a CA bundle named by
+    # REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE are honoured as requests would; a .netrc
+    # is not, since its credentials have no business beside an API key.
+    session.proxies.update(requests.utils.get_environ_proxies(base_url))
+    bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+    if bundle:
+        session.verify = bundle
+    session.trust_env = False
+    return session

@@ -1,0 +1,155 @@
+"""The limits nacelle holds a peer to while it reads an HTTP response it does not
+control: a time limit on the whole of a blocking read (:class:`Cutoff`, served by
+one watchdog thread). The model transport and ``web_fetch`` both use it.
+
+A socket timeout bounds one ``recv``, not a response: a peer that sends its status
+line, its headers or a chunk-size line one byte at a time, each byte just inside the
+timeout, keeps ``http.client``'s ``readline`` going for as long as it likes — past
+the read timeout, the run's deadline and a cancellation. A :class:`Cutoff` bounds
+the whole of a blocking read instead: ``arm(at, cause)`` before it, ``disarm()``
+after, and if ``at`` comes first the socket is shut down (``SHUT_RDWR``), which wakes
+a thread blocked in ``recv`` at once (closing the socket would not). ``disarm()``
+returns the cause, so the code that owns the socket raises the error the cause
+deserves. ``cut(cause)`` does the same at once, for a cancel callback. The socket is
+looked up when the cutoff acts, and :meth:`Cutoff.enforce` acts again later, so a
+connection whose socket did not exist yet when its time ran out (it was still
+connecting) is shut down as soon as it does.
+
+One daemon thread serves every cutoff of the process. It is started by the first
+``arm``, sleeps until the earliest armed deadline, and is woken early only when an
+earlier one is armed. Arming and disarming cost a lock and a dict operation, cheap
+enough around every read of a stream. A cutoff acts under the watchdog's lock, so
+once ``disarm()`` has returned it can no longer act. After a fork the child starts
+its own thread on its first ``arm``.
+
+Core module: imports the standard library only.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import socket
+import threading
+import time
+from typing import Callable, Dict, Optional
+
+__all__ = ["Cutoff"]
+
+log = logging.getLogger(__name__)
+
+
+class Cutoff:
+    """A time limit on the blocking reads of one socket, and a way to stop them now.
+
+    ``find`` returns the socket when the cutoff acts (None if there is none yet).
+    Causes are short words chosen by the caller ("timeout", "deadline",
+    "cancelled"...); the first one to act is the one kept.
+    """
+
+    __slots__ = ("_find", "_cause", "_armed_cause", "_lock")
+
+    def __init__(self, find: Callable[[], Optional[socket.socket]]) -> None:
+        self._find = find
+        self._cause: Optional[str] = None
+        self._armed_cause = ""
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<Cutoff {'cut: ' + self._cause if self._cause else 'not cut'}>"
+
+    @property
+    def cause(self) -> Optional[str]:
+        """What cut the socket, or None while it has not been cut."""
+        return self._cause
+
+    def arm(self, at: float, cause: str) -> None:
+        """Shut the socket down at ``at`` (``time.monotonic()`` seconds) for ``cause``,
+        unless :meth:`disarm` comes first. Arming again moves the limit."""
+        self._armed_cause = cause
+        _WATCHDOG.arm(self, at)
+
+    def disarm(self) -> Optional[str]:
+        """Cancel the limit; returns the cause if the socket was cut meanwhile."""
+        _WATCHDOG.disarm(self)
+        return self._cause
+
+    def cut(self, cause: str) -> None:
+        """Shut the socket down now (a cancel callback); the first cause is kept."""
+        with self._lock:
+            if self._cause is None:
+                self._cause = cause
+        self._shutdown()
+
+    def enforce(self) -> None:
+        """If the socket was cut, shut down the socket there is now: one made after
+        the limit passed (the connection was still being opened) is cut too."""
+        if self._cause is not None:
+            self._shutdown()
+
+    def _expire(self) -> None:
+        log.debug("cutting a socket off: %s", self._armed_cause)
+        self.cut(self._armed_cause)
+
+    def _shutdown(self) -> None:
+        sock = self._find()
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed: nothing is blocked on it
+
+
+class _Watchdog:
+    """The thread that acts for every armed :class:`Cutoff` when its time comes."""
+
+    def __init__(self) -> None:
+        self._reset()
+        self._fork_hook = False
+
+    def _reset(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._armed: Dict[Cutoff, float] = {}
+        self._wake = math.inf  # when the thread will look next
+        self._thread: Optional[threading.Thread] = None
+
+    def arm(self, cutoff: Cutoff, at: float) -> None:
+        with self._cond:
+            self._armed[cutoff] = at
+            if self._thread is None or not self._thread.is_alive():
+                self._start()
+            elif at < self._wake:
+                self._cond.notify()
+
+    def disarm(self, cutoff: Cutoff) -> None:
+        with self._cond:
+            self._armed.pop(cutoff, None)
+
+    def _start(self) -> None:
+        if not self._fork_hook and hasattr(os, "register_at_fork"):
+            # The child of a fork has no watchdog thread, and this lock may have been
+            # held by it at the fork: the child starts afresh.
+            os.register_at_fork(after_in_child=self._reset)
+            self._fork_hook = True
+        self._wake = -math.inf  # until the new thread has looked
+        self._thread = threading.Thread(target=self._run, name="nacelle-watchdog", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                for cutoff in [c for c, at in self._armed.items() if at <= now]:
+                    del self._armed[cutoff]
+                    try:  # under the lock: a cutoff disarmed before this never acts
+                        cutoff._expire()
+                    except Exception:  # noqa: BLE001 - the watchdog must outlive a bad socket
+                        log.debug("a cutoff failed to act", exc_info=True)
+                self._wake = min(self._armed.values(), default=math.inf)
+                # An hour at most: a wait longer than threading.TIMEOUT_MAX would raise.
+                wait = None if self._wake == math.inf else min(max(self._wake - now, 0.0), 3600.0)
+                self._cond.wait(wait)
+
+
+_WATCHDOG = _Watchdog()
