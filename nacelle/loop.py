@@ -112,11 +112,15 @@ class _Run:
         self.iterations = 0
         self.calls_run = 0
         self.current: Optional[Round] = None
+        # Server-side calls announced and not yet answered, by id: a provider that
+        # paused mid-call answers in a later turn, and a run that ends first closes them.
+        self.server_open: Dict[str, ToolEvent] = {}
 
     def events(self) -> Iterator[Event]:
         unregister = self.ctx.on_cancel(self._wake)
         try:
             final = yield from self._turns()
+            yield from self._close_server_calls()
             yield Event(_DONE, usage=self.total, stop=final, messages=tuple(self.conversation))
         finally:
             unregister()
@@ -164,8 +168,11 @@ class _Run:
         try:
             for item in stream:
                 if type(item) is Event:
-                    if item.kind is _THINKING and not show_thinking:
+                    kind = item.kind
+                    if kind is _THINKING and not show_thinking:
                         continue
+                    if kind is _TOOL_CALL or kind is _TOOL_RESULT:
+                        self._note_server_call(item)
                     yield item
                 elif type(item) is TurnEnd:
                     return item
@@ -183,6 +190,24 @@ class _Run:
             if close is not None:
                 close()
         raise StreamError(f"backend {backend!r} ended a turn without its TurnEnd")
+
+    def _note_server_call(self, event: Event) -> None:
+        tool = event.tool
+        if tool is None or not tool.server:
+            return
+        if event.kind is _TOOL_CALL:
+            self.server_open[tool.id] = tool
+        else:
+            self.server_open.pop(tool.id, None)
+
+    def _close_server_calls(self) -> Iterator[Event]:
+        """Close the server-side calls the run ends with unanswered (a paused turn
+        at the iteration cap), so every TOOL_CALL a consumer saw has its result."""
+        for tool in self.server_open.values():
+            yield Event(_TOOL_RESULT, tool=ToolEvent(
+                tool.id, tool.index, tool.name, tool.input, server=tool.server,
+                error="not finished: the run ended before the server answered this call"))
+        self.server_open.clear()
 
     def _record(self, end: TurnEnd) -> Generator[Event, None, List[ToolCall]]:
         """Record the turn's message, announce its local calls and the TURN; return the

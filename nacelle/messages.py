@@ -237,8 +237,8 @@ def _provider_block_ids(data: str) -> Optional[Tuple[str, str]]:
     if "tool_use" not in data and '"id"' not in data:
         return None
     try:
-        block = json.loads(data)
-    except (ValueError, RecursionError):
+        block = parse_json(data)
+    except ValueError:
         return None
     if not isinstance(block, dict):
         return None

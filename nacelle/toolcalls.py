@@ -401,7 +401,9 @@ class Round:
         asked at once, so they are all due at once)."""
         message = f"timed out after {self.timeout:g} s"
         for call in self.calls:
-            duration = now - call.started if call.started is not None else 0.0
+            # The timeout bounds the model's wait, so that is what a timed-out call's
+            # duration says: never less than the timeout it names.
+            duration = now - self.asked if call.started is not None else 0.0
             if self.sink.report(closing(call.call, call.index, message, duration)):
                 log.debug("call %s of %s %s%s", call.call.id, call.call.name, message,
                           "; its thread is abandoned and its late result will be dropped"

@@ -218,6 +218,17 @@ def test_a_paused_turn_is_sent_back_as_is_and_the_server_continues(server):
     assert events[-1].stop is Stop.END
 
 
+def test_a_paused_server_call_is_closed_when_the_iteration_cap_ends_the_run(server):
+    server.queue(PATH, sse("pause_turn.sse"))
+    events = run(make(server), Request("sys", messages=(user_text("news?"),), max_iterations=1))
+    kinds = [e.kind for e in events]
+    assert kinds == [Kind.TEXT, Kind.TOOL_CALL, Kind.TURN, Kind.TOOL_RESULT, Kind.DONE]
+    call, result = events[1].tool, events[3].tool
+    assert (result.id, result.server) == (call.id, "anthropic")
+    assert result.error == "not finished: the run ended before the server answered this call"
+    assert events[-1].stop is Stop.ITERATIONS
+
+
 # -- HTTP errors and retries ------------------------------------------------------------
 
 def overloaded():
