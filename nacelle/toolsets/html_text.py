@@ -15,18 +15,38 @@ first 2 KB, then UTF-8 if the bytes are valid UTF-8, else windows-1252. Like the
 encoding standard, ``iso-8859-1`` and ``us-ascii`` labels decode as windows-1252.
 
 Built on ``html.parser`` (no third-party parser), which tolerates the broken markup of
-real pages without building a tree. Outer ring: imports the standard library only.
+real pages without building a tree. A hostile page costs time and memory in proportion
+to its size, never its square. Nesting shows to :data:`MAX_NESTING` levels (indentation
+and quote markers together), so no line's prefix grows with the page. A link opened
+inside a link closes the first, as browsers do, and a dropped element is tracked by its
+tag and a count, so no per-tag work grows with the nesting. A URL longer than
+:data:`MAX_URL_CHARS` is left out (the link keeps its text), so one long ``<base href>``
+is not copied into every link. Openings that can never close — a ``<`` with no ``>``
+after it, a ``<!--`` with no comment end after it — become text before parsing, since
+``html.parser`` before Python 3.13.4 rescans the rest of the page from each; ``<![`` is
+always text (browsers read it as a bogus comment outside SVG and MathML, which are
+dropped, and ``html.parser`` raises on a malformed one). Lines are finished as they are
+written (:mod:`nacelle.toolsets.text_lines`).
+
+Outer ring: imports the standard library and the sibling ``text_lines`` module.
 """
 
 from __future__ import annotations
 
 import codecs
 import re
+from html import parser as _html_parser
 from html.parser import HTMLParser
 from typing import Dict, List, Optional, Tuple
 from urllib.parse import urljoin, urlsplit
 
+from .text_lines import TextLines
+
 __all__ = ["decode_html", "decode_text", "html_to_text"]
+
+MAX_NESTING = 6
+MAX_URL_CHARS = 2048
+MAX_TRACKED_LISTS = 100  # deeper lists are "- " lists: an entry costs more than "<ol>"
 
 _DROP = frozenset({
     "script", "style", "noscript", "template", "svg", "math", "canvas", "iframe",
@@ -46,6 +66,8 @@ _WINDOWS_1252_ALIASES = frozenset({"iso-8859-1", "iso8859-1", "latin1", "latin-1
                                    "us-ascii", "ascii", "iso_8859-1", "cp819"})
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
 _SPACE = re.compile(r"[ \t\n\r\f\v]+")
+# The running parser's own comment end: unclosed means what it would rescan for.
+_COMMENT_END = getattr(_html_parser, "commentclose", None) or re.compile(r"--!?\s*>")
 
 
 def _codec(label: Optional[str]) -> Optional[str]:
@@ -94,19 +116,42 @@ def decode_html(data: bytes, charset: Optional[str] = None) -> str:
     return decode_text(data, charset)
 
 
+def _defuse(page: str) -> str:
+    """``page`` with the openings that can never close written as text (see above)."""
+    if "<![" in page:
+        page = page.replace("<![", "&lt;![")
+    end = page.rfind(">") + 1
+    if page.find("<", end) >= 0:
+        page = page[:end] + page[end:].replace("<", "&lt;")
+    last_end = max((m.start() for m in _COMMENT_END.finditer(page)), default=-1)
+    # A comment opened at i is closed only by an end that starts at i + 4 or later.
+    cut = max(0, last_end - 3)
+    if page.find("<!--", cut) >= 0:
+        page = page[:cut] + page[cut:].replace("<!--", "&lt;!--")
+    return page
+
+
+def _list_start(value: Optional[str]) -> int:
+    """An ``<ol start>``: up to six ASCII digits, else 1 (``int`` refuses long numbers)."""
+    value = (value or "").strip()
+    return int(value) if value.isascii() and value.isdigit() and len(value) <= 6 else 1
+
+
 class _Converter(HTMLParser):
     def __init__(self, base_url: str) -> None:
         super().__init__(convert_charrefs=True)
-        self.base = base_url
-        self.out: List[str] = []
+        self.base = base_url if len(base_url) <= MAX_URL_CHARS else ""
+        self.out = TextLines()
         self.title: List[str] = []
         self.in_title = False
-        self.dropping: List[str] = []  # open tags inside a dropped element
+        self.dropping = ""  # the tag of the dropped element we are inside, if any
+        self.drop_depth = 0  # how many elements of that tag are open
         self.pending = 0  # newlines owed before the next text
         self.fresh = True  # at the start of a line, after any prefix or list marker
         self.quote = 0
-        self.lists: List[List] = []  # [ordered, next number] per open list
-        self.links: List[Dict] = []
+        self.list_depth = 0
+        self.lists: List[List] = []  # [ordered, next number] per open list, the outer ones
+        self.links: List[Dict] = []  # the open link, if any: links do not nest
         self.pre = 0
         self.pre_fresh = False
         self.fence_open = False
@@ -117,20 +162,21 @@ class _Converter(HTMLParser):
     # -- output ---------------------------------------------------------------------
 
     def _prefix(self, item: bool = False) -> str:
-        depth = len(self.lists) - (1 if item else 0)
-        return "> " * self.quote + "  " * max(0, depth)
+        quote = min(self.quote, MAX_NESTING)
+        depth = min(self.list_depth - (1 if item else 0), MAX_NESTING - quote)
+        return "> " * quote + "  " * max(0, depth)
 
     def _break(self, n: int) -> None:
         if self.links:
             n = 0  # a block inside a link would tear the link apart
-        if self.out and not self.fresh and n > self.pending:
+        if self.out.written and not self.fresh and n > self.pending:
             self.pending = n
 
     def _flush(self, item: bool = False) -> None:
         if self.pending:
             prefix = self._prefix(item)
             blank = "\n" + self._prefix().rstrip()
-            self.out.append(blank * (self.pending - 1) + "\n" + prefix)
+            self.out.write(blank * (self.pending - 1) + "\n" + prefix)
             self.pending = 0
             self.fresh = True
 
@@ -140,27 +186,36 @@ class _Converter(HTMLParser):
         self._flush()
         for link in self.links:
             if not link["opened"]:
-                self.out.append("[")
+                self.out.write("[")
                 link["opened"] = True
                 text = text.lstrip(" ")
                 if not text:
                     return
-        self.out.append(text)
+        self.out.write(text)
         self.fresh = marker
 
-    def _last_char(self) -> str:
-        return self.out[-1][-1:] if self.out else "\n"
+    def _close_link(self) -> None:
+        link = self.links.pop()
+        if link["opened"] and link["href"]:
+            trailing = self.out.trim_spaces()
+            self.out.write(f"]({link['href']})")
+            if trailing:
+                self.out.write(" ")
 
     # -- parser callbacks -----------------------------------------------------------
 
     def handle_starttag(self, tag: str, attrs) -> None:
         a = dict(attrs)
         if self.dropping or tag in _DROP or ("hidden" in a and tag not in _VOID):
-            if tag not in _VOID:
-                self.dropping.append(tag)
+            if not self.dropping and tag not in _VOID:
+                self.dropping, self.drop_depth = tag, 1
+            elif tag == self.dropping:
+                self.drop_depth += 1
             return
         if tag == "base" and a.get("href"):
-            self.base = urljoin(self.base, a["href"])
+            base = urljoin(self.base, a["href"])
+            if len(base) <= MAX_URL_CHARS:
+                self.base = base
         elif tag == "title":
             self.in_title = True
         elif self.pre:
@@ -172,13 +227,14 @@ class _Converter(HTMLParser):
         elif tag in _BLOCK:
             self._break(2)
         elif tag in ("ul", "ol", "menu"):
-            self._break(1 if self.lists else 2)
-            start = (a.get("start") or "1").strip()
-            self.lists.append([tag == "ol", int(start) if start.isdigit() else 1])
+            self._break(1 if self.list_depth else 2)
+            self.list_depth += 1
+            if self.list_depth <= MAX_TRACKED_LISTS:
+                self.lists.append([tag == "ol", _list_start(a.get("start"))])
         elif tag == "li":
             self._break(1)
             marker = "- "
-            if self.lists and self.lists[-1][0]:
+            if self.lists and self.list_depth == len(self.lists) and self.lists[-1][0]:
                 marker = f"{self.lists[-1][1]}. "
                 self.lists[-1][1] += 1
             self._flush(item=True)
@@ -187,14 +243,15 @@ class _Converter(HTMLParser):
             self._break(2)
             self._flush()
             self.quote += 1
-            self._write("> ", marker=True)
+            if self.quote <= MAX_NESTING:
+                self._write("> ", marker=True)
         elif tag == "pre":
             self._break(2)
             self.pre += 1
             self.pre_fresh = True
             self.fence_lang = _language(a.get("class") or "")
         elif tag == "br":
-            self.out.append("\n" + self._prefix())
+            self.out.write("\n" + self._prefix())
             self.fresh = True
         elif tag == "hr":
             self._break(2)
@@ -212,6 +269,8 @@ class _Converter(HTMLParser):
             if tag == "dd":
                 self._write("  ")
         elif tag == "a":
+            if self.links:
+                self._close_link()
             href = self._url(a.get("href"))
             # A link that goes nowhere useful (a fragment, javascript:) is just its text.
             self.links.append({"href": href, "opened": not href})
@@ -235,9 +294,10 @@ class _Converter(HTMLParser):
 
     def handle_endtag(self, tag: str) -> None:
         if self.dropping:
-            if tag in self.dropping:
-                while self.dropping.pop() != tag:
-                    pass
+            if tag == self.dropping:
+                self.drop_depth -= 1
+                if not self.drop_depth:
+                    self.dropping = ""
             return
         if tag == "title":
             self.in_title = False
@@ -245,10 +305,11 @@ class _Converter(HTMLParser):
             if tag == "pre":
                 self.pre -= 1
                 if self.fence_open:
-                    if not self.out[-1].endswith("\n"):
-                        self.out.append("\n")
-                    self.out.append(self._prefix() + "```")
+                    if self.out.last != "\n":
+                        self.out.write("\n")
+                    self.out.write(self._prefix() + "```")
                     self.fence_open = False
+                    self.out.verbatim = False
                 self.fence_lang = ""
                 self._break(2)
         elif tag in _HEADINGS or tag in _BLOCK:
@@ -257,19 +318,15 @@ class _Converter(HTMLParser):
             self.quote = max(0, self.quote - 1)
             self._break(2)
         elif tag in ("ul", "ol", "menu"):
-            if self.lists:
-                self.lists.pop()
-            self._break(1 if self.lists else 2)
+            if self.list_depth:
+                if len(self.lists) == self.list_depth:
+                    self.lists.pop()
+                self.list_depth -= 1
+            self._break(1 if self.list_depth else 2)
         elif tag in ("li", "tr", "dt", "dd"):
             self._break(1)
         elif tag == "a" and self.links:
-            link = self.links.pop()
-            if link["opened"] and link["href"]:
-                trailing = self.out[-1] != self.out[-1].rstrip(" ")
-                self.out[-1] = self.out[-1].rstrip(" ")
-                self.out.append(f"]({link['href']})")
-                if trailing:
-                    self.out.append(" ")
+            self._close_link()
         elif tag == "code" and self.code:
             self.code -= 1
             self._write("`")
@@ -294,11 +351,12 @@ class _Converter(HTMLParser):
             if not self.fence_open:
                 self._write("```" + self.fence_lang + "\n" + self._prefix())
                 self.fence_open = True
+                self.out.verbatim = True
             prefix = self._prefix()
-            self.out.append(data.replace("\n", "\n" + prefix) if prefix else data)
+            self.out.write(data.replace("\n", "\n" + prefix) if prefix else data)
             return
         text = _SPACE.sub(" ", data)
-        if self.pending or self._last_char() in (" ", "\n", ""):
+        if self.pending or self.out.last in (" ", "\n"):
             text = text.lstrip(" ")
         self._write(text)
 
@@ -306,21 +364,16 @@ class _Converter(HTMLParser):
         href = (href or "").strip()
         if not href or href.startswith("#"):
             return ""
+        if len(href) > MAX_URL_CHARS:
+            return ""
         url = urljoin(self.base, href)
-        if urlsplit(url).scheme.lower() in ("javascript", "data", "vbscript"):
+        if len(url) > MAX_URL_CHARS or urlsplit(url).scheme.lower() in (
+                "javascript", "data", "vbscript"):
             return ""
         return url
 
     def result(self) -> str:
-        text = "\n".join(line.rstrip() for line in "".join(self.out).split("\n"))
-        text = _squeeze(text).strip("\n")
-        return text + "\n" if text else ""
-
-
-def _squeeze(text: str) -> str:
-    """Collapse runs of blank lines outside fenced code, keeping code verbatim."""
-    parts = re.split(r"(^```.*?^\s*```$)", text, flags=re.M | re.S)
-    return "".join(p if i % 2 else re.sub(r"\n{3,}", "\n\n", p) for i, p in enumerate(parts))
+        return self.out.text()
 
 
 def _language(classes: str) -> str:
@@ -338,7 +391,8 @@ def html_to_text(html: str, base_url: str = "") -> Tuple[str, str]:
     ``base_url`` (or the page's ``<base href>``).
     """
     converter = _Converter(base_url)
-    converter.feed(html)
+    # One feed: html.parser rescans whatever it holds back between feeds.
+    converter.feed(_defuse(html))
     converter.close()
     title = _SPACE.sub(" ", "".join(converter.title)).strip()
     return title, converter.result()

@@ -1,9 +1,12 @@
 """HTML to readable text, and charset detection: golden files and one rule per test."""
 
+import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
 
+from nacelle.toolsets import html_text
 from nacelle.toolsets.html_text import decode_html, decode_text, html_to_text
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "web"
@@ -95,3 +98,115 @@ def test_an_http_equiv_charset_is_honoured():
 def test_the_header_charset_beats_the_meta_charset():
     page = '<meta charset="windows-1251"><p>café</p>'.encode("utf-8")
     assert "café" in decode_html(page, "utf-8")
+
+
+# -- hostile pages: linear time, bounded memory ------------------------------------------
+
+PAGE_BYTES = 5 * 2**20
+
+
+def peak_memory_of_converting(page):
+    """The largest amount of memory the conversion held at once, in bytes."""
+    tracemalloc.start()
+    try:
+        html_to_text(page, "https://site.test/dir/page.html")
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def repeated(unit, size=PAGE_BYTES):
+    return unit * (size // len(unit))
+
+
+def test_a_five_megabyte_page_of_nested_lists_converts_in_memory_linear_in_the_page():
+    page = repeated("<ul><li>item ")  # every list nested in the one before, never closed
+    peak = peak_memory_of_converting(page)
+    assert peak < 10 * len(page), f"peak {peak / len(page):.1f}x the page"
+
+
+@pytest.mark.parametrize("unit", [
+    "<ol><li>x<div>y",  # lists and blocks interleaved
+    "<blockquote><ul><li>x",  # quotes and lists
+    '<a href="' + "p" * 100 + '">x</a>',  # long links
+], ids=["lists-and-blocks", "quotes-and-lists", "long-links"])
+def test_nested_blocks_and_long_links_convert_in_memory_linear_in_the_page(unit):
+    page = repeated(unit, 2**18)
+    peak = peak_memory_of_converting(page)
+    assert peak < 10 * len(page), f"peak {peak / len(page):.1f}x the page"
+
+
+def test_indentation_stops_growing_at_the_nesting_cap():
+    body = text("<ul><li>0" + "".join(f"<ul><li>{n}" for n in range(1, 12)))
+    lines = body.splitlines()
+    assert lines[:3] == ["- 0", "  - 1", "    - 2"]
+    indents = [len(line) - len(line.lstrip(" ")) for line in lines]
+    assert max(indents) == 2 * html_text.MAX_NESTING
+    assert lines[-1] == " " * (2 * html_text.MAX_NESTING) + "- 11"
+
+
+def test_quote_markers_stop_growing_at_the_nesting_cap():
+    body = text("<blockquote>" * 20 + "deep")
+    assert body == "> " * html_text.MAX_NESTING + "deep\n"
+
+
+@pytest.mark.parametrize("unit", [
+    "<a ",  # start tags that never end
+    "</a ",  # end tags that never end
+    "<!-- ",  # comments that never end
+    "<!-- > ",  # comments that never end, with a '>' after each
+    "<?x ",  # processing instructions that never end
+    "<![ ",  # marked sections that are not
+    '<a href="/x">t',  # links opened inside links
+    "<p>```x</p>",  # text that looks like a code fence
+    "<svg><g></b>",  # nesting inside a dropped element, and stray end tags
+    "<ol start=999999999><li>",  # numbered items
+    "<table><tr><td>a<td>b",  # cells
+    "<br>",  # line breaks
+], ids=["start-tags", "end-tags", "comments", "comments-with-gt", "pis", "marked-sections",
+        "nested-links", "fences", "dropped", "numbered", "cells", "breaks"])
+def test_a_page_of_unclosed_constructs_converts_in_linear_time(unit):
+    small, large = repeated(unit, 2**18), repeated(unit, 2**20)
+    started = time.monotonic()
+    html_to_text(small, "https://site.test/")
+    small_seconds = time.monotonic() - started
+    started = time.monotonic()
+    html_to_text(large, "https://site.test/")
+    large_seconds = time.monotonic() - started
+    # Four times the page may take four times as long; a square law would take sixteen.
+    assert large_seconds < 30
+    assert large_seconds < max(0.5, 10 * small_seconds), (small_seconds, large_seconds)
+
+
+def test_a_marked_section_that_is_not_one_is_text_not_a_crash():
+    assert text("<p>a<![ x</p><p>b</p>") == "a<![ x\n\nb\n"
+
+
+def test_an_unclosed_start_tag_at_the_end_of_the_page_is_text():
+    assert text("<p>x</p><a <a b") == "x\n\n<a <a b\n"
+
+
+def test_a_link_opened_inside_a_link_closes_the_first():
+    assert text('<a href="/1">one <a href="/2">two</a> three</a>') == (
+        "[one](https://site.test/1) [two](https://site.test/2) three\n")
+
+
+def test_an_ordered_list_start_that_is_not_a_small_number_counts_from_one():
+    assert text('<ol start="²"><li>a</li></ol>') == "1. a\n"
+    assert text(f'<ol start="{"9" * 5000}"><li>a</li></ol>') == "1. a\n"
+    assert text('<ol start="12"><li>a</li></ol>') == "12. a\n"
+
+
+def test_a_url_longer_than_the_cap_leaves_only_the_link_text():
+    long = "/" + "p" * html_text.MAX_URL_CHARS
+    assert text(f'<a href="{long}">far</a> <img alt="pic" src="{long}">') == "far ![pic]\n"
+
+
+def test_a_base_href_longer_than_the_cap_is_ignored():
+    long = "https://cdn.test/" + "p" * html_text.MAX_URL_CHARS + "/"
+    assert text(f'<base href="{long}"><a href="b">b</a>') == "[b](https://site.test/dir/b)\n"
+
+
+def test_blank_lines_inside_a_fenced_block_in_a_list_are_kept():
+    body = text("<ul><li>code:<pre>a\n\n\n\nb</pre></li></ul>")
+    assert body == "- code:\n\n  ```\n  a\n\n\n\n  b\n  ```\n"
