@@ -40,7 +40,7 @@ Leaf module: imports the standard library only.
 
 from __future__ import annotations
 
-from typing import Optional, TypeVar
+from typing import Any, Optional, Tuple, TypeVar
 
 __all__ = [
     "APIError",
@@ -95,7 +95,7 @@ class Unsupported(NacelleError):
             message += f"; {hint}"
         super().__init__(message)
 
-    def __reduce__(self):  # keep pickling working with the keyword-free signature
+    def __reduce__(self) -> Tuple[Any, ...]:  # keep pickling working with the keyword-free signature
         return (type(self), (self.backend, self.feature, self.hint))
 
 
@@ -131,7 +131,7 @@ class APIError(NacelleError):
             text += f" (request id {request_id})"
         super().__init__(text)
 
-    def __reduce__(self):
+    def __reduce__(self) -> Tuple[Any, ...]:
         return (
             _rebuild_api_error,
             (self.status, self.type, self.message, self.request_id, self.retry_after,
@@ -139,7 +139,8 @@ class APIError(NacelleError):
         )
 
 
-def _rebuild_api_error(status, type, message, request_id, retry_after, retryable):
+def _rebuild_api_error(status: int, type: str, message: str, request_id: str,
+                       retry_after: Optional[float], retryable: Optional[bool]) -> "APIError":
     return APIError(status, type, message, request_id, retry_after, retryable=retryable)
 
 

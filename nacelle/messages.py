@@ -25,7 +25,7 @@ from __future__ import annotations
 import enum
 import json
 from dataclasses import dataclass
-from typing import Any, Iterable, List, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Type, Union
 
 from .errors import ConversationError
 from .events import Stop
@@ -249,7 +249,7 @@ def _provider_block_ids(data: str) -> Optional[Tuple[str, str]]:
 
 # -- JSON ------------------------------------------------------------------------
 
-def _part_to_json(part: Part) -> dict:
+def _part_to_json(part: Part) -> Dict[str, Any]:
     if isinstance(part, Text):
         return {"type": "text", "text": part.text}
     if isinstance(part, Image):
@@ -282,7 +282,7 @@ def dumps(conversation: Iterable[Message]) -> str:
 
 
 # type name -> (class, {field: (python type, required)})
-_SCHEMA = {
+_SCHEMA: Dict[str, Tuple[Type[Any], Dict[str, Tuple[type, bool]]]] = {
     "text": (Text, {"text": (str, True)}),
     "image": (Image, {"media_type": (str, True), "data": (str, True)}),
     "reasoning": (Reasoning, {"text": (str, True), "state": (str, False),
@@ -303,7 +303,7 @@ def _part_from_json(raw: Any, path: str) -> Part:
     if not isinstance(kind, str) or kind not in _SCHEMA:  # a list is unhashable
         raise ConversationError(f"{path}.type: unknown part type {_quoted(kind)}")
     cls, fields = _SCHEMA[kind]
-    values = {}
+    values: Dict[str, Any] = {}
     for key, value in raw.items():
         if key == "type":
             continue
@@ -324,7 +324,8 @@ def _part_from_json(raw: Any, path: str) -> Part:
         except ValueError:
             raise ConversationError(
                 f"{path}.stop: unknown stop {_quoted(values['stop'])}") from None
-    return cls(**values)
+    part: Part = cls(**values)
+    return part
 
 
 def loads(text: Union[str, bytes]) -> List[Message]:

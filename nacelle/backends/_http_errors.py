@@ -76,7 +76,7 @@ def parse_error(status: int, headers: Mapping[str, str], body: bytes,
         document = parse_json(body.decode("utf-8")) if body.strip() else None
     except ValueError:
         document = None
-    error = document.get("error") if isinstance(document, dict) else None
+    error: Any = document.get("error") if isinstance(document, dict) else None
     if isinstance(error, dict):
         type_ = clean(_text(error.get("type")))
         message = clean(_text(error.get("message")))
@@ -90,7 +90,7 @@ def parse_error(status: int, headers: Mapping[str, str], body: bytes,
                 message += f" ({provider + ': ' if provider else ''}{_shorten(clean(raw))})"
             elif provider:
                 message += f" ({provider})"
-        request_id = _text(document.get("request_id"))
+        request_id = _text(document.get("request_id")) if isinstance(document, dict) else ""
     elif isinstance(error, str):
         message = clean(error)
     elif isinstance(document, dict) and isinstance(document.get("message"), str):
@@ -126,8 +126,8 @@ def retry_delay(headers: Mapping[str, str], retries_done: int,
     """Seconds to wait before retry number ``retries_done + 1``, the SDKs' rule."""
     after = _retry_after({k.lower(): v for k, v in headers.items()})
     if after is not None and 0 < after <= 60:
-        return after
-    return min(0.5 * 2 ** retries_done, 8.0) * (1 - 0.25 * rng())
+        return float(after)
+    return float(min(0.5 * 2 ** retries_done, 8.0) * (1 - 0.25 * rng()))
 
 
 def hint(status: int, *, name: str, base_url: str, path: str, key_variable: str = "",
@@ -176,7 +176,7 @@ def where(url: str) -> str:
     """``host:port`` of ``url`` for messages (``[::1]:port`` for IPv6), no path or query."""
     parts = urlsplit(url)
     try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
+        port: object = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
         port = "?"
     host = parts.hostname or "?"

@@ -60,7 +60,8 @@ from typing import (
 )
 
 from .. import loop
-from ..backend import Capabilities, Request, RunContext, TurnEnd
+from ..backend import Capabilities, Request, TurnEnd
+from ..context import RunContext
 from ..errors import ConfigError, NacelleError, StreamError
 from ..events import Event, _wire_count
 from ..messages import Message, ProviderBlock, Role
@@ -205,7 +206,7 @@ def _beta_header(request: Request) -> Dict[str, str]:
 
 
 def _is_ping(event: Any) -> bool:
-    return event.event == "ping"
+    return bool(event.event == "ping")
 
 
 def _data(sse: SSEEvent, clean: Callable[[str], str]) -> Any:

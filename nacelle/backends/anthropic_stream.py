@@ -77,7 +77,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 from ..backend import TurnEnd
 from ..errors import ConfigError, StreamError, StreamTruncated, transient
 from ..events import Event, Kind, Stop, ToolEvent, Usage, _wire_count
-from ..messages import ProviderBlock, Reasoning, Text, ToolCall
+from ..messages import Part, ProviderBlock, Reasoning, Text, ToolCall
 from ..sse import parse_json
 
 __all__ = ["Accumulator", "Pricing"]
@@ -145,6 +145,7 @@ class Pricing:
 
     def cost(self, usage: Usage) -> float:
         """The dollars ``usage`` costs at these prices."""
+        assert self.cache_read is not None and self.cache_write is not None  # __post_init__
         return (
             usage.input_tokens * self.input
             + usage.output_tokens * self.output
@@ -457,7 +458,7 @@ class Accumulator:
         self._open.clear()
         return events
 
-    def _part(self, block: _Block):
+    def _part(self, block: _Block) -> Optional[Part]:
         if block.type == "text":
             text = "".join(block.text)
             return Text(text) if text else None
@@ -539,7 +540,8 @@ def _content_text(content: Any) -> str:
     ):
         return "".join(b["text"] for b in content)
     if isinstance(content, dict) and isinstance(content.get("error_code"), str):
-        return content["error_code"]
+        code: str = content["error_code"]
+        return code
     return _dumps(content)
 
 

@@ -201,9 +201,9 @@ def _messages(messages: Sequence[Message]) -> List[Dict[str, Any]]:
             out[-1]["content"].extend(content)
         else:
             out.append({"role": role, "content": content})
-    for message in out:
-        content = message["content"]
-        if message["role"] == _USER and len(content) > 1:
+    for entry in out:
+        content = entry["content"]
+        if entry["role"] == _USER and len(content) > 1:
             # The API wants the answers to the previous turn's calls before anything
             # else the user says; sorted() is stable, so each group keeps its order.
             content.sort(key=_not_a_result)
@@ -298,5 +298,6 @@ def _last_cacheable(messages: List[Dict[str, Any]], start: int) -> Optional[Dict
     for i in range(start, -1, -1):
         for block in reversed(messages[i]["content"]):
             if block.get("type") in _CACHEABLE:
-                return block
+                found: Dict[str, Any] = block
+                return found
     return None

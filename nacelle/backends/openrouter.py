@@ -54,7 +54,8 @@ import logging
 from typing import Any, Dict, Iterator, Optional, Tuple, Union
 
 from .. import loop
-from ..backend import Capabilities, Request, RunContext, TurnEnd
+from ..backend import Capabilities, Request, TurnEnd
+from ..context import RunContext
 from ..errors import ConfigError, Unsupported
 from ..events import Event
 from ..messages import Message

@@ -78,7 +78,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..backend import TurnEnd
 from ..errors import StreamError, StreamTruncated, transient
@@ -307,7 +307,7 @@ class Accumulator:
             logger.debug("unknown finish_reason %r mapped to OTHER", self._finish)
         return stop
 
-    def _parts(self, stop: Stop) -> tuple:
+    def _parts(self, stop: Stop) -> Tuple[Part, ...]:
         parts: List[Part] = []
         for what in self._order:
             if what == "text":
