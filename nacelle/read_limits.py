@@ -1,8 +1,9 @@
 """The limits nacelle holds a peer to while it reads an HTTP response it does not
-control: a time limit on the whole of a blocking read (:class:`Cutoff`, served by
-one watchdog thread). The model transport and ``web_fetch`` both use it.
+control: time (:class:`Cutoff`, a limit on the whole of a blocking read, served by
+one watchdog thread) and framing (:func:`content_length`). The model transport and
+``web_fetch`` both use them.
 
-A socket timeout bounds one ``recv``, not a response: a peer that sends its status
+Time. A socket timeout bounds one ``recv``, not a response: a peer that sends its status
 line, its headers or a chunk-size line one byte at a time, each byte just inside the
 timeout, keeps ``http.client``'s ``readline`` going for as long as it likes — past
 the read timeout, the run's deadline and a cancellation. A :class:`Cutoff` bounds
@@ -22,6 +23,15 @@ enough around every read of a stream. A cutoff acts under the watchdog's lock, s
 once ``disarm()`` has returned it can no longer act. After a fork the child starts
 its own thread on its first ``arm``.
 
+Framing. :func:`content_length` reads a ``Content-Length`` field value as RFC 9112
+tells a recipient to: ASCII digits (optional whitespace around them is not part of
+the value), or a list of the same digits, which counts as one; anything else makes
+the framing invalid and the response unusable. ``int()`` is not that rule — it reads
+``+12``, ``1_000`` and other scripts' digits — and ``http.client`` and urllib3 read
+a list differently (one as no length at all, the other as the number), so a lenient
+reading leaves the end of the body a guess: a read waits for bytes that never come,
+or stops early and leaves the rest to be read as the next response.
+
 Core module: imports the standard library only.
 """
 
@@ -30,14 +40,43 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import socket
 import threading
 import time
 from typing import Callable, Dict, Optional
 
-__all__ = ["Cutoff"]
+__all__ = ["Cutoff", "MAX_LENGTH_DIGITS", "content_length"]
 
 log = logging.getLogger(__name__)
+
+#: A Content-Length of more digits than this is refused: no body is an exabyte long,
+#: and a larger number no longer fits the C size types the readers pass it to.
+MAX_LENGTH_DIGITS = 18
+
+_DIGITS = re.compile(r"[0-9]{1,%d}" % MAX_LENGTH_DIGITS)
+
+
+def content_length(value: Optional[str]) -> Optional[int]:
+    """The body length a ``Content-Length`` field value states, or None for no field.
+
+    Raises ValueError, saying what is wrong, when the value is not ASCII digits or a
+    list of the same digits.
+    """
+    if value is None:
+        return None
+    lengths = set()
+    for item in value.split(","):
+        item = item.strip(" \t")
+        if not _DIGITS.fullmatch(item):
+            shown = value if len(value) <= 40 else value[:39] + "…"
+            too_long = item.isascii() and item.isdigit()
+            raise ValueError(f"Content-Length {shown!r} is not a number of bytes"
+                             + (f" (more than {MAX_LENGTH_DIGITS} digits)" if too_long else ""))
+        lengths.add(int(item))
+    if len(lengths) > 1:
+        raise ValueError(f"Content-Length {value!r} states more than one length")
+    return lengths.pop()
 
 
 class Cutoff:

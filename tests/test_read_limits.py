@@ -1,6 +1,7 @@
 """Cutoff and its watchdog thread against real sockets: a blocked recv is woken at
 its deadline or on cut(), a disarmed cutoff never acts, and an earlier deadline armed
-after a later one is still kept."""
+after a later one is still kept. And content_length, as plain values: ASCII digits
+or a list of the same ones, nothing else."""
 
 import socket
 import threading
@@ -9,7 +10,7 @@ import time
 import pytest
 
 from nacelle import read_limits
-from nacelle.read_limits import Cutoff
+from nacelle.read_limits import MAX_LENGTH_DIGITS, Cutoff, content_length
 
 
 @pytest.fixture
@@ -119,3 +120,25 @@ def test_a_socket_already_closed_when_the_cutoff_acts_is_left_alone(pair):
     while cutoff.cause is None and time.monotonic() < deadline:
         time.sleep(0.01)
     assert cutoff.disarm() == "timeout"
+
+
+@pytest.mark.parametrize("value, length", [
+    (None, None), ("0", 0), ("12", 12), ("012", 12), (" 12 ", 12), ("\t12", 12),
+    ("12, 12", 12), ("12,12,12", 12), ("9" * MAX_LENGTH_DIGITS, int("9" * MAX_LENGTH_DIGITS)),
+])
+def test_content_length_reads_ascii_digits_and_lists_of_one_length(value, length):
+    assert content_length(value) == length
+
+
+@pytest.mark.parametrize("value", [
+    "", " ", "+12", "-12", "1_000", "1 000", "12.0", "0x12", "1e3", "١٢٣", "１２", "²",
+    "\u0661\u0662", "12;", "12,", ",12", "12, 13", "12\n", "9" * (MAX_LENGTH_DIGITS + 1),
+])
+def test_content_length_refuses_anything_int_would_stretch_to_a_number(value):
+    with pytest.raises(ValueError, match="Content-Length"):
+        content_length(value)
+
+
+def test_content_length_says_why_a_long_number_is_refused():
+    with pytest.raises(ValueError, match=f"more than {MAX_LENGTH_DIGITS} digits"):
+        content_length("1" * 30)

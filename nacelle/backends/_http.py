@@ -58,7 +58,9 @@ What it promises:
   To reach the socket before the response exists, the session's connection pools
   note which connection the current request took (``_http_session``).
 - Errors: ``APIError`` for an HTTP error status; ``TransportError`` when no response
-  came or no byte for ``timeout``; ``StreamTruncated`` when the body ends inside an
+  came or no byte for ``timeout``, or when the response's ``Content-Length`` is not
+  a length (:func:`nacelle.read_limits.content_length`; retried like a response that
+  never came); ``StreamTruncated`` when the body ends inside an
   event or the connection drops mid-stream; ``Cancelled`` after cancellation. Whether
   the stream's final event arrived is the backend's business. Redirects are not
   followed (a redirect would carry the key to wherever it points). A 2xx stream
@@ -96,7 +98,7 @@ from ..backend import RunContext
 from ..errors import (
     APIError, Cancelled, ConfigError, StreamError, StreamTruncated, TransportError,
 )
-from ..read_limits import Cutoff
+from ..read_limits import Cutoff, content_length
 from ..sse import SSEDecoder, SSEEvent
 from ._http_errors import (
     api_error, describe, parse_error, preview, retry_delay, scrub, stalled, where as _where,
@@ -288,6 +290,8 @@ class Transport:
                 response = self.session.post(url, data=data, headers=headers, stream=True,
                                              timeout=(max(connect, 0.001), max(read, 0.001)),
                                              allow_redirects=False)
+                if flight.cause is None:
+                    _check_length(response, _where(url))
                 if not stream:
                     try:  # a JSON answer is read within the head's limit
                         response.content  # noqa: B018
@@ -297,6 +301,10 @@ class Transport:
         except requests.RequestException as exc:
             if flight.cause is None and not ctx.cancelled.is_set():
                 ctx.check()  # a timeout cut short by the deadline is the deadline's error
+                found = exc.args[0] if exc.args else None
+                if isinstance(found, urllib3.exceptions.InvalidHeader):  # lengths that differ
+                    raise TransportError(f"the response from {_where(url)} cannot be read: "
+                                         f"{found}") from None
                 exc.request = exc.response = None  # they hold the headers, key included
                 raise TransportError(describe(exc, _where(url), connect, read)) from exc
             raise _cut_off(flight.cause, ctx, _where(url), connect, read) from None
@@ -380,7 +388,7 @@ def iter_sse(
             if left is not None and left < limit:
                 limit, cause = left, "deadline"
             try:
-                if sock is not None:
+                if sock is not None and sock.fileno() != -1:  # closed: the body is read
                     sock.settimeout(max(limit, 0.001))
                     cutoff.arm(now + limit, cause)
                 data = read(_READ_SIZE)
@@ -425,6 +433,24 @@ def iter_sse(
     finally:
         unregister()
         response.close()
+
+
+def _check_length(response: requests.Response, where: str) -> None:
+    """Refuse a response whose Content-Length is not a length (a ``TransportError``:
+    RFC 9112 has the client close the connection and discard the response). A list
+    of one repeated length is read as that length by urllib3 and as no length at all
+    by http.client underneath; http.client is told the length, so both agree."""
+    original = getattr(response.raw, "_original_response", None)
+    if getattr(original, "chunked", False):
+        return  # the chunks frame the body; a Content-Length beside them is ignored
+    try:
+        length = content_length(response.headers.get("content-length"))
+    except ValueError as exc:
+        response.close()
+        raise TransportError(f"the response from {where} (HTTP {response.status_code}) "
+                             f"cannot be read: {exc}") from None
+    if length is not None and original is not None and original.length is None:
+        original.length = length
 
 
 def _time_up(cause: str, ctx: RunContext, where: str, read_timeout: float,
@@ -476,8 +502,9 @@ def _drain(read: Callable[[int], bytes], sock: Optional[socket.socket], cutoff: 
         if wait <= 0:
             return False
         try:
-            sock.settimeout(wait)
-            cutoff.arm(give_up, "drain")  # a trailer sent a byte at a time ends here too
+            if sock.fileno() != -1:  # closed: the body is read
+                sock.settimeout(wait)
+                cutoff.arm(give_up, "drain")  # a trailer sent a byte at a time ends here too
             data = read(_READ_SIZE)
         except Exception:  # noqa: BLE001 - any failure only means "do not reuse"
             cutoff.disarm()

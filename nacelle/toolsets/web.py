@@ -23,7 +23,9 @@ text/html;q=0.9, text/plain;q=0.8, */*;q=0.1``), then:
   through, decoded by their charset: a model reads them as they are, and describing
   them would hide the answer;
 - anything else (images, PDFs, archives) is described — type and size — not dumped;
-- 4xx/5xx statuses are failed results.
+- 4xx/5xx statuses are failed results, and so is a response whose ``Content-Length``
+  is not a length (``+5``, ``0_5``, other scripts' digits, two different numbers…):
+  it is refused rather than read to a guessed end.
 
 Bounds: at most ``max_bytes`` (5 MB) are read, gzip-decoded size included — a longer
 page is cut and the cut announced; the text the model reads is cut to ``max_chars``
@@ -39,8 +41,9 @@ host's own intranet pages, with a model and inputs the host controls. Fetched te
 written by strangers and arrives where the model reads instructions; the tool's
 description tells the model to treat it as data.
 
-Outer ring: imports the standard library, ``nacelle.errors`` and the sibling
-``ssrf`` and ``html_text`` modules; ``requests`` only inside the search call.
+Outer ring: imports the standard library, ``nacelle.errors``, ``nacelle.read_limits``
+and the sibling ``ssrf`` and ``html_text`` modules; ``requests`` only inside the
+search call.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import Cancelled, ConfigError, TransportError
+from ..read_limits import content_length
 from ..tools import ToolContext
 from .html_text import decode_html, decode_text, html_to_text
 from .ssrf import FetchError, Opened, open_url
@@ -248,13 +252,14 @@ class WebFetch:
             if status >= 400 or 300 <= status < 400:
                 reason = opened.response.reason or ""
                 raise FetchError(f"HTTP {status} {reason}".rstrip() + f" from {opened.url}")
+            length = _length(opened)
             if _kind(_mime(opened), b"") == "binary":
                 body, cut = b"", False  # described from its headers; no point reading it
             else:
                 body, cut = self._read(opened, deadline, ctx)
         finally:
             opened.close()
-        return self._render(opened, body, cut)
+        return self._render(opened, body, cut, length)
 
     def _read(self, opened: Opened, deadline: float, ctx: ToolContext) -> Tuple[bytes, bool]:
         response = opened.response
@@ -304,7 +309,7 @@ class WebFetch:
         cut = len(body) > self.max_bytes or received > self.max_bytes
         return body[: self.max_bytes], cut
 
-    def _render(self, opened: Opened, body: bytes, cut: bool) -> str:
+    def _render(self, opened: Opened, body: bytes, cut: bool, length: Optional[int]) -> str:
         header = opened.response.getheader("Content-Type") or ""
         mime = _mime(opened)
         match = re.search(r"charset\s*=\s*[\"']?([^\s;\"']+)", header, re.I)
@@ -319,11 +324,10 @@ class WebFetch:
             text = decode_text(body, charset)
         else:
             lines.append(f"Content-Type: {mime or 'unknown'}")
-            length = opened.response.getheader("Content-Length") or ""
             if body or cut:
                 size = f"{len(body):,} bytes" + (" or more" if cut else "") + " of "
             else:
-                size = f"{int(length):,} bytes of " if length.strip().isdigit() else ""
+                size = f"{length:,} bytes of " if length is not None else ""
             return "\n".join(lines) + f"\n\n[{size}{mime or 'binary'} content: not text, so not shown]"
         if mime:
             lines.append(f"Content-Type: {mime}")
@@ -339,6 +343,26 @@ class WebFetch:
             text = "(the page has no text)"
         out = "\n".join(lines) + "\n\n" + text.rstrip("\n")
         return out + ("\n\n" + "\n".join(notes) if notes else "")
+
+
+def _length(opened: Opened) -> Optional[int]:
+    """The page's stated length; a ``FetchError`` when its Content-Length is not one.
+
+    RFC 9112 makes such a response unusable: ``int()``, which http.client reads the
+    field with, takes ``+5`` or ``0_5`` for a length and a list of one repeated length
+    for none at all, so the page would end where nobody said it does. A list of one
+    repeated length is that length, and http.client is told so.
+    """
+    response = opened.response
+    if response.chunked:
+        return None  # the chunks frame the body; a Content-Length beside them is ignored
+    try:
+        length = content_length(response.getheader("Content-Length"))
+    except ValueError as err:
+        raise FetchError(f"{opened.url} sent a response that cannot be read: {err}") from None
+    if length is not None and response.length is None:
+        response.length = length
+    return length
 
 
 def _stopped(opened: Opened, ctx: ToolContext) -> Optional[Exception]:

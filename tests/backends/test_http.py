@@ -635,6 +635,78 @@ def test_a_cancelled_context_sends_nothing(server):
     assert server.requests == []
 
 
+# -- Content-Length: digits, or the response is unusable ---------------------------------
+
+def wire(text):
+    """A header value whose bytes on the wire are ``text`` in UTF-8 (FakeServer writes
+    header values as latin-1, as http.server does)."""
+    return text.encode("utf-8").decode("latin-1")
+
+
+NOT_A_LENGTH = ["+9", "0_9", wire("٩"), wire("١٢٣"), "\xb2", "9" * 30, "-9", "0x9", "9.0",
+                "9, 8", "9 9", "", "9;"]
+A_LENGTH = ["9", " 9 ", "09", "9, 9", "9,9"]
+SSE_BODY = b"data: a\n\n"  # 9 bytes
+JSON_BODY = b'{"a": 12}'  # 9 bytes
+
+
+def with_length(value, status=200):
+    """A keep-alive reply whose Content-Length field is ``value`` and whose body is the
+    9 bytes the call expects: a client that misreads the length waits, or stops early."""
+    return {"stream": Reply(status=status, mode="raw", headers={"Content-Length": value},
+                            chunks=[SSE_BODY]),
+            "json": Reply(status=status, mode="raw", headers={"Content-Length": value},
+                          chunks=[JSON_BODY], content_type="application/json")}
+
+
+def call(transport, kind):
+    if kind == "stream":
+        return [e.data for e in stream(transport)]
+    return transport.post_json(PATH, {}, RunContext())
+
+
+@pytest.mark.parametrize("kind", ["stream", "json"])
+@pytest.mark.parametrize("value", NOT_A_LENGTH)
+def test_a_content_length_that_is_not_ascii_digits_is_a_transport_error_at_once(
+        server, kind, value):
+    server.queue(PATH, with_length(value)[kind])
+    started = time.monotonic()
+    with pytest.raises(TransportError, match="Content-Length") as info:
+        call(make(server, timeout=3, max_retries=0), kind)
+    assert time.monotonic() - started < 2.0  # refused on sight, not waited out
+    assert info.value.__cause__ is None and retryable(info.value)
+
+
+def test_an_error_status_with_a_content_length_that_is_not_digits_is_a_transport_error(server):
+    server.queue(PATH, with_length("+9", status=500)["json"])
+    with pytest.raises(TransportError, match=r"Content-Length '\+9' is not a number of bytes"):
+        make(server, max_retries=0).post_stream(PATH, {}, fake_ctx())
+
+
+@pytest.mark.parametrize("final", [None, is_done])
+def test_a_body_of_its_stated_length_from_a_server_that_then_closes_ends_cleanly(server, final):
+    # urllib3 closes the connection once it has read the stated length of a body the
+    # server will close: the next read finds a closed socket, which is the body's end.
+    server.queue(PATH, Reply(mode="raw", headers={"Content-Length": "14", "Connection": "close"},
+                             chunks=[DONE]))
+    assert [e.data for e in stream(make(server), final=final)] == ["[DONE]"]
+
+
+@pytest.mark.parametrize("kind", ["stream", "json"])
+@pytest.mark.parametrize("value", A_LENGTH)
+def test_a_content_length_of_digits_is_read_as_that_length(server, kind, value):
+    server.queue(PATH, with_length(value)[kind], with_length(value)[kind])
+    transport = make(server, timeout=3)
+    expected = ["a"] if kind == "stream" else {"a": 12}
+    for _ in range(2):
+        started = time.monotonic()
+        assert call(transport, kind) == expected
+        assert time.monotonic() - started < 2.0  # the body ended at its length, not a timeout
+    # One length keeps the connection; a list of one repeated length is read right, but
+    # http.client, which saw no length in it, has already marked the connection to close.
+    assert server.connections == (1 if "," not in value else 2)
+
+
 # -- errors -------------------------------------------------------------------------------
 
 

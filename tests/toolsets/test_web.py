@@ -475,6 +475,42 @@ def test_a_chunked_page_that_is_slow_but_within_the_timeout_is_read_whole(page):
     assert out.endswith("\n\nhello world")
 
 
+# -- web_fetch: a Content-Length must be a length ---------------------------------------------
+
+
+def wire(text):
+    """A header value whose bytes on the wire are ``text`` in UTF-8 (FakeServer writes
+    header values as latin-1, as http.server does)."""
+    return text.encode("utf-8").decode("latin-1")
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "image/png"])
+@pytest.mark.parametrize("value", ["+5", "0_5", wire("٥"), "\xb2", "5" * 30, "-5", "5.0",
+                                   "5, 6", ""])
+def test_a_page_whose_content_length_is_not_ascii_digits_is_a_failed_fetch(
+        page, value, content_type):
+    page.queue("/p", Reply(mode="raw", headers={"Content-Length": value}, chunks=[b"hello"],
+                           content_type=content_type))
+    started = time.monotonic()
+    with pytest.raises(FetchError, match="Content-Length"):
+        WebFetch(allow_private=True, timeout=3).run({"url": page.url + "/p"}, ctx())
+    assert time.monotonic() - started < 2.0  # refused on sight, not read until a timeout
+
+
+@pytest.mark.parametrize("value", ["5", " 5 ", "05", "5, 5", "5,5"])
+def test_a_page_whose_content_length_is_digits_is_read_to_that_length(page, value):
+    page.queue("/t", Reply(mode="raw", headers={"Content-Length": value}, chunks=[b"hello"],
+                           content_type="text/plain"))
+    page.queue("/b", Reply(mode="raw", headers={"Content-Length": value}, chunks=[b"hello"],
+                           content_type="image/png"))
+    started = time.monotonic()
+    fetch = WebFetch(allow_private=True, timeout=3)
+    assert fetch.run({"url": page.url + "/t"}, ctx()).endswith("\n\nhello")
+    assert fetch.run({"url": page.url + "/b"}, ctx()).endswith(
+        "[5 bytes of image/png content: not text, so not shown]")
+    assert time.monotonic() - started < 2.0
+
+
 # -- the allowed path, for real, inside a private network namespace --------------------------
 
 
