@@ -14,6 +14,13 @@ everything else is refused naming the link and its target. Symlinks that stay
 inside the root therefore work, however they are chained (up to 40 of them, the
 kernel's own limit).
 
+The walk goes at most :data:`MAX_DEPTH` directories below the root; a deeper path is
+refused before anything is opened or made, so ``write_file`` never creates a chain of
+directories it will then refuse (a symlink leading deeper is refused when the walk gets
+there). The stack holds descriptors for its deepest few directories only
+(:mod:`nacelle.toolsets.dir_stack`), so a long path costs a handful of descriptors,
+never one per component.
+
 Because each step is a separate ``openat`` with ``O_NOFOLLOW``, a symlink swapped
 in between a check and a use makes the open fail (``ELOOP``) rather than follow
 it; the opener then starts over from the root (a few times, then refuses). This is
@@ -26,7 +33,8 @@ someone else refers to the outside file itself, and nothing in a path says so.
 Writes are safe from hard links (they replace the directory entry, see
 :func:`replace_file`); reads are not. The host decides what the root holds.
 
-Outer ring: imports the standard library and ``nacelle.errors`` only.
+Outer ring: imports the standard library, ``nacelle.errors`` and the sibling
+``dir_stack``.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from collections import deque
 from typing import Deque, Iterator, List, Optional, Tuple
 
 from ..errors import ConfigError, NacelleError
+from .dir_stack import DirStack, deepest
 
 __all__ = [
     "ConfinedTool", "PathError", "PathRefused", "Root", "describe_os_error", "kind_of",
@@ -48,6 +57,9 @@ __all__ = [
 ]
 
 MAX_SYMLINKS = 40
+# Well under what PATH_MAX (4096 bytes) allows ("a/" repeated 2048 times), and as
+# deep as search_content and find_files walk.
+MAX_DEPTH = 256
 # A file swapped under us again and again is either an attack or a busy tree;
 # either way a handful of fresh walks is enough to tell.
 MAX_RACE_RETRIES = 8
@@ -112,6 +124,11 @@ def describe_os_error(path: str, err: OSError) -> str:
 
 def _parts(text: str, origin: str) -> List[Tuple[str, str]]:
     return [(p, origin) for p in text.split("/") if p not in ("", ".")]
+
+
+def _too_deep(path: str) -> PathRefused:
+    shown = path if len(path) <= 120 else path[:120] + "…"
+    return PathRefused(f"refused {shown!r}: it is more than {MAX_DEPTH} directories deep")
 
 
 class Root:
@@ -228,37 +245,45 @@ class Root:
                 f"refused {path!r}: absolute path outside the root ({self.path}); "
                 "paths are relative to the root")
         parts: Deque[Tuple[str, str]] = deque(_parts(rel, ""))
-        stack = [os.dup(root_fd)]
-        names: List[str] = []
+        if deepest([name for name, _ in parts][:-1]) > MAX_DEPTH:  # the last is not entered
+            raise _too_deep(path)
+        stack = DirStack(root_fd, _WALK_FLAGS)
         links = 0
         try:
             while parts:
                 name, origin = parts.popleft()
                 if name == "..":
-                    if len(stack) == 1:
+                    if not stack.names:
                         why = (f"{origin} leads out of the root" if origin
                                else "'..' would leave the root")
                         raise PathRefused(f"refused {path!r}: {why}")
-                    os.close(stack.pop())
-                    names.pop()
+                    stack.pop()
                     continue
-                where = "/".join(names + [name])
+                where = "/".join(stack.names + [name])
+                try:
+                    here = stack.top()
+                except OSError as err:
+                    raise PathRefused(
+                        f"refused {path!r}: a directory on the way to {where!r} was moved "
+                        f"or replaced while the path was walked ({err.strerror})") from None
                 if not parts:
                     try:
-                        st = os.stat(name, dir_fd=stack[-1], follow_symlinks=False)
+                        st = os.stat(name, dir_fd=here, follow_symlinks=False)
                     except FileNotFoundError:
-                        return self._finish(stack, name)
+                        return stack.take_top(), name
                     if not stat.S_ISLNK(st.st_mode):
-                        return self._finish(stack, name)
+                        return stack.take_top(), name
                 else:
                     try:
-                        fd = os.open(name, _WALK_FLAGS, dir_fd=stack[-1])
+                        fd = os.open(name, _WALK_FLAGS, dir_fd=here)
                     except FileNotFoundError:
                         if not make_parents:
                             raise PathError(
                                 f"{path!r}: directory {where!r} does not exist") from None
+                        if len(stack.names) >= MAX_DEPTH:
+                            raise _too_deep(path) from None
                         try:
-                            os.mkdir(name, 0o777, dir_fd=stack[-1])
+                            os.mkdir(name, 0o777, dir_fd=here)
                         except FileExistsError:
                             pass  # made by someone else meanwhile; the open decides
                         parts.appendleft((name, origin))
@@ -266,21 +291,23 @@ class Root:
                     except OSError as err:
                         if err.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
                             raise
-                        st = os.stat(name, dir_fd=stack[-1], follow_symlinks=False)
+                        st = os.stat(name, dir_fd=here, follow_symlinks=False)
                         if not stat.S_ISLNK(st.st_mode):
                             raise PathError(
                                 f"{path!r}: {where!r} is a {kind_of(st.st_mode)}, "
                                 "not a directory") from None
                     else:
-                        stack.append(fd)
-                        names.append(name)
+                        if len(stack.names) >= MAX_DEPTH:
+                            os.close(fd)
+                            raise _too_deep(path)
+                        stack.push(name, fd)
                         continue
                 # ``name`` is a symlink: read it and walk its target instead.
                 links += 1
                 if links > MAX_SYMLINKS:
                     raise PathRefused(f"refused {path!r}: too many levels of symlinks")
                 try:
-                    target = os.readlink(name, dir_fd=stack[-1])
+                    target = os.readlink(name, dir_fd=here)
                 except OSError as err:
                     if err.errno not in (errno.ENOENT, errno.EINVAL):
                         raise
@@ -291,23 +318,14 @@ class Root:
                     inside = self.relative(target)
                     if inside is None:
                         raise PathRefused(f"refused {path!r}: {origin} points outside the root")
-                    while len(stack) > 1:
-                        os.close(stack.pop())
-                    names.clear()
+                    stack.to_root()
                     parts.extendleft(reversed(_parts(inside, origin)))
                 else:
                     parts.extendleft(reversed(_parts(target, origin)))
-            return self._finish(stack, "")
+            return stack.take_top(), ""
         except BaseException:
-            for fd in stack:
-                os.close(fd)
+            stack.close()
             raise
-
-    @staticmethod
-    def _finish(stack: List[int], name: str) -> Tuple[int, str]:
-        for fd in stack[:-1]:
-            os.close(fd)
-        return stack[-1], name
 
     # -- opening ---------------------------------------------------------------
 

@@ -5,6 +5,9 @@ import errno
 import os
 import pickle
 import stat
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +15,8 @@ import nacelle
 from nacelle.errors import ConfigError
 from nacelle.toolsets import confine
 from nacelle.toolsets.confine import ConfinedTool, PathError, PathRefused, Root, replace_file
+
+PROJECT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -169,3 +174,126 @@ def test_kind_of_names_every_file_type():
     assert confine.kind_of(stat.S_IFIFO) == "FIFO (named pipe)"
     assert confine.kind_of(stat.S_IFSOCK) == "socket"
     assert confine.kind_of(stat.S_IFBLK) == "block device"
+
+
+# -- deep paths: a bounded number of descriptors, a depth limit ----------------------------
+
+def make_chain(base, depth):
+    """``base/a/a/.../a`` ``depth`` levels deep with a file ``f`` at the bottom, made
+    through descriptors since its path is longer than the system's PATH_MAX."""
+    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            os.mkdir("a", dir_fd=fd)
+            sub = os.open("a", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = sub
+        out = os.open("f", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+        os.write(out, b"bottom\n")
+        os.close(out)
+    finally:
+        os.close(fd)
+
+
+def remove_chain(base):
+    """Remove a chain made by :func:`make_chain` one level at a time (``shutil.rmtree``
+    recurses once per level and would hit Python's recursion limit)."""
+    top = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        while "a" in os.listdir(top):
+            level = os.open("a", os.O_RDONLY | os.O_DIRECTORY, dir_fd=top)
+            try:
+                for name in os.listdir(level):
+                    if name == "a":
+                        os.rename("a", "next", src_dir_fd=level, dst_dir_fd=top)
+                    else:
+                        os.unlink(name, dir_fd=level)
+            finally:
+                os.close(level)
+            os.rmdir("a", dir_fd=top)
+            if "next" in os.listdir(top):
+                os.rename("next", "a", src_dir_fd=top, dst_dir_fd=top)
+    finally:
+        os.close(top)
+
+
+@pytest.fixture
+def chain(tmp_path):
+    def make(depth):
+        make_chain(tmp_path, depth)
+        return tmp_path
+
+    yield make
+    remove_chain(tmp_path)
+
+
+def open_fds():
+    return sorted(os.listdir("/proc/self/fd"))
+
+
+@needs_proc
+def test_a_three_thousand_component_path_is_refused_and_leaves_no_descriptor_open(chain):
+    root = Root(chain(3000))
+    try:
+        before = open_fds()
+        with pytest.raises(PathRefused, match=r"more than 256 directories deep"):
+            root.open_regular("a/" * 3000 + "f")
+        with pytest.raises(PathRefused, match=r"more than 256 directories deep"):
+            root.open_regular("a/" * 3000)
+        assert open_fds() == before
+    finally:
+        root.close()
+
+
+@needs_proc
+def test_a_path_at_the_depth_limit_opens_and_leaves_no_descriptor_open(chain):
+    root = Root(chain(confine.MAX_DEPTH))
+    try:
+        before = open_fds()
+        fd, _ = root.open_regular("a/" * confine.MAX_DEPTH + "f")
+        assert os.read(fd, 100) == b"bottom\n"
+        os.close(fd)
+        with pytest.raises(PathRefused, match=r"more than 256 directories deep"):
+            root.open_regular("a/" * (confine.MAX_DEPTH + 1) + "f")
+        assert open_fds() == before
+    finally:
+        root.close()
+
+
+DEEP_WALK = """
+import os, resource, sys
+from nacelle.toolsets.confine import Root
+root = Root(sys.argv[1])
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 24, hard))
+for path in sys.argv[2:]:
+    fd, _ = root.open_regular(path)
+    sys.stdout.write(os.read(fd, 100).decode())
+    os.close(fd)
+"""
+
+
+@needs_proc
+def test_a_deep_walk_holds_a_bounded_number_of_descriptors(chain, tmp_path):
+    base = chain(250)
+    (tmp_path / "a" / "top.txt").write_text("top\n")
+    there_and_back = "a/" * 250 + "../" * 249 + "top.txt"
+    result = subprocess.run(
+        [sys.executable, "-c", DEEP_WALK, str(base), "a/" * 250 + "f", there_and_back],
+        cwd=str(PROJECT), capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "bottom\ntop\n"
+
+
+@needs_proc
+def test_dot_dot_past_the_descriptors_kept_open_still_reaches_the_real_parent(chain, tmp_path):
+    root = Root(chain(40))
+    try:
+        os.symlink("a/" * 39 + "a", tmp_path / "deep")  # a link into the bottom
+        (tmp_path / "a" / "a" / "mid.txt").write_text("mid")
+        path = "deep/" + "../" * 38 + "mid.txt"
+        assert located(root, path) == (os.path.join(root.path, "a", "a"), "mid.txt")
+        with pytest.raises(PathRefused, match="'..' would leave the root"):
+            root.open_regular("deep/" + "../" * 41 + "x")
+    finally:
+        root.close()

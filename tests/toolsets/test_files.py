@@ -368,6 +368,24 @@ def test_write_file_refuses_directories_and_fifos(tree):
     assert stat.S_ISFIFO((tree.root / "p").lstat().st_mode)
 
 
+@pytest.mark.parametrize("depth", [257, 3000])
+def test_write_file_refuses_an_absurdly_deep_path_before_creating_any_directory(tree, depth):
+    before = sorted(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+    with pytest.raises(PathRefused, match=r"^refused 'a/a/a/.*': it is more than 256 "
+                                          r"directories deep"):
+        tree.tools["write_file"].run({"path": "a/" * depth + "f.txt", "content": "x"}, ctx())
+    assert os.listdir(tree.root) == []
+    if before is not None:
+        assert sorted(os.listdir("/proc/self/fd")) == before
+
+
+def test_write_file_creates_a_path_just_within_the_depth_limit(tree):
+    path = "d/" * 255 + "f.txt"
+    assert tree.tools["write_file"].run({"path": path, "content": "x"}, ctx()) == (
+        f"wrote 1 bytes to {path} (new file)")
+    assert read(tree, path=path) == "     1\tx"
+
+
 def test_write_file_refuses_text_that_cannot_be_utf8(tree):
     with pytest.raises(ValueError, match="content cannot be written as UTF-8"):
         tree.tools["write_file"].run({"path": "s.txt", "content": "a\ud800b"}, ctx())
