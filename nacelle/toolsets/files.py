@@ -13,7 +13,11 @@ agents do:
   so the model can come back with ``offset``; lines longer than
   :data:`MAX_LINE_BYTES` are cut, and every cut — long lines, the line limit, the
   output limit — is announced at the end with the ``offset`` to read on from.
-  Binary files (a NUL byte in the first 8 KiB) are described, not shown.
+  Binary files (a NUL byte in the first 8 KiB) are described, not shown. The file is
+  read as a stream, a line at a time and a long line's rest in 1 MiB pieces, so memory
+  stays small whatever the file; the call's cancellation and deadline are checked
+  every thousand lines and every piece. A line longer than :data:`MAX_LINE_SCAN` ends
+  the reading there (finding its end could mean reading gigabytes), and says so.
 - ``write_file`` creates missing parent directories (inside the root) and keeps the
   permission bits of the file it replaces.
 - ``edit_file`` replaces text that occurs exactly once. If the file uses CRLF line
@@ -41,6 +45,9 @@ from .search import FindFiles, ListDirectory, SearchContent
 __all__ = ["EditFile", "LocalTools", "ReadFile", "WriteFile"]
 
 MAX_LINE_BYTES = 2000
+MAX_LINE_SCAN = 64 * 2**20
+SKIP_PIECE = 2**20
+CHECK_EVERY_LINES = 1000
 MAX_EDIT_BYTES = 10 * 2**20
 SNIFF_BYTES = 8192
 DEFAULT_LIMIT = 2000
@@ -77,20 +84,25 @@ def _text(input: Dict[str, Any], key: str) -> str:
     return value
 
 
-def _read_line(f: BinaryIO, cap: int) -> Tuple[bytes, int]:
-    """One line of at most ``cap`` bytes, and how many bytes of it were dropped."""
+def _read_line(f: BinaryIO, cap: int, ctx: Any) -> Tuple[bytes, int, bool]:
+    """One line of at most ``cap`` bytes, how many bytes of it were dropped, and
+    whether it ran past :data:`MAX_LINE_SCAN` (its end then was not reached)."""
     line = f.readline(cap)
     dropped = 0
     if len(line) == cap and not line.endswith(b"\n"):
-        while True:
-            rest = f.readline(65536)
+        while dropped < MAX_LINE_SCAN:
+            if ctx is not None:
+                ctx.check()
+            rest = f.readline(SKIP_PIECE)
             if not rest:
                 break
             if rest.endswith(b"\n"):
                 dropped += len(rest) - 1
                 break
             dropped += len(rest)
-    return line, dropped
+        else:
+            return line, dropped, True
+    return line, dropped, False
 
 
 class ReadFile(ConfinedTool):
@@ -137,13 +149,18 @@ class ReadFile(ConfinedTool):
         cut_lines = 0
         stopped = ""  # why showing stopped early, if it did
         while True:
-            raw, dropped = _read_line(f, MAX_LINE_BYTES)
+            raw, dropped, endless = _read_line(f, MAX_LINE_BYTES, ctx)
             if not raw:
                 break
             number += 1
-            if number % 10000 == 0 and ctx is not None:
+            if number % CHECK_EVERY_LINES == 0 and ctx is not None:
                 ctx.check()
             if number < offset:
+                if endless:
+                    raise ValueError(
+                        f"offset {offset} lies beyond line {number} of {path!r}, which is "
+                        f"longer than {MAX_LINE_SCAN} bytes; read_file cannot read past it "
+                        "(search_content, or run_command with tail -c, can)")
                 continue
             if number >= offset + limit:
                 stopped = "limit"
@@ -153,7 +170,9 @@ class ReadFile(ConfinedTool):
                 text = text[:-1]
                 if text.endswith("\r"):
                     text = text[:-1]
-            if dropped:
+            if endless:
+                text += f" … [more than {MAX_LINE_SCAN} more bytes on this line not shown]"
+            elif dropped:
                 cut_lines += 1
                 text += f" … [{dropped} more bytes on this line not shown]"
             entry = f"{number:>6}\t{text}"
@@ -164,6 +183,9 @@ class ReadFile(ConfinedTool):
                 break
             shown.append(entry)
             used += len(entry) + 1
+            if endless:
+                stopped = "endless"
+                break
         if not shown:
             if number == 0 and offset == 1:
                 return f"({path} is empty)"
@@ -177,6 +199,10 @@ class ReadFile(ConfinedTool):
         if stopped == "limit":
             notes.append(f"[showing lines {offset}-{last}; the file continues: call "
                          f"read_file with offset={last + 1} to read on]")
+        elif stopped == "endless":
+            notes.append(f"[line {last} is longer than {MAX_LINE_SCAN} bytes, so read_file "
+                         "stops there; search_content, or run_command with head -c or "
+                         "tail -c, can look further]")
         elif stopped == "output":
             notes.append(f"[output limit of {self.max_output} characters reached after "
                          f"line {last}; call read_file with offset={last + 1} to read on]")

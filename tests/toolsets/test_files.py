@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+import tracemalloc
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -24,7 +25,7 @@ import pytest
 import nacelle
 from nacelle.errors import ConfigError
 from nacelle.toolsets import LocalTools
-from nacelle.toolsets import confine
+from nacelle.toolsets import confine, files
 from nacelle.toolsets.confine import PathError, PathRefused
 
 CANARY = "CANARY-7f3a-never-read"
@@ -282,6 +283,68 @@ def test_read_file_cuts_long_lines_and_says_so(tree):
     assert first == "     1\t" + "x" * 2000 + " … [3000 more bytes on this line not shown]"
     assert second == "     2\tshort"
     assert note.startswith("[1 line(s) longer than 2000 bytes were cut")
+
+
+def sparse_lines(path, line_bytes, total_bytes):
+    """A sparse file of ``total_bytes``: text for its first 9 KB (so it is not taken for
+    binary), then holes that read as NUL bytes, with a newline every ``line_bytes``."""
+    with open(path, "wb") as f:
+        f.write(b"x" * 9000)
+        for at in range(line_bytes, total_bytes, line_bytes):
+            f.seek(at - 1)
+            f.write(b"\n")
+        f.truncate(total_bytes)
+
+
+def test_read_file_on_a_multi_gigabyte_line_reads_a_bounded_amount_in_bounded_memory(tree):
+    sparse_lines(tree.root / "huge.txt", 8 * 2**30, 8 * 2**30)  # one 8 GB line
+    tracemalloc.start()
+    started = time.monotonic()
+    try:
+        result = read(tree, path="huge.txt")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert time.monotonic() - started < 20
+    assert peak < 8 * 2**20
+    first, note = result.split("\n")
+    assert first == "     1\t" + "x" * 2000 + (
+        f" … [more than {files.MAX_LINE_SCAN} more bytes on this line not shown]")
+    assert note == (f"[line 1 is longer than {files.MAX_LINE_SCAN} bytes, so read_file stops "
+                    "there; search_content, or run_command with head -c or tail -c, can "
+                    "look further]")
+
+
+def test_read_file_refuses_an_offset_beyond_a_line_too_long_to_read_past(tree):
+    sparse_lines(tree.root / "huge.txt", 2**30, 2**30)
+    with pytest.raises(ValueError, match=r"^offset 2 lies beyond line 1 of 'huge.txt', which "
+                                         r"is longer than \d+ bytes; read_file cannot read "
+                                         r"past it"):
+        read(tree, path="huge.txt", offset=2)
+
+
+def test_read_file_stops_when_cancelled_inside_gigabytes_of_long_lines(tree):
+    sparse_lines(tree.root / "long.txt", 8 * 2**20, 8 * 2**30)  # a thousand 8 MB lines
+    cancelled = threading.Event()
+    timer = threading.Timer(0.3, cancelled.set)
+    timer.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(nacelle.Cancelled, match="was cancelled"):
+            tree.tools["read_file"].run({"path": "long.txt", "offset": 1000},
+                                        nacelle.ToolContext(cancelled=cancelled))
+    finally:
+        timer.cancel()
+    assert time.monotonic() - started < 5
+
+
+def test_read_file_honours_the_call_deadline_inside_gigabytes_of_long_lines(tree):
+    sparse_lines(tree.root / "long.txt", 8 * 2**20, 8 * 2**30)
+    started = time.monotonic()
+    with pytest.raises(nacelle.Cancelled, match="ran out of time"):
+        tree.tools["read_file"].run({"path": "long.txt", "offset": 1000},
+                                    nacelle.ToolContext(deadline=time.monotonic() + 0.3))
+    assert time.monotonic() - started < 5
 
 
 def test_read_file_stops_at_the_output_limit_and_says_where_to_read_on(tmp_path):
