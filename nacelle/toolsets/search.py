@@ -21,8 +21,15 @@ Choices made where the specification is silent:
 - Results come in path order. Every cap — matches, walked entries, output size — is
   announced in the result, with a hint to narrow the search.
 - Regexes are Python's ``re``, matched per line; ``(?i)`` makes them case-blind.
+  They are matched in a child process (:mod:`nacelle.toolsets.matcher`), one per
+  search, because ``re`` cannot be interrupted: a pattern that backtracks
+  catastrophically would otherwise hold the GIL for hours. Each file gets
+  :data:`MATCH_SECONDS`; a file that takes longer stops the search with
+  :class:`RegexTimedOut`, whose message carries the matches found before it. The
+  call's cancellation and deadline are checked while matching, every 50 ms.
 
-Outer ring: imports the standard library and the sibling ``confine`` module.
+Outer ring: imports the standard library, ``nacelle.errors`` and the sibling
+``confine``, ``interpreter`` and ``matcher`` modules.
 """
 
 from __future__ import annotations
@@ -33,9 +40,12 @@ import re
 import stat
 from typing import Any, Dict, Iterator, List, Optional, Pattern, Tuple
 
+from ..errors import NacelleError
 from .confine import LIST_FLAGS, READ_FLAGS, ConfinedTool, PathError, PathRefused, kind_of
+from .interpreter import helper_command, helper_environment
+from .matcher import Matcher
 
-__all__ = ["FindFiles", "ListDirectory", "SearchContent", "glob_regex"]
+__all__ = ["FindFiles", "ListDirectory", "RegexTimedOut", "SearchContent", "glob_regex"]
 
 MAX_ENTRIES = 1000
 MAX_MATCHES = 500
@@ -43,8 +53,14 @@ MAX_VISITED = 100_000
 MAX_DEPTH = 256
 MAX_SEARCH_BYTES = 10 * 2**20
 MAX_MATCH_LINE = 300
+MATCH_SECONDS = 5.0
 SKIP_DIRS = frozenset({".git", ".hg", ".svn"})
 _WILD = re.compile(r"[*?\[{]")
+
+
+class RegexTimedOut(NacelleError):
+    """search_content's regular expression ran past its time bound on one file; the
+    search was stopped there."""
 
 
 def _component(part: str) -> str:
@@ -347,7 +363,9 @@ class SearchContent(ConfinedTool):
         except PathError:
             return f"no matches: {start!r} does not exist or is not a directory"
         walk = _Walk(ctx, max_depth=depth)
-        state = _Search(regex, max(100, self.max_output - 400))
+        matcher = Matcher(helper_command("matcher.py"), helper_environment(), pattern,
+                          MAX_MATCH_LINE)
+        state = _Search(matcher, ctx, max(100, self.max_output - 400))
         try:
             with contextlib.closing(walk.entries(fd, start)) as items:
                 for path, entry, parent in items:
@@ -357,16 +375,27 @@ class SearchContent(ConfinedTool):
                     if not state.search(parent, entry, path):
                         break
         finally:
+            matcher.close()
             os.close(fd)
+        if state.too_slow:
+            found = "\n".join(state.lines) or "(none)"
+            raise RegexTimedOut(
+                f"the regular expression ran for more than {state.seconds:g} seconds on "
+                f"{state.too_slow!r} and the search was stopped there; it probably "
+                "backtracks catastrophically (a repeated group inside a repetition, like "
+                f"(a+)+): simplify it or narrow the glob. Matches before it stopped:\n{found}")
         return state.report(pattern, walk)
 
 
 class _Search:
     """The matches found so far, the files skipped, and the budgets."""
 
-    def __init__(self, regex: Pattern[str], budget: int) -> None:
-        self.regex = regex
+    def __init__(self, matcher: Matcher, ctx: Any, budget: int) -> None:
+        self.matcher = matcher
+        self.ctx = ctx
         self.budget = budget
+        self.seconds = MATCH_SECONDS
+        self.too_slow = ""  # the file the regex ran out of time on, if it did
         self.lines: List[str] = []
         self.used = 0
         self.full = False
@@ -398,10 +427,12 @@ class _Search:
             self.skipped["binary"] += 1
             return True
         self.files += 1
-        text = data.decode("utf-8", "replace")
-        for number, line in enumerate(text.splitlines(), 1):
-            if not self.regex.search(line):
-                continue
+        found = self.matcher.lines(data, MAX_MATCHES - len(self.lines) + 1, self.seconds,
+                                   self.ctx)
+        if found is None:
+            self.too_slow = path
+            return False
+        for number, line in found:
             if len(line) > MAX_MATCH_LINE:
                 line = line[:MAX_MATCH_LINE] + " …"
             shown = f"{path}:{number}: {line}"

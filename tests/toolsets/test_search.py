@@ -2,6 +2,8 @@
 
 import os
 import re
+import threading
+import time
 
 import pytest
 
@@ -222,3 +224,93 @@ def test_search_and_find_results_stay_within_max_output_and_say_so(tmp_path):
     assert found.splitlines()[-1].startswith("[only the first ")
     assert found.splitlines()[-1].endswith(" matches are shown; there are more: narrow the pattern]")
     assert hits.splitlines()[-1].startswith("[only the first ")
+
+
+# -- regular expressions run where they can be stopped -------------------------------------
+
+CATASTROPHIC = "(a+)+$"  # tries every way to split a run of a's before failing at the b
+
+
+def matcher_children():
+    """Processes this test process started that are still running search's matcher."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and fields[0] not in "ZX" and b"matcher" in cmdline:
+            found.append(int(pid))
+    return found
+
+
+@pytest.fixture
+def slow_tree(tmp_path):
+    (tmp_path / "0-first.txt").write_text("aaa\nbbb\n")
+    (tmp_path / "slow.txt").write_text("a" * 40 + "b\n")
+    (tmp_path / "z-last.txt").write_text("aaaa\n")
+    with LocalTools(tmp_path) as tools:
+        yield {t.name: t for t in tools.tools()}["search_content"]
+
+
+needs_proc = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc")
+
+
+@needs_proc
+def test_a_catastrophic_regex_is_stopped_at_its_time_bound_and_the_result_says_so(
+        slow_tree, monkeypatch):
+    monkeypatch.setattr(search, "MATCH_SECONDS", 0.5)
+    started = time.monotonic()
+    with pytest.raises(search.RegexTimedOut) as caught:
+        slow_tree.run({"pattern": CATASTROPHIC}, ctx())
+    assert time.monotonic() - started < 10
+    assert str(caught.value) == (
+        "the regular expression ran for more than 0.5 seconds on 'slow.txt' and the search "
+        "was stopped there; it probably backtracks catastrophically (a repeated group "
+        "inside a repetition, like (a+)+): simplify it or narrow the glob. Matches before "
+        "it stopped:\n0-first.txt:1: aaa")
+    assert isinstance(caught.value, nacelle.NacelleError)
+    assert matcher_children() == []
+
+
+@needs_proc
+def test_a_catastrophic_regex_is_cancellable(slow_tree):
+    cancelled = threading.Event()
+    timer = threading.Timer(0.3, cancelled.set)
+    timer.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(nacelle.Cancelled):
+            slow_tree.run({"pattern": CATASTROPHIC},
+                          nacelle.ToolContext(call_id="call_1", cancelled=cancelled))
+    finally:
+        timer.cancel()
+    assert time.monotonic() - started < 10
+    assert matcher_children() == []
+
+
+@needs_proc
+def test_a_catastrophic_regex_stops_at_the_call_deadline(slow_tree):
+    started = time.monotonic()
+    with pytest.raises(nacelle.Cancelled, match="ran out of time"):
+        slow_tree.run({"pattern": CATASTROPHIC},
+                      nacelle.ToolContext(call_id="call_1", deadline=time.monotonic() + 0.5))
+    assert time.monotonic() - started < 10
+    assert matcher_children() == []
+
+
+@needs_proc
+def test_the_matcher_does_not_outlive_an_ordinary_search(project):
+    assert run(project, "search_content", pattern="TODO", glob="*.md") == (
+        "docs/guide.md:2: TODO: more")
+    assert matcher_children() == []
+
+
+def test_a_pattern_that_is_not_valid_utf8_text_still_matches_what_it_names(tmp_path):
+    (tmp_path / "f.txt").write_text("caf\u00e9 \U0001f600\n")
+    with LocalTools(tmp_path) as tools:
+        assert tools.tools()[5].run({"pattern": "\U0001f600|\ud800"}, ctx()) == (
+            "f.txt:1: caf\u00e9 \U0001f600")
