@@ -2,17 +2,22 @@
 cancellation and output caps. Pids are checked in /proc, not assumed."""
 
 import os
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 import nacelle
 from nacelle.errors import Cancelled
 from nacelle.toolsets import LocalTools
-from nacelle.toolsets.shell import CommandTimedOut
+from nacelle.toolsets.shell import CommandTimedOut, SupervisorLost
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc")
+
+PROJECT = Path(__file__).resolve().parents[2]
 
 
 def ctx(**kwargs):
@@ -193,3 +198,85 @@ def test_run_command_schema_takes_only_the_command(make):
         "additionalProperties": False,
     }
     assert tool.exclusive is True and tool.read_only is False
+
+
+# -- processes that leave the group, quick exits, the ancestors' environments -----------
+
+LEAVES_THE_SESSION = (f"{sys.executable} -c 'import os, time; os.setsid(); time.sleep(60)' & "
+                      "echo $! > pids; ")
+# ``setsid`` puts a shell in a new session; its ``sleep`` is orphaned when that shell exits.
+ORPHANED_IN_A_NEW_SESSION = "setsid sh -c 'sleep 60 & echo $! >> pids'; "
+
+
+def test_a_child_that_calls_setsid_still_dies_at_the_timeout(make, tmp_path):
+    command = LEAVES_THE_SESSION + ORPHANED_IN_A_NEW_SESSION + "sleep 100"
+    with pytest.raises(CommandTimedOut):
+        make(command_timeout=1.5).run({"command": command}, ctx())
+    pids = read_pids(tmp_path / "pids", 2)
+    assert all(gone(pid) for pid in pids), pids
+
+
+def test_a_child_that_calls_setsid_still_dies_on_cancel(make, tmp_path):
+    cancelled = threading.Event()
+    timer = threading.Timer(1.5, cancelled.set)
+    timer.start()
+    try:
+        with pytest.raises(Cancelled):
+            make().run({"command": LEAVES_THE_SESSION + ORPHANED_IN_A_NEW_SESSION + "sleep 100"},
+                       ctx(cancelled=cancelled))
+    finally:
+        timer.cancel()
+    pids = read_pids(tmp_path / "pids", 2)
+    assert all(gone(pid) for pid in pids), pids
+
+
+def test_a_child_that_calls_setsid_is_stopped_when_the_command_finishes(make, tmp_path):
+    command = (LEAVES_THE_SESSION + ORPHANED_IN_A_NEW_SESSION +
+               "while [ $(wc -l < pids) -lt 2 ]; do sleep 0.05; done; echo done")
+    assert make().run({"command": command}, ctx()) == "exit code: 0\nstdout:\ndone"
+    pids = read_pids(tmp_path / "pids", 2)
+    assert all(gone(pid) for pid in pids), pids
+
+
+@pytest.mark.parametrize("command", [
+    "true", "echo hi", "exec >/dev/null 2>&1; true", "exec >&- 2>&-", "echo oops >&2; exit 3",
+])
+def test_a_command_that_exits_at_once_is_never_reported_as_timed_out(make, command):
+    tool = make(command_timeout=0.05)
+    for _ in range(40):
+        result = tool.run({"command": command}, ctx())
+        assert result.startswith("exit code: "), result
+
+
+WALK_THE_ANCESTORS = (
+    "p=$$; while [ \"$p\" -gt 1 ]; do echo \"pid $p\"; tr '\\0' '\\n' < /proc/$p/environ; "
+    "p=$(sed -n 's/^PPid:[[:space:]]*//p' /proc/$p/status); done; echo end")
+
+SECRET_HOLDING_HOST = """
+import os, sys
+import nacelle
+from nacelle.toolsets import LocalTools
+with open(f"/proc/{os.getpid()}/environ", "rb") as f:
+    assert b"sk-ant-test-secret" in f.read()  # else the test proves nothing
+with LocalTools(sys.argv[1], allow_bash=True) as tools:
+    sys.stdout.write(tools.tools()[-1].run({"command": sys.argv[2]}, nacelle.ToolContext()))
+"""
+
+
+def test_the_command_cannot_read_the_hosts_secrets_from_its_ancestors(tmp_path):
+    env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-test-secret"}
+    result = subprocess.run(
+        [sys.executable, "-c", SECRET_HOLDING_HOST, str(tmp_path), WALK_THE_ANCESTORS],
+        cwd=str(PROJECT), env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    walked = result.stdout
+    assert walked.startswith("exit code: 0\nstdout:\npid ") and walked.endswith("\nend"), walked
+    assert walked.count("pid ") >= 2  # the shell and at least its parent
+    assert "sk-ant-test-secret" not in walked
+    assert "ANTHROPIC_API_KEY" not in walked
+
+
+def test_a_command_that_kills_its_supervisor_is_reported_as_lost(make):
+    with pytest.raises(SupervisorLost, match=r"^the process supervising the command ended "
+                                             r"or stopped answering .*\nexit code unknown"):
+        make().run({"command": "echo before; kill -9 $PPID"}, ctx())
