@@ -25,6 +25,7 @@ from nacelle import (
     Agent, APIError, Kind, Request, Retry, RetryBudgetExceeded, RetryOptions, RunContext,
     Stop, StreamError, StreamTruncated, TransportError, attempt, retryable, user_text,
 )
+from nacelle import ConfigError
 from nacelle.backends import anthropic, openrouter
 from nacelle.testing import FakeClock, FakeServer, Reply
 from nacelle.testing import wire
@@ -603,3 +604,29 @@ def test_17_a_chunk_size_line_sent_a_byte_at_a_time_is_a_retryable_stall(provide
         list(provider.backend(server.url, stall_timeout=0.5).stream(request(), clocked()))
     assert time.monotonic() - started < 3.0
     assert retryable(caught.value) and not isinstance(caught.value, StreamTruncated)
+
+
+# -- 18: a key pasted with a character that does not belong in it --------------------------
+
+
+@pytest.mark.parametrize("source", ["environment", "argument"])
+@pytest.mark.parametrize("stray, named", [("\u200b", "a zero width space (U+200B)"),
+                                          ("\n", "a newline (U+000A)"),
+                                          ("\u00e9", "a latin small letter e with acute")],
+                         ids=["zero-width-space", "newline", "latin-1"])
+def test_18_a_key_with_a_stray_character_fails_at_the_first_request_with_nothing_sent(
+        provider, server, monkeypatch, source, stray, named):
+    key = provider.key[:12] + stray + provider.key[12:]
+    if source == "environment":
+        monkeypatch.setenv(provider.key_variable, key)
+        backend = provider.make_backend(server.url, None)
+    else:
+        backend = provider.make_backend(server.url, key)
+    ctx = clocked()
+    with pytest.raises(ConfigError) as caught:
+        list(backend.stream(request(), ctx))
+    message = str(caught.value)
+    assert f"contains {named}" in message and "at position 12" in message
+    assert (f"${provider.key_variable}" in message) == (source == "environment")
+    assert server.requests == [] and ctx.clock.sleeps == []  # refused, not retried
+    assert_secret_free(caught.value)

@@ -68,15 +68,19 @@ What it promises:
   ``StreamError`` with a preview, not a "truncated" stream retried for nothing; an
   unlabelled one is read.
 - Secrets: header values are kept out of every repr, message and log line, and are
-  scrubbed from provider messages and body previews too.
+  scrubbed from provider messages and body previews too. The key is read by
+  :func:`read_key` (``_http_headers``, re-exported here), which refuses one with a character no key holds (a zero width
+  space, a newline, whitespace around it) with a ``ConfigError`` naming the
+  character and its position, never the key; a header value HTTP cannot carry is a
+  ``ConfigError`` naming the header. Both happen before anything is sent.
 - One ``requests.Session`` per transport and thread (requests does not promise a
   Session is thread-safe, and an Agent is shared between threads). Sessions are
   dropped when pickling and made again on first use. Each reads the environment's
   proxies and CA bundle once, when it is made, rather than on every request.
 
 Outer ring: imports ``requests``, ``urllib3``, the standard library, ``nacelle.errors``,
-``nacelle.sse``, ``nacelle.read_limits``, ``_http_errors``, ``_http_session`` and
-``nacelle.backend`` (for the RunContext type only).
+``nacelle.sse``, ``nacelle.read_limits``, ``_http_errors``, ``_http_headers``,
+``_http_session`` and ``nacelle.backend`` (for the RunContext type only).
 """
 
 from __future__ import annotations
@@ -84,7 +88,6 @@ from __future__ import annotations
 import http.client
 import json
 import logging
-import os
 import socket
 import threading
 import time
@@ -95,14 +98,13 @@ import requests
 import urllib3
 
 from ..backend import RunContext
-from ..errors import (
-    APIError, Cancelled, ConfigError, StreamError, StreamTruncated, TransportError,
-)
+from ..errors import APIError, Cancelled, StreamError, StreamTruncated, TransportError
 from ..read_limits import Cutoff, content_length
 from ..sse import SSEDecoder, SSEEvent
 from ._http_errors import (
     api_error, describe, parse_error, preview, retry_delay, scrub, stalled, where as _where,
 )
+from ._http_headers import checked as _checked, read_key as read_key
 from ._http_session import InFlight, new_session
 
 __all__ = ["Transport", "iter_sse", "parse_error", "retry_delay"]
@@ -151,7 +153,7 @@ class Transport:
             if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"{label} must be a positive number of seconds, got {value!r}")
         self.base_url = str(base_url).rstrip("/")
-        self.headers = dict(headers)
+        self.headers = _checked(headers)
         self.max_retries = max_retries
         self.timeout = float(timeout)
         self.stall_timeout = float(stall_timeout)
@@ -188,7 +190,7 @@ class Transport:
         if headers is None:
             with self._headers_lock:
                 if self._all_headers is None:
-                    self._all_headers = {**self.headers, **self.secret_headers()}
+                    self._all_headers = {**self.headers, **_checked(self.secret_headers())}
                 headers = self._all_headers
         return headers
 
@@ -561,13 +563,3 @@ def _socket_of(response: requests.Response) -> Optional[socket.socket]:
         except AttributeError:
             return None
     return sock if isinstance(sock, socket.socket) else None
-
-
-def read_key(given: Optional[str], variable: str, provider: str, module: str) -> str:
-    """The API key: ``given``, else ``$variable`` read now — at the first request, so a
-    backend can be built (and pickled, and shipped) before the environment holds it."""
-    key = given or os.environ.get(variable, "").strip()
-    if not key:
-        raise ConfigError(
-            f"no {provider} API key: pass api_key= to {module}.Backend or set ${variable}")
-    return key

@@ -1,9 +1,12 @@
 """The model transport against a real loopback server: streaming, the final event
-and the connection going back to the pool, retries, time limits, cancellation, and
-the key never showing. What an error response becomes is in test_http_errors."""
+and the connection going back to the pool, retries, time limits (servers that trickle
+included), cancellation, Content-Length, and the key never showing — with the key
+and header checks of _http_headers and the cut-off sessions of _http_session, which
+only the transport uses. What an error response becomes is in test_http_errors."""
 
 import logging
 import pickle
+import re
 import socket
 import threading
 import time
@@ -14,8 +17,8 @@ from nacelle.backend import RunContext
 from nacelle.backends import _http
 from nacelle.backends._http import DRAIN_SECONDS, Transport, iter_sse
 from nacelle.errors import (
-    APIError, Cancelled, RetryBudgetExceeded, StreamError, StreamTruncated, TransportError,
-    retryable,
+    APIError, Cancelled, ConfigError, RetryBudgetExceeded, StreamError, StreamTruncated,
+    TransportError, retryable,
 )
 from nacelle.sse import SSEEvent
 from nacelle.testing import FakeClock, FakeServer, Reply
@@ -838,6 +841,120 @@ def test_a_pickled_transport_leaves_the_secret_headers_behind_and_asks_again(ser
 
 def _secret_from_module():
     return {"x-api-key": KEY}
+
+
+# -- a key with a character that has no business in it ------------------------------------
+
+def at(position, char):
+    return lambda key: key[:position] + char + key[position:]
+
+
+STRAYS = [
+    (at(12, "\u200b"), "contains a zero width space (U+200B) at position 12"),
+    (at(12, "\n"), "contains a newline (U+000A) at position 12"),
+    (at(12, "\r\n"), "contains a carriage return (U+000D) at position 12"),
+    (at(12, "\t"), "contains a tab (U+0009) at position 12"),
+    (at(12, " "), "contains a space (U+0020) at position 12"),
+    (at(12, "\x00"), "contains a control character (U+0000) at position 12"),
+    (at(12, "\u00a0"), "contains a no-break space (U+00A0) at position 12"),
+    (at(12, "é"), "contains a latin small letter e with acute (U+00E9) at position 12"),
+    (at(12, "ж"), "contains a cyrillic small letter zhe (U+0436) at position 12"),
+    (at(12, "\u2014"), "contains an em dash (U+2014) at position 12"),
+    (at(0, "\ufeff"), "contains a byte order mark (U+FEFF) at position 0"),
+    (lambda key: key + "\n", "ends with a newline (U+000A)"),
+    (lambda key: key + " ", "ends with a space (U+0020)"),
+    (lambda key: " " + key, "starts with a space (U+0020)"),
+    (lambda key: "\t" + key + "\t", "starts with a tab (U+0009)"),
+]
+
+
+def chain(error):
+    """``error`` and every exception behind it, through __cause__ and __context__."""
+    seen, todo = [], [error]
+    while todo:
+        current = todo.pop()
+        if current is None or any(current is e for e in seen):
+            continue
+        seen.append(current)
+        todo += [current.__cause__, current.__context__]
+    return seen
+
+
+def assert_key_nowhere(error):
+    for link in chain(error):
+        for text in (str(link), repr(link), repr(link.args)):
+            assert "0123456789" not in text and "SECRET" not in text, text
+
+
+# An environment variable cannot hold a NUL byte; an argument can.
+KEY_CASES = [(source, spoil, problem) for source in ("environment", "argument")
+             for spoil, problem in STRAYS if source == "argument" or "\x00" not in spoil(KEY)]
+
+
+@pytest.mark.parametrize("source, spoil, problem", KEY_CASES)
+def test_a_key_with_a_stray_character_is_a_config_error_naming_it_and_not_the_key(
+        server, monkeypatch, source, spoil, problem):
+    bad = spoil(KEY)
+    if source == "environment":
+        monkeypatch.setenv("ANTHROPIC_API_KEY", bad)
+        given, named = None, "the Anthropic API key from $ANTHROPIC_API_KEY"
+    else:
+        monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+        given, named = bad, "the api_key given to anthropic.Backend"
+    transport = Transport(server.url, {}, secret_headers=lambda: {
+        "x-api-key": _http.read_key(given, "ANTHROPIC_API_KEY", "Anthropic", "anthropic")})
+    ctx = fake_ctx()
+    for send in (transport.post_json, transport.post_stream):  # the first request, and again
+        with pytest.raises(ConfigError) as info:
+            send(PATH, {}, ctx)
+        assert str(info.value).startswith(f"{named} {problem}")
+        assert not isinstance(info.value, TransportError) and not retryable(info.value)
+        assert_key_nowhere(info.value)
+    assert server.requests == [] and ctx.clock.sleeps == []
+
+
+@pytest.mark.parametrize("spoil, problem", STRAYS[:3])
+def test_a_secret_header_with_a_stray_character_is_a_config_error_naming_the_header_only(
+        server, spoil, problem):
+    transport = Transport(server.url, {}, secret_headers=lambda: {
+        "Authorization": "Bearer " + spoil(KEY)})
+    with pytest.raises(ConfigError) as info:
+        transport.post_json(PATH, {}, fake_ctx())
+    assert str(info.value).startswith("the Authorization header contains")
+    assert_key_nowhere(info.value)
+    assert server.requests == []
+
+
+@pytest.mark.parametrize("value, problem", [
+    ("Caf\u00e9 \u2615", "contains a hot beverage (U+2615) at position 5"),
+    ("my app\r\nX-Injected: 1", "contains a carriage return (U+000D) at position 6"),
+    (" padded", "starts with a space (U+0020)"),
+])
+def test_a_header_value_http_cannot_carry_is_a_config_error_when_the_transport_is_made(
+        value, problem):
+    with pytest.raises(ConfigError, match="^" + re.escape(f"the X-Title header {problem}")):
+        Transport("http://127.0.0.1:1", {"X-Title": value})
+
+
+def test_a_latin1_header_value_is_carried():
+    assert Transport("http://127.0.0.1:1", {"X-Title": "Caf\u00e9"}).headers == {"X-Title": "Café"}
+
+
+def test_a_key_of_printable_ascii_is_sent_as_it_is(server, monkeypatch):
+    odd = "sk-!#$%&'*+./:;<=>?@[]^_`{|}~0123456789"
+    monkeypatch.setenv("SOME_API_KEY", odd)
+    server.queue(PATH, Reply.json({}))
+    Transport(server.url, {}, secret_headers=lambda: {
+        "x-api-key": _http.read_key(None, "SOME_API_KEY", "Some", "some")}).post_json(
+        PATH, {}, RunContext())
+    assert server.requests[0].headers["x-api-key"] == odd
+
+
+@pytest.mark.parametrize("value", ["", "   ", "\n"])
+def test_a_blank_key_in_the_environment_is_no_key(monkeypatch, value):
+    monkeypatch.setenv("SOME_API_KEY", value)
+    with pytest.raises(ConfigError, match=r"^no Some API key: pass api_key= to some\.Backend"):
+        _http.read_key(None, "SOME_API_KEY", "Some", "some")
 
 
 # -- the environment ------------------------------------------------------------------------

@@ -1,0 +1,92 @@
+"""What a model request's headers may hold: the API key, read from the argument or
+the environment by :func:`read_key`, and values HTTP can carry (:func:`checked`).
+
+A key is printable ASCII without spaces. One with anything else — a zero width space
+or a newline pasted with it, a letter from another alphabet, whitespace around it —
+is refused before a request is made, with a ``ConfigError`` that says what the
+character is and where and never repeats the key. Sent on, it would become a
+``UnicodeEncodeError`` whose repr holds the whole key (http.client encodes header
+values as latin-1), or a header ``requests`` refuses with the value in its message,
+mistaken for a network failure and retried. A header value is held to what HTTP
+carries — latin-1, no control characters, no whitespace at either end — and a
+value that is not is named by its header alone, since it may be a secret too.
+
+Pure functions of strings and the environment; no socket is touched.
+
+Outer ring: imports the standard library and ``nacelle.errors``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, Dict, Mapping, Optional
+
+from ..errors import ConfigError
+
+__all__ = ["checked", "read_key"]
+
+
+def read_key(given: Optional[str], variable: str, provider: str, module: str) -> str:
+    """The API key: ``given``, else ``$variable`` read now — at the first request, so a
+    backend can be built (and pickled, and shipped) before the environment holds it.
+    A ``ConfigError`` when there is none, or when it holds a character no key holds
+    (the module docstring says which, and why)."""
+    if given:
+        key, source = given, f"the api_key given to {module}.Backend"
+    else:
+        key, source = os.environ.get(variable, ""), f"the {provider} API key from ${variable}"
+        if not key.strip():
+            raise ConfigError(
+                f"no {provider} API key: pass api_key= to {module}.Backend or set ${variable}")
+    problem = _stray(key, _fits_a_key)
+    if problem:
+        raise ConfigError(f"{source} {problem}: remove it (an API key is printable ASCII, "
+                          f"without spaces)")
+    return key
+
+
+def checked(headers: Mapping[str, str]) -> Dict[str, str]:
+    """A copy of ``headers``, or a ``ConfigError`` naming the first one whose value
+    HTTP cannot carry (what ``requests`` or ``http.client`` would refuse with the value,
+    which may be a secret, in the message). Latin-1 letters are carried, as HTTP
+    allows."""
+    for name, value in headers.items():
+        problem = _stray(str(value), _fits_a_header)
+        if problem:
+            raise ConfigError(f"the {name} header {problem}")
+    return dict(headers)
+
+
+def _fits_a_key(char: str) -> bool:
+    return "!" <= char <= "~"
+
+
+def _fits_a_header(char: str) -> bool:
+    return " " <= char <= "~" or char == "\t" or "\u00a0" <= char <= "\u00ff"
+
+
+_CHAR_NAMES = {" ": "a space", "\t": "a tab", "\n": "a newline", "\r": "a carriage return",
+               "\u00a0": "a no-break space", "\ufeff": "a byte order mark"}
+
+
+def _stray(text: str, fits: Callable[[str], bool]) -> str:
+    """Where ``text`` goes wrong, in words that do not repeat it ("ends with a newline
+    (U+000A)"), or "" when every character ``fits`` and none is whitespace at an end."""
+    if text[:1].isspace():
+        return f"starts with {_char_name(text[0])}"
+    if text[-1:].isspace():
+        return f"ends with {_char_name(text[-1])}"
+    for index, char in enumerate(text):
+        if not fits(char):
+            return f"contains {_char_name(char)} at position {index}"
+    return ""
+
+
+def _char_name(char: str) -> str:
+    name = _CHAR_NAMES.get(char)
+    if name is None:
+        import unicodedata  # only for a message about a character nobody meant to send
+
+        word = unicodedata.name(char, "").lower()
+        name = ("an " if word[0] in "aeiou" else "a ") + word if word else "a control character"
+    return f"{name} (U+{ord(char):04X})"
