@@ -29,9 +29,9 @@ longer than ``s`` while the whole head takes about a hundred times ``s``. In
 ``"raw"`` mode the same is done to any part of the body with one-byte chunks, a
 chunk-size line say::
 
-    size_line = [(bytes([b]), 0.2) for b in b"0" * 150 + b"9\r\n"]
+    size_line = [(bytes([b]), 0.2) for b in b"0" * 150 + b"9\\r\\n"]
     Reply(mode="raw", headers={"Transfer-Encoding": "chunked"},
-          chunks=[b"9\r\ndata: a\n\n\r\n"] + size_line + [b"data: b\n\n\r\n0\r\n\r\n"])
+          chunks=[b"9\\r\\ndata: a\\n\\n\\r\\n"] + size_line + [b"data: b\\n\\n\\r\\n0\\r\\n\\r\\n"])
 
 A trickle, like a delay, ends as soon as the client goes away.
 
