@@ -12,7 +12,8 @@ Choices made where the specification is silent:
 
 - Globs follow shell ``globstar`` rules, as ``pathlib`` does: ``*`` and ``?`` stay
   within one path component, ``**`` spans any number of directories, ``[abc]`` and
-  ``{a,b}`` work, and dotfiles match. ``find_files('*.py')`` looks at the top level
+  ``{a,b}`` work, and dotfiles match; they are matched without backtracking
+  (:mod:`nacelle.toolsets.glob_match`), so no pattern can stall the walk. ``find_files('*.py')`` looks at the top level
   only; ``**/*.py`` looks everywhere. ``search_content``'s ``glob`` filter is
   matched against the file name when it has no ``/`` (``*.py`` means Python files at
   any depth, as with ``rg -g``), against the path from the root otherwise.
@@ -29,7 +30,7 @@ Choices made where the specification is silent:
   call's cancellation and deadline are checked while matching, every 50 ms.
 
 Outer ring: imports the standard library, ``nacelle.errors`` and the sibling
-``confine``, ``interpreter`` and ``matcher`` modules.
+``confine``, ``glob_match``, ``interpreter`` and ``matcher`` modules.
 """
 
 from __future__ import annotations
@@ -38,10 +39,11 @@ import contextlib
 import os
 import re
 import stat
-from typing import Any, Dict, Iterator, List, Optional, Pattern, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ..errors import NacelleError
 from .confine import LIST_FLAGS, READ_FLAGS, ConfinedTool, PathError, PathRefused, kind_of
+from .glob_match import GlobMatcher
 from .interpreter import helper_command, helper_environment
 from .matcher import Matcher
 
@@ -63,52 +65,11 @@ class RegexTimedOut(NacelleError):
     search was stopped there."""
 
 
-def _component(part: str) -> str:
-    """One path component of a glob as a regex that never crosses ``/``."""
-    out = []
-    i = 0
-    while i < len(part):
-        c = part[i]
-        if c == "*":
-            while i + 1 < len(part) and part[i + 1] == "*":
-                i += 1
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            end = part.find("]", i + 2 if part[i + 1:i + 2] in ("!", "^") else i + 1)
-            if end < 0:
-                out.append(re.escape(c))
-            else:
-                body = part[i + 1:end]
-                negate = body[:1] in ("!", "^")
-                body = body[1:] if negate else body
-                out.append(f"[{'^/' if negate else ''}{body.replace(chr(92), chr(92) * 2)}]")
-                i = end
-        elif c == "{":
-            end = part.find("}", i)
-            if end < 0:
-                out.append(re.escape(c))
-            else:
-                choices = part[i + 1:end].split(",")
-                out.append("(?:" + "|".join(_component(x) for x in choices) + ")")
-                i = end
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return "".join(out)
-
-
-def glob_regex(parts: List[str]) -> Pattern[str]:
-    """The compiled regex matching relative paths for a glob split into components."""
-    out = []
-    for index, part in enumerate(parts):
-        last = index == len(parts) - 1
-        if part == "**":
-            out.append(".*" if last else "(?:[^/]+/)*")
-        else:
-            out.append(_component(part) + ("" if last else "/"))
-    return re.compile("".join(out), re.DOTALL)
+def glob_regex(parts: List[str]) -> GlobMatcher:
+    """What matches relative paths for a glob split into components: an object whose
+    ``fullmatch(path)`` says whether ``path`` matches. (It was a compiled regex once;
+    :mod:`nacelle.toolsets.glob_match` says why it no longer is.)"""
+    return GlobMatcher(parts)
 
 
 def split_glob(pattern: str, key: str, root: Any) -> List[str]:

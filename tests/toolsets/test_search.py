@@ -314,3 +314,50 @@ def test_a_pattern_that_is_not_valid_utf8_text_still_matches_what_it_names(tmp_p
     with LocalTools(tmp_path) as tools:
         assert tools.tools()[5].run({"pattern": "\U0001f600|\ud800"}, ctx()) == (
             "f.txt:1: caf\u00e9 \U0001f600")
+
+
+# -- globs match in time linear in pattern and path ----------------------------------------
+
+@pytest.mark.parametrize("parts, path", [
+    (["*a" * 12 + "*b"], "a" * 250),  # stars that a regex would try every placement of
+    (["**"] * 30 + ["x"], "a/" * 200 + "y"),  # globstars that would do the same across dirs
+    (["**", "*a*a*a*a*a*a*a*a*b", "**", "*a*a*a*a*a*a*c"], "/".join(["a" * 50] * 60)),
+], ids=["stars", "globstars", "both"])
+def test_a_glob_that_a_regex_would_backtrack_on_fails_to_match_quickly(parts, path):
+    started = time.monotonic()
+    assert not glob_regex(parts).fullmatch(path)
+    assert time.monotonic() - started < 5
+
+
+def test_find_files_with_a_backtracking_glob_answers_quickly(tmp_path):
+    (tmp_path / ("a" * 250)).write_text("x")
+    started = time.monotonic()
+    with LocalTools(tmp_path) as tools:
+        assert tools.tools()[4].run({"pattern": "*a" * 12 + "*b"}, ctx()) == (
+            f"no matches for {'*a' * 12 + '*b'!r}")
+        assert tools.tools()[5].run({"pattern": "x", "glob": "*a" * 12 + "*b"}, ctx()) == (
+            "no matches for 'x' in 0 files")
+    assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("glob, path, matches", [
+    ("**/**/*.py", "a.py", True),
+    ("**/**/*.py", "x/y/a.py", True),
+    ("a/**/**/b", "a/b", True),
+    ("a/**/**", "a", False),
+    ("**", "a/b/c", True),
+    ("*.{ts,tsx}{,.map}", "x.tsx.map", True),
+    ("*.{ts,tsx}{,.map}", "x.js.map", False),
+    ("[a-c]?", "bz", True),
+    ("[!a-c]?", "bz", False),
+    ("[z-a]", "[z-a]", True),  # not a valid class: the bracket is literal
+    ("a\nb", "a\nb", True),
+    ("*", "a\nb", True),
+])
+def test_globs_keep_their_meaning(glob, path, matches):
+    assert bool(glob_regex(glob.split("/")).fullmatch(path)) is matches
+
+
+def test_a_glob_with_too_many_alternatives_is_refused(project):
+    with pytest.raises(ValueError, match=r"has more than 256 \{\.\.\.\} alternatives"):
+        run(project, "find_files", pattern="{a,b}" * 9)
