@@ -91,13 +91,13 @@ import logging
 import socket
 import threading
 import time
-from typing import Any, Callable, Dict, Iterator, Mapping, Optional
+from typing import Any, Callable, Dict, Generator, Mapping, Optional
 from urllib.parse import urlsplit
 
 import requests
 import urllib3
 
-from ..backend import RunContext
+from ..context import RunContext
 from ..errors import APIError, Cancelled, StreamError, StreamTruncated, TransportError
 from ..read_limits import Cutoff, content_length
 from ..sse import SSEDecoder, SSEEvent
@@ -239,7 +239,7 @@ class Transport:
 
     def events(self, response: requests.Response, ctx: RunContext,
                keepalive: Optional[Callable[[SSEEvent], bool]] = None,
-               final: Optional[Callable[[SSEEvent], bool]] = None) -> Iterator[SSEEvent]:
+               final: Optional[Callable[[SSEEvent], bool]] = None) -> Generator[SSEEvent, None, None]:
         """The SSE events of ``response`` (see :func:`iter_sse`), with this transport's
         read and stall timeouts."""
         return iter_sse(response, ctx, keepalive=keepalive, final=final,
@@ -258,22 +258,23 @@ class Transport:
             ctx.check()
             try:
                 response = self._send(url, data, headers, ctx, stream)
-            except TransportError as error:
+            except TransportError as unreachable:
                 if retries >= self.max_retries:
                     raise
-                failure: Exception = error
+                failure: Exception = unreachable
                 delay = retry_delay({}, retries)
-                log.debug("%s: %s; retry %d of %d in %.2fs", self.name, error, retries + 1,
-                          self.max_retries, delay)
+                log.debug("%s: %s; retry %d of %d in %.2fs", self.name, unreachable,
+                          retries + 1, self.max_retries, delay)
             else:
                 if response.status_code < 300:
                     return response
-                failure = error = self._api_error(response, path, ctx)
-                if not error.retryable or retries >= self.max_retries:
-                    raise error
+                refused = self._api_error(response, path, ctx)
+                failure = refused
+                if not refused.retryable or retries >= self.max_retries:
+                    raise refused
                 delay = retry_delay(response.headers, retries)
                 log.debug("%s: HTTP %d from POST %s; retry %d of %d in %.2fs", self.name,
-                          error.status, where, retries + 1, self.max_retries, delay)
+                          refused.status, where, retries + 1, self.max_retries, delay)
             retries += 1
             try:
                 ctx.sleep(delay)
@@ -352,7 +353,7 @@ def iter_sse(
     read_timeout: float = 600.0,
     stall_timeout: float = 600.0,
     max_line: int = 16 * 2**20,
-) -> Iterator[SSEEvent]:
+) -> Generator[SSEEvent, None, None]:
     """Yield the SSE events of a streaming ``requests`` response as they arrive.
 
     Ends cleanly on a clean end of body. Raises ``StreamTruncated`` when the body ends
@@ -547,10 +548,11 @@ def _reader(response: requests.Response) -> Callable[[int], bytes]:
     raw = response.raw
     read1 = getattr(raw, "read1", None)
     if read1 is not None:  # urllib3 2.x
-        return lambda size: read1(size, decode_content=True)
+        return lambda size: bytes(read1(size, decode_content=True))
     # urllib3 1.26 has no read1; http.client's, underneath, returns what has arrived
     # for chunked and close-delimited bodies alike.
-    return raw._fp.read1
+    fallback: Callable[[int], bytes] = getattr(raw, "_fp").read1
+    return fallback
 
 
 def _socket_of(response: requests.Response) -> Optional[socket.socket]:
@@ -559,7 +561,7 @@ def _socket_of(response: requests.Response) -> Optional[socket.socket]:
     sock = getattr(conn, "sock", None)
     if sock is None:
         try:
-            sock = raw._fp.fp.raw._sock
+            sock = getattr(raw, "_fp").fp.raw._sock
         except AttributeError:
             return None
     return sock if isinstance(sock, socket.socket) else None

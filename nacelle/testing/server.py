@@ -67,7 +67,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union, cast
 
 __all__ = ["FakeServer", "RecordedRequest", "Reply"]
 
@@ -125,9 +125,14 @@ class Reply:
                    content_type="application/json")
 
     @property
+    def frames(self) -> Tuple[Tuple[bytes, float], ...]:
+        """The chunks as ``(bytes, delay)`` pairs (``__post_init__`` made them so)."""
+        return cast(Tuple[Tuple[bytes, float], ...], self.chunks)
+
+    @property
     def body(self) -> bytes:
         """The whole body, delays ignored."""
-        return b"".join(data for data, _ in self.chunks)
+        return b"".join(data for data, _ in self.frames)
 
 
 def _check_chunk(chunk: Chunk, index: int) -> Tuple[bytes, float]:
@@ -175,7 +180,7 @@ class FakeServer:
         self._requests: List[RecordedRequest] = []
         self._connections = 0
         self._disconnects = 0
-        self._sockets: set = set()
+        self._sockets: Set[socket.socket] = set()
         self._stopping = threading.Event()
         self._httpd: Optional[ThreadingHTTPServer] = None
         self._thread: Optional[threading.Thread] = None
@@ -389,7 +394,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _read_body(self, headers: Dict[str, str]) -> bytes:
         if "chunked" in headers.get("transfer-encoding", "").lower():
-            parts = []
+            parts: List[bytes] = []
             while True:
                 size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
                 if size == 0:
@@ -402,15 +407,16 @@ class _Handler(BaseHTTPRequestHandler):
         return self.rfile.read(length) if length else b""
 
     def _send(self, reply: Reply) -> None:
-        chunks = reply.chunks
+        chunks = reply.frames
+        headers = reply.headers or {}
         if reply.drop_after == 0:
             self._wait(chunks[0][1] if chunks else 0.0)
             return self._drop()
         self.send_response(reply.status)
-        names = {name.lower() for name in reply.headers}
+        names = {name.lower() for name in headers}
         if reply.content_type and "content-type" not in names:
             self.send_header("Content-Type", reply.content_type)
-        for name, value in reply.headers.items():
+        for name, value in headers.items():
             self.send_header(name, value)
         if reply.mode == "chunked":
             self.send_header("Transfer-Encoding", "chunked")

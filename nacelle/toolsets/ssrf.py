@@ -55,7 +55,7 @@ import socket
 import ssl
 import threading
 import time
-from typing import Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 from urllib.parse import quote, urljoin, urlsplit
 
 from ..errors import Cancelled, NacelleError, TransportError
@@ -75,7 +75,7 @@ logger = logging.getLogger(__name__)
 MAX_REDIRECTS = 5
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
-Address = Tuple[int, tuple]  # (socket family, sockaddr) as getaddrinfo gives them
+Address = Tuple[int, Tuple[Any, ...]]  # (socket family, sockaddr) as getaddrinfo gives them
 IP = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
 
 
@@ -166,7 +166,7 @@ def blocked_reason(ip: IP) -> Optional[str]:
     return None
 
 
-def _parse_ip(sockaddr: tuple) -> IP:
+def _parse_ip(sockaddr: Tuple[Any, ...]) -> IP:
     return ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])
 
 
@@ -176,7 +176,7 @@ def _lookup(host: str, port: int) -> List[Address]:
     return [(family, sockaddr) for family, _, _, _, sockaddr in infos]
 
 
-def _dial(family: int, sockaddr: tuple, timeout: Optional[float]) -> socket.socket:
+def _dial(family: int, sockaddr: Tuple[Any, ...], timeout: Optional[float]) -> socket.socket:
     """Open a TCP connection to one checked address; the seam tests replace to
     record destinations without dialling them."""
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -302,11 +302,16 @@ def _socket_of(conn: http.client.HTTPConnection) -> Optional[socket.socket]:
 def _on_cancel(cancelled: Optional[threading.Event], callback: Callable[[], None]) -> Callable[[], None]:
     """Call ``callback`` when ``cancelled`` is set, if it can call back (a
     ``CancelEvent``); returns the function that unregisters it."""
-    add = getattr(cancelled, "add_callback", None)
-    return add(callback) if add is not None else lambda: None
+    add: Optional[Callable[[Callable[[], None]], Callable[[], None]]] = getattr(
+        cancelled, "add_callback", None)
+    return add(callback) if add is not None else _nothing
 
 
-def _split(url: str):
+def _nothing() -> None:
+    return None
+
+
+def _split(url: str) -> Tuple[str, str, int, str]:
     """Check the parts of ``url`` the guard cares about; return (scheme, host, port, target)."""
     try:
         parts = urlsplit(url.strip())

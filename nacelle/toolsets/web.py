@@ -54,12 +54,12 @@ import re
 import socket
 import time
 import zlib
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Set, Tuple, Union
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import Cancelled, ConfigError, TransportError
 from ..read_limits import content_length
-from ..tools import ToolContext
+from ..context import ToolContext
 from .html_text import decode_html, decode_text, html_to_text
 from .ssrf import FetchError, Opened, open_url
 
@@ -169,7 +169,7 @@ class WebSearch:
 def format_results(query: str, data: Dict[str, Any], count: int) -> str:
     """SearXNG's JSON answer as numbered title / URL / snippet lines, at most ``count``."""
     lines: List[str] = []
-    seen = set()
+    seen: Set[str] = set()
     for item in data["results"]:
         if len(seen) >= count:
             break
