@@ -9,6 +9,7 @@ Outer ring: may import the core, never ``backends``.
 """
 
 import importlib as _importlib
+from typing import Any, List
 
 _HOMES = {
     "LocalTools": "files",
@@ -19,7 +20,7 @@ _HOMES = {
 __all__ = sorted(_HOMES)
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'nacelle.toolsets' has no attribute {name!r}")
@@ -28,5 +29,5 @@ def __getattr__(name):
     return value
 
 
-def __dir__():
+def __dir__() -> List[str]:
     return sorted(set(globals()) | set(_HOMES))

@@ -46,10 +46,13 @@ import secrets
 import stat
 import threading
 from collections import deque
-from typing import Deque, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Deque, Dict, Iterator, List, Optional, Tuple
 
 from ..errors import ConfigError, NacelleError
 from .dir_stack import DirStack, deepest
+
+if TYPE_CHECKING:
+    from ..context import ToolContext
 
 __all__ = [
     "ConfinedTool", "PathError", "PathRefused", "Root", "describe_os_error", "kind_of",
@@ -157,10 +160,10 @@ class Root:
     def __repr__(self) -> str:
         return f"Root({self.path!r}{', closed' if self._closed else ''})"
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> Dict[str, Any]:
         return {"path": self.path, "aliases": self._aliases, "closed": self._closed}
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: Dict[str, Any]) -> None:
         self.path = state["path"]
         self._aliases = state["aliases"]
         self._closed = state["closed"]
@@ -457,7 +460,7 @@ class ConfinedTool:
 
     name = ""
     description = ""
-    schema: dict = {}
+    schema: Dict[str, Any] = {}
     exclusive = False
     read_only = True
 
@@ -468,12 +471,12 @@ class ConfinedTool:
     def __repr__(self) -> str:
         return f"<{self.name} tool in {self.root.path}>"
 
-    def run(self, input: dict, ctx) -> str:
+    def run(self, input: Dict[str, Any], ctx: ToolContext) -> str:
         path = input.get("path", input.get("pattern", ""))
         try:
             return self._run(input, ctx)
         except OSError as err:
             raise PathError(describe_os_error(str(path), err)) from None
 
-    def _run(self, input: dict, ctx) -> str:  # pragma: no cover - abstract
+    def _run(self, input: Dict[str, Any], ctx: ToolContext) -> str:  # pragma: no cover - abstract
         raise NotImplementedError

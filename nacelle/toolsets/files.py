@@ -74,7 +74,7 @@ def _positive(input: Dict[str, Any], key: str, default: int) -> int:
         return default
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{key} must be a whole number of at least 1, not {value!r}")
-    return value
+    return int(value)
 
 
 def _text(input: Dict[str, Any], key: str) -> str:

@@ -37,7 +37,7 @@ import codecs
 import re
 from html import parser as _html_parser
 from html.parser import HTMLParser
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import urljoin, urlsplit
 
 from .text_lines import TextLines
@@ -150,8 +150,8 @@ class _Converter(HTMLParser):
         self.fresh = True  # at the start of a line, after any prefix or list marker
         self.quote = 0
         self.list_depth = 0
-        self.lists: List[List] = []  # [ordered, next number] per open list, the outer ones
-        self.links: List[Dict] = []  # the open link, if any: links do not nest
+        self.lists: List[List[Any]] = []  # [ordered, next number] per open list, the outer ones
+        self.links: List[Dict[str, Any]] = []  # the open link, if any: links do not nest
         self.pre = 0
         self.pre_fresh = False
         self.fence_open = False
@@ -204,7 +204,7 @@ class _Converter(HTMLParser):
 
     # -- parser callbacks -----------------------------------------------------------
 
-    def handle_starttag(self, tag: str, attrs) -> None:
+    def handle_starttag(self, tag: str, attrs: List[Tuple[str, Optional[str]]]) -> None:
         a = dict(attrs)
         if self.dropping or tag in _DROP or ("hidden" in a and tag not in _VOID):
             if not self.dropping and tag not in _VOID:
@@ -287,7 +287,7 @@ class _Converter(HTMLParser):
         elif tag in ("em", "i"):
             self._write("*")
 
-    def handle_startendtag(self, tag: str, attrs) -> None:
+    def handle_startendtag(self, tag: str, attrs: List[Tuple[str, Optional[str]]]) -> None:
         self.handle_starttag(tag, attrs)
         if tag not in _VOID:
             self.handle_endtag(tag)
