@@ -20,7 +20,9 @@ happened rather than where::
     │   └── toolsets.confine.PathRefused  the path would leave the root
     ├── toolsets.ssrf.FetchError        a fetch failed
     │   └── toolsets.ssrf.FetchRefused (also ValueError)  the guard refused a URL
-    └── toolsets.shell.CommandTimedOut  a command ran past its limit and was killed
+    ├── toolsets.shell.CommandTimedOut  a command ran past its limit and was killed
+    ├── toolsets.shell.SupervisorLost   a command's supervisor died before reporting
+    └── toolsets.search.RegexTimedOut   a search's pattern ran past its time bound
 
 The ones named with a module (under ``nacelle.``) live beside the code that raises
 them; this module cannot import them, so ``tests/test_errors.py`` checks that the

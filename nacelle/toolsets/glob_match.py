@@ -88,7 +88,7 @@ def _expand(part: str) -> List[List[Token]]:
     return alternatives
 
 
-def _wildcard(pattern: Sequence, text: Sequence, one: Callable[[object, object], bool]) -> bool:
+def _wildcard(pattern: Sequence[object], text: Sequence[object], one: Callable[[object, object], bool]) -> bool:
     """Whether ``text`` matches ``pattern`` whose items are ``_STAR`` or matched to one
     item of ``text`` by ``one``: the two-pointer algorithm, no recursion."""
     p = t = 0

@@ -39,7 +39,7 @@ import contextlib
 import os
 import re
 import stat
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Generator, List, Optional, Tuple
 
 from ..errors import NacelleError
 from .confine import LIST_FLAGS, READ_FLAGS, ConfinedTool, PathError, PathRefused, kind_of
@@ -104,7 +104,8 @@ class _Walk:
         self.unreadable = 0
         self.stopped = False
 
-    def entries(self, fd: int, rel: str, depth: int = 0) -> Iterator[Tuple[str, os.DirEntry, int]]:
+    def entries(self, fd: int, rel: str, depth: int = 0
+                ) -> Generator[Tuple[str, "os.DirEntry[str]", int], None, None]:
         """Yield ``(path, entry, parent_fd)``; ``parent_fd`` is valid until the next item."""
         try:
             with os.scandir(fd) as it:
@@ -138,7 +139,7 @@ class _Walk:
                 os.close(sub)
 
 
-def _is_dir(entry: os.DirEntry) -> bool:
+def _is_dir(entry: "os.DirEntry[str]") -> bool:
     try:
         return entry.is_dir(follow_symlinks=False)
     except OSError:
@@ -193,7 +194,7 @@ class ListDirectory(ConfinedTool):
         return "\n".join(lines)
 
     @staticmethod
-    def _describe(fd: int, entry: os.DirEntry) -> str:
+    def _describe(fd: int, entry: "os.DirEntry[str]") -> str:
         try:
             st = entry.stat(follow_symlinks=False)
         except OSError:
@@ -363,7 +364,7 @@ class _Search:
         self.files = 0
         self.skipped = {"binary": 0, "too large": 0, "unreadable": 0}
 
-    def search(self, parent: int, entry: os.DirEntry, path: str) -> bool:
+    def search(self, parent: int, entry: "os.DirEntry[str]", path: str) -> bool:
         """Search one entry; False once the result is full."""
         try:
             if not entry.is_file(follow_symlinks=False):

@@ -66,7 +66,7 @@ def _become_subreaper() -> bool:
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
     except (ImportError, OSError, AttributeError):
         return False
 
@@ -129,7 +129,7 @@ class _Shell:
 def _children() -> List[int]:
     """This process's children, from /proc (empty where there is no /proc)."""
     me = os.getpid()
-    found = []
+    found: List[int] = []
     try:
         names = os.listdir("/proc")
     except OSError:
