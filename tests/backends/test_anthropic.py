@@ -20,6 +20,8 @@ from nacelle.testing.scripted import FakeClock
 from nacelle.testing.server import FakeServer, Reply
 from nacelle.testing.wire import rechunk
 
+from hostile import chain
+
 DATA = Path(__file__).resolve().parent.parent / "data" / "anthropic"
 KEY = "sk-ant-api03-SECRET-do-not-leak-0123456789"
 PATH = "/v1/messages"
@@ -516,14 +518,6 @@ def test_an_agent_accepts_mcp_servers_effort_and_a_budget_of_1024():
 
 
 # -- hostile streams and answers through the real transport ------------------------------
-
-def chain(err):
-    seen = []
-    while err is not None and err not in seen:
-        seen.append(err)
-        err = err.__cause__ or err.__context__
-    return seen
-
 
 def assert_no_key(err):
     texts = [str(err), repr(err), repr(err.args), repr(getattr(err, "type", None)),

@@ -13,6 +13,8 @@ from nacelle.messages import ProviderBlock, Reasoning, Text, ToolCall
 from nacelle.sse import SSEDecoder, parse_json
 from nacelle.testing.wire import anthropic_stream
 
+from hostile import chain, leaves, locations, swapped, wrong_values
+
 
 def start(input_tokens=10, output_tokens=1, read=0, write=0):
     return ("message_start", {"type": "message_start", "message": {
@@ -674,14 +676,6 @@ def hide(text):
     return text.replace(SECRET, "<hidden>")
 
 
-def chain(err):
-    seen = []
-    while err is not None and err not in seen:
-        seen.append(err)
-        err = err.__cause__ or err.__context__
-    return seen
-
-
 def test_an_in_band_error_echoing_the_key_is_scrubbed_in_every_field():
     with pytest.raises(StreamError) as caught:
         Accumulator(scrub=hide).feed("error", {
@@ -721,52 +715,7 @@ REALISTIC = recorded(anthropic_stream(
            "cache_creation_input_tokens": 7},
 ))
 
-# The values that have broken clients: nulls, bools that pass for ints, NaN, huge and
-# negative numbers, text where objects belong and the other way round.
-SPECIAL = [None, True, False, 0, -5, 1.5, float("nan"), float("inf"), float("-inf"),
-           10**400, 2**53 + 1, "", "None", "0", [], {}, [0], {"type": None},
-           "text", "error", "pause_turn", "tool_use"]
-WRONG = st.one_of(
-    st.sampled_from(SPECIAL), st.sampled_from(SPECIAL), st.sampled_from(SPECIAL),
-    st.integers(min_value=-(2**70), max_value=2**70),
-    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=4),
-    st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.none(),
-                                                         max_size=2),
-)
-
-
-def leaves(value):
-    """The paths of the scalars inside a JSON value (where most fields live)."""
-    for path in locations(value):
-        if not isinstance(_at(value, path), (dict, list)):
-            yield path
-    yield ()
-
-
-def _at(value, path):
-    for key in path:
-        value = value[key]
-    return value
-
-
-def locations(value, path=()):
-    """Every place inside a JSON value: the paths of its containers and leaves."""
-    yield path
-    items = value.items() if isinstance(value, dict) else (
-        enumerate(value) if isinstance(value, list) else ())
-    for key, child in items:
-        yield from locations(child, path + (key,))
-
-
-def swapped(data, path, value):
-    if not path:
-        return value
-    copy = json.loads(json.dumps(data))
-    holder = copy
-    for key in path[:-1]:
-        holder = holder[key]
-    holder[path[-1]] = value
-    return copy
+WRONG = wrong_values("text", "pause_turn", "tool_use")
 
 
 @st.composite

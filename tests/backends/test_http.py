@@ -23,6 +23,8 @@ from nacelle.errors import (
 from nacelle.sse import SSEEvent
 from nacelle.testing import FakeClock, FakeServer, Reply
 
+from hostile import chain
+
 KEY = "sk-ant-test-0123456789-SECRET"
 PATH = "/v1/messages"
 
@@ -866,18 +868,6 @@ STRAYS = [
     (lambda key: " " + key, "starts with a space (U+0020)"),
     (lambda key: "\t" + key + "\t", "starts with a tab (U+0009)"),
 ]
-
-
-def chain(error):
-    """``error`` and every exception behind it, through __cause__ and __context__."""
-    seen, todo = [], [error]
-    while todo:
-        current = todo.pop()
-        if current is None or any(current is e for e in seen):
-            continue
-        seen.append(current)
-        todo += [current.__cause__, current.__context__]
-    return seen
 
 
 def assert_key_nowhere(error):

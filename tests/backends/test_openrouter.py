@@ -19,6 +19,8 @@ from nacelle.backend import TurnEnd
 from nacelle.backends import openrouter
 from nacelle.testing import FakeClock, FakeServer, Reply
 
+from hostile import chain
+
 DATA = Path(__file__).resolve().parent.parent / "data" / "openrouter"
 KEY = "sk-or-v1-0123456789abcdef-SECRET"
 PATH = "/api/v1/chat/completions"
@@ -523,14 +525,6 @@ def test_a_turn_cut_at_max_tokens_mid_call_keeps_it_unfinished_and_ends_the_run(
 
 
 # -- hostile streams through the real transport ------------------------------------------
-
-def chain(err):
-    seen = []
-    while err is not None and err not in seen:
-        seen.append(err)
-        err = err.__cause__ or err.__context__
-    return seen
-
 
 def assert_no_key(err):
     texts = [str(err), repr(err), repr(err.args), repr(getattr(err, "code", None))]

@@ -15,6 +15,8 @@ from nacelle.backends.openrouter_stream import Accumulator, usage_from
 from nacelle.sse import SSEDecoder, parse_json
 from nacelle.testing.wire import openrouter_stream
 
+from hostile import chain, leaves, locations, swapped, wrong_values
+
 
 def chunk(delta=None, finish=None, usage=None, choices=None, **extra):
     body = {"id": "gen-1", "object": "chat.completion.chunk", "created": 1,
@@ -550,14 +552,6 @@ def hide(text):
     return text.replace(SECRET, "<hidden>")
 
 
-def chain(err):
-    seen = []
-    while err is not None and err not in seen:
-        seen.append(err)
-        err = err.__cause__ or err.__context__
-    return seen
-
-
 def assert_clean(err):
     for text in [str(err), repr(err), repr(err.args), repr(getattr(err, "code", None)),
                  *map(repr, chain(err))]:
@@ -598,51 +592,7 @@ REALISTIC = recorded(openrouter_stream(
     tool_calls=[("toolu_1", "get_weather", '{"city": "Paris"}'), ("toolu_2", "clock", "")],
 ))
 
-# The values that have broken clients: nulls, bools that pass for ints, NaN, huge and
-# negative numbers, text where objects belong and the other way round.
-SPECIAL = [None, True, False, 0, -5, 1.5, float("nan"), float("inf"), float("-inf"),
-           10**400, 2**53 + 1, "", "None", "0", [], {}, [0], {"type": None},
-           "stop", "error", "length", "[DONE]"]
-WRONG = st.one_of(
-    st.sampled_from(SPECIAL), st.sampled_from(SPECIAL), st.sampled_from(SPECIAL),
-    st.integers(min_value=-(2**70), max_value=2**70),
-    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=4),
-    st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.none(),
-                                                         max_size=2),
-)
-
-
-def leaves(value):
-    """The paths of the scalars inside a JSON value (where most fields live)."""
-    for path in locations(value):
-        if not isinstance(_at(value, path), (dict, list)):
-            yield path
-    yield ()
-
-
-def _at(value, path):
-    for key in path:
-        value = value[key]
-    return value
-
-
-def locations(value, path=()):
-    yield path
-    items = value.items() if isinstance(value, dict) else (
-        enumerate(value) if isinstance(value, list) else ())
-    for key, child in items:
-        yield from locations(child, path + (key,))
-
-
-def swapped(data, path, value):
-    if not path:
-        return value
-    copy = json.loads(json.dumps(data))
-    holder = copy
-    for key in path[:-1]:
-        holder = holder[key]
-    holder[path[-1]] = value
-    return copy
+WRONG = wrong_values("stop", "length", "[DONE]")
 
 
 @st.composite
