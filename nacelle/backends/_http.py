@@ -92,7 +92,6 @@ import socket
 import threading
 import time
 from typing import Any, Callable, Dict, Generator, Mapping, Optional
-from urllib.parse import urlsplit
 
 import requests
 import urllib3
@@ -104,7 +103,7 @@ from ..sse import SSEDecoder, SSEEvent
 from ._http_errors import (
     api_error, describe, parse_error, preview, retry_delay, scrub, stalled, where as _where,
 )
-from ._http_headers import checked as _checked, read_key as read_key
+from ._http_headers import checked as _checked, checked_settings, read_key as read_key
 from ._http_session import InFlight, new_session
 
 __all__ = ["Transport", "iter_sse", "parse_error", "retry_delay"]
@@ -143,16 +142,9 @@ class Transport:
         key_variable: str = "",
         secret_headers: Optional[Callable[[], Mapping[str, str]]] = None,
     ) -> None:
-        parts = urlsplit(str(base_url))
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"base_url must be an http(s) URL with a host, got {base_url!r}")
-        if not isinstance(max_retries, int) or max_retries < 0:
-            raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
-        for label, value in (("timeout", timeout), ("stall_timeout", stall_timeout),
-                             ("connect_timeout", connect_timeout)):
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"{label} must be a positive number of seconds, got {value!r}")
-        self.base_url = str(base_url).rstrip("/")
+        self.base_url = checked_settings(base_url, max_retries, {
+            "timeout": timeout, "stall_timeout": stall_timeout,
+            "connect_timeout": connect_timeout})
         self.headers = _checked(headers)
         self.max_retries = max_retries
         self.timeout = float(timeout)

@@ -49,6 +49,7 @@ import requests
 
 from ..errors import RETRYABLE_STATUSES, APIError, StreamError, transient
 from ..sse import parse_json
+from ._http_headers import scrub
 
 __all__ = [
     "PREVIEW_CHARS", "api_error", "describe", "parse_error", "preview", "retry_delay",
@@ -56,7 +57,6 @@ __all__ = [
 ]
 
 PREVIEW_CHARS = 300
-_SECRET_WORDS = ("key", "auth", "token", "secret", "cookie", "signature")
 
 
 def parse_error(status: int, headers: Mapping[str, str], body: bytes,
@@ -186,19 +186,6 @@ def where(url: str) -> str:
 def preview(body: bytes) -> str:
     """The start of ``body`` as one short line of text."""
     return _shorten(body[:4 * PREVIEW_CHARS].decode("utf-8", "replace"))
-
-
-def scrub(text: str, headers: Mapping[str, str]) -> str:
-    """``text`` with the value of every secret-looking header replaced by ``<hidden>``."""
-    for name, value in headers.items():
-        if not value or not any(word in name.lower() for word in _SECRET_WORDS):
-            continue
-        secret = str(value)
-        token = secret.split(" ", 1)[-1]  # "Bearer sk-…": hide the token alone too
-        for hidden in (secret, token):
-            if len(hidden) >= 4:
-                text = text.replace(hidden, "<hidden>")
-    return text
 
 
 # -- helpers of the functions above ---------------------------------------------------

@@ -1,5 +1,6 @@
 """What a model request's headers may hold: the API key, read from the argument or
-the environment by :func:`read_key`, and values HTTP can carry (:func:`checked`).
+the environment by :func:`read_key`, values HTTP can carry (:func:`checked`), and
+:func:`scrub`, which hides the secret ones in any text made from a provider's answer.
 
 A key is printable ASCII without spaces. One with anything else — a zero width space
 or a newline pasted with it, a letter from another alphabet, whitespace around it —
@@ -11,7 +12,9 @@ mistaken for a network failure and retried. A header value is held to what HTTP
 carries — latin-1, no control characters, no whitespace at either end — and a
 value that is not is named by its header alone, since it may be a secret too.
 
-Pure functions of strings and the environment; no socket is touched.
+:func:`checked_settings` checks the rest of what a transport is made with (the
+``base_url``, retries and timeouts). Pure functions of strings and the environment;
+no socket is touched.
 
 Outer ring: imports the standard library and ``nacelle.errors``.
 """
@@ -19,11 +22,15 @@ Outer ring: imports the standard library and ``nacelle.errors``.
 from __future__ import annotations
 
 import os
-from typing import Callable, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Mapping, Optional
+from urllib.parse import urlsplit
 
 from ..errors import ConfigError
 
-__all__ = ["checked", "read_key"]
+__all__ = ["checked", "checked_settings", "read_key", "scrub"]
+
+#: Header names holding one of these words carry a secret.
+_SECRET_WORDS = ("key", "auth", "token", "secret", "cookie", "signature")
 
 
 def read_key(given: Optional[str], variable: str, provider: str, module: str) -> str:
@@ -55,6 +62,37 @@ def checked(headers: Mapping[str, str]) -> Dict[str, str]:
         if problem:
             raise ConfigError(f"the {name} header {problem}")
     return dict(headers)
+
+
+def scrub(text: str, headers: Mapping[str, str]) -> str:
+    """``text`` with the value of every secret-looking header replaced by ``<hidden>``."""
+    for name, value in headers.items():
+        if not value or not any(word in name.lower() for word in _SECRET_WORDS):
+            continue
+        secret = str(value)
+        token = secret.split(" ", 1)[-1]  # "Bearer sk-…": hide the token alone too
+        for hidden in (secret, token):
+            if len(hidden) >= 4:
+                text = text.replace(hidden, "<hidden>")
+    return text
+
+
+def checked_settings(base_url: Any, max_retries: Any, timeouts: Mapping[str, Any]) -> str:
+    """``base_url`` without its trailing slash, once it and the other settings of a
+    transport are sound; a ``ValueError`` naming the first that is not.
+
+    Checked where a backend is made, before any header is, so a typo in a setting is
+    an error at construction rather than at the first request.
+    """
+    parts = urlsplit(str(base_url))
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"base_url must be an http(s) URL with a host, got {base_url!r}")
+    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
+    for label, value in timeouts.items():
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+            raise ValueError(f"{label} must be a positive number of seconds, got {value!r}")
+    return str(base_url).rstrip("/")
 
 
 def _fits_a_key(char: str) -> bool:

@@ -9,10 +9,11 @@ The backend is three parts, as every nacelle backend:
   thinking and effort, server-side MCP, replay of signed reasoning;
 - :class:`Accumulator` (``anthropic_stream``): decoded SSE events to nacelle events
   and the turn's end, pure;
-- the thin I/O here: one streaming POST per model turn through
-  ``backends/_http.py`` (sessions per thread, retries before the body with
-  Retry-After, error statuses mapped to ``APIError``), and ``stream`` handing the
-  run to ``nacelle.loop``.
+- the thin I/O here: one streaming POST per model turn through ``backends/_turn.py``
+  and the transport under it (sessions per thread, retries before the body with
+  Retry-After, error statuses mapped to ``APIError``; ``requests`` is imported at
+  the first request, not with this module), and ``stream`` handing the run to
+  ``nacelle.loop``.
 
 Choices where the contract is silent:
 
@@ -46,8 +47,9 @@ Choices where the contract is silent:
   this instance. Server-tool fees (web searches are billed per request) are not
   included: the stream reports their count, not their price.
 
-Outer ring: imports ``backends._http`` (and so ``requests``), the two pure halves,
-``nacelle.loop`` and the core. Never another backend.
+Outer ring: imports ``backends._turn`` (and, through it at the first request,
+``requests``), the two pure halves, ``nacelle.loop`` and the core. Never another
+backend.
 """
 
 from __future__ import annotations
@@ -56,18 +58,18 @@ import dataclasses
 import functools
 import logging
 from typing import (
-    Any, Callable, Dict, Iterator, Mapping, Optional, Sequence, Set, Tuple, Union,
+    Any, Dict, Iterator, Mapping, Optional, Sequence, Set, Tuple, Union,
 )
 
 from .. import loop
 from ..backend import Capabilities, Request, TurnEnd
 from ..context import RunContext
-from ..errors import ConfigError, NacelleError, StreamError
+from ..errors import ConfigError, StreamError
 from ..events import Event, _wire_count
 from ..messages import Message, ProviderBlock, Role
-from ..sse import SSEEvent, parse_json
-from ._http import Transport, read_key
-from ._http_errors import scrub
+from ..sse import parse_json
+from ._http_headers import read_key
+from ._turn import Endpoint, check_key, check_model, stream_turn
 from .anthropic_stream import Accumulator, Pricing
 from .anthropic_wire import (
     DEFAULT_MODEL, MIN_BUDGET, PROTOCOL, betas, count_tokens_body, to_wire,
@@ -108,27 +110,20 @@ class Backend:
         stall_timeout: float = 600.0,
         pricing: Optional[Pricing] = None,
     ) -> None:
-        if not isinstance(model, str) or not model.strip():
-            raise ConfigError(f"model must name an Anthropic model (\"{DEFAULT_MODEL}\", "
-                              f"say), got {model!r}")
-        if api_key is not None and (not isinstance(api_key, str) or not api_key.strip()):
-            raise ConfigError(f"api_key must be a non-empty string or None (then "
-                              f"${KEY_VARIABLE} is used)")
+        check_model(model, "an Anthropic model", DEFAULT_MODEL)
+        check_key(api_key, KEY_VARIABLE)
         if pricing is not None and not isinstance(pricing, Pricing):
             raise ConfigError(
                 "pricing must be anthropic.Pricing(input, output, cache_read, cache_write)"
                 f" in dollars per million tokens, got {type(pricing).__name__}"
             )
-        try:
-            self._transport = Transport(
-                base_url, {"anthropic-version": API_VERSION}, max_retries=max_retries,
-                timeout=timeout, stall_timeout=stall_timeout, name=self.name,
-                key_variable=KEY_VARIABLE, secret_headers=functools.partial(_key_header, api_key),
-            )
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+        self._endpoint = Endpoint(
+            base_url, {"anthropic-version": API_VERSION}, max_retries=max_retries,
+            timeout=timeout, stall_timeout=stall_timeout, name=self.name,
+            key_variable=KEY_VARIABLE, secret_headers=functools.partial(_key_header, api_key),
+        )
         self.model = model
-        self.base_url = self._transport.base_url
+        self.base_url = self._endpoint.base_url
         self.pricing = pricing
         self.capabilities = (
             dataclasses.replace(capabilities, cost=True) if pricing is not None else capabilities
@@ -148,7 +143,7 @@ class Backend:
         """The input tokens of the request :meth:`stream` would send first, as
         Anthropic counts them."""
         body = count_tokens_body(request, request.messages, model=self.model)
-        transport = self._transport
+        transport = self._endpoint.transport
         try:
             answer = transport.post_json("/v1/messages/count_tokens", body, ctx,
                                          headers=_beta_header(request))
@@ -166,33 +161,11 @@ class Backend:
     ) -> Iterator[Union[Event, TurnEnd]]:
         """One model turn: its deltas as they arrive, then its TurnEnd."""
         body = to_wire(request, messages, model=self.model)
-        transport = self._transport
-        response = transport.post_stream("/v1/messages", body, ctx,
-                                         headers=_beta_header(request))
-        clean = functools.partial(scrub, headers=transport.request_headers())
-        accumulator = Accumulator(pricing=self.pricing, calls=_open_server_calls(messages),
-                                  scrub=clean)
-        # Asked after each event was fed, so the accumulator's own reading of the stream
-        # decides; the iteration must end by itself (no break) for the connection to
-        # go back to the pool.
-        events = transport.events(response, ctx, keepalive=_is_ping,
-                                  final=lambda _: accumulator.stopped)
-        try:
-            for sse in events:
-                for event in accumulator.feed(sse.event, _data(sse, clean)):
-                    yield event
-            end = accumulator.finish()
-        except NacelleError:
-            # Server-side calls already announced are closed before the error ends the
-            # turn: the consumer saw each TOOL_CALL and must see its TOOL_RESULT.
-            for event in accumulator.abandon():
-                yield event
-            raise
-        finally:
-            events.close()  # at once when the consumer left early or the stream failed
-            response.close()
-        log.debug("anthropic turn ended: %s, %s", end.stop.value, end.usage)
-        yield end
+        calls = _open_server_calls(messages)
+        return stream_turn(
+            self._endpoint, "/v1/messages", body, ctx,
+            lambda scrub: Accumulator(pricing=self.pricing, calls=calls, scrub=scrub),
+            headers=_beta_header(request), keepalive=_is_ping)
 
 
 def _key_header(api_key: Optional[str]) -> Dict[str, str]:
@@ -207,18 +180,6 @@ def _beta_header(request: Request) -> Dict[str, str]:
 
 def _is_ping(event: Any) -> bool:
     return bool(event.event == "ping")
-
-
-def _data(sse: SSEEvent, clean: Callable[[str], str]) -> Any:
-    """The JSON of one event's data; a scrubbed ``StreamError`` when it is not JSON."""
-    try:
-        return parse_json(sse.data)
-    except ValueError as exc:
-        reason = str(exc)
-    # Raised outside the handler, so the error carries no chained exception holding
-    # the raw data line.
-    raise StreamError(f"Anthropic sent a {clean(sse.event)[:80]} event whose data is not "
-                      f"JSON ({reason[:120]}): {clean(sse.data)[:200]!r}")
 
 
 def _open_server_calls(messages: Sequence[Message]) -> Mapping[str, Tuple[str, str]]:

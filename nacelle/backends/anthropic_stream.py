@@ -1,9 +1,10 @@
 """The Anthropic stream accumulator: decoded SSE events in, nacelle events out.
 
-:class:`Accumulator` is fed one event at a time — its SSE name and its parsed JSON
-data — and returns the :class:`~nacelle.events.Event` values to yield now; once the
-stream is over, :meth:`Accumulator.finish` gives the turn's
-:class:`~nacelle.backend.TurnEnd`. It does no I/O, so it is tested with plain
+:class:`Accumulator` is fed one SSE event at a time (:meth:`Accumulator.feed`, or
+:meth:`Accumulator.feed_event` with its name and parsed JSON data) and returns the
+:class:`~nacelle.events.Event` values to yield now; once the stream is over,
+:meth:`Accumulator.finish` gives the turn's :class:`~nacelle.backend.TurnEnd`. It
+speaks ``backends._turn``'s Accumulator protocol, as every backend's does. It does no I/O, so it is tested with plain
 dicts, and the HTTP code around it stays a few lines long.
 
 What it makes of the stream:
@@ -78,7 +79,7 @@ from ..backend import TurnEnd
 from ..errors import ConfigError, StreamError, StreamTruncated, transient
 from ..events import Event, Kind, Stop, ToolEvent, Usage, _wire_count
 from ..messages import Part, ProviderBlock, Reasoning, Text, ToolCall
-from ..sse import parse_json
+from ..sse import SSEEvent, parse_json
 
 __all__ = ["Accumulator", "Pricing"]
 
@@ -199,11 +200,25 @@ class Accumulator:
         self._server_calls = 0
 
     @property
-    def stopped(self) -> bool:
+    def done(self) -> bool:
         """True once ``message_stop`` arrived."""
         return self._stopped
 
-    def feed(self, event: str, data: Any) -> List[Event]:
+    def feed(self, sse: SSEEvent) -> List[Event]:
+        """Take one SSE event as it came; a scrubbed ``StreamError`` when its data is
+        not JSON."""
+        try:
+            data = parse_json(sse.data)
+        except ValueError as exc:
+            reason = str(exc)
+        else:
+            return self.feed_event(sse.event, data)
+        # Raised outside the handler, so the error carries no chained exception holding
+        # the raw data line.
+        raise StreamError(f"Anthropic sent a {self._scrub(sse.event)[:80]} event whose data "
+                          f"is not JSON ({reason[:120]}): {self._scrub(sse.data)[:200]!r}")
+
+    def feed_event(self, event: str, data: Any) -> List[Event]:
         """Take one SSE event (its name and parsed JSON data); return what to yield."""
         kind = event if event and event != "message" else ""
         if isinstance(data, dict) and not kind:

@@ -4,13 +4,23 @@
 app_name=None, app_url=None, max_retries=2, timeout=600.0, stall_timeout=600.0,
 provider=None)``. OpenRouter fronts hundreds of models, so ``model`` has no default.
 
-The backend is three parts, as every nacelle backend:
+OpenRouter speaks Chat Completions, so the backend is the Chat Completions
+dialect (``chat_wire``, ``chat_stream``) with OpenRouter's :data:`DIALECT` and
+extras:
 
-- :func:`to_wire` (``openrouter_wire``): the request body, pure;
-- :class:`Accumulator` (``openrouter_stream``): SSE chunks to events and the turn's
-  end, pure;
-- the thin I/O here: one streaming POST per model turn through
-  ``backends/_http.py`` (which reads bytes, never ``requests``' guessed ISO-8859-1
+- :func:`to_wire`: the request body, pure — ``max_tokens`` always sent (OpenRouter
+  maps it for every provider and derives Anthropic thinking budgets from it), every
+  effort level passed through as ``reasoning.effort`` and a budget as
+  ``reasoning.max_tokens``, ``parallel_tool_calls`` with tools, no
+  ``stream_options`` (OpenRouter always streams usage and calls the option
+  deprecated), prompt-cache breakpoints for ``anthropic/*`` models, the
+  ``reasoning_details`` of each turn echoed unchanged (plain reasoning text as
+  ``reasoning``), and the ``provider`` routing preferences;
+- :class:`Accumulator`: SSE chunks to events and the turn's end, pure, with
+  ``reasoning`` deltas, merged ``reasoning_details`` and ``usage.cost`` (credits,
+  which are US dollars) read;
+- the thin I/O: one streaming POST per model turn through ``backends/_turn.py``
+  (the transport under it reads bytes, never ``requests``' guessed ISO-8859-1
   text, retries before the body, and maps error statuses to ``APIError`` — a 401
   names ``OPENROUTER_API_KEY``, a 402 says the account is out of credits), and
   ``stream`` handing the run to ``nacelle.loop``.
@@ -42,8 +52,9 @@ Choices where the contract is silent:
   passes through the transport's scrubber first — the one that cleans HTTP error
   bodies — so a key the provider echoed never reaches an exception.
 
-Outer ring: imports ``backends._http`` (and so ``requests``), the two pure halves,
-``nacelle.loop`` and the core. Never another backend.
+Outer ring: imports ``backends._turn`` (and, through it at the first request,
+``requests``), the Chat Completions halves, ``nacelle.loop`` and the core: the one
+backend built on another backend's dialect.
 """
 
 from __future__ import annotations
@@ -51,25 +62,68 @@ from __future__ import annotations
 import copy
 import functools
 import logging
-from typing import Any, Dict, Iterator, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Tuple, Union
 
 from .. import loop
 from ..backend import Capabilities, Request, TurnEnd
 from ..context import RunContext
 from ..errors import ConfigError, Unsupported
-from ..events import Event
+from ..events import Event, Usage
 from ..messages import Message
-from ._http import Transport, read_key
-from ._http_errors import scrub
-from .openrouter_stream import Accumulator, usage_from
-from .openrouter_wire import PROTOCOL, to_wire
+from ._http_headers import read_key
+from ._turn import Endpoint, check_key, check_model, stream_turn
+from . import chat_stream, chat_wire
 
-__all__ = ["Accumulator", "Backend", "PROTOCOL", "capabilities", "to_wire", "usage_from"]
+__all__ = ["Accumulator", "Backend", "DIALECT", "PROTOCOL", "capabilities", "to_wire",
+           "usage_from"]
 
 log = logging.getLogger(__name__)
 
 KEY_VARIABLE = "OPENROUTER_API_KEY"
 DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
+
+#: The ``Reasoning.protocol`` / ``ProviderBlock.protocol`` this backend produces.
+PROTOCOL = "openrouter"
+
+#: OpenRouter's Chat Completions, as the module docstring describes.
+DIALECT = chat_wire.Dialect(
+    name="OpenRouter", protocol=PROTOCOL, key_env=KEY_VARIABLE, max_tokens="max_tokens",
+    always_max_tokens=True, effort="reasoning.effort",
+    efforts=("none", "minimal", "low", "medium", "high", "xhigh", "max"), budget=True,
+    reasoning_fields=("reasoning",), reasoning_details=True, echo_reasoning="reasoning",
+    echo_with_calls_only=False, include_usage=False, parallel_tool_calls=True,
+    cache_prefixes=("anthropic/",), cost_in_usage=True,
+)
+
+MCP_HINT = (
+    "OpenRouter has no server-side MCP; connect the server locally with "
+    "nacelle.mcp.connect_stdio() or nacelle.mcp.connect_http() and pass its "
+    ".tools() to the Agent"
+)
+
+
+def to_wire(request: Request, messages: Sequence[Message], *, model: str,
+            provider: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """The JSON body of one ``POST /chat/completions`` to OpenRouter for ``messages``
+    (``provider``: OpenRouter's routing preferences, deep-copied into the body)."""
+    if request.mcp:
+        raise Unsupported("openrouter", "MCP servers", MCP_HINT)
+    return chat_wire.to_wire(request, messages, model=model, dialect=DIALECT,
+                             extra={"provider": provider} if provider else None)
+
+
+class Accumulator(chat_stream.Accumulator):
+    """The Chat Completions accumulator, speaking OpenRouter's dialect."""
+
+    def __init__(self, *, scrub: Optional[Callable[[str], str]] = None,
+                 seed: str = "") -> None:
+        super().__init__(dialect=DIALECT, scrub=scrub, seed=seed)
+
+
+def usage_from(usage: Dict[str, Any]) -> Usage:
+    """Map an OpenRouter ``usage`` object onto :class:`Usage`, its cost included."""
+    return chat_stream.usage_from(usage, DIALECT)
+
 
 #: What OpenRouter can do. Effort passes through for every level; a budget maps to
 #: ``reasoning.max_tokens`` with no floor of its own (OpenRouter raises Anthropic's
@@ -99,14 +153,8 @@ class Backend:
         stall_timeout: float = 600.0,
         provider: Optional[Dict[str, Any]] = None,
     ) -> None:
-        if not isinstance(model, str) or not model.strip():
-            raise ConfigError(
-                f"model must name an OpenRouter model (\"anthropic/claude-sonnet-4.5\", "
-                f"say), got {model!r}"
-            )
-        if api_key is not None and (not isinstance(api_key, str) or not api_key.strip()):
-            raise ConfigError(f"api_key must be a non-empty string or None (then "
-                              f"${KEY_VARIABLE} is used)")
+        check_model(model, "an OpenRouter model", "anthropic/claude-sonnet-4.5")
+        check_key(api_key, KEY_VARIABLE)
         for label, value in (("app_name", app_name), ("app_url", app_url)):
             if value is not None and not isinstance(value, str):
                 raise ConfigError(f"{label} must be a string or None, got {type(value).__name__}")
@@ -120,16 +168,13 @@ class Backend:
             headers["HTTP-Referer"] = app_url
         if app_name:
             headers["X-OpenRouter-Title"] = app_name
-        try:
-            self._transport = Transport(
-                base_url, headers, max_retries=max_retries, timeout=timeout,
-                stall_timeout=stall_timeout, name=self.name, key_variable=KEY_VARIABLE,
-                secret_headers=functools.partial(_key_header, api_key),
-            )
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+        self._endpoint = Endpoint(
+            base_url, headers, max_retries=max_retries, timeout=timeout,
+            stall_timeout=stall_timeout, name=self.name, key_variable=KEY_VARIABLE,
+            secret_headers=functools.partial(_key_header, api_key),
+        )
         self.model = model
-        self.base_url = self._transport.base_url
+        self.base_url = self._endpoint.base_url
         self.app_name = app_name
         self.app_url = app_url
         self.provider = copy.deepcopy(provider)
@@ -153,23 +198,9 @@ class Backend:
     ) -> Iterator[Union[Event, TurnEnd]]:
         """One model turn: its TEXT / THINKING deltas as they arrive, then its TurnEnd."""
         body = to_wire(request, messages, model=self.model, provider=self.provider)
-        transport = self._transport
-        response = transport.post_stream("/chat/completions", body, ctx)
-        accumulator = Accumulator(scrub=functools.partial(
-            scrub, headers=transport.request_headers()))
-        # Asked after each event was fed; the iteration must end by itself (no break)
-        # for the connection to go back to the pool.
-        events = transport.events(response, ctx, final=lambda _: accumulator.done)
-        try:
-            for sse in events:
-                for event in accumulator.feed_data(sse.data):
-                    yield event
-        finally:
-            events.close()  # at once when the consumer left early or the stream failed
-        end = accumulator.end()
-        log.debug("openrouter turn ended: %s via %s, %s", end.stop.value,
-                  accumulator.provider or "unknown provider", end.usage)
-        yield end
+        seed = str(len(messages))
+        return stream_turn(self._endpoint, "/chat/completions", body, ctx,
+                           lambda scrub: Accumulator(scrub=scrub, seed=seed))
 
 
 def _key_header(api_key: Optional[str]) -> Dict[str, str]:

@@ -316,7 +316,7 @@ def test_the_key_is_in_no_repr_or_log_line(server, caplog):
     backend = make(server)
     server.queue(PATH, overloaded(), sse("text_with_pings.sse"))
     one_turn(backend, ctx=RunContext(clock=FakeClock()))
-    assert KEY not in repr(backend) and KEY not in repr(backend._transport)
+    assert KEY not in repr(backend) and KEY not in repr(backend._endpoint.transport)
     assert KEY not in caplog.text and caplog.text  # the retry was logged
 
 

@@ -59,7 +59,7 @@ def run(events, **options):
     acc = Accumulator(**options)
     out = []
     for name, data in events:
-        out.extend(acc.feed(name, data))
+        out.extend(acc.feed_event(name, data))
     return out, acc.finish()
 
 
@@ -297,31 +297,31 @@ def test_ping_and_unknown_events_are_ignored():
 def test_events_after_message_stop_are_ignored():
     acc = Accumulator()
     for name, data in [start(), message_delta("end_turn"), STOP]:
-        acc.feed(name, data)
-    assert acc.feed(*text(0, "late")) == []
-    assert acc.stopped
+        acc.feed_event(name, data)
+    assert acc.feed_event(*text(0, "late")) == []
+    assert acc.done
 
 
 def test_the_event_type_is_taken_from_the_data_when_the_sse_event_has_no_name():
     acc = Accumulator()
-    acc.feed("message", start()[1])
-    acc.feed("message", block_start(0, {"type": "text", "text": ""})[1])
-    assert acc.feed("message", text(0, "x")[1]) == [Event(Kind.TEXT, text="x")]
+    acc.feed_event("message", start()[1])
+    acc.feed_event("message", block_start(0, {"type": "text", "text": ""})[1])
+    assert acc.feed_event("message", text(0, "x")[1]) == [Event(Kind.TEXT, text="x")]
 
 
 def test_a_delta_for_a_block_never_started_is_a_stream_error():
     acc = Accumulator()
-    acc.feed(*start())
+    acc.feed_event(*start())
     with pytest.raises(StreamError, match="never started"):
-        acc.feed(*text(3, "x"))
+        acc.feed_event(*text(3, "x"))
 
 
 def test_a_block_started_twice_is_a_stream_error():
     acc = Accumulator()
-    acc.feed(*start())
-    acc.feed(*block_start(0, {"type": "text", "text": ""}))
+    acc.feed_event(*start())
+    acc.feed_event(*block_start(0, {"type": "text", "text": ""}))
     with pytest.raises(StreamError, match="twice"):
-        acc.feed(*block_start(0, {"type": "text", "text": ""}))
+        acc.feed_event(*block_start(0, {"type": "text", "text": ""}))
 
 
 # -- usage ------------------------------------------------------------------------------
@@ -391,9 +391,9 @@ def test_pause_turn_asks_the_loop_to_resume():
                                   "timeout_error"])
 def test_a_transient_error_event_is_a_retryable_stream_error(kind):
     acc = Accumulator()
-    acc.feed(*start())
+    acc.feed_event(*start())
     with pytest.raises(StreamError) as caught:
-        acc.feed("error", {"type": "error", "error": {"type": kind, "message": "Overloaded",
+        acc.feed_event("error", {"type": "error", "error": {"type": kind, "message": "Overloaded",
                                                       "details": None},
                            "request_id": "req_011"})
     assert caught.value.type == kind and retryable(caught.value)
@@ -403,7 +403,7 @@ def test_a_transient_error_event_is_a_retryable_stream_error(kind):
 
 def test_an_invalid_request_error_event_is_not_retryable():
     with pytest.raises(StreamError) as caught:
-        Accumulator().feed("error", {"type": "error", "error": {
+        Accumulator().feed_event("error", {"type": "error", "error": {
             "type": "invalid_request_error", "message": "bad"}})
     assert caught.value.type == "invalid_request_error" and not retryable(caught.value)
 
@@ -412,7 +412,7 @@ def test_a_stream_that_ends_before_message_stop_is_truncated():
     acc = Accumulator()
     for name, data in [start(), block_start(0, {"type": "text", "text": ""}), text(0, "Hal"),
                        message_delta("end_turn")]:
-        acc.feed(name, data)
+        acc.feed_event(name, data)
     with pytest.raises(StreamTruncated, match="message_stop"):
         acc.finish()
 
@@ -431,7 +431,7 @@ def feed_all(events, **options):
     acc = Accumulator(**options)
     out = []
     for name, data in events:
-        out.extend(acc.feed(name, data))
+        out.extend(acc.feed_event(name, data))
     return acc, out
 
 
@@ -444,7 +444,7 @@ def test_a_text_delta_whose_text_is_not_a_string_is_a_stream_error_never_shown(v
 def test_a_null_text_delta_is_a_stream_error_not_the_word_none():
     acc, _ = feed_all(TEXT_OPEN)
     with pytest.raises(StreamError) as caught:
-        acc.feed(*delta(0, type="text_delta", text=None))
+        acc.feed_event(*delta(0, type="text_delta", text=None))
     assert "None" not in [e.text for e in acc.abandon()]
     assert "text_delta" in str(caught.value)
 
@@ -479,7 +479,7 @@ def test_a_bool_index_never_reaches_block_one():
     acc, _ = feed_all([start(), block_start(0, {"type": "text", "text": ""}),
                        block_start(1, {"type": "text", "text": ""})])
     with pytest.raises(StreamError, match="never started"):
-        acc.feed("content_block_delta", {"type": "content_block_delta", "index": True,
+        acc.feed_event("content_block_delta", {"type": "content_block_delta", "index": True,
                                          "delta": {"type": "text_delta", "text": "x"}})
 
 
@@ -527,7 +527,7 @@ def test_an_unknown_error_shape_is_still_a_stream_error():
                                                                               "message": {}}},
                  "just text", None, {"type": "error", "request_id": ["r"]}):
         with pytest.raises(StreamError, match="Anthropic stream error error"):
-            Accumulator().feed("error", data)
+            Accumulator().feed_event("error", data)
 
 
 def test_result_content_made_of_text_blocks_with_null_text_is_kept_as_json_not_none():
@@ -615,7 +615,7 @@ def test_two_server_calls_with_one_id_are_a_stream_error_naming_it_and_the_first
     acc, events = feed_all([start(), *server_call(0, "srvtoolu_dup")])
     with pytest.raises(StreamError, match="srvtoolu_dup"):
         for name, data in server_call(1, "srvtoolu_dup"):
-            events.extend(acc.feed(name, data))
+            events.extend(acc.feed_event(name, data))
     events.extend(acc.abandon())
     assert pairing(events) == (["srvtoolu_dup"], ["srvtoolu_dup"])
     assert events[-1].tool.failed
@@ -678,7 +678,7 @@ def hide(text):
 
 def test_an_in_band_error_echoing_the_key_is_scrubbed_in_every_field():
     with pytest.raises(StreamError) as caught:
-        Accumulator(scrub=hide).feed("error", {
+        Accumulator(scrub=hide).feed_event("error", {
             "type": "error", "request_id": f"req_{SECRET}",
             "error": {"type": f"invalid_{SECRET}", "message": f"bad key {SECRET}"}})
     err = caught.value
@@ -768,7 +768,7 @@ def test_a_realistic_stream_with_fields_swapped_raises_nothing_but_nacelle_error
     out, end = [], None
     try:
         for name, data in events:
-            out.extend(acc.feed(name, data))
+            out.extend(acc.feed_event(name, data))
         end = acc.finish()
     except NacelleError:
         out.extend(acc.abandon())  # what the backend yields before the error
@@ -777,7 +777,7 @@ def test_a_realistic_stream_with_fields_swapped_raises_nothing_but_nacelle_error
 
 def test_the_realistic_stream_itself_is_sound():
     acc = Accumulator()
-    out = [e for name, data in REALISTIC for e in acc.feed(name, data)]
+    out = [e for name, data in REALISTIC for e in acc.feed_event(name, data)]
     end = acc.finish()
     assert_sound(out, end)
     assert [e.kind for e in out].count(Kind.TOOL_RESULT) == 2
@@ -795,7 +795,7 @@ def test_usage_of_any_shape_gives_a_valid_usage(usage, priced):
     acc = Accumulator(pricing=Pricing(3.0, 15.0) if priced else None)
     for name, data in [start(), ("message_delta", {"type": "message_delta", "delta": {
             "stop_reason": "end_turn"}, "usage": usage}), STOP]:
-        acc.feed(name, data)
+        acc.feed_event(name, data)
     assert_sound([], acc.finish())
 
 
@@ -816,7 +816,7 @@ def test_a_block_of_any_shape_is_read_or_is_a_stream_error(kind, fields, delta_k
         for name, data in [start(), block_start(0, {"type": kind, **fields}),
                            delta(0, type=delta_kind, **payload), block_stop(0),
                            message_delta("end_turn"), STOP]:
-            out.extend(acc.feed(name, data))
+            out.extend(acc.feed_event(name, data))
         end = acc.finish()
     except NacelleError:
         out.extend(acc.abandon())

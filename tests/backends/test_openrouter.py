@@ -178,7 +178,7 @@ def test_the_key_never_appears_in_repr_errors_or_logs(server, caplog):
     with pytest.raises(APIError) as info:
         one_turn(backend)
     assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"
-    seen = [repr(backend), str(backend), repr(backend._transport), str(info.value),
+    seen = [repr(backend), str(backend), repr(backend._endpoint.transport), str(info.value),
             repr(info.value), caplog.text, repr(pickle.loads(pickle.dumps(info.value)))]
     for text in seen:
         assert KEY not in text

@@ -11,7 +11,7 @@ from nacelle import (
     Event, Kind, NacelleError, Reasoning, Stop, StreamError, StreamTruncated, Text, ToolCall,
     Usage, retryable,
 )
-from nacelle.backends.openrouter_stream import Accumulator, usage_from
+from nacelle.backends.openrouter import Accumulator, usage_from
 from nacelle.sse import SSEDecoder, parse_json
 from nacelle.testing.wire import openrouter_stream
 
@@ -54,10 +54,10 @@ def run(*chunks, done=True):
     acc = Accumulator()
     events = []
     for c in chunks:
-        events.extend(acc.feed(c))
+        events.extend(acc.feed_chunk(c))
     if done:
         acc.feed_data("[DONE]")
-    return events, acc.end()
+    return events, acc.finish()
 
 
 def calls_of(end):
@@ -380,7 +380,7 @@ def test_in_band_error_with_a_numeric_429_is_a_transient_stream_error():
                          "metadata": {"error_type": "rate_limit_exceeded"}})
     with pytest.raises(StreamError, match="OpenRouter stream error 429 from Amazon Bedrock: "
                                           "Rate limit exceeded") as info:
-        acc.feed(error)
+        acc.feed_chunk(error)
     assert not isinstance(info.value, StreamTruncated)
     assert retryable(info.value)
 
@@ -393,35 +393,35 @@ def test_in_band_error_with_a_numeric_429_is_a_transient_stream_error():
 def test_in_band_error_codes_are_transient_only_for_timeouts_rate_limits_and_5xx(
         code, transient):
     with pytest.raises(StreamError) as info:
-        Accumulator().feed(chunk(error={"code": code, "message": "boom"}))
+        Accumulator().feed_chunk(chunk(error={"code": code, "message": "boom"}))
     assert retryable(info.value) is transient
     assert info.value.code == code
 
 
 def test_a_choice_level_error_is_a_stream_error():
     with pytest.raises(StreamError, match="502.*Upstream failed"):
-        Accumulator().feed(chunk(choices=[{
+        Accumulator().feed_chunk(chunk(choices=[{
             "index": 0, "delta": {}, "finish_reason": "error",
             "error": {"code": 502, "message": "Upstream failed"}}]))
 
 
 def test_finish_reason_error_without_an_error_object_is_a_stream_error():
     acc = Accumulator()
-    acc.feed(chunk({"tool_calls": [call(0, "c1", "a", "{}")]}))
-    acc.feed(chunk(choices=[{"index": 0, "delta": {}, "finish_reason": "error",
+    acc.feed_chunk(chunk({"tool_calls": [call(0, "c1", "a", "{}")]}))
+    acc.feed_chunk(chunk(choices=[{"index": 0, "delta": {}, "finish_reason": "error",
                              "native_finish_reason": "MALFORMED_FUNCTION_CALL"}]))
-    acc.feed(chunk({}, finish="stop"))
+    acc.feed_chunk(chunk({}, finish="stop"))
     acc.feed_data("[DONE]")
     with pytest.raises(StreamError, match="MALFORMED_FUNCTION_CALL") as info:
-        acc.end()
+        acc.finish()
     assert not retryable(info.value)
 
 
 def test_a_body_ending_without_done_or_finish_is_truncated():
     acc = Accumulator()
-    acc.feed(chunk({"content": "Partial"}))
+    acc.feed_chunk(chunk({"content": "Partial"}))
     with pytest.raises(StreamTruncated, match="before \\[DONE\\] or a finish_reason"):
-        acc.end()
+        acc.finish()
 
 
 def test_a_body_ending_after_a_finish_without_done_is_complete():
@@ -528,19 +528,19 @@ def test_a_400_digit_count_in_a_data_line_counts_as_zero():
     acc = Accumulator()
     acc.feed_data(json.dumps(chunk({"content": "Hi"}, finish="stop",
                                    usage={"prompt_tokens": 10**400, "completion_tokens": 3})))
-    assert acc.end().usage == Usage(output_tokens=3)
+    assert acc.finish().usage == Usage(output_tokens=3)
 
 
 @pytest.mark.parametrize("code", [[429], {"c": 1}, 10**400, True, 5.5])
 def test_an_error_code_of_the_wrong_type_is_still_a_plain_stream_error(code):
     with pytest.raises(StreamError, match="OpenRouter stream error from Amazon Bedrock: boom"):
-        Accumulator().feed(chunk(error={"code": code, "message": "boom"}))
+        Accumulator().feed_chunk(chunk(error={"code": code, "message": "boom"}))
 
 
 @pytest.mark.parametrize("error", ["Rate limited", ["x"], 5, {"message": ["m"]}])
 def test_an_error_that_is_not_an_object_is_a_stream_error(error):
     with pytest.raises(StreamError, match="OpenRouter stream error"):
-        Accumulator().feed(chunk(error=error))
+        Accumulator().feed_chunk(chunk(error=error))
 
 
 # -- secrets ----------------------------------------------------------------------------
@@ -573,10 +573,10 @@ def test_a_key_echoed_in_an_in_band_error_or_a_broken_line_is_scrubbed(payload):
 
 def test_a_key_in_an_error_finish_is_scrubbed():
     acc = Accumulator(scrub=hide)
-    acc.feed(chunk(choices=[{"index": 0, "delta": {}, "finish_reason": "error",
+    acc.feed_chunk(chunk(choices=[{"index": 0, "delta": {}, "finish_reason": "error",
                              "native_finish_reason": f"DENIED {SECRET}"}], provider=SECRET))
     with pytest.raises(StreamError) as caught:
-        acc.end()
+        acc.finish()
     assert_clean(caught.value)
 
 
@@ -621,7 +621,7 @@ def test_a_realistic_stream_with_fields_swapped_raises_nothing_but_nacelle_error
     try:
         for line in lines:
             events.extend(acc.feed_data(line))
-        end = acc.end()
+        end = acc.finish()
     except NacelleError:
         end = None
     for event in events:
@@ -646,7 +646,7 @@ def test_the_realistic_stream_itself_gives_text_reasoning_and_two_calls():
     acc = Accumulator()
     for line in REALISTIC:
         acc.feed_data(line)
-    end = acc.end()
+    end = acc.finish()
     assert [type(p).__name__ for p in end.parts] == ["Reasoning", "Text", "ToolCall", "ToolCall"]
 
 
@@ -681,8 +681,8 @@ def test_a_delta_of_any_shape_is_read_or_ignored_never_crashes(delta, finish):
     events = []
     try:
         events.extend(acc.feed_data(json.dumps(chunk(delta))))
-        acc.feed(chunk({}, finish=finish))
-        end = acc.end()
+        acc.feed_chunk(chunk({}, finish=finish))
+        end = acc.finish()
     except NacelleError:
         return
     assert all(type(e.text) is str and e.text for e in events)

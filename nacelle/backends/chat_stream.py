@@ -1,63 +1,74 @@
-"""The OpenRouter stream accumulator: decoded chunks in, nacelle events and one
-:class:`~nacelle.backend.TurnEnd` out.
+"""The Chat Completions stream accumulator: decoded chunks in, nacelle events and one
+:class:`~nacelle.backend.TurnEnd` out, for every server the :class:`~.chat_wire.Dialect`
+describes (OpenRouter's included).
 
-Pure: :class:`Accumulator` is fed one SSE ``data`` payload (or one parsed chunk)
-at a time and returns the events to yield now; :meth:`Accumulator.end` closes the
-turn. No I/O, so every pitfall of the dialect is tested with plain dicts.
+Pure: :class:`Accumulator` is fed one SSE event (:meth:`~Accumulator.feed`), one
+``data`` payload (:meth:`~Accumulator.feed_data`) or one parsed chunk
+(:meth:`~Accumulator.feed_chunk`) at a time and returns the events to yield now;
+:meth:`Accumulator.finish` closes the turn. No I/O, so every pitfall of the dialect
+is tested with plain dicts. It speaks ``backends._turn``'s Accumulator protocol.
 
 Rules, each answering a way other clients went wrong:
 
 - Keepalive comments (``: OPENROUTER PROCESSING``) never reach this module: the SSE
   decoder drops comments and dispatches nothing for an empty data buffer.
-- ``delta.content`` and ``delta.reasoning`` become one TEXT / THINKING event per
-  non-empty delta; null and empty values (sent on nearly every chunk) and the
+- ``delta.content`` becomes one TEXT event per non-empty delta and the dialect's
+  reasoning fields (``reasoning_content`` on DeepSeek, vLLM and llama.cpp,
+  ``reasoning`` on OpenRouter, Groq and Ollama; the first one present wins) one
+  THINKING event each; null and empty values (sent on nearly every chunk) and the
   ``role`` repeated on each delta are ignored. ``delta.refusal`` text is shown and
   kept as text: it is what the model said instead of an answer.
 - A field of the wrong JSON type is ignored like a null one (and logged), never
   shown: text that is not a string, a choice, delta or fragment that is not an
   object, a tool-call ``index`` that is not an int (a bool is not one). This
-  dialect is spoken by many upstreams, each loose in its own way, and one odd field
+  dialect is spoken by many servers, each loose in its own way, and one odd field
   is no reason to lose an answer; what cannot be ignored — a chunk that is not an
   object, data that is not JSON — is a :class:`StreamError`. One shape is read
   rather than ignored: ``arguments`` sent as a JSON object instead of its text are
   written out as JSON text.
-- ``reasoning_details`` fragments are merged as they come, for the whole stream (a
-  signature arrives after the text it signs): a fragment with the same ``type`` and
-  ``index`` as an earlier item extends it (``text`` / ``summary`` / ``data``
-  concatenated, other keys filled where missing); a fragment without an index
-  continues the previous item of the same text-like type; anything else is a new
-  item. The merged list, even an empty one, is the turn's ``Reasoning.state`` (its
-  JSON text), echoed unchanged by ``to_wire``.
+- ``reasoning_details`` fragments (where the dialect has them) are merged as they
+  come, for the whole stream (a signature arrives after the text it signs): a
+  fragment with the same ``type`` and ``index`` as an earlier item extends it
+  (``text`` / ``summary`` / ``data`` concatenated, other keys filled where missing);
+  a fragment without an index continues the previous item of the same text-like
+  type; anything else is a new item. The merged list, even an empty one, is the
+  turn's ``Reasoning.state`` (its JSON text), echoed unchanged by ``to_wire``.
 - Tool-call fragments are keyed by ``index``; ``id`` and ``name`` are latched once
-  (the first non-empty value wins, so providers repeating them on every fragment
+  (the first non-empty value wins, so servers repeating them on every fragment
   are fine) and only ``arguments`` are concatenated, never parsed before the end.
-  A fragment without an index continues the last call unless it brings a new
-  ``id`` or ``name``. A fragment reusing an index with a *different* id starts a new
-  call only when the arguments gathered so far are already a complete JSON value
-  (an upstream numbering parallel calls alike); otherwise the id changed mid-call
-  and the first one stands. Likewise a fragment that brings its id or name again
-  *with* more arguments, when the call it would extend is already a complete JSON
-  object, starts a new call: appended, those arguments could only break it. Missing
-  ids are replaced with generated ones; a duplicate id is passed on unchanged, each
-  call with its own arguments (the loop makes a turn's ids unique, for every
-  backend). Blank arguments become ``"{}"``.
+  A fragment without an index (llama.cpp and Ollama have sent whole calls so)
+  continues the last call unless it brings a new ``id`` or ``name``. A fragment
+  reusing an index with a *different* id starts a new call only when the arguments
+  gathered so far are already a complete JSON value (a server numbering parallel
+  calls alike); otherwise the id changed mid-call and the first one stands. Likewise
+  a fragment that brings its id or name again *with* more arguments, when the call
+  it would extend is already a complete JSON object, starts a new call: appended,
+  those arguments could only break it. A call's ``extra_content`` (Gemini's thought
+  signature) is kept in a ProviderBlock after the calls, for ``to_wire`` to send
+  back. Missing ids are made from the turn's ``seed`` (the conversation's length),
+  the call's position, name and arguments, so a replayed conversation gets the same
+  ids; a duplicate id is passed on unchanged, each call with its own arguments (the
+  loop makes a turn's ids unique, for every backend). Blank, ``null`` or ``""``
+  arguments become ``"{}"``.
 - The finish is handled once, at ``[DONE]`` or at the end of the body: finish and
   usage chunks can repeat, and a repeated finish changes nothing. Calls run
-  whenever any were gathered, whatever the finish says (upstreams answer ``stop``
+  whenever any were gathered, whatever the finish says (servers answer ``stop``
   or null with calls), unless it is ``error`` or ``length``. ``stop`` → END,
   ``tool_calls`` → TOOLS (OTHER if no call arrived), ``length`` → MAX_TOKENS (calls
   whose arguments are not complete JSON are kept as ``finished=False``),
   ``content_filter`` → REFUSAL, ``error`` → :class:`StreamError`, no finish before
   ``[DONE]`` → END, anything else → OTHER.
-- Usage comes from whichever chunk carries it (the last wins), never from an
-  unguarded ``choices[0]``. A count or cost that is not a plausible one (negative,
-  fractional, NaN, absurdly large, not a number) counts as zero, with a logged
-  warning. OpenRouter's ``prompt_tokens`` is the whole prompt: its
-  docs' usage example reports 194 prompt tokens of which 100 are
-  ``cache_write_tokens``, and its caching guide 10339 prompt tokens of which 10318
-  are ``cached_tokens``. So both cache reads and cache writes are subtracted to get
-  full-rate input (never below zero); ``cost`` (credits, which are US dollars) fills
-  ``Usage.cost``.
+- Usage comes from whichever chunk carries it (the last wins; Groq's
+  ``x_groq.usage`` too), never from an unguarded ``choices[0]``. A count or cost
+  that is not a plausible one (negative, fractional, NaN, absurdly large, not a
+  number) counts as zero, with a logged warning. ``prompt_tokens`` is the whole
+  prompt on every server: OpenRouter's docs' usage example reports 194 prompt
+  tokens of which 100 are ``cache_write_tokens``, its caching guide 10339 of which
+  10318 are ``cached_tokens``; OpenAI counts ``prompt_tokens_details.cached_tokens``
+  inside it, DeepSeek ``prompt_cache_hit_tokens``. So cache reads and writes are
+  subtracted to get full-rate input (never below zero). ``cost`` is read only where
+  the dialect says the server reports dollars (OpenRouter's credits are US
+  dollars); elsewhere ``price``, when given, fills it.
 - Errors inside a 200 stream — a top-level ``error`` object, a choice-level
   ``error``, or ``finish_reason: "error"`` — raise :class:`StreamError`, marked
   :func:`~nacelle.errors.transient` when the error's ``code`` (a number, or a string
@@ -65,27 +76,26 @@ Rules, each answering a way other clients went wrong:
   ends with neither ``[DONE]`` nor a finish raises :class:`StreamTruncated`.
 - Data lines are read with :func:`nacelle.sse.parse_json` (no NaN, no Infinity, no
   runaway nesting), and ``scrub`` cleans every error text made from what the
-  provider sent — an in-band error, a broken data line — so a key it echoed never
+  server sent — an in-band error, a broken data line — so a key it echoed never
   reaches an exception; the backend passes the transport's scrubber, the one that
-  cleans HTTP error bodies.
+  cleans HTTP error bodies. Errors name the server as its dialect does.
 
-May import: the standard library and nacelle's core (``errors``, ``events``,
-``messages``, ``backend``). Never ``requests``.
+May import: the standard library, nacelle's core and ``chat_wire``. Never ``requests``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
-import uuid
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..backend import TurnEnd
 from ..errors import StreamError, StreamTruncated, transient
 from ..events import Event, Kind, Stop, Usage, _wire_cost, _wire_count
-from ..messages import Part, Reasoning, Text, ToolCall
-from ..sse import parse_json
-from .openrouter_wire import PROTOCOL
+from ..messages import Part, ProviderBlock, Reasoning, Text, ToolCall
+from ..sse import SSEEvent, parse_json
+from .chat_wire import Dialect, call_extra_block
 
 __all__ = ["Accumulator", "usage_from"]
 
@@ -102,20 +112,23 @@ _CONTINUABLE = ("reasoning.text", "reasoning.summary")
 
 
 class _Call:
-    __slots__ = ("id", "name", "arguments")
+    __slots__ = ("id", "name", "arguments", "extra")
 
     def __init__(self) -> None:
         self.id = ""
         self.name = ""
         self.arguments: List[str] = []
+        self.extra: Any = None
 
-    def latch(self, call_id: str, name: str, arguments: str) -> None:
+    def latch(self, call_id: str, name: str, arguments: str, extra: Any) -> None:
         if call_id and not self.id:
             self.id = call_id
         if name and not self.name:
             self.name = name
         if arguments:
             self.arguments.append(arguments)
+        if extra is not None and self.extra is None:
+            self.extra = extra
 
     @property
     def raw(self) -> str:
@@ -127,14 +140,22 @@ def _unchanged(text: str) -> str:
 
 
 class Accumulator:
-    """One turn's stream state. Feed it with :meth:`feed_data` (an SSE ``data``
-    payload) or :meth:`feed` (a parsed chunk); close it with :meth:`end`.
+    """One turn's stream state. Feed it with :meth:`feed` (an SSE event),
+    :meth:`feed_data` (its ``data`` payload) or :meth:`feed_chunk` (a parsed chunk);
+    close it with :meth:`finish`.
 
-    ``scrub`` cleans every error text made from the provider's data (see the module
-    docstring)."""
+    ``scrub`` cleans every error text made from the server's data; ``seed`` makes
+    the ids of calls that came without one; ``price`` fills the cost of a usage the
+    server reported no dollars for (see the module docstring)."""
 
-    def __init__(self, *, scrub: Optional[Callable[[str], str]] = None) -> None:
+    def __init__(self, *, dialect: Dialect = Dialect(),
+                 scrub: Optional[Callable[[str], str]] = None, seed: str = "",
+                 price: Optional[Callable[[Usage], Usage]] = None) -> None:
+        self.dialect = dialect
+        self._name = dialect.name
         self._scrub = scrub or _unchanged
+        self._seed = seed
+        self._price = price
         self.done = False
         self.provider = ""
         self._text: List[str] = []
@@ -148,6 +169,11 @@ class Accumulator:
         self._usage: Optional[Dict[str, Any]] = None
 
     # -- feeding --------------------------------------------------------------
+
+    def feed(self, sse: SSEEvent) -> List[Event]:
+        """Take one SSE event; its name is not looked at (servers send none, or
+        ``message``)."""
+        return self.feed_data(sse.data)
 
     def feed_data(self, data: str) -> List[Event]:
         """Take one SSE ``data`` payload: a JSON chunk, or the ``[DONE]`` sentinel.
@@ -165,16 +191,16 @@ class Accumulator:
         except ValueError as exc:
             reason = str(exc)
         else:
-            return self.feed(chunk)
+            return self.feed_chunk(chunk)
         # Raised outside the handler, so no chained exception holds the raw line.
-        raise StreamError(f"OpenRouter sent a data line that is not JSON ({reason[:120]}): "
+        raise StreamError(f"{self._name} sent a data line that is not JSON ({reason[:120]}): "
                           f"{self._scrub(data)[:80]!r}")
 
-    def feed(self, chunk: Any) -> List[Event]:
+    def feed_chunk(self, chunk: Any) -> List[Event]:
         """Take one parsed chunk; return the TEXT / THINKING events it carries."""
         if not isinstance(chunk, dict):
             shown = json.dumps(chunk, ensure_ascii=False)[:4000]
-            raise StreamError(f"OpenRouter sent a chunk that is not a JSON object: "
+            raise StreamError(f"{self._name} sent a chunk that is not a JSON object: "
                               f"{self._scrub(shown)[:80]!r}")
         provider = chunk.get("provider")
         if isinstance(provider, str) and provider:
@@ -183,6 +209,9 @@ class Accumulator:
         if error:
             raise self._stream_error(error)
         usage = chunk.get("usage")
+        if not isinstance(usage, dict):
+            extension = chunk.get("x_groq")  # Groq's place for the last chunk's usage
+            usage = extension.get("usage") if isinstance(extension, dict) else None
         if isinstance(usage, dict):
             self._usage = usage
         events: List[Event] = []
@@ -200,12 +229,16 @@ class Accumulator:
         events: List[Event] = []
         delta = choice.get("delta")
         if isinstance(delta, dict):
-            reasoning = _text_of(delta, "reasoning")
+            reasoning = ""
+            for field in self.dialect.reasoning_fields:
+                reasoning = self._text_of(delta, field)
+                if reasoning:
+                    break
             if reasoning:
                 self._seen("reasoning")
                 self._reasoning.append(reasoning)
                 events.append(Event(Kind.THINKING, text=reasoning))
-            details = delta.get("reasoning_details")
+            details = delta.get("reasoning_details") if self.dialect.reasoning_details else None
             if isinstance(details, list):
                 self._seen("reasoning")
                 if self._details is None:
@@ -214,7 +247,7 @@ class Accumulator:
                     if isinstance(fragment, dict):
                         _merge_detail(self._details, fragment)
             for key in ("content", "refusal"):
-                text = _text_of(delta, key)
+                text = self._text_of(delta, key)
                 if text:
                     self._seen("text")
                     self._text.append(text)
@@ -240,15 +273,16 @@ class Accumulator:
         index = fragment.get("index")
         if type(index) is not int:  # a bool, a string, a list: read as no index at all
             if index is not None:
-                logger.warning("OpenRouter sent a tool-call index that is not an int (%s); "
-                               "read as none", type(index).__name__)
+                logger.warning("%s sent a tool-call index that is not an int (%s); "
+                               "read as none", self._name, type(index).__name__)
             index = None
         call_id = _string(fragment.get("id"))
         function = fragment.get("function")
         if not isinstance(function, dict):
             function = {}
         name = _string(function.get("name"))
-        arguments = _arguments(function.get("arguments"))
+        arguments = self._arguments(function.get("arguments"))
+        extra = fragment.get("extra_content")
         if index is not None:
             call = self._by_index.get(index)
             if call is None or _reuses_index(call, call_id) or _starts_again(
@@ -264,7 +298,26 @@ class Accumulator:
                 or _starts_again(call, call_id, name, arguments)
             ):
                 call = self._new_call()
-        call.latch(call_id, name, arguments)
+        call.latch(call_id, name, arguments, extra)
+
+    def _text_of(self, holder: Dict[str, Any], key: str) -> str:
+        value = holder.get(key)
+        if isinstance(value, str):
+            return value
+        if value is not None:
+            logger.warning("%s sent a delta %s that is not text (%s); ignored", self._name,
+                           key, type(value).__name__)
+        return ""
+
+    def _arguments(self, value: Any) -> str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, dict):  # a server that sends the object, not its text
+            return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        if value is not None:
+            logger.warning("%s sent tool-call arguments that are neither text nor an "
+                           "object (%s); ignored", self._name, type(value).__name__)
+        return ""
 
     def _new_call(self) -> _Call:
         call = _Call()
@@ -273,7 +326,11 @@ class Accumulator:
 
     # -- closing --------------------------------------------------------------
 
-    def end(self) -> TurnEnd:
+    def abandon(self) -> List[Event]:
+        """Nothing: a Chat Completions stream announces no server-side call."""
+        return []
+
+    def finish(self) -> TurnEnd:
         """Close the turn at ``[DONE]`` or at the end of the body.
 
         Raises :class:`StreamError` for a finish of ``error`` and
@@ -284,10 +341,10 @@ class Accumulator:
             native = f" ({self._native_finish[:200]})" if self._native_finish else ""
             by = f" from {self.provider[:200]}" if self.provider else ""
             raise StreamError(self._scrub(
-                f"OpenRouter ended the response{by} with an error{native}"))
+                f"{self._name} ended the response{by} with an error{native}"))
         if not self.done and self._finish is None:
             raise StreamTruncated(
-                "the OpenRouter stream ended before [DONE] or a finish_reason"
+                f"the {self._name} stream ended before [DONE] or a finish_reason"
             )
         stop = self._stop()
         return TurnEnd(parts=self._parts(stop), usage=self.usage(), stop=stop)
@@ -314,7 +371,8 @@ class Accumulator:
                 parts.append(Text("".join(self._text)))
             else:
                 parts.append(self._reasoning_part())
-        for call in self._calls:
+        extras: List[Part] = []
+        for number, call in enumerate(self._calls):
             raw = call.raw
             finished = True
             if stop is Stop.MAX_TOKENS:
@@ -322,9 +380,12 @@ class Accumulator:
             if finished and not raw.strip():
                 raw = "{}"
             # A duplicate id is left for the loop, which renames for every backend.
-            call_id = call.id or "call_" + uuid.uuid4().hex[:24]
+            call_id = call.id or _made_id(self._seed, number, call.name, raw)
             parts.append(ToolCall(call_id, call.name, raw, finished))
-        return tuple(parts)
+            if call.extra is not None:
+                extras.append(ProviderBlock(self.dialect.protocol,
+                                            call_extra_block(call_id, call.extra)))
+        return tuple(parts + extras)
 
     def _reasoning_part(self) -> Reasoning:
         text = "".join(self._reasoning)
@@ -337,11 +398,14 @@ class Accumulator:
         state = ""
         if self._details is not None:
             state = json.dumps(self._details, ensure_ascii=False, separators=(",", ":"))
-        return Reasoning(text, state, PROTOCOL)
+        return Reasoning(text, state, self.dialect.protocol)
 
     def usage(self) -> Usage:
         """The turn's usage so far, from the last chunk that carried one."""
-        return usage_from(self._usage or {})
+        usage = usage_from(self._usage or {}, self.dialect)
+        if self._price is not None and not self.dialect.cost_in_usage:
+            usage = self._price(usage)
+        return usage
 
     def _stream_error(self, error: Any) -> StreamError:
         if isinstance(error, dict):
@@ -349,7 +413,7 @@ class Accumulator:
             message = error.get("message")
         else:
             code, message = None, error
-        text = "OpenRouter stream error"
+        text = f"{self._name} stream error"
         if isinstance(code, bool) or not isinstance(code, (str, int)) or (
                 isinstance(code, int) and not -10**9 < code < 10**9):
             code = None  # an object, a list or an absurd number is no code
@@ -364,41 +428,51 @@ class Accumulator:
         return err
 
 
-def usage_from(usage: Dict[str, Any]) -> Usage:
-    """Map an OpenRouter ``usage`` object onto :class:`Usage` (see module docstring)."""
-    prompt = _count(usage, "prompt_tokens")
+def usage_from(usage: Dict[str, Any], dialect: Dialect = Dialect()) -> Usage:
+    """Map a Chat Completions ``usage`` object onto :class:`Usage` (see the module
+    docstring); ``cost`` only where ``dialect.cost_in_usage``."""
+    name = dialect.name
+    prompt = _count(usage, "prompt_tokens", name)
     details = usage.get("prompt_tokens_details")
     if not isinstance(details, dict):
         details = {}
-    cached = _count(details, "cached_tokens")
-    written = _count(details, "cache_write_tokens")
+    cached = _count(details, "cached_tokens", name) or _count(
+        usage, "prompt_cache_hit_tokens", name)
+    written = _count(details, "cache_write_tokens", name)
     completion = usage.get("completion_tokens_details")
     if not isinstance(completion, dict):
         completion = {}
-    cost = usage.get("cost")
-    dollars = _wire_cost(cost)
-    if dollars is None:
-        if cost is not None:
-            logger.warning("OpenRouter reported a cost that is not an amount of dollars "
-                           "(%s); counted as 0", type(cost).__name__)
-        dollars = 0.0
+    dollars = 0.0
+    if dialect.cost_in_usage:
+        cost = usage.get("cost")
+        found = _wire_cost(cost)
+        if found is None and cost is not None:
+            logger.warning("%s reported a cost that is not an amount of dollars "
+                           "(%s); counted as 0", name, type(cost).__name__)
+        dollars = found or 0.0
     return Usage(
         input_tokens=max(0, prompt - cached - written),
-        output_tokens=_count(usage, "completion_tokens"),
+        output_tokens=_count(usage, "completion_tokens", name),
         cache_read_tokens=cached,
         cache_creation_tokens=written,
-        reasoning_tokens=_count(completion, "reasoning_tokens"),
+        reasoning_tokens=_count(completion, "reasoning_tokens", name),
         cost=dollars,
     )
 
 
-def _count(holder: Dict[str, Any], key: str) -> int:
+def _made_id(seed: str, number: int, name: str, arguments: str) -> str:
+    """The id of a call that came without one: the same for the same conversation."""
+    digest = hashlib.sha256(f"{seed}\0{number}\0{name}\0{arguments}".encode("utf-8"))
+    return "call_" + digest.hexdigest()[:24]
+
+
+def _count(holder: Dict[str, Any], key: str, name: str) -> int:
     value = holder.get(key)
     count = _wire_count(value)
     if count is None:
         if value is not None:
-            logger.warning("OpenRouter reported a %s that is not a token count (%s); "
-                           "counted as 0", key, type(value).__name__)
+            logger.warning("%s reported a %s that is not a token count (%s); "
+                           "counted as 0", name, key, type(value).__name__)
         return 0
     return count
 
@@ -468,24 +542,3 @@ def _complete_json(raw: str) -> bool:
 
 def _string(value: Any) -> str:
     return value if isinstance(value, str) else ""
-
-
-def _text_of(holder: Dict[str, Any], key: str) -> str:
-    value = holder.get(key)
-    if isinstance(value, str):
-        return value
-    if value is not None:
-        logger.warning("OpenRouter sent a delta %s that is not text (%s); ignored", key,
-                       type(value).__name__)
-    return ""
-
-
-def _arguments(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict):  # an upstream that sends the object, not its text
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    if value is not None:
-        logger.warning("OpenRouter sent tool-call arguments that are neither text nor an "
-                       "object (%s); ignored", type(value).__name__)
-    return ""

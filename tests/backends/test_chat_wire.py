@@ -11,7 +11,7 @@ from nacelle import (
     Request, Role, Stop, Text, Thinking, ToolCall, ToolResult, Unsupported,
     assistant_text, user_text,
 )
-from nacelle.backends.openrouter_wire import to_wire
+from nacelle.backends.openrouter import to_wire
 
 EPHEMERAL = {"type": "ephemeral"}
 

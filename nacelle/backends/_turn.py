@@ -1,0 +1,185 @@
+"""One model turn over HTTP, the same for every backend: the :class:`Accumulator`
+protocol, :func:`stream_turn`, and the checks and :class:`Endpoint` every backend's
+constructor shares.
+
+Every HTTP backend is a request body (its ``*_wire`` module), an accumulator (its
+``*_stream`` module) and a ``turn`` method that is a few lines around
+:func:`stream_turn`::
+
+    def turn(self, request, messages, ctx):
+        body = to_wire(request, messages, model=self.model)
+        return stream_turn(self._endpoint, "/v1/messages", body, ctx,
+                           lambda scrub: Accumulator(scrub=scrub))
+
+What the skeleton promises, so no backend has to:
+
+- The accumulator is fed every SSE event as it arrives and its events are yielded
+  at once; the stream is read up to the event after which ``accumulator.done`` is
+  true (the transport then frees the connection for the next turn); the turn's
+  :class:`~nacelle.backend.TurnEnd` comes from ``accumulator.finish()``, last.
+- When the turn fails — the stream breaks, the provider reports an error in band,
+  the run is cancelled — ``accumulator.abandon()`` is yielded before the error is
+  raised, so every call the consumer saw announced (a server-side tool call) is
+  closed by a result.
+- The accumulator is made after the request was sent, with the transport's
+  scrubber: every text it makes from what the provider sent passes through it, so a
+  key the provider echoed never reaches an exception.
+- The response is closed however the turn ends, at once when the consumer leaves
+  early.
+
+:class:`Endpoint` holds a backend's HTTP settings, checked when the backend is made
+(a bad ``base_url`` or timeout is a ``ConfigError`` then, not at the first request),
+and makes the transport — and so imports ``requests`` — at the first request:
+``import nacelle.backends.anthropic`` costs nothing it does not use, which is what a
+notebook or a CLI that never sends a request wants.
+
+Outer ring: imports the standard library, nacelle's core and, lazily, ``_http``.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from typing import (
+    TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Protocol, Union,
+)
+
+from ..backend import TurnEnd
+from ..context import RunContext
+from ..errors import ConfigError, NacelleError
+from ..events import Event
+from ..sse import SSEEvent
+from ._http_headers import checked, checked_settings, scrub
+
+if TYPE_CHECKING:  # typing only: the import costs requests
+    from ._http import Transport
+
+__all__ = ["Accumulator", "Endpoint", "check_key", "check_model", "stream_turn"]
+
+log = logging.getLogger(__name__)
+
+
+class Accumulator(Protocol):
+    """One turn's stream state, pure: SSE events in, nacelle events and a TurnEnd out."""
+
+    @property
+    def done(self) -> bool:
+        """True once the stream's final event was fed."""
+
+    def feed(self, sse: SSEEvent) -> List[Event]:
+        """Take one SSE event; return the events to yield now."""
+
+    def finish(self) -> TurnEnd:
+        """Close the turn at the end of the stream (raises when it is incomplete)."""
+
+    def abandon(self) -> List[Event]:
+        """The events closing whatever was announced, for a turn that failed."""
+
+
+def check_model(model: Any, what: str, example: str) -> str:
+    """``model``, when it is a non-empty string; else a ``ConfigError`` saying it must
+    name ``what`` ("an OpenRouter model"), with an example."""
+    if not isinstance(model, str) or not model.strip():
+        raise ConfigError(f"model must name {what} (\"{example}\", say), got {model!r}")
+    return model
+
+
+def check_key(api_key: Any, variable: str) -> None:
+    """Refuse an ``api_key`` that is neither None nor a non-empty string; the error
+    names ``variable``, never the value."""
+    if api_key is not None and (not isinstance(api_key, str) or not api_key.strip()):
+        then = f" (then ${variable} is used)" if variable else ""
+        raise ConfigError(f"api_key must be a non-empty string or None{then}")
+
+
+class Endpoint:
+    """A backend's HTTP settings, checked now; its transport, made at the first request.
+
+    The arguments are :class:`~nacelle.backends._http.Transport`'s. ``headers`` go on
+    every request and are treated as secrets; ``secret_headers`` is asked for the
+    key-bearing headers when the transport is made.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        headers: Mapping[str, str],
+        *,
+        max_retries: int = 2,
+        timeout: float = 600.0,
+        stall_timeout: float = 600.0,
+        name: str,
+        key_variable: str = "",
+        secret_headers: Optional[Callable[[], Mapping[str, str]]] = None,
+    ) -> None:
+        try:
+            self.base_url = checked_settings(base_url, max_retries, {
+                "timeout": timeout, "stall_timeout": stall_timeout})
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        self._settings: Dict[str, Any] = dict(
+            headers=checked(headers), max_retries=max_retries, timeout=float(timeout),
+            stall_timeout=float(stall_timeout), name=name, key_variable=key_variable,
+            secret_headers=secret_headers)
+        self.name = name
+        self._transport: Optional[Transport] = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Endpoint({self.name!r}, {self.base_url!r})"
+
+    def __getstate__(self) -> Dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_lock"]
+        return state  # the transport pickles itself, without its sessions or the key
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    @property
+    def transport(self) -> "Transport":
+        """The transport, made (and ``requests`` imported) on first use."""
+        transport = self._transport
+        if transport is None:
+            with self._lock:
+                if self._transport is None:
+                    from ._http import Transport
+
+                    self._transport = Transport(self.base_url, **self._settings)
+                transport = self._transport
+        return transport
+
+
+def stream_turn(
+    endpoint: Endpoint,
+    path: str,
+    body: Any,
+    ctx: RunContext,
+    accumulator: Callable[[Callable[[str], str]], Accumulator],
+    *,
+    headers: Optional[Mapping[str, str]] = None,
+    keepalive: Optional[Callable[[SSEEvent], bool]] = None,
+) -> Iterator[Union[Event, TurnEnd]]:
+    """One streamed model turn: POST ``body`` to ``path``, feed the SSE events to the
+    accumulator made by ``accumulator(scrub)``, yield its events, then its TurnEnd."""
+    transport = endpoint.transport
+    response = transport.post_stream(path, body, ctx, headers=headers)
+    state = accumulator(functools.partial(scrub, headers=transport.request_headers()))
+    # ``done`` is asked after each event was fed, so the accumulator's own reading of
+    # the stream decides; the iteration must end by itself (no break) for the
+    # connection to go back to the pool.
+    events = transport.events(response, ctx, keepalive=keepalive, final=lambda _: state.done)
+    try:
+        for sse in events:
+            yield from state.feed(sse)
+        end = state.finish()
+    except NacelleError:
+        yield from state.abandon()
+        raise
+    finally:
+        events.close()  # at once when the consumer left early or the stream failed
+        response.close()
+    log.debug("%s turn ended: %s, %s", endpoint.name, end.stop.value, end.usage)
+    yield end

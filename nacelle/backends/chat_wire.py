@@ -1,0 +1,352 @@
+"""The Chat Completions request body, built without I/O: :class:`Dialect` and
+:func:`to_wire`.
+
+Pure: no I/O, no clock, nothing a caller passed is mutated (tool schemas and extra
+body fields are deep-copied into the body). ``chat.py`` does the sending and
+``chat_stream.py`` reads the answer; OpenRouter (``openrouter.py``) is this dialect
+with its own :class:`Dialect`.
+
+Many servers speak Chat Completions and each is loose in its own place. A
+:class:`Dialect` value records where, so one body builder serves them all:
+
+- **Max tokens.** OpenAI's reasoning models refuse ``max_tokens`` and want
+  ``max_completion_tokens``; DeepSeek's chat model refuses anything above 8,192; a
+  local server with a 4,096-token context refuses a 32,000-token cap. So the cap is
+  sent, under the dialect's field name, only when the Agent was given one
+  (``max_tokens`` other than the default); otherwise the server's own default
+  applies. ``Dialect.always_max_tokens`` sends it anyway (OpenRouter, whose thinking
+  budgets are derived from it).
+- **Effort.** ``reasoning_effort`` (OpenAI, Groq, Gemini, DeepSeek, vLLM, Ollama) or
+  ``reasoning.effort`` (OpenRouter), in the levels the dialect accepts: a level the
+  server lacks becomes the nearest it has (``max`` on a server whose top is
+  ``high`` is ``high``). ``Effort.NONE`` is sent where the server has it and drops
+  the field where it does not. A token budget is ``reasoning.max_tokens`` where the
+  dialect takes one (OpenRouter) and otherwise the effort its size suggests
+  (under 4,096 tokens ``low``, under 16,384 ``medium``, else ``high``), the mapping
+  LiteLLM and the OpenAI-compatible gateways use. DeepSeek also takes
+  ``thinking: {"type": "enabled"|"disabled"}`` and ``Effort.NONE`` disables it.
+- **Usage.** Most servers stream usage only when asked with
+  ``stream_options: {"include_usage": true}``; OpenRouter always streams it and calls
+  the option deprecated, so its dialect never sends it.
+- **Tools.** ``tool_choice: "auto"`` is sent explicitly where a server wants it
+  (vLLM answers tool calls only with it); ``parallel_tool_calls: true`` where the
+  server takes it. Calls are sent with their ``arguments`` byte for byte (blank
+  input becomes ``"{}"``); a call cut off mid-input (``ToolCall(finished=False)``)
+  is never sent, nor any result carrying its id. Each ToolResult is one ``tool``
+  message, in order, before the rest of its user message.
+- **Reasoning going back.** The dialect names the field that carries plain reasoning
+  text back (``reasoning`` on OpenRouter, ``reasoning_content`` on DeepSeek, whose
+  thinking mode refuses a tool loop whose earlier calls come back without their
+  reasoning) and whether it goes on every assistant message or only those with
+  tool calls. OpenRouter's ``reasoning_details`` go back exactly as streamed. A
+  tool call's ``extra_content`` (Gemini's thought signature, which Gemini 3 refuses
+  a function-calling turn without) rides in a ProviderBlock of the turn and goes
+  back on its call. Reasoning and blocks of another protocol are dropped, as are
+  Finish parts.
+- **Messages.** The system prompt is the first message. A user message of one Text
+  part is a plain string; images are ``image_url`` parts holding a ``data:`` URL.
+  An assistant message sends ``content: null`` (not ``""``, which some upstreams
+  refuse) when it holds only tool calls, and is omitted when it holds nothing.
+- **Prompt caching**, for the models whose name starts with one of
+  ``Dialect.cache_prefixes`` (OpenRouter's ``anthropic/``): a ``cache_control``
+  breakpoint on the system prompt and one on the last text of the newest message.
+  Other servers cache automatically or not at all, and get no markers.
+
+Where the contract is silent the choice follows the official OpenAI SDK's request
+shapes and the providers' compatibility pages (platform.openai.com/docs/api-reference/chat,
+api-docs.deepseek.com/guides/thinking_mode, ai.google.dev/gemini-api/docs/openai).
+
+May import: the standard library and nacelle's core. Never ``requests``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+
+from ..backend import DEFAULT_MAX_TOKENS, Effort, Request
+from ..errors import ConfigError, Unsupported
+from ..messages import (
+    Finish, Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
+)
+from ..sse import parse_json
+
+__all__ = ["Dialect", "PROTOCOL", "to_wire"]
+
+#: The ``Reasoning.protocol`` / ``ProviderBlock.protocol`` of a plain Chat
+#: Completions server.
+PROTOCOL = "chat"
+
+_EPHEMERAL = {"type": "ephemeral"}
+_LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+
+MCP_HINT = (
+    "Chat Completions servers have no server-side MCP; connect the server locally with "
+    "nacelle.mcp.connect_stdio() or nacelle.mcp.connect_http() and pass its "
+    ".tools() to the Agent"
+)
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """What one Chat Completions server does its own way; see the module docstring.
+
+    ``name`` is how errors and logs name the server ("Ollama", "OpenAI"), never
+    "OpenRouter" for another server; ``key_env`` is the variable its key is read
+    from (empty for a server that needs none); ``pricing`` the provider name in
+    :mod:`nacelle.pricing`.
+    """
+
+    name: str = "the Chat Completions server"
+    protocol: str = PROTOCOL
+    key_env: str = ""
+    max_tokens: Optional[str] = "max_tokens"
+    always_max_tokens: bool = False
+    effort: Optional[str] = "reasoning_effort"
+    efforts: Tuple[str, ...] = ("low", "medium", "high")
+    budget: bool = False
+    thinking_toggle: bool = False
+    reasoning_fields: Tuple[str, ...] = ("reasoning_content", "reasoning")
+    reasoning_details: bool = False
+    echo_reasoning: Optional[str] = None
+    echo_with_calls_only: bool = True
+    include_usage: bool = True
+    tool_choice: bool = False
+    parallel_tool_calls: bool = False
+    cache_prefixes: Tuple[str, ...] = ()
+    cost_in_usage: bool = False
+    images: bool = True
+    pricing: str = ""
+
+    def __post_init__(self) -> None:
+        unknown = [level for level in self.efforts if level not in _LEVELS]
+        if unknown:
+            raise ConfigError(f"Dialect.efforts holds levels no server has: {unknown}; "
+                              f"the levels are {list(_LEVELS)}")
+        if self.effort not in (None, "reasoning_effort", "reasoning.effort"):
+            raise ConfigError(f"Dialect.effort must be 'reasoning_effort', "
+                              f"'reasoning.effort' or None, got {self.effort!r}")
+
+
+def to_wire(
+    request: Request,
+    messages: Sequence[Message],
+    *,
+    model: str,
+    dialect: Dialect = Dialect(),
+    extra: Optional[Dict[str, Any]] = None,
+) -> Dict[str, Any]:
+    """The JSON body of one ``POST /chat/completions`` for ``messages``.
+
+    ``extra`` fields are added to the body as given (OpenRouter's ``provider``).
+    Raises :class:`~nacelle.errors.Unsupported` for MCP servers and
+    :class:`~nacelle.errors.ConfigError` for a conversation that cannot be expressed
+    (a ToolResult in an assistant message, reasoning state that is not what this
+    dialect wrote, ...), naming the message.
+    """
+    if request.mcp:
+        raise Unsupported(dialect.name, "MCP servers", MCP_HINT)
+    cache = model.startswith(dialect.cache_prefixes) if dialect.cache_prefixes else False
+    wire: List[Dict[str, Any]] = []
+    if request.system:
+        if cache:
+            system: Any = [{"type": "text", "text": request.system,
+                            "cache_control": dict(_EPHEMERAL)}]
+        else:
+            system = request.system
+        wire.append({"role": "system", "content": system})
+    unsent: Set[str] = {
+        p.id for m in messages for p in m.parts if isinstance(p, ToolCall) and not p.finished
+    }
+    for position, message in enumerate(messages):
+        if message.role is Role.ASSISTANT:
+            item = assistant(message, position, dialect)
+            if item is not None:
+                wire.append(item)
+        else:
+            wire.extend(user(message, position, unsent))
+    if cache and len(wire) > 1:
+        _mark_newest(wire[-1])
+
+    body: Dict[str, Any] = {"model": model, "messages": wire, "stream": True}
+    if dialect.include_usage:
+        body["stream_options"] = {"include_usage": True}
+    if dialect.max_tokens and (dialect.always_max_tokens
+                               or request.max_tokens != DEFAULT_MAX_TOKENS):
+        body[dialect.max_tokens] = request.max_tokens
+    tools = sorted(request.tools, key=lambda t: t.name)
+    if tools:
+        body["tools"] = [_tool(t) for t in tools]
+        if dialect.tool_choice:
+            body["tool_choice"] = "auto"
+        if dialect.parallel_tool_calls:
+            body["parallel_tool_calls"] = True
+    _reasoning(body, request, dialect)
+    for key, value in (extra or {}).items():
+        body[key] = copy.deepcopy(value)
+    return body
+
+
+def _tool(tool: Any) -> Dict[str, Any]:
+    function: Dict[str, Any] = {"name": tool.name}
+    if tool.description:
+        function["description"] = tool.description
+    function["parameters"] = copy.deepcopy(tool.schema)
+    return {"type": "function", "function": function}
+
+
+def _reasoning(body: Dict[str, Any], request: Request, dialect: Dialect) -> None:
+    thinking = request.thinking
+    if thinking.budget and dialect.budget:
+        body["reasoning"] = {"max_tokens": thinking.budget}
+        return
+    effort = thinking.effort.value if thinking.effort is not None else None
+    if effort is None and thinking.budget:
+        effort = "low" if thinking.budget < 4096 else (
+            "medium" if thinking.budget < 16384 else "high")
+    if effort is None:
+        return
+    if dialect.thinking_toggle:
+        body["thinking"] = {"type": "disabled" if effort == Effort.NONE.value else "enabled"}
+    level = _nearest(effort, dialect.efforts)
+    if level is None or dialect.effort is None:
+        return
+    if dialect.effort == "reasoning.effort":
+        body["reasoning"] = {"effort": level}
+    else:
+        body["reasoning_effort"] = level
+
+
+def _nearest(effort: str, levels: Tuple[str, ...]) -> Optional[str]:
+    """``effort`` if the server has it, else the nearest level it has (ties go up);
+    None for ``none`` on a server without it: the field is then left out."""
+    if effort in levels:
+        return effort
+    if effort == "none" or not levels:
+        return None
+    want = _LEVELS.index(effort)
+    return min(levels, key=lambda level: (abs(_LEVELS.index(level) - want),
+                                          -_LEVELS.index(level)))
+
+
+def user(message: Message, position: int, unsent: Set[str]) -> List[Dict[str, Any]]:
+    """The wire messages of one user message: its tool results first, then its text."""
+    results: List[Dict[str, Any]] = []
+    content: List[Dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, ToolResult):
+            if part.id not in unsent:
+                results.append({"role": "tool", "tool_call_id": part.id,
+                                "content": part.result})
+        elif isinstance(part, Text):
+            content.append({"type": "text", "text": part.text})
+        elif isinstance(part, Image):
+            content.append({"type": "image_url", "image_url": {
+                "url": f"data:{part.media_type};base64,{part.data}"}})
+        elif isinstance(part, (Reasoning, ProviderBlock, Finish)):
+            continue
+        else:
+            raise ConfigError(
+                f"message {position}: a user message cannot carry a {type(part).__name__}"
+            )
+    if not content:
+        if results or message.parts:
+            return results
+        return [{"role": "user", "content": ""}]
+    if len(content) == 1 and content[0]["type"] == "text":
+        item: Dict[str, Any] = {"role": "user", "content": content[0]["text"]}
+    else:
+        item = {"role": "user", "content": content}
+    return results + [item]
+
+
+def assistant(message: Message, position: int, dialect: Dialect) -> Optional[Dict[str, Any]]:
+    """The wire message of one assistant message, or None when it holds nothing to send."""
+    text: List[str] = []
+    calls: List[Dict[str, Any]] = []
+    details: Optional[List[Any]] = None
+    reasoning_text: List[str] = []
+    extras: Dict[str, Any] = {}
+    for part in message.parts:
+        if isinstance(part, Text):
+            text.append(part.text)
+        elif isinstance(part, ToolCall):
+            if part.finished:
+                arguments = part.input if part.input.strip() else "{}"
+                calls.append({"id": part.id, "type": "function",
+                              "function": {"name": part.name, "arguments": arguments}})
+        elif isinstance(part, Reasoning):
+            if part.protocol != dialect.protocol:
+                continue
+            reasoning_text.append(part.text)
+            if part.state and dialect.reasoning_details:
+                details = (details or []) + _details(part.state, position, dialect)
+        elif isinstance(part, ProviderBlock):
+            if part.protocol == dialect.protocol:
+                _call_extra(part.data, extras)
+        elif isinstance(part, Finish):
+            continue
+        else:
+            raise ConfigError(
+                f"message {position}: an assistant message cannot carry a {type(part).__name__}"
+            )
+    joined = "".join(text)
+    if not joined and not calls:
+        return None
+    for call in calls:
+        if call["id"] in extras:
+            call["extra_content"] = copy.deepcopy(extras[call["id"]])
+    item: Dict[str, Any] = {"role": "assistant", "content": joined or None}
+    if calls:
+        item["tool_calls"] = calls
+    if details is not None:
+        item["reasoning_details"] = details
+    elif (dialect.echo_reasoning and "".join(reasoning_text)
+          and (calls or not dialect.echo_with_calls_only)):
+        item[dialect.echo_reasoning] = "".join(reasoning_text)
+    return item
+
+
+def call_extra_block(call_id: str, extra: Any) -> str:
+    """The ProviderBlock data that carries a tool call's ``extra_content`` back."""
+    return json.dumps({"call": call_id, "extra_content": extra}, ensure_ascii=False,
+                      separators=(",", ":"))
+
+
+def _call_extra(data: str, extras: Dict[str, Any]) -> None:
+    try:
+        block = parse_json(data)
+    except ValueError:
+        return
+    if isinstance(block, dict) and isinstance(block.get("call"), str) and "extra_content" in block:
+        extras[block["call"]] = block["extra_content"]
+
+
+def _details(state: str, position: int, dialect: Dialect) -> List[Any]:
+    try:
+        value = json.loads(state)
+    except ValueError:
+        value = None
+    if not isinstance(value, list):
+        raise ConfigError(
+            f"message {position}: {dialect.protocol} reasoning state must be the JSON list of "
+            f"reasoning_details the stream produced; got {state[:60]!r}"
+        )
+    return value
+
+
+def _mark_newest(item: Dict[str, Any]) -> None:
+    """Put a cache breakpoint on the last text part of the newest wire message."""
+    content = item.get("content")
+    if isinstance(content, str):
+        if content:
+            item["content"] = [{"type": "text", "text": content,
+                                "cache_control": dict(_EPHEMERAL)}]
+        return
+    if isinstance(content, list):
+        for part in reversed(content):
+            if part.get("type") == "text" and part.get("text"):
+                part["cache_control"] = dict(_EPHEMERAL)
+                return
