@@ -65,7 +65,9 @@ class Usage:
 
     ``input_tokens`` is input billed at the full rate; cache reads and writes are
     counted apart, so the fields mean the same on every backend. ``reasoning_tokens``
-    are already inside ``output_tokens``. ``cost`` is US dollars, 0.0 where unknown.
+    are already inside ``output_tokens``. ``cost`` is US dollars, 0.0 where unknown;
+    ``priced`` is True when ``cost`` is known (a price was applied, or the provider
+    reported it) rather than unknown-and-zero.
 
     Every count is a whole number of zero or more and ``cost`` a finite float of
     zero or more (a whole number of dollars is kept as a float); anything else is a
@@ -73,6 +75,19 @@ class Usage:
     usage would spread through every sum it joins — a run's total, a budget check —
     so it is refused where it is made, not discovered later. What a provider's odd
     number becomes is the backend's decision, made before it gets here.
+
+    Dollars are counted in whole pico-dollars (10**-12 USD) inside, and ``cost`` is
+    that integer shown as a float. A float that sums a million turns of $0.000001
+    ends at 1.000000000007918; the integer ends at exactly one dollar. Pico-dollars,
+    not micro-: one token at $0.10 per million is 10**-7 dollars. A ``cost`` given
+    as a float is taken at its shortest decimal reading (``0.1`` is 100,000,000,000
+    pico-dollars, not the binary fraction nearest it), rounded to the pico-dollar.
+
+    ``a + b`` adds field by field, and the dollars as integers. The sum is
+    ``priced`` when both sides are, or when one side is the empty ``Usage()`` (the
+    start of every total); a sum with an unpriced part that used tokens is not
+    priced, because its ``cost`` then leaves out that part's dollars — it is a lower
+    bound, not the bill.
     """
 
     input_tokens: int = 0
@@ -81,6 +96,14 @@ class Usage:
     cache_creation_tokens: int = 0
     reasoning_tokens: int = 0
     cost: float = 0.0
+    priced: bool = False
+    # The same dollars as whole pico-dollars, and what the tokens would have cost
+    # with no cache. Both are filled by __post_init__ (from ``cost``), by
+    # ``Price.priced`` and by ``__add__``; a value that disagrees with ``cost``
+    # (``dataclasses.replace(usage, cost=...)`` copies the old one) is dropped.
+    # Not compared: ``cost`` already is, and two equal costs are equal usages.
+    _pico: Optional[int] = field(default=None, repr=False, compare=False)
+    _pico_without_cache: Optional[int] = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Every Event makes a Usage, so the common case is kept to a few type tests.
@@ -95,18 +118,46 @@ class Usage:
                 object.__setattr__(self, name, _checked_count(name, getattr(self, name)))
         cost = self.cost
         if type(cost) is not float or not 0.0 <= cost <= _LARGEST_FLOAT:
-            object.__setattr__(self, "cost", _checked_cost(cost))
+            cost = _checked_cost(cost)
+            object.__setattr__(self, "cost", cost)
+        if self.priced is not False and self.priced is not True:
+            raise ConfigError(f"Usage.priced must be True or False; got {_shown(self.priced)}")
+        pico = self._pico
+        if pico is None:
+            if cost:  # zero needs no integer: None reads as zero
+                pico = _pico_of(cost)
+                object.__setattr__(self, "cost", _dollars(pico))
+                object.__setattr__(self, "_pico", pico)
+                object.__setattr__(self, "_pico_without_cache", None)
+        elif type(pico) is not int or pico < 0 or _dollars(pico) != cost:
+            # A copy whose cost was changed under it, or a hand-made value: the
+            # cost is what the caller said, and nothing is known without the cache.
+            object.__setattr__(self, "_pico", None)
+            object.__setattr__(self, "_pico_without_cache", None)
+            self.__post_init__()
+        elif not _is_count(self._pico_without_cache):
+            object.__setattr__(self, "_pico_without_cache", None)
 
     def __add__(self, other: "Usage") -> "Usage":
         if not isinstance(other, Usage):
             return NotImplemented
+        pico = (self._pico or 0) + (other._pico or 0)
+        if self.priced and other.priced:
+            priced = True
+        elif self.priced or other.priced:
+            priced = _is_empty(other) or _is_empty(self)
+        else:
+            priced = False
         return Usage(
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
             self.cache_read_tokens + other.cache_read_tokens,
             self.cache_creation_tokens + other.cache_creation_tokens,
             self.reasoning_tokens + other.reasoning_tokens,
-            self.cost + other.cost,
+            _dollars(pico),
+            priced,
+            pico,
+            self._uncached_pico() + other._uncached_pico(),
         )
 
     @property
@@ -128,6 +179,23 @@ class Usage:
         seen = self.cache_read_tokens + self.input_tokens
         return self.cache_read_tokens / seen if seen else 0.0
 
+    @property
+    def cost_without_cache(self) -> float:
+        """US dollars the same tokens would have cost with no cache.
+
+        Cache reads and writes billed as full-rate input, so ``cost_without_cache -
+        cost`` is what caching saved (negative when writes were never read back).
+        Known only for a cost that :meth:`nacelle.pricing.Price.priced` worked out;
+        for a cost given as a number (a provider's report) it is ``cost`` itself, a
+        saving of zero rather than a guess. A sum adds the parts' figures.
+        """
+        return _dollars(self._uncached_pico())
+
+    def _uncached_pico(self) -> int:
+        if self._pico_without_cache is not None:
+            return self._pico_without_cache
+        return self._pico or 0
+
 
 _COUNTS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens",
            "reasoning_tokens")
@@ -139,6 +207,46 @@ def _checked_count(name: str, value: Any) -> int:
         return int(value)
     raise ConfigError(f"Usage.{name} must be a whole number of tokens, zero or more; "
                       f"got {_shown(value)}")
+
+
+_PICO_PER_DOLLAR = 10**12
+
+
+def _dollars(pico: int) -> float:
+    """Whole pico-dollars as a float of dollars, correctly rounded."""
+    try:
+        return pico / _PICO_PER_DOLLAR  # int / int rounds once, exactly
+    except OverflowError:
+        raise ConfigError("Usage.cost must be a finite number of dollars, zero or more; "
+                          "got a sum beyond the largest float") from None
+
+
+def _pico_of(dollars: float) -> int:
+    """A float of dollars as whole pico-dollars, read at its shortest decimal."""
+    # repr() is the shortest decimal that reads back as the same float, so 0.1
+    # becomes exactly 10**11 rather than the binary fraction nearest a tenth.
+    from decimal import ROUND_HALF_EVEN, Decimal  # only a nonzero float cost needs it
+
+    return int(Decimal(repr(dollars)).scaleb(12).to_integral_value(ROUND_HALF_EVEN))
+
+
+def _is_count(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _is_empty(usage: Usage) -> bool:
+    """True for a usage with no tokens and no dollars: ``Usage()`` or its like."""
+    return not (usage.total or usage.reasoning_tokens or usage._pico)
+
+
+def _with_cost(usage: Usage, pico: int, pico_without_cache: int) -> Usage:
+    """``usage`` priced: ``pico`` dollars, ``pico_without_cache`` with no cache.
+
+    For :mod:`nacelle.pricing`, which works the integers out; nothing else sets them.
+    """
+    return Usage(usage.input_tokens, usage.output_tokens, usage.cache_read_tokens,
+                 usage.cache_creation_tokens, usage.reasoning_tokens, _dollars(pico), True,
+                 pico, pico_without_cache)
 
 
 def _checked_cost(value: Any) -> float:

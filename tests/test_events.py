@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import sys
 
 import pytest
 
@@ -136,3 +137,114 @@ def test_a_count_read_from_a_provider_is_a_plain_int_or_nothing(value, count):
 ])
 def test_a_cost_read_from_a_provider_is_a_finite_float_or_nothing(value, cost):
     assert _wire_cost(value) == cost
+
+
+# -- dollars: integer pico-dollars inside, priced or not ---------------------------------
+
+
+def test_usage_still_takes_its_six_documented_fields_by_position_and_is_unpriced():
+    usage = Usage(1, 2, 3, 4, 5, 0.5)
+    assert (usage.cost, usage.priced) == (0.5, False)
+    assert Usage(1, 2, 3, 4, 5, 0.5, True).priced
+
+
+@pytest.mark.parametrize("bad", [1, 0, None, "yes", 1.0])
+def test_priced_must_be_a_bool(bad):
+    with pytest.raises(ConfigError, match="Usage.priced"):
+        Usage(priced=bad)
+
+
+def test_a_float_cost_is_read_at_its_shortest_decimal():
+    assert Usage(cost=0.1)._pico == 10**11 and Usage(cost=0.1).cost == 0.1
+    assert Usage(cost=0.000467)._pico == 467_000_000
+    assert Usage(cost=1e300).cost == 1e300
+
+
+def test_tenths_add_up_to_the_decimal_sum_not_the_float_one():
+    assert 0.1 + 0.2 != 0.3
+    assert (Usage(cost=0.1) + Usage(cost=0.2)).cost == 0.3
+
+
+def test_ten_thousand_turns_added_one_by_one_cost_exactly_what_they_add_up_to():
+    turn = Usage(input_tokens=1, cost=0.0001)
+    floats, total = 0.0, Usage()
+    for _ in range(10_000):
+        floats += turn.cost
+        total += turn
+    assert floats != 1.0  # 0.9999999999999062: the drift integer accounting removes
+    assert total.cost == 1.0 and total.input_tokens == 10_000
+
+
+def test_a_million_turns_of_a_micro_dollar_sum_to_exactly_one_dollar_where_floats_drift():
+    turn = Usage(input_tokens=1, cost=0.000001)
+    floats = 0.0
+    for _ in range(1_000_000):
+        floats += turn.cost
+    assert floats != 1.0  # 1.000000000007918
+    # Integer addition does not care how it is grouped, so a thousand blocks of a
+    # thousand turns is the same sum as a million turns one by one, in 1/500 the time.
+    block = sum([turn] * 1000, Usage())
+    total = sum([block] * 1000, Usage())
+    assert total.cost == 1.0 and total.input_tokens == 1_000_000 and total._pico == 10**12
+
+
+def test_a_sum_too_large_for_a_float_is_refused_like_any_infinite_cost():
+    big = Usage(cost=sys.float_info.max)
+    with pytest.raises(ConfigError, match="Usage.cost"):
+        big + big
+
+
+def test_a_sum_is_priced_only_when_every_part_that_used_tokens_was_priced():
+    priced = Usage(10, 2, cost=0.25, priced=True)
+    unpriced = Usage(5, 1)
+    assert (priced + priced).priced
+    assert (Usage() + priced).priced and (priced + Usage()).priced
+    assert sum([priced, priced], Usage()).priced
+    assert not (priced + unpriced).priced and not (unpriced + priced).priced
+    assert not (unpriced + unpriced).priced and not (Usage() + Usage()).priced
+    partial = priced + unpriced  # the cost it has is a lower bound, not the bill
+    assert partial.cost == 0.25 and partial.input_tokens == 15
+
+
+def test_priced_is_part_of_a_usages_value():
+    assert Usage(1, cost=0.5) != Usage(1, cost=0.5, priced=True)
+    assert Usage(1, cost=0.5, priced=True) == Usage(1, cost=0.5, priced=True)
+
+
+def test_a_cost_given_as_a_number_has_no_saving_from_cache():
+    reported = Usage(input_tokens=10, cache_read_tokens=1000, cost=0.0012, priced=True)
+    assert reported.cost_without_cache == reported.cost
+    assert Usage().cost_without_cache == 0.0
+
+
+def test_a_sum_adds_the_no_cache_costs_of_its_parts():
+    a = Usage(cost=0.5, _pico=500_000_000_000, _pico_without_cache=900_000_000_000)
+    b = Usage(cost=0.25)
+    assert (a + b).cost_without_cache == 1.15 and (a + b).cost == 0.75
+
+
+def test_replacing_the_cost_of_a_copy_drops_the_integers_it_no_longer_matches():
+    a = Usage(10, cost=0.5, _pico=500_000_000_000, _pico_without_cache=900_000_000_000)
+    changed = dataclasses.replace(a, cost=0.75)
+    assert changed._pico == 750_000_000_000 and changed.cost_without_cache == 0.75
+    assert dataclasses.replace(a, input_tokens=11).cost_without_cache == 0.9
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "5", True])
+def test_hidden_integers_that_are_not_counts_are_dropped_for_the_cost(bad):
+    usage = Usage(cost=0.5, _pico=bad)
+    assert usage._pico == 500_000_000_000 and usage.cost == 0.5
+
+
+@pytest.mark.parametrize("usage", [
+    Usage(),
+    Usage(1, 2, 3, 4, 5, 0.5),
+    Usage(10, 2, cost=0.000467, priced=True),
+    Usage(3, cost=0.5, priced=True, _pico=500_000_000_000, _pico_without_cache=10**12),
+    Usage(10, 2, cost=0.25, priced=True) + Usage(5, 1),
+])
+def test_usage_round_trips_through_json_with_priced_and_its_no_cache_cost(usage):
+    back = Usage(**json.loads(json.dumps(dataclasses.asdict(usage))))
+    assert back == usage
+    assert (back.priced, back.cost, back.cost_without_cache) == (
+        usage.priced, usage.cost, usage.cost_without_cache)
