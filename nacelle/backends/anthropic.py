@@ -43,8 +43,13 @@ Choices where the contract is silent:
   the one that cleans HTTP error bodies, so an echoed key never reaches an
   exception. When a turn fails after server-side calls were announced, their
   failed results are yielded before the error, so each announced call is closed.
-- ``pricing`` fills ``Usage.cost`` per turn and turns ``capabilities.cost`` on for
-  this instance. Server-tool fees (web searches are billed per request) are not
+- ``pricing`` fills ``Usage.cost`` per turn; by default it is the model's row in
+  :data:`nacelle.pricing.PRICES` (:func:`nacelle.pricing.price_for`), so a current
+  model is priced out of the box, and a model without a published price leaves
+  ``Usage.priced`` false (and ``capabilities.cost`` off) rather than reporting a
+  free turn. Cache writes are priced by their lifetime, as the stream's
+  ``usage.cache_creation`` splits them (five-minute writes 1.25× input, one-hour
+  writes 2×). Server-tool fees (web searches are billed per request) are not
   included: the stream reports their count, not their price.
 
 Outer ring: imports ``backends._turn`` (and, through it at the first request,
@@ -67,6 +72,7 @@ from ..context import RunContext
 from ..errors import ConfigError, StreamError
 from ..events import Event, _wire_count
 from ..messages import Message, ProviderBlock, Role
+from ..pricing import price_for
 from ..sse import parse_json
 from ._http_headers import read_key
 from ._turn import Endpoint, check_key, check_model, stream_turn
@@ -86,8 +92,8 @@ KEY_VARIABLE = "ANTHROPIC_API_KEY"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
 
-#: What the Anthropic backend can do. ``cost`` is true on an instance given
-#: ``pricing``: the API reports tokens, not dollars.
+#: What the Anthropic backend can do. ``cost`` is true on an instance whose model has
+#: a price (given, or in the table): the API reports tokens, not dollars.
 capabilities = Capabilities(
     mcp=True, thinking=True, effort=True, min_budget=MIN_BUDGET, cost=False,
     token_counting=True, images=True,
@@ -117,6 +123,8 @@ class Backend:
                 "pricing must be anthropic.Pricing(input, output, cache_read, cache_write)"
                 f" in dollars per million tokens, got {type(pricing).__name__}"
             )
+        if pricing is None:
+            pricing = price_for("anthropic", model)
         self._endpoint = Endpoint(
             base_url, {"anthropic-version": API_VERSION}, max_retries=max_retries,
             timeout=timeout, stall_timeout=stall_timeout, name=self.name,

@@ -68,17 +68,15 @@ Outer-ring module: imports the standard library and nacelle's core only.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
-import math
-from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 from ..backend import TurnEnd
 from ..errors import ConfigError, StreamError, StreamTruncated, transient
 from ..events import Event, Kind, Stop, ToolEvent, Usage, _wire_count
 from ..messages import Part, ProviderBlock, Reasoning, Text, ToolCall
+from ..pricing import Price
 from ..sse import SSEEvent, parse_json
 
 __all__ = ["Accumulator", "Pricing"]
@@ -115,44 +113,9 @@ def _unchanged(text: str) -> str:
     return text
 
 
-@dataclass(frozen=True)
-class Pricing:
-    """US dollars per million tokens, to fill ``Usage.cost``.
-
-    ``cache_read`` and ``cache_write`` default to Anthropic's multipliers of the
-    input price (0.1× for a read, 1.25× for a five-minute write).
-    """
-
-    input: float
-    output: float
-    cache_read: Optional[float] = None
-    cache_write: Optional[float] = None
-
-    def __post_init__(self) -> None:
-        for name in ("input", "output", "cache_read", "cache_write"):
-            value = getattr(self, name)
-            if value is None and name.startswith("cache"):
-                continue
-            if (isinstance(value, bool) or not isinstance(value, (int, float))
-                    or not 0 <= value < math.inf):
-                raise ConfigError(
-                    f"Pricing.{name} must be a finite number of dollars per million tokens,"
-                    f" zero or more; got {value!r}"
-                )
-        if self.cache_read is None:
-            object.__setattr__(self, "cache_read", self.input * 0.1)
-        if self.cache_write is None:
-            object.__setattr__(self, "cache_write", self.input * 1.25)
-
-    def cost(self, usage: Usage) -> float:
-        """The dollars ``usage`` costs at these prices."""
-        assert self.cache_read is not None and self.cache_write is not None  # __post_init__
-        return (
-            usage.input_tokens * self.input
-            + usage.output_tokens * self.output
-            + usage.cache_read_tokens * self.cache_read
-            + usage.cache_creation_tokens * self.cache_write
-        ) / 1_000_000
+#: The prices of a model, as ``anthropic.Pricing(input, output, cache_read=None,
+#: cache_write=None)``: :class:`nacelle.pricing.Price` by its first-wave name.
+Pricing = Price
 
 
 class _Block:
@@ -305,7 +268,10 @@ class Accumulator:
             reasoning_tokens=u.get("thinking_tokens", 0),
         )
         if self._pricing is not None:
-            usage = dataclasses.replace(usage, cost=self._pricing.cost(usage))
+            # One-hour writes cost 2x input, five-minute writes 1.25x; the split comes
+            # in usage.cache_creation, and what it does not claim is a 5-minute write.
+            hour = min(u.get("ephemeral_1h_input_tokens", 0), usage.cache_creation_tokens)
+            usage = self._pricing.priced(usage, cache_write_1h_tokens=hour)
         return usage
 
     # -- blocks ---------------------------------------------------------------------
@@ -499,6 +465,9 @@ class Accumulator:
         if not isinstance(usage, dict):
             return
         fields = [(key, usage.get(key)) for key in _COUNTS]
+        written = usage.get("cache_creation")
+        if isinstance(written, dict):
+            fields.append(("ephemeral_1h_input_tokens", written.get("ephemeral_1h_input_tokens")))
         details = usage.get("output_tokens_details")
         if isinstance(details, dict):
             fields.append(("thinking_tokens", details.get("thinking_tokens")))

@@ -442,14 +442,14 @@ def usage_from(usage: Dict[str, Any], dialect: Dialect = Dialect()) -> Usage:
     completion = usage.get("completion_tokens_details")
     if not isinstance(completion, dict):
         completion = {}
-    dollars = 0.0
+    dollars, priced = 0.0, False
     if dialect.cost_in_usage:
         cost = usage.get("cost")
         found = _wire_cost(cost)
         if found is None and cost is not None:
             logger.warning("%s reported a cost that is not an amount of dollars "
                            "(%s); counted as 0", name, type(cost).__name__)
-        dollars = found or 0.0
+        dollars, priced = found or 0.0, found is not None
     return Usage(
         input_tokens=max(0, prompt - cached - written),
         output_tokens=_count(usage, "completion_tokens", name),
@@ -457,6 +457,7 @@ def usage_from(usage: Dict[str, Any], dialect: Dialect = Dialect()) -> Usage:
         cache_creation_tokens=written,
         reasoning_tokens=_count(completion, "reasoning_tokens", name),
         cost=dollars,
+        priced=priced,
     )
 
 

@@ -1,6 +1,7 @@
 """The Anthropic backend end to end over HTTP: recorded-shape streams from a loopback
 FakeServer, the transport's retries, keys, pickling, token counting, and an Agent run."""
 
+import dataclasses
 import logging
 import pickle
 import threading
@@ -16,6 +17,7 @@ from nacelle import (
 )
 from nacelle.backend import TurnEnd
 from nacelle.backends import anthropic
+from nacelle.pricing import price_for
 from nacelle.testing.scripted import FakeClock
 from nacelle.testing.server import FakeServer, Reply
 from nacelle.testing.wire import rechunk
@@ -75,7 +77,9 @@ def test_a_text_stream_with_pings_and_keepalive_comments_yields_each_delta(serve
         (Kind.TEXT, "Hello"), (Kind.TEXT, " — wörld"), (Kind.TEXT, "!")]
     assert end.parts == (Text("Hello — wörld!"),)
     assert end.stop is Stop.END
-    assert end.usage == Usage(input_tokens=14, output_tokens=12, cache_creation_tokens=2051)
+    tokens = Usage(input_tokens=14, output_tokens=12, cache_creation_tokens=2051)
+    assert end.usage == price_for("anthropic", "claude-opus-5").priced(tokens)
+    assert end.usage.priced and end.usage.cost > 0
     sent = server.requests[0]
     assert sent.path == PATH and sent.method == "POST"
     assert sent.headers["x-api-key"] == KEY
@@ -340,10 +344,21 @@ def test_the_defaults_and_capabilities(server):
     backend = anthropic.Backend()
     assert (backend.model, backend.base_url, backend.name) == (
         "claude-opus-5", "https://api.anthropic.com", "anthropic")
-    assert backend.capabilities == anthropic.capabilities == nacelle.Capabilities(
+    assert anthropic.capabilities == nacelle.Capabilities(
         mcp=True, thinking=True, effort=True, min_budget=1024, cost=False,
         token_counting=True, images=True)
+    # The default model has a published price, so this instance reports dollars.
+    assert backend.pricing == price_for("anthropic", "claude-opus-5") is not None
+    assert backend.capabilities == dataclasses.replace(anthropic.capabilities, cost=True)
     assert isinstance(backend, nacelle.Backend)
+
+
+def test_a_model_without_a_published_price_reports_no_dollars(server):
+    server.queue(PATH, sse("text_with_pings.sse"))
+    backend = make(server, model="claude-unreleased-9")
+    assert backend.capabilities.cost is False
+    _, end = one_turn(backend)
+    assert (end.usage.cost, end.usage.priced) == (0.0, False)
 
 
 def test_a_used_backend_pickles_and_the_copy_works(server, monkeypatch):

@@ -356,14 +356,37 @@ def test_pricing_cache_rates_default_to_anthropics_multipliers():
     assert Pricing(4.0, 20.0) == Pricing(4.0, 20.0, 0.4, 5.0)
 
 
-def test_without_pricing_the_cost_is_zero():
+def test_without_pricing_the_cost_is_zero_and_not_priced():
     _, end = run([start(input_tokens=1000), message_delta("end_turn"), STOP])
-    assert end.usage.cost == 0.0
+    assert end.usage.cost == 0.0 and not end.usage.priced
+
+
+def test_one_hour_cache_writes_are_priced_at_twice_the_input_rate():
+    usage = {"input_tokens": 0, "cache_creation_input_tokens": 3_000_000,
+             "cache_creation": {"ephemeral_5m_input_tokens": 1_000_000,
+                                "ephemeral_1h_input_tokens": 2_000_000}}
+    acc = Accumulator(pricing=Pricing(4.0, 20.0))
+    for name, data in [("message_start", {"type": "message_start", "message": {
+            "id": "m", "usage": usage}}), ("message_delta", {
+            "type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {}}),
+            ("message_stop", {"type": "message_stop"})]:
+        acc.feed_event(name, data)
+    end = acc.finish()
+    assert end.usage.priced
+    assert end.usage.cost == pytest.approx(1 * 4.0 * 1.25 + 2 * 4.0 * 2)
+
+
+def test_one_hour_writes_beyond_the_writes_reported_are_not_billed_twice():
+    usage = {"cache_creation_input_tokens": 1_000_000,
+             "cache_creation": {"ephemeral_1h_input_tokens": 5_000_000}}
+    acc = Accumulator(pricing=Pricing(4.0, 20.0))
+    acc.feed_event("message_start", {"type": "message_start", "message": {"usage": usage}})
+    assert acc.usage.cost == pytest.approx(4.0 * 2)
 
 
 @pytest.mark.parametrize("bad", [-1, "5", None, True])
 def test_pricing_refuses_what_is_not_a_non_negative_number(bad):
-    with pytest.raises(ConfigError, match="Pricing.input"):
+    with pytest.raises(ConfigError, match="Price.input"):
         Pricing(bad, 1.0)
 
 

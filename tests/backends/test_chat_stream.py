@@ -319,7 +319,7 @@ def test_a_finish_and_usage_repeated_are_handled_once_with_usage_from_the_last()
     )
     assert len(calls_of(end)) == 1
     assert end.usage == Usage(input_tokens=626, output_tokens=106, reasoning_tokens=54,
-                              cost=0.001156)
+                              cost=0.001156, priced=True)
 
 
 def test_usage_in_a_chunk_with_empty_choices_is_read():
@@ -332,7 +332,8 @@ def test_cache_reads_and_writes_are_taken_out_of_prompt_tokens():
     assert usage_from({
         "prompt_tokens": 10339, "completion_tokens": 60, "cost": 0.0012,
         "prompt_tokens_details": {"cached_tokens": 10318, "cache_write_tokens": 0},
-    }) == Usage(input_tokens=21, output_tokens=60, cache_read_tokens=10318, cost=0.0012)
+    }) == Usage(input_tokens=21, output_tokens=60, cache_read_tokens=10318, cost=0.0012,
+                 priced=True)
     assert usage_from({
         "prompt_tokens": 194, "completion_tokens": 2,
         "prompt_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 100},

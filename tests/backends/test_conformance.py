@@ -372,6 +372,14 @@ def test_usage_is_reported_on_turn_and_done(flavour, server):
     assert all(e.usage == Usage() for e in events if e.kind not in (Kind.TURN, Kind.DONE))
 
 
+def test_a_turn_is_priced_exactly_when_the_backend_says_it_knows_dollars(flavour, server):
+    events = tool_run(flavour, server)
+    backend_knows = flavour.backend(server).capabilities.cost
+    turns = [e for e in events if e.kind is Kind.TURN]
+    assert [t.usage.priced for t in turns] == [backend_knows] * 2
+    assert events[-1].usage.priced is backend_knows
+
+
 def test_no_request_is_sent_before_the_first_turn(flavour, server):
     backend = flavour.backend(server)
     agent = Agent(backend, "Be brief.")

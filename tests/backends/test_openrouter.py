@@ -218,7 +218,7 @@ def test_keepalives_before_and_between_chunks_and_usage_in_a_repeated_finish(ser
     assert events == [Event(Kind.TEXT, text="Bonjour"), Event(Kind.TEXT, text=" ! Comment"),
                       Event(Kind.TEXT, text=" puis-je aider ?")]
     assert end == TurnEnd(parts=(Text("Bonjour ! Comment puis-je aider ?"),),
-                          usage=Usage(input_tokens=412, output_tokens=11, cost=0.000467),
+                          usage=Usage(input_tokens=412, output_tokens=11, cost=0.000467, priced=True),
                           stop=Stop.END)
 
 
@@ -226,7 +226,7 @@ def test_usage_in_a_chunk_with_empty_choices(server):
     server.queue(PATH, stream_reply("loop_turn3_answer.sse"))
     _, end = one_turn(make_backend(server))
     assert end.usage == Usage(input_tokens=60, output_tokens=19, cache_read_tokens=790,
-                              cost=0.000165)
+                              cost=0.000165, priced=True)
     assert end.stop is Stop.END
 
 
