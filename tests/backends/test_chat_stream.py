@@ -1,4 +1,7 @@
-"""The OpenRouter accumulator fed plain dicts: one test per pitfall of the dialect."""
+"""The Chat Completions accumulator fed plain dicts: one test per pitfall of the dialect.
+
+Most tests feed OpenRouter's flavour (``openrouter.Accumulator``), the richest one;
+the tests at the end feed the dialects of the other presets."""
 
 import json
 import re
@@ -11,7 +14,11 @@ from nacelle import (
     Event, Kind, NacelleError, Reasoning, Stop, StreamError, StreamTruncated, Text, ToolCall,
     Usage, retryable,
 )
+from nacelle.backends import chat as chat_backend
+from nacelle.backends import chat_stream
 from nacelle.backends.openrouter import Accumulator, usage_from
+from nacelle.messages import ProviderBlock
+from nacelle.pricing import Price
 from nacelle.sse import SSEDecoder, parse_json
 from nacelle.testing.wire import openrouter_stream
 
@@ -690,3 +697,95 @@ def test_a_delta_of_any_shape_is_read_or_ignored_never_crashes(delta, finish):
     for part in end.parts:
         if isinstance(part, ToolCall):
             assert all(type(v) is str for v in (part.id, part.name, part.input))
+
+
+# -- the other dialects ------------------------------------------------------------------
+
+def run_dialect(dialect, *chunks, seed="", price=None):
+    acc = chat_stream.Accumulator(dialect=dialect, seed=seed, price=price)
+    events = []
+    for c in chunks:
+        events.extend(acc.feed_chunk(c))
+    acc.feed_data("[DONE]")
+    return events, acc.finish()
+
+
+@pytest.mark.parametrize("dialect, field", [
+    (chat_backend.DEEPSEEK, "reasoning_content"), (chat_backend.VLLM, "reasoning_content"),
+    (chat_backend.OLLAMA, "reasoning"), (chat_backend.GROQ, "reasoning"),
+])
+def test_each_dialect_reads_reasoning_from_its_own_field(dialect, field):
+    events, end = run_dialect(dialect, chunk({field: "Think"}), chunk({"content": "Done"},
+                                                                      finish="stop"))
+    assert events == [Event(Kind.THINKING, text="Think"), Event(Kind.TEXT, text="Done")]
+    assert end.parts[0] == Reasoning("Think", "", "chat")
+
+
+def test_openais_dialect_shows_no_reasoning_field_it_does_not_stream():
+    events, _ = run_dialect(chat_backend.OPENAI, chunk({"reasoning_content": "x",
+                                                       "content": "y"}, finish="stop"))
+    assert events == [Event(Kind.TEXT, text="y")]
+
+
+def test_a_plain_server_ignores_reasoning_details_it_never_echoes():
+    _, end = run_dialect(chat_backend.LLAMACPP, chunk({"reasoning_details": [
+        {"type": "reasoning.text", "text": "x"}], "content": "a"}, finish="stop"))
+    assert end.parts == (Text("a"),)
+
+
+def test_deepseeks_cache_hits_are_taken_out_of_prompt_tokens():
+    _, end = run_dialect(chat_backend.DEEPSEEK, chunk({"content": "a"}, finish="stop"),
+                         chunk(choices=[], usage={
+                             "prompt_tokens": 1000, "completion_tokens": 5,
+                             "prompt_cache_hit_tokens": 800, "prompt_cache_miss_tokens": 200}))
+    assert (end.usage.input_tokens, end.usage.cache_read_tokens) == (200, 800)
+
+
+def test_groqs_usage_in_x_groq_is_read():
+    _, end = run_dialect(chat_backend.GROQ, chunk({"content": "a"}, finish="stop"),
+                         chunk(choices=[], x_groq={"id": "req_1", "usage": {
+                             "prompt_tokens": 12, "completion_tokens": 3}}))
+    assert (end.usage.input_tokens, end.usage.output_tokens) == (12, 3)
+
+
+def test_a_cost_field_is_not_dollars_on_a_server_that_reports_none():
+    _, end = run_dialect(chat_backend.VLLM, chunk({"content": "a"}, finish="stop",
+                                                  usage={"prompt_tokens": 1, "cost": 9.5}))
+    assert (end.usage.cost, end.usage.priced) == (0.0, False)
+
+
+def test_a_price_fills_the_cost_of_a_server_that_reports_tokens_only():
+    price = Price(2.0, 8.0)
+    _, end = run_dialect(chat_backend.OPENAI, chunk({"content": "a"}, finish="stop", usage={
+        "prompt_tokens": 1_000_000, "completion_tokens": 1_000_000}), price=price.priced)
+    assert end.usage.priced and end.usage.cost == pytest.approx(10.0)
+
+
+def test_a_calls_extra_content_is_kept_for_the_next_request():
+    signature = {"google": {"thought_signature": "CiQBsig=="}}
+    _, end = run_dialect(chat_backend.GEMINI, chunk({"tool_calls": [call(
+        0, "call_g1", "weather", '{"city":"Oslo"}', extra_content=signature)]},
+        finish="tool_calls"))
+    assert calls_of(end) == [ToolCall("call_g1", "weather", '{"city":"Oslo"}')]
+    blocks = [p for p in end.parts if isinstance(p, ProviderBlock)]
+    assert [json.loads(b.data) for b in blocks] == [
+        {"call": "call_g1", "extra_content": signature}]
+
+
+def test_missing_ids_are_made_from_the_seed_so_a_replay_gets_the_same_ones():
+    fragment = chunk({"tool_calls": [{"function": {"name": "clock", "arguments": None}}]},
+                     finish="tool_calls")
+    first = calls_of(run_dialect(chat_backend.LLAMACPP, fragment, seed="3")[1])
+    again = calls_of(run_dialect(chat_backend.LLAMACPP, fragment, seed="3")[1])
+    later = calls_of(run_dialect(chat_backend.LLAMACPP, fragment, seed="5")[1])
+    assert first == again and first[0].input == "{}"
+    assert later[0].id != first[0].id
+
+
+def test_errors_name_the_server_of_the_dialect():
+    acc = chat_stream.Accumulator(dialect=chat_backend.OLLAMA)
+    with pytest.raises(StreamError, match="^Ollama stream error 500"):
+        acc.feed_chunk({"error": {"code": 500, "message": "boom"}})
+    with pytest.raises(StreamError, match="^Ollama sent a data line that is not JSON"):
+        acc.feed_data("{oops")
+

@@ -1,4 +1,7 @@
-"""to_wire: the exact request bodies the OpenRouter backend sends, as golden dicts."""
+"""to_wire: the exact request bodies the Chat Completions backends send, as golden dicts.
+
+Most tests build OpenRouter's bodies (``openrouter.to_wire``); the tests at the end
+build those of the other presets' dialects."""
 
 import copy
 import json
@@ -11,6 +14,7 @@ from nacelle import (
     Request, Role, Stop, Text, Thinking, ToolCall, ToolResult, Unsupported,
     assistant_text, user_text,
 )
+from nacelle.backends import chat, chat_wire
 from nacelle.backends.openrouter import to_wire
 
 EPHEMERAL = {"type": "ephemeral"}
@@ -351,3 +355,109 @@ def test_mcp_servers_are_refused_with_a_pointer_to_the_local_client():
     request = Request("S", mcp=(MCPServer("docs", "https://example.com/mcp"),))
     with pytest.raises(Unsupported, match=r"'openrouter' does not support MCP.*nacelle\.mcp"):
         to_wire(request, [user_text("Q")], model="m/x")
+
+
+# -- the other dialects ------------------------------------------------------------------
+
+
+def chat_body(dialect, request=None, messages=None, model="m"):
+    return chat_wire.to_wire(request or Request("Sys."), messages or [user_text("Hi")],
+                             model=model, dialect=dialect)
+
+
+def test_a_plain_server_gets_usage_asked_for_and_no_default_token_cap():
+    body = chat_body(chat.LLAMACPP)
+    assert body == {"model": "m", "stream": True, "stream_options": {"include_usage": True},
+                    "messages": [{"role": "system", "content": "Sys."},
+                                 {"role": "user", "content": "Hi"}]}
+
+
+@pytest.mark.parametrize("dialect, field", [
+    (chat.OPENAI, "max_completion_tokens"), (chat.GROQ, "max_completion_tokens"),
+    (chat.DEEPSEEK, "max_tokens"), (chat.OLLAMA, "max_tokens"),
+])
+def test_a_chosen_token_cap_goes_out_under_the_dialects_field(dialect, field):
+    body = chat_body(dialect, Request("Sys.", max_tokens=700))
+    fields = {"max_tokens", "max_completion_tokens"} & set(body)
+    assert fields == {field} and body[field] == 700
+
+
+@pytest.mark.parametrize("dialect, effort, sent", [
+    (chat.OPENAI, Effort.MAX, "xhigh"), (chat.OPENAI, Effort.NONE, "none"),
+    (chat.VLLM, Effort.MINIMAL, "low"), (chat.VLLM, Effort.MAX, "high"),
+    (chat.DEEPSEEK, Effort.MEDIUM, "high"), (chat.DEEPSEEK, Effort.XHIGH, "max"),
+    (chat.XAI, Effort.MEDIUM, "high"), (chat.GEMINI, Effort.MINIMAL, "minimal"),
+])
+def test_effort_becomes_the_nearest_level_the_server_has(dialect, effort, sent):
+    body = chat_body(dialect, Request("Sys.", thinking=Thinking(effort=effort)))
+    assert body["reasoning_effort"] == sent and "reasoning" not in body
+
+
+def test_no_effort_on_a_server_without_none_leaves_the_field_out():
+    body = chat_body(chat.VLLM, Request("Sys.", thinking=Thinking(effort=Effort.NONE)))
+    assert "reasoning_effort" not in body
+
+
+def test_deepseek_turns_thinking_off_for_no_effort_and_on_otherwise():
+    off = chat_body(chat.DEEPSEEK, Request("S", thinking=Thinking(effort=Effort.NONE)))
+    on = chat_body(chat.DEEPSEEK, Request("S", thinking=Thinking(effort=Effort.LOW)))
+    assert off["thinking"] == {"type": "disabled"} and "reasoning_effort" not in off
+    assert on["thinking"] == {"type": "enabled"} and on["reasoning_effort"] == "low"
+
+
+@pytest.mark.parametrize("budget, effort", [(2000, "low"), (8000, "medium"), (20000, "high")])
+def test_a_budget_becomes_an_effort_on_a_server_that_takes_no_budget(budget, effort):
+    body = chat_body(chat.OPENAI, Request("S", thinking=Thinking(budget=budget)))
+    assert body["reasoning_effort"] == effort
+
+
+def test_vllm_is_sent_tool_choice_auto_and_openai_parallel_tool_calls():
+    request = Request("Sys.", tools=(FakeTool("weather"),))
+    assert chat_body(chat.VLLM, request)["tool_choice"] == "auto"
+    assert "parallel_tool_calls" not in chat_body(chat.VLLM, request)
+    openai = chat_body(chat.OPENAI, request)
+    assert openai["parallel_tool_calls"] is True and "tool_choice" not in openai
+
+
+def test_deepseek_gets_the_reasoning_of_tool_calling_turns_back_and_no_other():
+    thought = Message(Role.ASSISTANT, (Reasoning("Need weather.", "", "chat"),
+                                       ToolCall("c1", "weather", '{"city":"Oslo"}')))
+    answer = Message(Role.ASSISTANT, (Reasoning("Easy.", "", "chat"), Text("Sunny.")))
+    messages = [user_text("Q"), thought,
+                Message(Role.USER, (ToolResult("c1", "weather", "sun"),)), answer,
+                user_text("More?")]
+    sent = [m for m in chat_body(chat.DEEPSEEK, messages=messages)["messages"]
+            if m["role"] == "assistant"]
+    assert sent[0]["reasoning_content"] == "Need weather."
+    assert "reasoning_content" not in sent[1]
+
+
+def test_reasoning_of_another_protocol_never_reaches_a_chat_server():
+    turn = Message(Role.ASSISTANT, (Reasoning("x", json.dumps(DETAILS), "openrouter"),
+                                    ToolCall("c1", "weather", "{}")))
+    sent = chat_body(chat.DEEPSEEK, messages=[user_text("Q"), turn])["messages"][-1]
+    assert set(sent) == {"role", "content", "tool_calls"}
+
+
+def test_a_calls_extra_content_goes_back_on_that_call():
+    extra = {"google": {"thought_signature": "CiQBsig=="}}
+    turn = Message(Role.ASSISTANT, (
+        ToolCall("c1", "weather", '{"city":"Oslo"}'), ToolCall("c2", "clock", "{}"),
+        ProviderBlock("chat", chat_wire.call_extra_block("c1", extra))))
+    sent = chat_body(chat.GEMINI, messages=[user_text("Q"), turn])["messages"][-1]
+    assert sent["tool_calls"][0]["extra_content"] == extra
+    assert "extra_content" not in sent["tool_calls"][1]
+
+
+def test_the_request_is_not_changed_by_building_a_body():
+    request = Request("Sys.", tools=(FakeTool("weather"),))
+    schema = copy.deepcopy(request.tools[0].schema)
+    body = chat_body(chat.OPENAI, request)
+    body["tools"][0]["function"]["parameters"]["type"] = "changed"
+    assert request.tools[0].schema == schema
+
+
+def test_a_dialect_with_an_unknown_effort_level_is_a_config_error():
+    with pytest.raises(ConfigError, match="levels no server has"):
+        chat_wire.Dialect(efforts=("low", "ultra"))
+
