@@ -1,0 +1,167 @@
+"""OpenAI's Responses API as a backend, used statelessly: ``POST {base_url}/responses``.
+
+``Backend(api_key=None, *, model, base_url="https://api.openai.com/v1", max_retries=2,
+timeout=600.0, stall_timeout=600.0, pricing=None)``.
+
+Why a second OpenAI backend beside ``chat.openai``: OpenAI's reasoning models refuse
+function tools together with reasoning on ``/v1/chat/completions`` ("To use function
+tools, use /v1/responses or set reasoning_effort to 'none'"), and Chat Completions
+cannot carry their reasoning from one turn to the next. The Responses API can, as
+encrypted reasoning items, and this backend replays them, so a tool loop keeps the
+model's reasoning without OpenAI storing anything.
+
+The backend is three parts, as every nacelle backend:
+
+- :func:`~.openai_wire.to_wire` (``openai_wire``): the request body, pure —
+  ``store: false``, the conversation as input items, encrypted reasoning replayed;
+- :class:`~.openai_stream.Accumulator` (``openai_stream``): decoded SSE events to
+  nacelle events and the turn's end, pure;
+- the thin I/O here: one streaming POST per model turn through ``backends/_turn.py``
+  (``requests`` is imported at the first request, not with this module), and
+  ``stream`` handing the run to ``nacelle.loop``.
+
+Choices where the contract is silent:
+
+- The key comes from ``api_key`` or ``OPENAI_API_KEY``, read at the first request; a
+  missing key is a ``ConfigError`` naming the variable then. The key never appears in
+  a repr, an exception or a log line; every error text made from the server's answer
+  passes through the transport's scrubber.
+- ``model`` is required: OpenAI renames and retires models too often for a default
+  to stay right.
+- Reasoning comes back as ``Reasoning(text=summary, state=<the reasoning item as
+  JSON, encrypted content included>, protocol="openai-responses")`` and goes back
+  unchanged in every later request, within a run and across runs
+  (``nacelle.dumps``/``loads`` keep it); another protocol's reasoning is dropped.
+- ``count_tokens`` asks ``POST /responses/input_tokens`` (operation
+  ``Getinputtokencounts`` in OpenAI's OpenAPI document, answering
+  ``{"object": "response.input_tokens", "input_tokens": N}``) with the body
+  ``stream`` would send first, minus what only a generation takes. An answer without
+  a plausible count is a ``StreamError``: a wrong count would be trusted.
+- ``pricing`` (a :class:`nacelle.pricing.Price`) fills ``Usage.cost``; by default it
+  is :func:`nacelle.pricing.price_for` ``("openai", model)``. The table has no OpenAI
+  rows yet (no official OpenAI price page could be read, and rows are never copied
+  from third parties), so out of the box a turn is unpriced (``Usage.priced`` false,
+  ``capabilities.cost`` off) rather than reported free.
+- ``capabilities``: thinking, effort (all seven levels), images and token counting;
+  no server-side MCP (the Agent refuses MCP servers at construction; connect them
+  locally with ``nacelle.mcp``); ``cost`` only with a price. Structured output
+  (``text.format``) is the structured-output issue's to wire.
+- **OpenRouter's Responses endpoint is not supported**, behind a flag or otherwise.
+  Its documentation (OpenRouterTeam/docs ``api_reference/responses/overview.mdx``
+  and ``reasoning.mdx``) calls it a beta "that may have breaking changes", streams
+  reasoning as ``response.reasoning.delta`` rather than OpenAI's
+  ``response.reasoning_summary_text.delta``, and shows ``summary`` as a list of
+  strings rather than ``summary_text`` parts — differences in exactly the replayed
+  state this backend exists for. ``nacelle.backends.openrouter`` already serves
+  every OpenRouter model, OpenAI's included, with their ``reasoning_details``
+  (``reasoning.encrypted`` items among them) replayed.
+
+Outer ring: imports ``backends._turn`` (and, through it at the first request,
+``requests``), the two pure halves, ``nacelle.loop``, ``nacelle.pricing`` and the
+core. Never another backend.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Callable, Dict, Iterator, Optional, Tuple, Union
+
+from .. import loop
+from ..backend import Capabilities, Request, TurnEnd
+from ..context import RunContext
+from ..errors import ConfigError, StreamError
+from ..events import Event, _wire_count
+from ..messages import Message
+from ..pricing import Price, price_for
+from ._http_headers import read_key
+from ._turn import Endpoint, check_key, check_model, stream_turn
+from .openai_stream import Accumulator
+from .openai_wire import PROTOCOL, count_tokens_body, to_wire
+
+__all__ = ["Accumulator", "Backend", "PROTOCOL", "capabilities", "count_tokens_body",
+           "to_wire"]
+
+KEY_VARIABLE = "OPENAI_API_KEY"
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+#: What the OpenAI backend can do. ``cost`` is true on an instance whose model has a
+#: price (given, or in the table): the API reports tokens, not dollars.
+capabilities = Capabilities(
+    mcp=False, thinking=True, effort=True, min_budget=0, cost=False, token_counting=True,
+    images=True,
+)
+
+
+class Backend:
+    """OpenAI's Responses API, streamed and stateless. See the module docstring."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        api_key: Optional[str] = None,
+        *,
+        model: str,
+        base_url: str = DEFAULT_BASE_URL,
+        max_retries: int = 2,
+        timeout: float = 600.0,
+        stall_timeout: float = 600.0,
+        pricing: Optional[Price] = None,
+    ) -> None:
+        check_model(model, "an OpenAI model", "gpt-5-mini")
+        check_key(api_key, KEY_VARIABLE)
+        if pricing is not None and not isinstance(pricing, Price):
+            raise ConfigError(f"pricing must be a nacelle.pricing.Price, got "
+                              f"{type(pricing).__name__}")
+        self.model = model
+        self.pricing = pricing if pricing is not None else price_for("openai", model)
+        self._endpoint = Endpoint(
+            base_url, {}, max_retries=max_retries, timeout=timeout,
+            stall_timeout=stall_timeout, name=self.name, key_variable=KEY_VARIABLE,
+            secret_headers=functools.partial(_key_header, api_key),
+        )
+        self.base_url = self._endpoint.base_url
+        self.capabilities = (dataclasses.replace(capabilities, cost=True)
+                             if self.pricing is not None else capabilities)
+
+    def __repr__(self) -> str:
+        priced = f", pricing={self.pricing!r}" if self.pricing is not None else ""
+        return f"openai.Backend(model={self.model!r}, base_url={self.base_url!r}{priced})"
+
+    # -- the Backend protocol ------------------------------------------------------
+
+    def stream(self, request: Request, ctx: RunContext) -> Iterator[Event]:
+        """Run ``request`` to DONE: the loop, asking :meth:`turn` for each model turn."""
+        return loop.run(request, ctx, self.turn, backend=self.name)
+
+    def count_tokens(self, request: Request, ctx: RunContext) -> int:
+        """The input tokens of the request :meth:`stream` would send first, as OpenAI
+        counts them (``POST /responses/input_tokens``)."""
+        body = count_tokens_body(request, request.messages, model=self.model)
+        try:
+            answer = self._endpoint.transport.post_json("/responses/input_tokens", body, ctx)
+        except RecursionError:  # the transport's JSON parser met runaway nesting
+            answer = None
+        tokens = answer.get("input_tokens") if isinstance(answer, dict) else None
+        count = _wire_count(tokens) if type(tokens) is int else None
+        if count is None:
+            raise StreamError("OpenAI's token count had no input_tokens count (a whole "
+                              "number of zero or more)")
+        return count
+
+    def turn(
+        self, request: Request, messages: Tuple[Message, ...], ctx: RunContext
+    ) -> Iterator[Union[Event, TurnEnd]]:
+        """One model turn: its TEXT / THINKING deltas as they arrive, then its TurnEnd."""
+        body = to_wire(request, messages, model=self.model)
+        return stream_turn(self._endpoint, "/responses", body, ctx, self._accumulator)
+
+    def _accumulator(self, scrub: Callable[[str], str]) -> Accumulator:
+        price = self.pricing.priced if self.pricing is not None else None
+        return Accumulator(scrub=scrub, price=price)
+
+
+def _key_header(api_key: Optional[str]) -> Dict[str, str]:
+    """The header carrying the key, asked for by the transport at the first request."""
+    return {"Authorization": f"Bearer {read_key(api_key, KEY_VARIABLE, 'OpenAI', 'openai')}"}

@@ -1,0 +1,438 @@
+"""The OpenAI Responses stream accumulator: decoded SSE events in, nacelle events and
+one :class:`~nacelle.backend.TurnEnd` out.
+
+Pure: :class:`Accumulator` is fed one SSE event (:meth:`~Accumulator.feed`) or one
+parsed event (:meth:`~Accumulator.feed_event`) at a time and returns the events to
+yield now; :meth:`Accumulator.finish` closes the turn. No I/O, so every pitfall is
+tested with plain dicts. It speaks ``backends._turn``'s Accumulator protocol.
+
+The events are those of ``ResponseStreamEvent`` in OpenAI's OpenAPI document; each
+``data`` line is a JSON object whose ``type`` names it (the ``event:`` line repeats
+it and is not needed). What they become:
+
+- ``response.output_text.delta`` → one TEXT event per delta, exactly as cut;
+  ``response.refusal.delta`` too (a refusal is what the model said instead of an
+  answer, so it is shown and kept as text), and the turn's stop becomes REFUSAL.
+  ``response.reasoning_summary_text.delta`` (and ``response.reasoning_text.delta``,
+  which servers with open reasoning send) → one THINKING event each.
+- Output items are kept by ``output_index`` in stream order. A ``reasoning`` item
+  becomes ``Reasoning(text, state, "openai-responses")``: ``text`` its summaries
+  joined by blank lines (each summary part is a paragraph of its own), ``state`` the
+  item from ``response.output_item.done`` as compact JSON — the spec warns that the
+  item in ``output_item.added`` may hold incomplete ``encrypted_content`` — which
+  ``to_wire`` sends back unchanged. A ``message`` item is one Text part, a
+  ``function_call`` a ToolCall (``call_id`` is its id; its arguments the
+  ``arguments.delta`` fragments, replaced by the ``.done`` or ``output_item.done``
+  text, which is the whole), any other item type a ``ProviderBlock`` replayed as it
+  came. Text that arrives only in ``output_item.done`` (no deltas) is shown then.
+- The end is ``response.completed`` (END, or TOOLS when a call came) or
+  ``response.incomplete`` (``incomplete_details.reason``: ``max_output_tokens`` →
+  MAX_TOKENS, ``content_filter`` → REFUSAL, anything else OTHER). A call of an
+  incomplete response whose item never finished, or whose arguments are not
+  complete JSON, is kept as ``ToolCall(finished=False)``. A ``data: [DONE]`` line
+  (OpenAI sends none; some compatible servers do) is ignored. A body that ends
+  before either raises :class:`StreamTruncated`.
+- Usage comes from the final response's ``usage``: ``input_tokens`` counts the
+  cached part (``input_tokens_details.cached_tokens``, and ``cache_write_tokens``
+  where reported), so those are subtracted to get full-rate input, as on every
+  backend; ``output_tokens_details.reasoning_tokens`` is the reasoning share of
+  output. A count that is not a plausible one counts as zero, with a logged
+  warning. ``price``, when given, fills the cost.
+- ``response.failed`` (its ``response.error``) and ``error`` events raise
+  :class:`StreamError` carrying the provider's ``code`` (``err.code``), marked
+  :func:`~nacelle.errors.transient` for the codes that mean "try again"
+  (``server_error``, ``rate_limit_exceeded`` and the like, or an HTTP status of
+  408, 429 or 5xx); ``insufficient_quota``, ``invalid_prompt``,
+  ``context_length_exceeded`` and the rest are not. A rate-limit message's "try
+  again in 1.5s" becomes ``err.retry_after``, which ``Retry`` honours.
+- The structure is checked, not trusted: an event that is not a JSON object, a
+  delta or id that is not a string where the stream's meaning depends on it, is a
+  :class:`StreamError` naming the event and field. Event types this module does not
+  know (``response.content_part.added``, annotations, ...) are ignored, as the API
+  adds new ones.
+- ``scrub`` cleans every error text made from what the server sent, so a key it
+  echoed never reaches an exception; the backend passes the transport's scrubber.
+
+May import: the standard library, nacelle's core and ``openai_wire``. Never
+``requests``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from ..backend import TurnEnd
+from ..errors import StreamError, StreamTruncated, transient
+from ..events import Event, Kind, Stop, Usage, _wire_count
+from ..messages import Part, ProviderBlock, Reasoning, Text, ToolCall
+from ..sse import SSEEvent, parse_json
+from .openai_wire import PROTOCOL
+
+__all__ = ["Accumulator", "usage_from"]
+
+logger = logging.getLogger(__name__)
+
+_INCOMPLETE = {"max_output_tokens": Stop.MAX_TOKENS, "content_filter": Stop.REFUSAL}
+
+#: Error codes that mean "the same request may well succeed later".
+_TRANSIENT_CODES = frozenset({
+    "server_error", "rate_limit_exceeded", "server_is_overloaded", "slow_down",
+    "internal_error", "service_unavailable", "overloaded", "timeout",
+})
+
+_TRY_AGAIN = re.compile(r"(?i)try again in (\d+(?:\.\d+)?)\s*(ms|s)\b")
+
+_THINKING_DELTAS = ("response.reasoning_summary_text.delta", "response.reasoning_text.delta")
+
+
+def _unchanged(text: str) -> str:
+    return text
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class _Item:
+    __slots__ = ("type", "id", "text", "summary", "arguments", "call_id", "name", "done",
+                 "final")
+
+    def __init__(self, kind: str, item_id: str) -> None:
+        self.type = kind
+        self.id = item_id
+        self.text: List[str] = []  # message text / raw reasoning text
+        self.summary: Dict[int, List[str]] = {}
+        self.arguments: List[str] = []
+        self.call_id = ""
+        self.name = ""
+        self.done = False
+        self.final: Optional[Dict[str, Any]] = None
+
+
+class Accumulator:
+    """One streamed Responses API response. Feed it with :meth:`feed` (an SSE event)
+    or :meth:`feed_event` (a parsed one); close it with :meth:`finish`.
+
+    ``scrub`` cleans every error text made from the server's data; ``price`` fills
+    the cost of the turn's usage (see the module docstring); ``name`` is how errors
+    name the server.
+    """
+
+    def __init__(self, *, scrub: Optional[Callable[[str], str]] = None,
+                 price: Optional[Callable[[Usage], Usage]] = None,
+                 name: str = "OpenAI") -> None:
+        self._scrub = scrub or _unchanged
+        self._price = price
+        self._name = name
+        self.done = False
+        self.response_id = ""
+        self._items: Dict[int, _Item] = {}
+        self._by_id: Dict[str, int] = {}
+        self._status = ""
+        self._reason = ""
+        self._refused = False
+        self._usage: Dict[str, Any] = {}
+
+    # -- feeding --------------------------------------------------------------
+
+    def feed(self, sse: SSEEvent) -> List[Event]:
+        """Take one SSE event; its ``data`` JSON says what it is."""
+        data = sse.data
+        if not data.strip() or data.strip() == "[DONE]":
+            return []
+        try:
+            event = parse_json(data)
+        except (ValueError, RecursionError) as exc:
+            reason = str(exc)
+        else:
+            return self.feed_event(event, sse.event)
+        # Raised outside the handler, so no chained exception holds the raw line.
+        raise StreamError(f"{self._name} sent a data line that is not JSON "
+                          f"({reason[:120]}): {self._scrub(data)[:80]!r}")
+
+    def feed_event(self, event: Any, name: str = "") -> List[Event]:
+        """Take one parsed event; return the TEXT / THINKING events it carries."""
+        if not isinstance(event, dict):
+            raise StreamError(f"{self._name} sent an event that is not a JSON object: "
+                              f"{self._scrub(_compact(event)[:4000])[:80]!r}")
+        kind = event.get("type")
+        if not isinstance(kind, str):
+            kind = name if name and name != "message" else ""
+        if kind == "response.output_text.delta":
+            return self._text(event, kind, refusal=False)
+        if kind == "response.refusal.delta":
+            return self._text(event, kind, refusal=True)
+        if kind in _THINKING_DELTAS:
+            return self._thinking(event, kind)
+        if kind == "response.function_call_arguments.delta":
+            self._item_for(event, kind, "function_call").arguments.append(
+                self._string(event, "delta", kind))
+        elif kind == "response.function_call_arguments.done":
+            if isinstance(event.get("arguments"), str):
+                self._item_for(event, kind, "function_call").arguments = [event["arguments"]]
+        elif kind == "response.output_item.added":
+            self._added(event, kind)
+        elif kind == "response.output_item.done":
+            return self._item_done(event, kind)
+        elif kind in ("response.completed", "response.incomplete"):
+            self._end(event, kind)
+        elif kind == "response.failed":
+            response = event.get("response")
+            error = response.get("error") if isinstance(response, dict) else None
+            raise self._error(error if isinstance(error, dict) else {}, "failed the response")
+        elif kind == "error":
+            nested = event.get("error")
+            raise self._error(nested if isinstance(nested, dict) else event, "sent an error")
+        elif kind in ("response.created", "response.in_progress", "response.queued"):
+            response = event.get("response")
+            if isinstance(response, dict) and isinstance(response.get("id"), str):
+                self.response_id = response["id"]
+        return []
+
+    def _text(self, event: Dict[str, Any], kind: str, *, refusal: bool) -> List[Event]:
+        delta = self._string(event, "delta", kind)
+        item = self._item_for(event, kind, "message")
+        if refusal:
+            self._refused = True
+        if not delta:
+            return []
+        item.text.append(delta)
+        return [Event(Kind.TEXT, text=delta)]
+
+    def _thinking(self, event: Dict[str, Any], kind: str) -> List[Event]:
+        delta = self._string(event, "delta", kind)
+        item = self._item_for(event, kind, "reasoning")
+        if not delta:
+            return []
+        if kind == "response.reasoning_text.delta":
+            item.text.append(delta)
+        else:
+            index = event.get("summary_index", 0)
+            item.summary.setdefault(index if type(index) is int else 0, []).append(delta)
+        return [Event(Kind.THINKING, text=delta)]
+
+    def _added(self, event: Dict[str, Any], kind: str) -> None:
+        raw = event.get("item")
+        if not isinstance(raw, dict):
+            raise StreamError(f"{self._name} sent a {kind} whose item is not an object")
+        item = self._item_for(event, kind, self._string(raw, "type", kind), raw.get("id"))
+        self._latch(item, raw, kind)
+
+    def _item_done(self, event: Dict[str, Any], kind: str) -> List[Event]:
+        raw = event.get("item")
+        if not isinstance(raw, dict):
+            raise StreamError(f"{self._name} sent a {kind} whose item is not an object")
+        item = self._item_for(event, kind, self._string(raw, "type", kind), raw.get("id"))
+        self._latch(item, raw, kind)
+        item.done = True
+        item.final = raw
+        events: List[Event] = []
+        if item.type == "function_call" and isinstance(raw.get("arguments"), str):
+            item.arguments = [raw["arguments"]]
+        elif item.type == "message" and not item.text:
+            # A server that sends the message whole, with no deltas: show it now.
+            for part in raw.get("content") or ():
+                if not isinstance(part, dict):
+                    continue
+                words = part.get("text") if part.get("type") == "output_text" else (
+                    part.get("refusal") if part.get("type") == "refusal" else None)
+                if part.get("type") == "refusal":
+                    self._refused = True
+                if isinstance(words, str) and words:
+                    item.text.append(words)
+                    events.append(Event(Kind.TEXT, text=words))
+        elif item.type == "reasoning" and not item.summary:
+            for index, part in enumerate(raw.get("summary") or ()):
+                words = part.get("text") if isinstance(part, dict) else None
+                if isinstance(words, str) and words:
+                    item.summary[index] = [words]
+        return events
+
+    def _latch(self, item: _Item, raw: Dict[str, Any], kind: str) -> None:
+        if item.type != "function_call":
+            return
+        for key in ("call_id", "name"):
+            value = raw.get(key)
+            if value is not None and not isinstance(value, str):
+                raise StreamError(f"{self._name} sent a {kind} whose function_call {key} "
+                                  f"is not a string")
+            if value and not getattr(item, key):
+                setattr(item, key, value)
+
+    def _end(self, event: Dict[str, Any], kind: str) -> None:
+        response = event.get("response")
+        if not isinstance(response, dict):
+            raise StreamError(f"{self._name} sent a {kind} without its response object")
+        self._status = "completed" if kind == "response.completed" else "incomplete"
+        details = response.get("incomplete_details")
+        if isinstance(details, dict) and isinstance(details.get("reason"), str):
+            self._reason = details["reason"]
+        usage = response.get("usage")
+        if isinstance(usage, dict):
+            self._usage = usage
+        if isinstance(response.get("id"), str):
+            self.response_id = response["id"]
+        self.done = True
+
+    def _item_for(self, event: Dict[str, Any], kind: str, item_type: str,
+                  item_id: Any = None) -> _Item:
+        """The item an event is about: by ``output_index`` (an int; a bool is not
+        one), else by ``item_id``, made when it is new."""
+        if item_id is None:
+            item_id = event.get("item_id")
+        if item_id is not None and not isinstance(item_id, str):
+            raise StreamError(f"{self._name} sent a {kind} whose item id is not a string")
+        index = event.get("output_index")
+        if type(index) is not int:
+            if index is not None:
+                raise StreamError(f"{self._name} sent a {kind} whose output_index is not "
+                                  f"an int")
+            index = self._by_id.get(item_id or "", -1)
+            if index < 0:
+                index = max(self._items, default=-1) + 1
+        item = self._items.get(index)
+        if item is None:
+            item = self._items[index] = _Item(item_type, item_id or "")
+        elif item_id and not item.id:
+            item.id = item_id
+        if item_id:
+            self._by_id.setdefault(item_id, index)
+        return item
+
+    def _string(self, holder: Dict[str, Any], key: str, kind: str) -> str:
+        value = holder.get(key)
+        if not isinstance(value, str):
+            raise StreamError(f"{self._name} sent a {kind} whose {key} is not a string"
+                              f" ({type(value).__name__})")
+        return value
+
+    # -- closing --------------------------------------------------------------
+
+    def abandon(self) -> List[Event]:
+        """Nothing: this backend asks for no server-side call to be announced."""
+        return []
+
+    def finish(self) -> TurnEnd:
+        """Close the turn at the end of the body; :class:`StreamTruncated` when it
+        ended before ``response.completed`` or ``response.incomplete``."""
+        if not self.done:
+            raise StreamTruncated(f"the {self._name} stream ended before response.completed "
+                                  f"or response.incomplete")
+        parts = self._parts()
+        calls = any(isinstance(p, ToolCall) and p.finished for p in parts)
+        if self._status == "incomplete":
+            stop = _INCOMPLETE.get(self._reason, Stop.OTHER)
+            if stop is Stop.OTHER:
+                logger.debug("incomplete response (%r) mapped to OTHER", self._reason)
+        elif calls:
+            stop = Stop.TOOLS
+        elif self._refused:
+            stop = Stop.REFUSAL
+        else:
+            stop = Stop.END
+        return TurnEnd(parts=parts, usage=self.usage(), stop=stop)
+
+    def _parts(self) -> Tuple[Part, ...]:
+        parts: List[Part] = []
+        incomplete = self._status == "incomplete"
+        for index in sorted(self._items):
+            item = self._items[index]
+            if item.type == "message":
+                if item.text:
+                    parts.append(Text("".join(item.text)))
+            elif item.type == "reasoning":
+                words = "\n\n".join("".join(item.summary[k]) for k in sorted(item.summary))
+                state = _compact(item.final) if item.final is not None else ""
+                parts.append(Reasoning(words or "".join(item.text), state, PROTOCOL))
+            elif item.type == "function_call":
+                raw = "".join(item.arguments)
+                finished = item.done and bool(item.call_id) and not (
+                    incomplete and not _complete_json(raw))
+                if finished and not raw.strip():
+                    raw = "{}"
+                parts.append(ToolCall(item.call_id or item.id, item.name, raw, finished))
+            elif item.final is not None:
+                parts.append(ProviderBlock(PROTOCOL, _compact(item.final)))
+        return tuple(parts)
+
+    def usage(self) -> Usage:
+        """The turn's usage, from the final response (zero before it came)."""
+        usage = usage_from(self._usage, self._name)
+        if self._price is not None:
+            usage = self._price(usage)
+        return usage
+
+    def _error(self, error: Dict[str, Any], what: str) -> StreamError:
+        code = error.get("code")
+        if isinstance(code, bool) or not isinstance(code, (str, int)) or (
+                isinstance(code, int) and not -10**9 < code < 10**9):
+            code = None
+        message = error.get("message")
+        text = f"{self._name} {what}"
+        if code is not None and code != "":
+            text += f" ({str(code)[:80]})"
+        text += f": {message if isinstance(message, str) and message else 'no message'}"
+        err = StreamError(self._scrub(text))
+        err.code = self._scrub(code) if isinstance(code, str) else code  # type: ignore[attr-defined]
+        if _transient_code(code):
+            transient(err)
+            wait = _TRY_AGAIN.search(message) if isinstance(message, str) else None
+            if wait:
+                seconds = float(wait.group(1)) / (1000.0 if wait.group(2).lower() == "ms" else 1)
+                err.retry_after = min(seconds, 600.0)  # type: ignore[attr-defined]
+        return err
+
+
+def usage_from(usage: Dict[str, Any], name: str = "OpenAI") -> Usage:
+    """Map a Responses ``usage`` object onto :class:`Usage` (see the module docstring)."""
+    details = usage.get("input_tokens_details")
+    details = details if isinstance(details, dict) else {}
+    output = usage.get("output_tokens_details")
+    output = output if isinstance(output, dict) else {}
+    cached = _count(details, "cached_tokens", name)
+    written = _count(details, "cache_write_tokens", name)
+    return Usage(
+        input_tokens=max(0, _count(usage, "input_tokens", name) - cached - written),
+        output_tokens=_count(usage, "output_tokens", name),
+        cache_read_tokens=cached,
+        cache_creation_tokens=written,
+        reasoning_tokens=_count(output, "reasoning_tokens", name),
+    )
+
+
+def _count(holder: Dict[str, Any], key: str, name: str) -> int:
+    value = holder.get(key)
+    count = _wire_count(value)
+    if count is None:
+        if value is not None:
+            logger.warning("%s reported a %s that is not a token count (%s); counted as 0",
+                           name, key, type(value).__name__)
+        return 0
+    return count
+
+
+def _transient_code(code: Any) -> bool:
+    if isinstance(code, str):
+        word = code.strip().lower()
+        if word in _TRANSIENT_CODES:
+            return True
+        try:
+            code = int(word)
+        except ValueError:
+            return False
+    if isinstance(code, bool) or not isinstance(code, int):
+        return False
+    return code in (408, 429) or 500 <= code <= 599
+
+
+def _complete_json(raw: str) -> bool:
+    if not raw.strip():
+        return False
+    try:
+        parse_json(raw)
+    except (ValueError, RecursionError):
+        return False
+    return True

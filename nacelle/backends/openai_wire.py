@@ -1,0 +1,230 @@
+"""The OpenAI Responses request body, built without I/O: :func:`to_wire` and
+:func:`count_tokens_body`.
+
+Pure: no I/O, no clock, nothing a caller passed is mutated (tool schemas are
+deep-copied into the body). ``openai.py`` does the sending and ``openai_stream.py``
+reads the answer. The shapes are those of ``CreateResponse`` in OpenAI's OpenAPI
+document (github.com/openai/openai-openapi ``openapi.yaml``, the copy the tests
+validate every body against is ``tests/data/openai_responses/``).
+
+Choices where the contract is silent:
+
+- **Stateless.** Every body carries ``store: false`` and the whole conversation as
+  ``input`` items, and asks for ``include: ["reasoning.encrypted_content"]`` — the
+  spec's own description of that value: "enables reasoning items to be used in
+  multi-turn conversations when using the Responses API statelessly (like when the
+  ``store`` parameter is set to ``false``)". The conversation stays a value nacelle
+  owns; nothing is looked up by ``previous_response_id``.
+- **The system prompt is ``instructions``**, not a system or developer message: the
+  spec defines it as "a system (or developer) message inserted into the model's
+  context", it sits outside ``input`` (so the items are only the conversation), and
+  it is what OpenAI's Agents SDK and pydantic-ai send (pydantic-ai's recorded
+  requests in ``tests/data/openai_responses/`` carry it).
+- **Items.** A user message is one ``message`` item of ``input_text`` and
+  ``input_image`` parts (an image as a ``data:`` URL, ``detail: "auto"``, which the
+  spec requires); its ToolResults go first, each a ``function_call_output`` item
+  with the call's ``call_id``. An assistant message becomes, in its own order: each
+  Reasoning of this protocol as the reasoning item it came from, replayed unchanged
+  (its ``state`` is the item's JSON, encrypted content included); each Text as an
+  ``{"role": "assistant", "content": text}`` message; each finished ToolCall as a
+  ``function_call`` item (``arguments`` byte for byte, blank as ``"{}"``); each
+  ProviderBlock of this protocol as the item it holds. The server's ids of messages
+  and calls are not sent: with ``store: false`` there is nothing stored for them to
+  name, and ``call_id`` is what pairs a call with its output. Reasoning and blocks
+  of another protocol, Finish parts, a call cut off mid-input
+  (``ToolCall(finished=False)``) and any result carrying its id are never sent, nor
+  a reasoning item without ``encrypted_content`` (stateless, the API could only
+  look it up by id, and answers that it is not stored).
+- **Tools** are ``function`` tools with ``strict: false``: the spec requires the
+  field, and strict mode would refuse the optional parameters ``@tool`` schemas
+  have (strict asks for every property to be required).
+- **Reasoning.** ``Thinking(effort=...)`` is ``reasoning.effort`` (the spec's
+  ``ReasoningEffort`` has all seven of nacelle's levels, ``none`` to ``max``); a
+  budget, which the Responses API does not take, becomes the effort its size
+  suggests (under 4,096 tokens ``low``, under 16,384 ``medium``, else ``high``, as
+  the Chat Completions dialects do). ``show`` asks for ``summary: "auto"`` — the
+  summaries are what the API shows of OpenAI's reasoning.
+- **Max tokens.** ``max_output_tokens`` is sent only when the Agent chose a cap
+  (``max_tokens`` other than ``DEFAULT_MAX_TOKENS``), as on Chat Completions, and
+  never below the spec's minimum of 16.
+
+May import: the standard library and nacelle's core. Never ``requests``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+from typing import Any, Dict, List, Optional, Sequence, Set
+
+from ..backend import DEFAULT_MAX_TOKENS, Request
+from ..errors import ConfigError, Unsupported
+from ..messages import (
+    Finish, Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
+)
+
+__all__ = ["INCLUDE", "MCP_HINT", "MIN_OUTPUT_TOKENS", "PROTOCOL", "count_tokens_body",
+           "to_wire"]
+
+logger = logging.getLogger(__name__)
+
+#: The ``Reasoning.protocol`` / ``ProviderBlock.protocol`` of this backend.
+PROTOCOL = "openai-responses"
+
+#: What every request asks to be included: the reasoning a stateless request replays.
+INCLUDE = ("reasoning.encrypted_content",)
+
+#: ``CreateResponse.max_output_tokens`` has ``minimum: 16``.
+MIN_OUTPUT_TOKENS = 16
+
+MCP_HINT = (
+    "the OpenAI backend sends no server-side MCP servers; connect the server locally "
+    "with nacelle.mcp.connect_stdio() or nacelle.mcp.connect_http() and pass its "
+    ".tools() to the Agent"
+)
+
+
+def to_wire(request: Request, messages: Sequence[Message], *, model: str) -> Dict[str, Any]:
+    """The JSON body of one streamed ``POST /responses`` for ``messages``.
+
+    Raises :class:`~nacelle.errors.Unsupported` for MCP servers and
+    :class:`~nacelle.errors.ConfigError` for a conversation that cannot be expressed
+    (a ToolResult in an assistant message, reasoning state that is not an item
+    this protocol wrote), naming the message.
+    """
+    body = _frame(request, messages, model=model)
+    body["stream"] = True
+    body["store"] = False
+    body["include"] = list(INCLUDE)
+    if request.max_tokens != DEFAULT_MAX_TOKENS:
+        body["max_output_tokens"] = max(MIN_OUTPUT_TOKENS, request.max_tokens)
+    return body
+
+
+def count_tokens_body(request: Request, messages: Sequence[Message], *,
+                      model: str) -> Dict[str, Any]:
+    """The ``POST /responses/input_tokens`` body (the spec's ``TokenCountsBody``):
+    :func:`to_wire`'s without what only a generation takes."""
+    return _frame(request, messages, model=model)
+
+
+def _frame(request: Request, messages: Sequence[Message], *, model: str) -> Dict[str, Any]:
+    if request.mcp:
+        raise Unsupported("openai", "MCP servers", MCP_HINT)
+    body: Dict[str, Any] = {"model": model}
+    if request.system:
+        body["instructions"] = request.system
+    body["input"] = items(messages)
+    tools = sorted(request.tools, key=lambda t: t.name)
+    if tools:
+        body["tools"] = [_tool(t) for t in tools]
+    reasoning = _reasoning(request)
+    if reasoning:
+        body["reasoning"] = reasoning
+    return body
+
+
+def items(messages: Sequence[Message]) -> List[Dict[str, Any]]:
+    """The ``input`` items of a conversation (see the module docstring)."""
+    unsent: Set[str] = {
+        p.id for m in messages for p in m.parts if isinstance(p, ToolCall) and not p.finished
+    }
+    out: List[Dict[str, Any]] = []
+    for position, message in enumerate(messages):
+        if message.role is Role.ASSISTANT:
+            out.extend(_assistant(message, position))
+        else:
+            out.extend(_user(message, position, unsent))
+    return out
+
+
+def _tool(tool: Any) -> Dict[str, Any]:
+    item: Dict[str, Any] = {"type": "function", "name": tool.name}
+    if tool.description:
+        item["description"] = tool.description
+    item["parameters"] = copy.deepcopy(tool.schema)
+    item["strict"] = False
+    return item
+
+
+def _reasoning(request: Request) -> Dict[str, Any]:
+    thinking = request.thinking
+    reasoning: Dict[str, Any] = {}
+    effort = thinking.effort.value if thinking.effort is not None else None
+    if effort is None and thinking.budget:
+        effort = "low" if thinking.budget < 4096 else (
+            "medium" if thinking.budget < 16384 else "high")
+    if effort is not None:
+        reasoning["effort"] = effort
+    if thinking.show:
+        reasoning["summary"] = "auto"
+    return reasoning
+
+
+def _user(message: Message, position: int, unsent: Set[str]) -> List[Dict[str, Any]]:
+    results: List[Dict[str, Any]] = []
+    content: List[Dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, ToolResult):
+            if part.id not in unsent:
+                results.append({"type": "function_call_output", "call_id": part.id,
+                                "output": part.result})
+        elif isinstance(part, Text):
+            content.append({"type": "input_text", "text": part.text})
+        elif isinstance(part, Image):
+            content.append({"type": "input_image", "detail": "auto",
+                            "image_url": f"data:{part.media_type};base64,{part.data}"})
+        elif isinstance(part, (Reasoning, ProviderBlock, Finish)):
+            continue
+        else:
+            raise ConfigError(
+                f"message {position}: a user message cannot carry a {type(part).__name__}")
+    if content:
+        results.append({"type": "message", "role": "user", "content": content})
+    elif not message.parts:
+        results.append({"type": "message", "role": "user",
+                        "content": [{"type": "input_text", "text": ""}]})
+    return results
+
+
+def _assistant(message: Message, position: int) -> List[Dict[str, Any]]:
+    out: List[Dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, Text):
+            if part.text:
+                out.append({"role": "assistant", "content": part.text})
+        elif isinstance(part, ToolCall):
+            if part.finished:
+                out.append({"type": "function_call", "call_id": part.id, "name": part.name,
+                            "arguments": part.input if part.input.strip() else "{}"})
+        elif isinstance(part, Reasoning):
+            if part.protocol == PROTOCOL and part.state:
+                item = _item(part.state, position, "reasoning")
+                if item.get("encrypted_content"):
+                    out.append(item)
+                else:
+                    logger.debug("message %d: a reasoning item without encrypted_content "
+                                 "is not sent (store is false)", position)
+        elif isinstance(part, ProviderBlock):
+            if part.protocol == PROTOCOL:
+                out.append(_item(part.data, position, "provider block"))
+        elif isinstance(part, Finish):
+            continue
+        else:
+            raise ConfigError(
+                f"message {position}: an assistant message cannot carry a {type(part).__name__}")
+    return out
+
+
+def _item(text: str, position: int, what: str) -> Dict[str, Any]:
+    """The output item a part's JSON holds, to go back as it came."""
+    try:
+        value: Optional[Any] = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict) or not isinstance(value.get("type"), str):
+        raise ConfigError(
+            f"message {position}: {PROTOCOL} {what} state must be the JSON of the output "
+            f"item the stream produced; got {text[:60]!r}")
+    return value
