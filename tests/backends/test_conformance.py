@@ -27,7 +27,7 @@ from nacelle import (
     Agent, APIError, Kind, Retry, RetryOptions, Stop, StreamError, StreamTruncated, Usage,
     retryable, user_text,
 )
-from nacelle.backends import anthropic, chat, openrouter
+from nacelle.backends import anthropic, chat, openai, openrouter
 from nacelle.testing import FakeServer, Reply
 from nacelle.testing.wire import anthropic_stream, fragments, openrouter_stream, sse_event
 
@@ -256,7 +256,85 @@ class OllamaFlavour(ChatFlavour):
                                      "param": None, "code": None}}, status=401)
 
 
-FLAVOURS = [AnthropicFlavour(), OpenRouterFlavour(), OpenAIFlavour(), OllamaFlavour()]
+class ResponsesFlavour:
+    """``openai.Backend``: OpenAI's Responses API, its stream in the shape of the
+    recordings in ``tests/data/openai_responses``."""
+
+    name = "openai"
+    path = "/v1/responses"
+    key = "sk-proj-CONFORMANCE-SECRET-4242"
+    key_variable = "OPENAI_API_KEY"
+    caches = True
+    build = ("from nacelle.backends import openai; "
+             "b = openai.Backend(model='gpt-5-mini', api_key='k', base_url=URL)")
+
+    def backend(self, server, **options):
+        return openai.Backend(self.key, model="gpt-5-mini", base_url=server.url + "/v1",
+                              **options)
+
+    def _event(self, data):
+        return sse_event(data, event=data["type"])
+
+    def _head(self, deltas, calls=()):
+        response = {"id": "resp_conformance", "object": "response", "status": "in_progress",
+                    "model": "gpt-5-mini-2025-08-07", "output": [], "usage": None}
+        out = [self._event({"type": "response.created", "response": response}),
+               self._event({"type": "response.in_progress", "response": response})]
+        if deltas:
+            item = {"id": "msg_conformance", "type": "message", "status": "in_progress",
+                    "content": [], "role": "assistant"}
+            out.append(self._event({"type": "response.output_item.added", "item": item,
+                                    "output_index": 0}))
+            out += [self._event({"type": "response.output_text.delta", "delta": text,
+                                 "item_id": "msg_conformance", "output_index": 0,
+                                 "content_index": 0}) for text in deltas]
+            done = dict(item, status="completed", content=[
+                {"type": "output_text", "annotations": [], "text": "".join(deltas)}])
+            out.append(self._event({"type": "response.output_item.done", "item": done,
+                                    "output_index": 0}))
+        for index, (call_id, name, arguments) in enumerate(calls, start=1):
+            item = {"id": f"fc_{index}", "type": "function_call", "status": "in_progress",
+                    "arguments": "", "call_id": call_id, "name": name}
+            out.append(self._event({"type": "response.output_item.added", "item": item,
+                                    "output_index": index}))
+            out += [self._event({"type": "response.function_call_arguments.delta",
+                                 "delta": piece, "item_id": f"fc_{index}",
+                                 "output_index": index}) for piece in fragments(arguments)]
+            out.append(self._event({"type": "response.output_item.done", "output_index": index,
+                                    "item": dict(item, status="completed", arguments=arguments)}))
+        return out
+
+    def answer(self, deltas, usage, calls=()):
+        prompt = usage.input + usage.cache_read  # input_tokens counts the cached part
+        return self._head(deltas, calls) + [self._event({"type": "response.completed", "response": {
+            "id": "resp_conformance", "object": "response", "status": "completed",
+            "incomplete_details": None, "usage": {
+                "input_tokens": prompt, "input_tokens_details": {
+                    "cached_tokens": usage.cache_read, "cache_write_tokens": 0},
+                "output_tokens": usage.output, "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": prompt + usage.output}}})]
+
+    def failure(self, deltas=()):
+        return self._head(deltas) + [self._event({"type": "response.failed", "response": {
+            "id": "resp_conformance", "object": "response", "status": "failed", "error": {
+                "code": "rate_limit_exceeded", "message": "Rate limit reached for gpt-5-mini"}}})]
+
+    def unauthorized(self):
+        return Reply.json({"error": {
+            "message": f"Incorrect API key provided: {self.key}.", "param": None,
+            "type": "invalid_request_error", "code": "invalid_api_key"}}, status=401)
+
+    def sent_calls(self, body):
+        return [(i["call_id"], i["name"], json.loads(i["arguments"])) for i in body["input"]
+                if i.get("type") == "function_call"]
+
+    def sent_results(self, body):
+        return [(i["call_id"], i["output"]) for i in body["input"]
+                if i.get("type") == "function_call_output"]
+
+
+FLAVOURS = [AnthropicFlavour(), OpenRouterFlavour(), OpenAIFlavour(), OllamaFlavour(),
+            ResponsesFlavour()]
 KEY_VARIABLES = ("ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "OPENAI_API_KEY")
 
 
