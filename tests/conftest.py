@@ -64,3 +64,10 @@ def network_fence(monkeypatch):
     monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
     yield fence
     assert fence.attempts == [], f"connections outside loopback were attempted: {fence.attempts}"
+
+
+def pytest_configure(config):
+    # Tests against real servers started as subprocesses (tests/servers/): each can be
+    # run alone with -m, and is skipped with a reason where its server cannot run.
+    config.addinivalue_line("markers", "fakellm: runs against the fakellm mock server")
+    config.addinivalue_line("markers", "llamacpp: runs against a real llama.cpp llama-server")
