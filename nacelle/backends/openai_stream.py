@@ -24,7 +24,9 @@ it and is not needed). What they become:
   ``function_call`` a ToolCall (``call_id`` is its id; its arguments the
   ``arguments.delta`` fragments, replaced by the ``.done`` or ``output_item.done``
   text, which is the whole), any other item type a ``ProviderBlock`` replayed as it
-  came. Text that arrives only in ``output_item.done`` (no deltas) is shown then.
+  came. Text that arrives only in ``output_item.done`` (no deltas) is shown then,
+  and a response that streamed no item at all is read from the final event's
+  ``output``.
 - The end is ``response.completed`` (END, or TOOLS when a call came) or
   ``response.incomplete`` (``incomplete_details.reason``: ``max_output_tokens`` →
   MAX_TOKENS, ``content_filter`` → REFUSAL, anything else OTHER). A call of an
@@ -178,7 +180,7 @@ class Accumulator:
         elif kind == "response.output_item.done":
             return self._item_done(event, kind)
         elif kind in ("response.completed", "response.incomplete"):
-            self._end(event, kind)
+            return self._end(event, kind)
         elif kind == "response.failed":
             response = event.get("response")
             error = response.get("error") if isinstance(response, dict) else None
@@ -262,7 +264,7 @@ class Accumulator:
             if value and not getattr(item, key):
                 setattr(item, key, value)
 
-    def _end(self, event: Dict[str, Any], kind: str) -> None:
+    def _end(self, event: Dict[str, Any], kind: str) -> List[Event]:
         response = event.get("response")
         if not isinstance(response, dict):
             raise StreamError(f"{self._name} sent a {kind} without its response object")
@@ -276,6 +278,13 @@ class Accumulator:
         if isinstance(response.get("id"), str):
             self.response_id = response["id"]
         self.done = True
+        events: List[Event] = []
+        output = response.get("output")
+        if not self._items and isinstance(output, list):
+            # A server that streamed no items reports them only here: read them so.
+            for index, item in enumerate(output):
+                events += self._item_done({"output_index": index, "item": item}, kind)
+        return events
 
     def _item_for(self, event: Dict[str, Any], kind: str, item_type: str,
                   item_id: Any = None) -> _Item:

@@ -255,6 +255,20 @@ def test_a_message_sent_whole_without_deltas_is_shown_when_it_is_done():
     assert end.parts == (Text("Whole answer."),)
 
 
+def test_a_response_that_streamed_no_items_is_read_from_the_final_output():
+    output = [reasoning_item(), message_item(["All at once."]),
+              call_item(arguments="{}", status="completed")]
+    events, end = run(completed(output=output))
+    assert [e.text for e in events] == ["All at once."]
+    assert [type(p) for p in end.parts] == [Reasoning, Text, ToolCall]
+    assert end.stop is Stop.TOOLS
+
+
+def test_the_final_output_is_not_read_again_when_items_were_streamed():
+    events, end = run(text("Hi"), completed(output=[message_item(["Hi"])]))
+    assert [e.text for e in events] == ["Hi"] and end.parts == (Text("Hi"),)
+
+
 def test_an_unknown_item_type_is_kept_as_a_provider_block():
     item = {"id": "ws_1", "type": "web_search_call", "status": "completed"}
     _, end = run(added(item, 0), done(item, 0), completed())
