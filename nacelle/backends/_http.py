@@ -198,7 +198,8 @@ class Transport:
 
     def post_stream(self, path: str, body: Any, ctx: RunContext,
                     headers: Optional[Mapping[str, str]] = None) -> requests.Response:
-        """POST ``body`` as JSON and return the streaming 2xx response, unread.
+        """POST ``body`` as JSON (or JSON already encoded, as bytes) and return the
+        streaming 2xx response, unread.
 
         Retries before the body is read, as the module docstring says; raises
         ``APIError``, ``TransportError`` or ``Cancelled``.
@@ -215,7 +216,8 @@ class Transport:
 
     def post_json(self, path: str, body: Any, ctx: RunContext,
                   headers: Optional[Mapping[str, str]] = None) -> Any:
-        """POST ``body`` as JSON and return the parsed JSON answer."""
+        """POST ``body`` as JSON (or JSON already encoded, as bytes) and return the
+        parsed JSON answer."""
         extra = {"Accept": "application/json"}
         extra.update(headers or {})
         response = self._request(path, body, ctx, extra, stream=False)
@@ -242,7 +244,10 @@ class Transport:
     def _request(self, path: str, body: Any, ctx: RunContext, extra: Mapping[str, str],
                  stream: bool) -> requests.Response:
         url = self.base_url + path
-        data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        # A backend that encoded the body itself (``encode_body``, which reuses the
+        # earlier turns' JSON) passes bytes; they are sent as they are.
+        data = body if isinstance(body, bytes) else json.dumps(
+            body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         headers = {"Content-Type": "application/json", **self.request_headers(), **extra}
         where = _where(url)
         retries = 0

@@ -76,9 +76,10 @@ from ..pricing import price_for
 from ..sse import parse_json
 from ._http_headers import read_key
 from ._turn import Endpoint, check_key, check_model, stream_turn
+from ._wire_cache import WireCache
 from .anthropic_stream import Accumulator, Pricing
 from .anthropic_wire import (
-    DEFAULT_MODEL, MIN_BUDGET, PROTOCOL, betas, count_tokens_body, to_wire,
+    DEFAULT_MODEL, MIN_BUDGET, PROTOCOL, betas, count_tokens_body, encode_body, to_wire,
 )
 
 __all__ = [
@@ -133,6 +134,7 @@ class Backend:
         self.model = model
         self.base_url = self._endpoint.base_url
         self.pricing = pricing
+        self._wire_cache = WireCache()  # each message's JSON, encoded once a run
         self.capabilities = (
             dataclasses.replace(capabilities, cost=True) if pricing is not None else capabilities
         )
@@ -168,7 +170,7 @@ class Backend:
         self, request: Request, messages: Tuple[Message, ...], ctx: RunContext
     ) -> Iterator[Union[Event, TurnEnd]]:
         """One model turn: its deltas as they arrive, then its TurnEnd."""
-        body = to_wire(request, messages, model=self.model)
+        body = encode_body(request, messages, model=self.model, cache=self._wire_cache)
         calls = _open_server_calls(messages)
         return stream_turn(
             self._endpoint, "/v1/messages", body, ctx,

@@ -4,7 +4,8 @@
 and the conversation so far into the JSON body of ``POST /v1/messages``;
 :func:`count_tokens_body` is the same body for ``/v1/messages/count_tokens`` and
 :func:`betas` the ``anthropic-beta`` names the body needs. Everything here is pure
-and tested on plain values; ``anthropic.py`` does the sending.
+and tested on plain values; ``anthropic.py`` does the sending, of
+:func:`encode_body`'s bytes: the same body, each message encoded once a run.
 
 Choices made where the wire leaves room:
 
@@ -40,13 +41,14 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..backend import Effort, MCPServer, Request, Thinking
 from ..errors import ConfigError
 from ..messages import (
     Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
 )
+from ._wire_cache import Run, WireCache, assemble, dumps, split_frame
 
 __all__ = [
     "MCP_BETA",
@@ -54,6 +56,7 @@ __all__ = [
     "PROTOCOL",
     "betas",
     "count_tokens_body",
+    "encode_body",
     "to_wire",
 ]
 
@@ -300,4 +303,129 @@ def _last_cacheable(messages: List[Dict[str, Any]], start: int) -> Optional[Dict
             if block.get("type") in _CACHEABLE:
                 found: Dict[str, Any] = block
                 return found
+    return None
+
+
+# -- the body as bytes, each message encoded once -----------------------------------
+
+# A block as the per-message table keeps it: its JSON, whether it is a tool result
+# (sorted first in a user message), whether it can carry a breakpoint, its part index.
+_Block = Tuple[bytes, bool, bool, int]
+_OPEN = {_USER: b'{"role":"user","content":[', _ASSISTANT: b'{"role":"assistant","content":['}
+
+
+def encode_body(
+    request: Request, messages: Sequence[Message], *, model: str = DEFAULT_MODEL,
+    cache: Optional[WireCache] = None,
+) -> bytes:
+    """:func:`to_wire`'s body as the bytes the transport sends, exactly
+    ``json.dumps(to_wire(...), ensure_ascii=False, separators=(",", ":"))`` in UTF-8,
+    with each message's blocks encoded once per ``cache`` and a run's stable prefix
+    reused whole (see ``_wire_cache``); without a cache, that very ``json.dumps``.
+
+    What is not a function of one message is done again every turn: the merging of
+    neighbouring messages of one role (and the results-first order inside one), and
+    the two conversation breakpoints, which move every turn. So the prefix a run
+    keeps ends before the first wire message either breakpoint is in and before the
+    last one; its blocks are never marked again.
+    """
+    if cache is None:
+        return dumps(to_wire(request, messages, model=model))
+    run = cache.resume(request, messages, PROTOCOL)
+    done = None if run is None else _encode(cache, request, messages, model, run)
+    if done is None:
+        done = _encode(cache, request, messages, model, None)
+    assert done is not None  # without a Run nothing can be in the way
+    return done
+
+
+def _encode(cache: WireCache, request: Request, messages: Sequence[Message], model: str,
+            run: Optional[Run]) -> Optional[bytes]:
+    """The body from ``run``'s prefix on, or None when ``run`` cannot be used."""
+    # ``run.info``: the role of the prefix's last wire message, whether the prefix has a
+    # block that can carry a breakpoint, the index of its last assistant message.
+    start, done = (run.stable, run.count) if run is not None else (0, 0)
+    last_role, cacheable, last_assistant = run.info if run is not None else ("", False, -1)
+    table = cache.table(PROTOCOL)
+    groups: List[Tuple[str, List[Tuple[_Block, Message]]]] = []
+    firsts: List[int] = []  # the message each wire message starts with
+    for position in range(start, len(messages)):
+        message = messages[position]
+        blocks = cache.encoded(table, message, _encoded_blocks, position)
+        if not blocks:
+            continue
+        role = _ROLES[message.role]
+        if groups and groups[-1][0] == role:
+            groups[-1][1].extend((block, message) for block in blocks)
+            continue
+        if not groups and role == last_role:
+            return None  # this conversation merges into the prefix's last message
+        groups.append((role, [(block, message) for block in blocks]))
+        firsts.append(position)
+    for role, content in groups:
+        if role == _USER and len(content) > 1:
+            content.sort(key=_after_results)
+    # The breakpoints, as _mark_conversation finds them, as (wire message, block).
+    newest = _newest_cacheable(groups, len(groups) - 1)
+    if newest is None and cacheable:
+        return None
+    marks = [] if newest is None else [newest]
+    assistant_at = next((i for i in range(len(groups) - 1, -1, -1)
+                         if groups[i][0] == _ASSISTANT), None)
+    wanted = done + assistant_at if assistant_at is not None else last_assistant
+    if wanted > 0:
+        previous = _newest_cacheable(groups, wanted - 1 - done)
+        if previous is None and cacheable:
+            return None
+        if previous is not None and previous not in marks:
+            marks.append(previous)
+    encoded: List[bytes] = []
+    for index, (role, content) in enumerate(groups):
+        fragments = [block[0] for block, _ in content]
+        for at, spot in marks:
+            if at == index:
+                block, message = content[spot]
+                marked = _block(message.parts[block[3]])
+                assert marked is not None
+                marked["cache_control"] = dict(_CACHE)
+                fragments[spot] = dumps(marked)
+        encoded.append(_OPEN[role] + b",".join(fragments) + b"]}")
+    head, _, tail = split_frame(to_wire(request, (), model=model))
+    # The next turn starts at the first wire message a breakpoint is in, or the last.
+    keep = min([len(groups) - 1] + [at for at, _ in marks]) if groups else 0
+    items = ([run.region] if run is not None and done else []) + encoded
+    body, region = assemble(head, items, tail, 0, bool(done) + keep)
+    if groups:
+        stable_groups = groups[:keep]
+        info = (stable_groups[-1][0] if stable_groups else last_role,
+                cacheable or any(b[0][2] for _, content in stable_groups for b in content),
+                next((done + i for i in range(keep - 1, -1, -1)
+                      if groups[i][0] == _ASSISTANT), last_assistant))
+        cache.keep(request, Run(PROTOCOL, tuple(messages), firsts[keep], region,
+                                done + keep, info), run)
+    return body
+
+
+def _encoded_blocks(message: Message, position: int) -> Tuple[_Block, ...]:
+    """A message's blocks as the per-message table keeps them (see ``_Block``)."""
+    out = []
+    for index, part in enumerate(message.parts):
+        block = _block(part)
+        if block is not None:
+            kind = block.get("type")
+            out.append((dumps(block), kind == "tool_result", kind in _CACHEABLE, index))
+    return tuple(out)
+
+
+def _after_results(entry: Tuple[_Block, Message]) -> bool:
+    return not entry[0][1]
+
+
+def _newest_cacheable(groups: List[Tuple[str, List[Tuple[_Block, Message]]]],
+                      start: int) -> Optional[Tuple[int, int]]:
+    for at in range(start, -1, -1):
+        content = groups[at][1]
+        for spot in range(len(content) - 1, -1, -1):
+            if content[spot][0][2]:
+                return at, spot
     return None

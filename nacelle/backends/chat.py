@@ -72,7 +72,8 @@ from ..sse import SSEEvent
 from ._http_headers import read_key, scrub
 from ._turn import Endpoint, check_key, check_model, stream_turn
 from .chat_stream import Accumulator
-from .chat_wire import PROTOCOL, Dialect, to_wire
+from ._wire_cache import WireCache
+from .chat_wire import PROTOCOL, Dialect, encode_body, to_wire
 
 __all__ = [
     "Accumulator", "Backend", "Dialect", "PROTOCOL", "deepseek", "gemini", "groq",
@@ -128,6 +129,7 @@ class Backend:
         )
         self.base_url = self._endpoint.base_url
         self._stream_tools = True  # false once the server refused tools in a stream
+        self._wire_cache = WireCache()  # each message's JSON, encoded once a run
         self.capabilities = Capabilities(
             mcp=False, thinking=dialect.effort is not None or dialect.budget,
             effort=dialect.effort is not None, min_budget=0,
@@ -154,11 +156,12 @@ class Backend:
         self, request: Request, messages: Tuple[Message, ...], ctx: RunContext
     ) -> Iterator[Union[Event, TurnEnd]]:
         """One model turn: its TEXT / THINKING deltas as they arrive, then its TurnEnd."""
-        body = to_wire(request, messages, model=self.model, dialect=self.dialect)
         seed = str(len(messages))
-        if body.get("tools") and not self._stream_tools:
-            yield from self._unstreamed(body, ctx, seed)
+        if request.tools and not self._stream_tools:
+            yield from self._unstreamed(request, messages, ctx, seed)
             return
+        body = encode_body(request, messages, model=self.model, dialect=self.dialect,
+                           cache=self._wire_cache)
         turn = stream_turn(self._endpoint, "/chat/completions", body, ctx,
                            functools.partial(self._accumulator, seed=seed))
         try:
@@ -166,12 +169,12 @@ class Backend:
         except StopIteration:  # pragma: no cover - a turn always ends with its TurnEnd
             return
         except APIError as refused:
-            if not body.get("tools") or not _refuses_streamed_tools(refused):
+            if not request.tools or not _refuses_streamed_tools(refused):
                 raise
             log.debug("%s cannot stream tool calls; asking again without streaming",
                       self.dialect.name)
             self._stream_tools = False
-            yield from self._unstreamed(body, ctx, seed)
+            yield from self._unstreamed(request, messages, ctx, seed)
             return
         yield first
         yield from turn
@@ -182,10 +185,12 @@ class Backend:
         price = self.pricing.priced if self.pricing is not None else None
         return Accumulator(dialect=self.dialect, scrub=scrub, seed=seed, price=price)
 
-    def _unstreamed(self, body: Dict[str, Any], ctx: RunContext,
+    def _unstreamed(self, request: Request, messages: Tuple[Message, ...], ctx: RunContext,
                     seed: str) -> Iterator[Union[Event, TurnEnd]]:
         """The turn asked without streaming: the answer's message read as one chunk."""
-        body = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
+        body = {k: v for k, v in to_wire(request, messages, model=self.model,
+                                         dialect=self.dialect).items()
+                if k not in ("stream", "stream_options")}
         transport = self._endpoint.transport
         answer = transport.post_json("/chat/completions", body, ctx)
         accumulator = self._accumulator(

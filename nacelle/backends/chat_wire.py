@@ -1,5 +1,5 @@
-"""The Chat Completions request body, built without I/O: :class:`Dialect` and
-:func:`to_wire`.
+"""The Chat Completions request body, built without I/O: :class:`Dialect`,
+:func:`to_wire` and :func:`encode_body` (its bytes, each message encoded once a run).
 
 Pure: no I/O, no clock, nothing a caller passed is mutated (tool schemas and extra
 body fields are deep-copied into the body). ``chat.py`` does the sending and
@@ -64,7 +64,7 @@ from __future__ import annotations
 import copy
 import json
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import AbstractSet, Any, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 from ..backend import DEFAULT_MAX_TOKENS, Effort, Request
 from ..errors import ConfigError, Unsupported
@@ -72,8 +72,9 @@ from ..messages import (
     Finish, Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
 )
 from ..sse import parse_json
+from ._wire_cache import Run, WireCache, assemble, dumps, split_frame
 
-__all__ = ["Dialect", "PROTOCOL", "to_wire"]
+__all__ = ["Dialect", "PROTOCOL", "encode_body", "to_wire"]
 
 #: The ``Reasoning.protocol`` / ``ProviderBlock.protocol`` of a plain Chat
 #: Completions server.
@@ -231,7 +232,7 @@ def _nearest(effort: str, levels: Tuple[str, ...]) -> Optional[str]:
                                           -_LEVELS.index(level)))
 
 
-def user(message: Message, position: int, unsent: Set[str]) -> List[Dict[str, Any]]:
+def user(message: Message, position: int, unsent: AbstractSet[str]) -> List[Dict[str, Any]]:
     """The wire messages of one user message: its tool results first, then its text."""
     results: List[Dict[str, Any]] = []
     content: List[Dict[str, Any]] = []
@@ -350,3 +351,107 @@ def _mark_newest(item: Dict[str, Any]) -> None:
             if part.get("type") == "text" and part.get("text"):
                 part["cache_control"] = dict(_EPHEMERAL)
                 return
+
+
+# -- the body as bytes, each message encoded once -----------------------------------
+
+def encode_body(
+    request: Request,
+    messages: Sequence[Message],
+    *,
+    model: str,
+    dialect: Dialect = Dialect(),
+    extra: Optional[Dict[str, Any]] = None,
+    cache: Optional[WireCache] = None,
+) -> bytes:
+    """:func:`to_wire`'s body as the bytes the transport sends, exactly
+    ``json.dumps(to_wire(...), ensure_ascii=False, separators=(",", ":"))`` in UTF-8,
+    with each message encoded once per ``cache`` and a run's stable prefix reused
+    whole (see ``_wire_cache``); without a cache, that very ``json.dumps``.
+
+    What is not a function of one message is done again every turn: the breakpoint on
+    the newest message (so the messages from the newest one holding anything are the
+    next turn's to encode again), and results whose call was left unfinished, which a
+    later message can name (a turn adding such a call starts from the per-message
+    table instead of the run's prefix).
+    """
+    if cache is None or (extra and ("model" in extra or "messages" in extra)):
+        return dumps(to_wire(request, messages, model=model, dialect=dialect, extra=extra))
+    frame = to_wire(request, (), model=model, dialect=dialect, extra=extra)
+    head, system, tail = split_frame(frame)
+    mark = model.startswith(dialect.cache_prefixes) if dialect.cache_prefixes else False
+    space = (PROTOCOL, dialect, mark)
+    run = cache.resume(request, messages, space)
+    body = None if run is None else _encode(cache, request, messages, space, run,
+                                           (head, system, tail))
+    if body is None:
+        body = _encode(cache, request, messages, space, None, (head, system, tail))
+    assert body is not None  # without a Run nothing can be in the way
+    return body
+
+
+def _encode(cache: WireCache, request: Request, messages: Sequence[Message],
+            space: Tuple[str, Dialect, bool], run: Optional[Run],
+            frame: Tuple[bytes, List[bytes], bytes]) -> Optional[bytes]:
+    """The body from ``run``'s prefix on, or None when ``run`` cannot be used."""
+    head, system, tail = frame
+    _, dialect, mark = space
+    start = run.stable if run is not None else 0
+    kept: FrozenSet[str] = run.info if run is not None else frozenset()
+    fresh = _unfinished(messages[start:])
+    if fresh and run is not None:
+        return None  # a new unfinished call may take back a result the prefix sent
+    unsent = kept | fresh
+    table = cache.table(space[:2])
+    groups: List[Tuple[bytes, ...]] = []
+    for position in range(start, len(messages)):
+        message = messages[position]
+        items, results = cache.encoded(table, message, _plain, position, dialect)
+        if results is not None and not results.isdisjoint(unsent):
+            items = tuple(map(dumps, _items(message, position, dialect, unsent)))
+        groups.append(items)
+    earlier = run.count if run is not None else 0
+    newest = len(groups) - 1
+    while newest >= 0 and not groups[newest]:
+        newest -= 1
+    if mark and len(system) + earlier + sum(map(len, groups)) > 1:
+        if newest < 0:
+            return None  # the newest item is in the prefix, which was sent unmarked
+        last = _items(messages[start + newest], start + newest, dialect, unsent)[-1]
+        _mark_newest(last)
+        groups[newest] = groups[newest][:-1] + (dumps(last),)
+    stable = (max(newest, 0) if mark else len(groups))
+    pieces: List[Any] = list(system)
+    if run is not None and earlier:
+        pieces.append(run.region)
+    count = earlier + sum(len(group) for group in groups[:stable])
+    for group in groups:
+        pieces.extend(group)
+    body, region = assemble(head, pieces, tail, len(system), count - earlier + bool(earlier))
+    if not _unfinished(messages[start + stable:]):
+        cache.keep(request, Run(space, tuple(messages), start + stable, region, count,
+                                kept | _unfinished(messages[start:start + stable])), run)
+    return body
+
+
+def _unfinished(messages: Sequence[Message]) -> FrozenSet[str]:
+    return frozenset(p.id for m in messages for p in m.parts
+                     if isinstance(p, ToolCall) and not p.finished)
+
+
+def _items(message: Message, position: int, dialect: Dialect,
+           unsent: AbstractSet[str]) -> List[Dict[str, Any]]:
+    """The wire messages of one message, as :func:`to_wire` makes them."""
+    if message.role is Role.ASSISTANT:
+        item = assistant(message, position, dialect)
+        return [] if item is None else [item]
+    return user(message, position, unsent)
+
+
+def _plain(message: Message, position: int,
+           dialect: Dialect) -> Tuple[Tuple[bytes, ...], Optional[FrozenSet[str]]]:
+    """A message's wire messages encoded with every result sent, and the ids of its
+    results (None for none): what the per-message table keeps."""
+    results = frozenset(p.id for p in message.parts if isinstance(p, ToolResult))
+    items = tuple(map(dumps, _items(message, position, dialect, frozenset())))
+    return items, results or None

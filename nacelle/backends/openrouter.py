@@ -72,6 +72,7 @@ from ..events import Event, Usage
 from ..messages import Message
 from ._http_headers import read_key
 from ._turn import Endpoint, check_key, check_model, stream_turn
+from ._wire_cache import WireCache
 from . import chat_stream, chat_wire
 
 __all__ = ["Accumulator", "Backend", "DIALECT", "PROTOCOL", "capabilities", "to_wire",
@@ -178,6 +179,7 @@ class Backend:
         self.app_name = app_name
         self.app_url = app_url
         self.provider = copy.deepcopy(provider)
+        self._wire_cache = WireCache()  # each message's JSON, encoded once a run
 
     def __repr__(self) -> str:
         return f"openrouter.Backend(model={self.model!r}, base_url={self.base_url!r})"
@@ -197,7 +199,11 @@ class Backend:
         self, request: Request, messages: Tuple[Message, ...], ctx: RunContext
     ) -> Iterator[Union[Event, TurnEnd]]:
         """One model turn: its TEXT / THINKING deltas as they arrive, then its TurnEnd."""
-        body = to_wire(request, messages, model=self.model, provider=self.provider)
+        if request.mcp:
+            to_wire(request, messages, model=self.model)  # refuses it, naming OpenRouter
+        body = chat_wire.encode_body(
+            request, messages, model=self.model, dialect=DIALECT,
+            extra={"provider": self.provider} if self.provider else None, cache=self._wire_cache)
         seed = str(len(messages))
         return stream_turn(self._endpoint, "/chat/completions", body, ctx,
                            lambda scrub: Accumulator(scrub=scrub, seed=seed))

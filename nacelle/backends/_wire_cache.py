@@ -1,0 +1,195 @@
+"""Encoded request fragments kept between model turns: :class:`WireCache`, :class:`Run`,
+and the byte helpers :func:`dumps`, :func:`split_frame` and :func:`assemble`.
+
+Why: within a run the conversation only grows — turn N's messages start with the
+very Message objects turn N-1 sent — yet building each request from the whole
+conversation (``to_wire``'s dicts, then ``json.dumps`` of them) makes a turn's CPU
+grow with everything said so far: some 28 ms of a 10,000-message turn is the same
+JSON as the turn before. The wire modules' ``encode_body`` instead assembles the body
+as bytes from fragments encoded once, and this module keeps the fragments:
+
+- **Per message** (:meth:`WireCache.encoded`): what a message's wire form is as a
+  pure function of the message (and the wire's dialect), keyed by the message's
+  identity through a weak reference, so an entry goes when its message is collected.
+  Never by hash: a Message's hash walks every part. This is what a new run over an
+  old conversation reuses.
+- **Per run** (:meth:`WireCache.resume`, :meth:`WireCache.keep`): the previous body
+  and where in it the encoded *stable prefix* lies — the messages no later turn can
+  change (the newest ones carry the cache breakpoints that move every turn, or may
+  be merged with the next message, and are encoded again). A :class:`Run` is found
+  for the Request (the same object every turn of a run), held weakly, so what a run
+  kept goes with its Request; it is used only when the new messages start with the
+  Run's prefix, checked by one tuple comparison (identity first, at C speed), so two
+  conversations that share a prefix and differ later each get only what they share.
+
+Safe for one backend serving several runs on several threads: a Run is never changed
+after it is made (a turn makes a new one), and the tables are plain dicts changed by
+single operations; the weak-reference callbacks take no lock, so a collection
+triggered while a lock is held cannot deadlock. Bounded: one entry per live message,
+at most :data:`RUNS_PER_REQUEST` Runs per live Request. Pickled or copied, a cache
+is empty: it holds weak references and nothing a copy needs.
+
+May import: the standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import weakref
+from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tuple, TypeVar
+
+__all__ = ["RUNS_PER_REQUEST", "Run", "WireCache", "assemble", "dumps", "split_frame"]
+
+#: Runs kept per Request: one per conversation served from it at once.
+RUNS_PER_REQUEST = 4
+
+T = TypeVar("T")
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def dumps(value: Any) -> bytes:
+    """``value`` as the transport encodes a body: compact JSON, UTF-8, non-ASCII kept."""
+    return _ENCODE(value).encode("utf-8")
+
+
+def split_frame(frame: Dict[str, Any], key: str = "messages") -> Tuple[bytes, List[bytes], bytes]:
+    """A body built with no conversation, cut around its ``key`` list: the bytes
+    before the list's first item, each item it already holds encoded, and the bytes
+    after its last. ``head + b",".join(items + more) + tail`` is then exactly
+    ``dumps`` of the frame with ``more`` items appended, since JSON is encoded
+    value by value."""
+    names = list(frame)
+    at = names.index(key)
+    before = {name: frame[name] for name in names[:at]}
+    after = {name: frame[name] for name in names[at + 1:]}
+    head = dumps(before)[:-1] + (b"," if before else b"") + dumps(key) + b":["
+    tail = b"]," + dumps(after)[1:] if after else b"]}"
+    return head, [dumps(item) for item in frame[key]], tail
+
+
+class Run:
+    """What one turn of a run leaves for the next: the turn's ``messages``, how many
+    of them are ``stable``, the encoded wire items of that prefix (``region``, joined
+    by commas; ``count`` of them) and what the wire module needs to know about it
+    (``info``). ``space`` names the wire and dialect it was encoded for."""
+
+    __slots__ = ("space", "messages", "stable", "region", "count", "info")
+
+    def __init__(self, space: Hashable, messages: Tuple[Any, ...], stable: int,
+                 region: Any, count: int, info: Any) -> None:
+        self.space = space
+        self.messages = messages
+        self.stable = stable
+        self.region = region  # bytes, or a memoryview of the body that holds them
+        self.count = count
+        self.info = info
+
+    def __repr__(self) -> str:
+        return f"Run({self.space!r}, stable={self.stable}, count={self.count})"
+
+
+def _forget(table: Dict[int, Any], key: int, ref: "weakref.ref[Any]") -> None:
+    # Called as the referent dies: its id cannot belong to a new object yet, but the
+    # entry may already be another's if this callback comes late, hence the check.
+    entry = table.get(key)
+    if entry is not None and entry[0] is ref:
+        table.pop(key, None)
+
+
+class WireCache:
+    """Encoded fragments of the conversations one backend sends; see the module docstring."""
+
+    def __init__(self) -> None:
+        self._tables: Dict[Hashable, Dict[int, Tuple["weakref.ref[Any]", Any]]] = {}
+        self._runs: Dict[int, Tuple["weakref.ref[Any]", Tuple[Run, ...]]] = {}
+        self._lock = threading.Lock()
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        return (WireCache, ())
+
+    def __repr__(self) -> str:
+        return (f"WireCache({sum(map(len, self._tables.values()))} messages, "
+                f"{len(self._runs)} requests)")
+
+    # -- per message ----------------------------------------------------------------
+
+    def table(self, space: Hashable) -> Dict[int, Tuple["weakref.ref[Any]", Any]]:
+        """The per-message table of ``space`` (a wire and its dialect)."""
+        table = self._tables.get(space)
+        if table is None:
+            with self._lock:
+                table = self._tables.setdefault(space, {})
+        return table
+
+    def encoded(self, table: Dict[int, Tuple["weakref.ref[Any]", Any]], message: Any,
+                encode: Callable[..., T], *args: Any) -> T:
+        """``encode(message, *args)``, computed once per live message. ``args`` only
+        name the message in errors (its position): the value must not depend on them."""
+        key = id(message)
+        entry = table.get(key)
+        if entry is not None and entry[0]() is message:
+            found: T = entry[1]
+            return found
+        value = encode(message, *args)
+        table[key] = (weakref.ref(message, lambda ref: _forget(table, key, ref)), value)
+        return value
+
+    # -- per run --------------------------------------------------------------------
+
+    def resume(self, request: Any, messages: Sequence[Any], space: Hashable) -> Optional[Run]:
+        """The Run kept for ``request`` in ``space`` whose stable prefix ``messages``
+        starts with (the longest), or None."""
+        entry = self._runs.get(id(request))
+        if entry is None or entry[0]() is not request:
+            return None
+        best: Optional[Run] = None
+        for run in entry[1]:
+            if run.space != space or run.stable > len(messages):
+                continue
+            if best is not None and run.stable <= best.stable:
+                continue
+            seen = run.messages
+            # The run's own next turn holds all of the last turn's messages: one
+            # slice. A tuple comparison checks identity before equality, so it stays
+            # at C speed; an equal message in place of the same one passes too, and
+            # its wire form is the same.
+            if (len(seen) <= len(messages) and messages[:len(seen)] == seen) or (
+                    messages[:run.stable] == seen[:run.stable]):
+                best = run
+        return best
+
+    def keep(self, request: Any, run: Run, replaces: Optional[Run] = None) -> None:
+        """Keep ``run`` for ``request``'s next turn, in place of ``replaces`` (the Run
+        it grew from), the oldest dropped past :data:`RUNS_PER_REQUEST`."""
+        key = id(request)
+        with self._lock:
+            entry = self._runs.get(key)
+            if entry is None or entry[0]() is not request:
+                table = self._runs
+                entry = (weakref.ref(request, lambda ref: _forget(table, key, ref)), ())
+            runs = (run,) + tuple(r for r in entry[1] if r is not replaces)
+            self._runs[key] = (entry[0], runs[:RUNS_PER_REQUEST])
+
+
+def assemble(head: bytes, items: Sequence[Any], tail: bytes,
+             first: int = 0, stable: int = 0) -> Tuple[bytes, Any]:
+    """``head + b",".join(items) + tail`` in one copy, and a view of the body over
+    ``items[first:first + stable]`` joined (the next Run's region; empty when
+    ``stable`` is 0)."""
+    pieces: List[Any] = [head]
+    offset = len(head)
+    start = end = 0
+    for index, item in enumerate(items):
+        if index:
+            pieces.append(b",")
+            offset += 1
+        if index == first:
+            start = offset
+        pieces.append(item)
+        offset += len(item)
+        if index == first + stable - 1:
+            end = offset
+    pieces.append(tail)
+    body = b"".join(pieces)
+    return body, (memoryview(body)[start:end] if stable else b"")
