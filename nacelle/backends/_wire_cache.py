@@ -1,5 +1,5 @@
 """Encoded request fragments kept between model turns: :class:`WireCache`, :class:`Run`,
-and the byte helpers :func:`dumps`, :func:`split_frame` and :func:`assemble`.
+and the byte helpers :func:`dumps`, :func:`split_frame`, :func:`assemble` and :func:`grow`.
 
 Why: within a run the conversation only grows — turn N's messages start with the
 very Message objects turn N-1 sent — yet building each request from the whole
@@ -39,7 +39,7 @@ import threading
 import weakref
 from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tuple, TypeVar
 
-__all__ = ["RUNS_PER_REQUEST", "Run", "WireCache", "assemble", "dumps", "split_frame"]
+__all__ = ["RUNS_PER_REQUEST", "Run", "WireCache", "assemble", "dumps", "grow", "split_frame"]
 
 #: Runs kept per Request: one per conversation served from it at once.
 RUNS_PER_REQUEST = 4
@@ -77,11 +77,14 @@ class Run:
     __slots__ = ("space", "messages", "stable", "region", "count", "info")
 
     def __init__(self, space: Hashable, messages: Tuple[Any, ...], stable: int,
-                 region: Any, count: int, info: Any) -> None:
+                 region: Tuple[bytes, ...], count: int, info: Any) -> None:
         self.space = space
         self.messages = messages
         self.stable = stable
-        self.region = region  # bytes, or a memoryview of the body that holds them
+        # Segments of their own, not a view of the body: a Run that held the body would
+        # keep each turn's megabytes alive into the next, whose body then needs fresh
+        # pages (a page fault per 4 KiB) instead of reusing the freed ones.
+        self.region = region
         self.count = count
         self.info = info
 
@@ -172,24 +175,27 @@ class WireCache:
             self._runs[key] = (entry[0], runs[:RUNS_PER_REQUEST])
 
 
-def assemble(head: bytes, items: Sequence[Any], tail: bytes,
-             first: int = 0, stable: int = 0) -> Tuple[bytes, Any]:
-    """``head + b",".join(items) + tail`` in one copy, and a view of the body over
-    ``items[first:first + stable]`` joined (the next Run's region; empty when
-    ``stable`` is 0)."""
-    pieces: List[Any] = [head]
-    offset = len(head)
-    start = end = 0
-    for index, item in enumerate(items):
-        if index:
-            pieces.append(b",")
-            offset += 1
-        if index == first:
-            start = offset
-        pieces.append(item)
-        offset += len(item)
-        if index == first + stable - 1:
-            end = offset
+def assemble(head: bytes, items: Sequence[bytes], tail: bytes) -> bytes:
+    """``head + b",".join(items) + tail``, in one copy."""
+    pieces: List[bytes] = [head]
+    for item in items:
+        pieces += (item, b",")
+    if items:
+        pieces.pop()
     pieces.append(tail)
-    body = b"".join(pieces)
-    return body, (memoryview(body)[start:end] if stable else b"")
+    return b"".join(pieces)
+
+
+def grow(segments: Tuple[bytes, ...], items: Sequence[bytes]) -> Tuple[bytes, ...]:
+    """A Run's region with ``items`` added: comma-joined segments, each at least twice
+    the next, so a turn copies only what it adds (and, now and then, a merge: every
+    byte is copied a logarithmic number of times over a run) — never the whole
+    conversation, as one joined bytes would be."""
+    if not items:
+        return segments
+    out = list(segments)
+    new = b",".join(items)
+    while out and len(out[-1]) < 2 * len(new):
+        new = out.pop() + b"," + new
+    out.append(new)
+    return tuple(out)

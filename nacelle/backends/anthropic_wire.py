@@ -48,7 +48,7 @@ from ..errors import ConfigError
 from ..messages import (
     Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
 )
-from ._wire_cache import Run, WireCache, assemble, dumps, split_frame
+from ._wire_cache import Run, WireCache, assemble, dumps, grow, split_frame
 
 __all__ = [
     "MCP_BETA",
@@ -393,16 +393,16 @@ def _encode(cache: WireCache, request: Request, messages: Sequence[Message], mod
     head, _, tail = split_frame(to_wire(request, (), model=model))
     # The next turn starts at the first wire message a breakpoint is in, or the last.
     keep = min([len(groups) - 1] + [at for at, _ in marks]) if groups else 0
-    items = ([run.region] if run is not None and done else []) + encoded
-    body, region = assemble(head, items, tail, 0, bool(done) + keep)
+    kept = run.region if run is not None else ()
+    body = assemble(head, list(kept) + encoded, tail)
     if groups:
         stable_groups = groups[:keep]
         info = (stable_groups[-1][0] if stable_groups else last_role,
                 cacheable or any(b[0][2] for _, content in stable_groups for b in content),
                 next((done + i for i in range(keep - 1, -1, -1)
                       if groups[i][0] == _ASSISTANT), last_assistant))
-        cache.keep(request, Run(PROTOCOL, tuple(messages), firsts[keep], region,
-                                done + keep, info), run)
+        cache.keep(request, Run(PROTOCOL, tuple(messages), firsts[keep],
+                                grow(kept, encoded[:keep]), done + keep, info), run)
     return body
 
 

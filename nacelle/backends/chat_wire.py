@@ -72,7 +72,7 @@ from ..messages import (
     Finish, Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
 )
 from ..sse import parse_json
-from ._wire_cache import Run, WireCache, assemble, dumps, split_frame
+from ._wire_cache import Run, WireCache, assemble, dumps, grow, split_frame
 
 __all__ = ["Dialect", "PROTOCOL", "encode_body", "to_wire"]
 
@@ -421,15 +421,16 @@ def _encode(cache: WireCache, request: Request, messages: Sequence[Message],
         _mark_newest(last)
         groups[newest] = groups[newest][:-1] + (dumps(last),)
     stable = (max(newest, 0) if mark else len(groups))
-    pieces: List[Any] = list(system)
-    if run is not None and earlier:
-        pieces.append(run.region)
-    count = earlier + sum(len(group) for group in groups[:stable])
+    kept_region = run.region if run is not None else ()
+    pieces = list(system) + list(kept_region)
     for group in groups:
         pieces.extend(group)
-    body, region = assemble(head, pieces, tail, len(system), count - earlier + bool(earlier))
+    body = assemble(head, pieces, tail)
     if not _unfinished(messages[start + stable:]):
-        cache.keep(request, Run(space, tuple(messages), start + stable, region, count,
+        added = [item for group in groups[:stable] for item in group]
+        count = earlier + len(added)
+        cache.keep(request, Run(space, tuple(messages), start + stable,
+                                grow(kept_region, added), count,
                                 kept | _unfinished(messages[start:start + stable])), run)
     return body
 
