@@ -13,8 +13,8 @@ as bytes from fragments encoded once, and this module keeps the fragments:
   identity through a weak reference, so an entry goes when its message is collected.
   Never by hash: a Message's hash walks every part. This is what a new run over an
   old conversation reuses.
-- **Per run** (:meth:`WireCache.resume`, :meth:`WireCache.keep`): the previous body
-  and where in it the encoded *stable prefix* lies — the messages no later turn can
+- **Per run** (:meth:`WireCache.resume`, :meth:`WireCache.keep`): the encoded
+  *stable prefix* of the previous body, in a few segments — the messages no later turn can
   change (the newest ones carry the cache breakpoints that move every turn, or may
   be merged with the next message, and are encoded again). A :class:`Run` is found
   for the Request (the same object every turn of a run), held weakly, so what a run
