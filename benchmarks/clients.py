@@ -13,12 +13,13 @@ it up on one full stream, measures, and prints one JSON object on stdout. Modes:
 
 Clients (``URL`` is the server's base URL for the wanted body):
 
-- ``nacelle-anthropic`` / ``nacelle-openrouter``: ``Agent.stream`` on the backend,
-  no tools, counting TEXT events.
+- ``nacelle-anthropic`` / ``nacelle-openrouter`` / ``nacelle-chat``: ``Agent.stream``
+  on the backend (``chat`` is ``chat.Backend`` with the plain Chat Completions
+  dialect), no tools, counting TEXT events.
 - ``sdk-anthropic``: the anthropic SDK's ``messages.stream`` text iterator.
 - ``sdk-openai``: the openai SDK's ``chat.completions.create(stream=True)``,
   counting chunks with content.
-- ``floor-anthropic`` / ``floor-openrouter``: ``requests`` with ``raw.read1``, split
+- ``floor-anthropic`` / ``floor-openrouter`` / ``floor-chat``: ``requests`` with ``raw.read1``, split
   on ``b"\\n"``, ``json.loads`` of each data line, nothing else — the least any
   Python client on ``requests`` must do.
 
@@ -51,6 +52,9 @@ def nacelle_client(wire):
         if wire == "anthropic":
             from nacelle.backends import anthropic
             backend = anthropic.Backend(KEY, base_url=url, max_retries=0)
+        elif wire == "chat":
+            from nacelle.backends import chat
+            backend = chat.Backend(KEY, model="gpt-5-mini", base_url=url, max_retries=0)
         else:
             from nacelle.backends import openrouter
             backend = openrouter.Backend(KEY, model="anthropic/" + MODEL, base_url=url,
@@ -170,10 +174,12 @@ def floor_client(wire):
 CLIENTS = {
     "nacelle-anthropic": nacelle_client("anthropic"),
     "nacelle-openrouter": nacelle_client("openrouter"),
+    "nacelle-chat": nacelle_client("chat"),
     "sdk-anthropic": sdk_anthropic,
     "sdk-openai": sdk_openai,
     "floor-anthropic": floor_client("anthropic"),
     "floor-openrouter": floor_client("openrouter"),
+    "floor-chat": floor_client("chat"),
 }
 
 

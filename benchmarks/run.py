@@ -113,6 +113,7 @@ def main() -> None:
     import concurrency
     import footprint
     import imports
+    import request_build
     import scaling
     import streaming
 
@@ -134,10 +135,12 @@ def main() -> None:
         step("3", "time to first event", lambda: streaming.ttfe_rows(server, runs))
         step("6", "tool concurrency", lambda: concurrency.concurrency_rows(server, runs))
         step("8", "memory", lambda: streaming.memory_rows(server, args.quick, 5))
+        step("10", "chat wire streaming", lambda: streaming.chat_rows(server, runs))
     step("7", "per-turn scaling", lambda: scaling.scaling_rows(args.quick, runs))
+    step("9", "per-turn request build", lambda: request_build.request_build_rows(runs))
     step("4", "import cost", lambda: imports.import_rows(args.quick))
     step("5", "installed footprint", footprint.footprint_rows)
-    rows.sort(key=lambda r: (int(r.number[0]), r.number))
+    rows.sort(key=lambda r: (int(r.number.rstrip("abcdefghij")), r.number))
 
     command = "python benchmarks/run.py" + (" --quick" if args.quick else "")
     print(f"nacelle benchmarks, {datetime.date.today().isoformat()}")

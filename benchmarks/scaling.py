@@ -1,13 +1,13 @@
 """Row 7: per-turn overhead as the conversation grows — 10, 100, 1,000, 10,000 messages.
 
 What a turn costs nacelle itself, the network left out: the loop's bookkeeping, the
-request build (``to_wire``: blocks, cache marks), its serialisation (the same
-``json.dumps`` call the transport makes) and the accumulation of the answer
+request build (``encode_body``: the bytes of the body, each message encoded once a
+run, the breakpoints moved; row 9 measures it alone) and the accumulation of the answer
 (``json.loads`` of each SSE event's data and the Anthropic ``Accumulator``). The run
 is real — ``Agent.run`` on the real ``anthropic.Backend``, its ``turn`` unchanged —
 with the backend's transport swapped for one that serialises the body and replays
 pre-decoded SSE events. That swap reaches into a private attribute
-(``_transport``); a benchmark may, the package's users should not.
+(``_endpoint._transport``); a benchmark may, the package's users should not.
 
 Each run is a conversation of N messages (user and assistant turns of a sentence
 each) followed by ten model turns (five with ``quick``): one tool call per turn,
@@ -29,8 +29,8 @@ SENTENCE = "Here is a sentence of about the length a person types into a chat bo
 
 
 class ReplayTransport:
-    """Stands in for ``backends._http.Transport``: serialises each body as the real
-    one does, then replays the next recorded turn."""
+    """Stands in for ``backends._http.Transport``: takes each body as the real one
+    does (bytes as they are, a dict serialised), then replays the next recorded turn."""
 
     def __init__(self, turns: List[list]) -> None:
         self.turns = turns
@@ -39,10 +39,14 @@ class ReplayTransport:
 
     def post_stream(self, path: str, body: Any, ctx: Any,
                     headers: Optional[Mapping[str, str]] = None) -> "Replay":
-        data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        data = body if isinstance(body, bytes) else json.dumps(
+            body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         self.bytes_sent += len(data)
         self.requests += 1
         return Replay(self.turns[self.requests - 1])
+
+    def request_headers(self) -> Dict[str, str]:
+        return {}  # nothing secret for the scrubber to look for
 
     def events(self, response: "Replay", ctx: Any, keepalive: Any = None,
                final: Any = None) -> Iterator[Any]:
@@ -88,7 +92,7 @@ def per_turn_seconds(size: int, turns: int) -> Dict[str, float]:
     transport = ReplayTransport(
         [_decoded(anthropic_stream([], tool_calls=[(f"toolu_{n:02d}", "noop", "{}")]))
          for n in range(turns - 1)] + [_decoded(anthropic_stream(["Done", "."]))])
-    backend._transport = transport
+    backend._endpoint._transport = transport
     agent = nacelle.Agent(backend, "bench", max_tokens=1024, tools=[noop])
     gc.collect()
     started = time.perf_counter()

@@ -10,8 +10,10 @@ A client picks what it gets through the path of its ``base_url``,
 ``http://127.0.0.1:PORT/<wire>/<kind>/<n>``, to which the SDKs append their own paths
 (``/v1/messages``, ``/chat/completions``):
 
-- ``wire``: ``anthropic`` or ``openrouter`` (built with ``nacelle.testing.wire``, so
-  the bodies carry what the providers send: pings, role repeats, usage chunks);
+- ``wire``: ``anthropic``, ``openrouter`` or ``chat`` (built with
+  ``nacelle.testing.wire``, so the bodies carry what the providers send: pings, role
+  repeats, usage chunks; ``chat`` is the Chat Completions body without OpenRouter's
+  keepalive comments, as an OpenAI-compatible server sends it);
 - ``kind``: ``text`` (``n`` short text deltas), ``big`` (``n`` bytes of text in
   256-byte deltas), ``ttfe`` (the first delta is flushed, then the stream stalls
   2 s before the rest) or ``tools`` (``n`` calls of ``sleep_02`` in one turn; a
@@ -64,6 +66,8 @@ def stream_events(wire, deltas, tool_calls=()):
     """The SSE body of one turn, one bytes item per event."""
     if wire == "anthropic":
         return anthropic_stream(deltas, tool_calls=tool_calls)
+    if wire == "chat":
+        return openrouter_stream(deltas, tool_calls=tool_calls, keepalives=0, model="gpt-5-mini")
     events = openrouter_stream(deltas, tool_calls=tool_calls, keepalives=2)
     spaced = []
     for number, event in enumerate(events):

@@ -1,4 +1,5 @@
-"""Rows 1–3 and 8: streaming end to end, time to first event, and memory.
+"""Rows 1–3, 8 and 10: streaming end to end, time to first event, memory, and the
+Chat Completions wire.
 
 The server (``server_proc.py``) and each client (``clients.py``) run in processes of
 their own, so no client shares a GIL with the server or with another client, and a
@@ -74,6 +75,29 @@ def throughput_rows(server: ServerProcess, runs: int) -> List[Row]:
                               "≤ 2.5×", 2.5, at_least=False, figures=[],
                               label=f"{wire}: nacelle ÷ floor"))
     return rows
+
+
+def chat_rows(server: ServerProcess, runs: int) -> List[Row]:
+    """Row 10: the Chat Completions wire (``chat.Backend``), 20,000 deltas, against the
+    openai SDK and the floor on the same body."""
+    measured = _throughput(server, "chat", runs)
+    figures = [_describe(measured[role]) for role in ("nacelle", "sdk", "floor")]
+    ours, theirs, floor = (measured[role].get("cpu_us") for role in ("nacelle", "sdk", "floor"))
+    if ours and theirs:
+        figures.append(f"wall-time ratio openai SDK ÷ nacelle: "
+                       f"{measured['nacelle']['rate'].median / measured['sdk']['rate'].median:.1f}×")
+    if ours and floor:
+        figures.append(f"wall-time ratio nacelle ÷ floor: "
+                       f"{measured['floor']['rate'].median / measured['nacelle']['rate'].median:.1f}×")
+    title = "stream chat wire: CPU per delta"
+    return [
+        ratio_row("10a", f"{title}, openai SDK ÷ nacelle",
+                  theirs.median / ours.median if ours and theirs else None, "≥ 5×", 5.0,
+                  at_least=True, figures=figures, label="chat: openai ÷ nacelle"),
+        ratio_row("10b", f"{title}, nacelle ÷ floor",
+                  ours.median / floor.median if ours and floor else None, "≤ 2×", 2.0,
+                  at_least=False, figures=[], label="chat: nacelle ÷ floor"),
+    ]
 
 
 def ttfe_rows(server: ServerProcess, runs: int) -> List[Row]:
