@@ -248,14 +248,20 @@ def test_llama_server_text_cut_by_max_tokens_stops_with_max_tokens(llama):
 
 
 @pytest.mark.llamacpp
-def test_llama_server_tool_call_cut_by_max_tokens_is_never_run(llama):
+def test_llama_server_tool_call_cut_by_max_tokens_is_kept_unfinished_and_never_run(llama):
+    # The call takes at least 63 of the model's tokens, and the server has announced
+    # it (name and the arguments' first brace) by the 45th at the latest, so 52 cuts
+    # it after it was announced and before its arguments could be complete.
     CALLS.clear()
-    agent = llama_agent(llama, tools=[pick_colour], max_tokens=12, max_iterations=3)
+    agent = llama_agent(llama, tools=[pick_colour], max_tokens=52, max_iterations=3)
     events = list(agent.stream([nacelle.user_text("Pick a colour.")]))
     assert nacelle.Kind.TOOL_CALL not in kinds(events)
     assert CALLS == []
-    assert events[-1].stop is nacelle.Stop.MAX_TOKENS
-    assert [p.finished for p in parts(events[-1].messages, nacelle.ToolCall)] in ([], [False])
+    done = events[-1]
+    assert done.stop is nacelle.Stop.MAX_TOKENS and done.usage.output_tokens == 52
+    (call,) = parts(done.messages, nacelle.ToolCall)
+    assert (call.name, call.finished) == ("pick_colour", False)
+    assert call.input.startswith("{")
 
 
 @pytest.mark.llamacpp
