@@ -292,6 +292,9 @@ def _wire_cost(value: Any) -> Optional[float]:
     return None
 
 
+_NO_USAGE = Usage()
+
+
 @dataclass(frozen=True)
 class ToolEvent:
     """One tool call, or its result, as the consumer sees it.
@@ -333,7 +336,7 @@ class Event:
     kind: Kind
     text: str = ""
     tool: Optional[ToolEvent] = None
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = _NO_USAGE  # one shared empty value: Usage is frozen, and most events have none
     stop: Optional[Stop] = None
     messages: Tuple[Any, ...] = ()
 

@@ -153,6 +153,8 @@ class Accumulator:
                  price: Optional[Callable[[Usage], Usage]] = None) -> None:
         self.dialect = dialect
         self._name = dialect.name
+        self._reasoning_fields = dialect.reasoning_fields
+        self._read_details = dialect.reasoning_details
         self._scrub = scrub or _unchanged
         self._seed = seed
         self._price = price
@@ -198,29 +200,39 @@ class Accumulator:
 
     def feed_chunk(self, chunk: Any) -> List[Event]:
         """Take one parsed chunk; return the TEXT / THINKING events it carries."""
-        if not isinstance(chunk, dict):
+        if type(chunk) is not dict:
             shown = json.dumps(chunk, ensure_ascii=False)[:4000]
             raise StreamError(f"{self._name} sent a chunk that is not a JSON object: "
                               f"{self._scrub(shown)[:80]!r}")
-        provider = chunk.get("provider")
-        if isinstance(provider, str) and provider:
+        # Every delta passes here: the common chunk (one choice, no usage, no error)
+        # costs a handful of dict lookups.
+        get = chunk.get
+        provider = get("provider")
+        if provider and type(provider) is str:
             self.provider = provider
-        error = chunk.get("error")
+        error = get("error")
         if error:
             raise self._stream_error(error)
-        usage = chunk.get("usage")
-        if not isinstance(usage, dict):
-            extension = chunk.get("x_groq")  # Groq's place for the last chunk's usage
-            usage = extension.get("usage") if isinstance(extension, dict) else None
-        if isinstance(usage, dict):
-            self._usage = usage
+        usage = get("usage")
+        if usage is not None or "x_groq" in chunk:
+            if type(usage) is not dict:
+                extension = get("x_groq")  # Groq's place for the last chunk's usage
+                usage = extension.get("usage") if type(extension) is dict else None
+            if type(usage) is dict:
+                self._usage = usage
+        choices = get("choices")
+        if type(choices) is not list or not choices:
+            return []
+        if len(choices) == 1:
+            choice = choices[0]
+            # The first choice only; an index of the wrong type is no first choice.
+            if type(choice) is dict and _first(choice.get("index", 0)):
+                return self._choice(choice)
+            return []
         events: List[Event] = []
-        choices = chunk.get("choices")
-        if isinstance(choices, list):
-            for choice in choices:
-                # The first choice only; an index of the wrong type is no first choice.
-                if isinstance(choice, dict) and _first(choice.get("index", 0)):
-                    events.extend(self._choice(choice))
+        for choice in choices:
+            if type(choice) is dict and _first(choice.get("index", 0)):
+                events.extend(self._choice(choice))
         return events
 
     def _choice(self, choice: Dict[str, Any]) -> List[Event]:
@@ -228,37 +240,43 @@ class Accumulator:
             raise self._stream_error(choice["error"])
         events: List[Event] = []
         delta = choice.get("delta")
-        if isinstance(delta, dict):
-            reasoning = ""
-            for field in self.dialect.reasoning_fields:
-                reasoning = self._text_of(delta, field)
-                if reasoning:
-                    break
-            if reasoning:
-                self._seen("reasoning")
-                self._reasoning.append(reasoning)
-                events.append(Event(Kind.THINKING, text=reasoning))
-            details = delta.get("reasoning_details") if self.dialect.reasoning_details else None
-            if isinstance(details, list):
-                self._seen("reasoning")
-                if self._details is None:
-                    self._details = []
-                for fragment in details:
-                    if isinstance(fragment, dict):
-                        _merge_detail(self._details, fragment)
+        if type(delta) is dict:
+            get = delta.get
+            for field in self._reasoning_fields:
+                if get(field) is not None:
+                    reasoning = self._text_of(delta, field)
+                    if reasoning:
+                        self._seen("reasoning")
+                        self._reasoning.append(reasoning)
+                        events.append(Event(Kind.THINKING, text=reasoning))
+                        break
+            if self._read_details:
+                details = get("reasoning_details")
+                if type(details) is list:
+                    self._seen("reasoning")
+                    if self._details is None:
+                        self._details = []
+                    for fragment in details:
+                        if type(fragment) is dict:
+                            _merge_detail(self._details, fragment)
             for key in ("content", "refusal"):
-                text = self._text_of(delta, key)
+                text = get(key)
+                if text is None:
+                    continue
+                if type(text) is not str:
+                    text = self._text_of(delta, key)  # logged and read as none
                 if text:
-                    self._seen("text")
+                    if self._order[-1:] != ["text"]:
+                        self._seen("text")
                     self._text.append(text)
                     events.append(Event(Kind.TEXT, text=text))
-            calls = delta.get("tool_calls")
-            if isinstance(calls, list):
+            calls = get("tool_calls")
+            if calls is not None and type(calls) is list:
                 for fragment in calls:
-                    if isinstance(fragment, dict):
+                    if type(fragment) is dict:
                         self._tool_fragment(fragment)
         finish = choice.get("finish_reason")
-        if isinstance(finish, str) and finish and self._finish != "error":
+        if finish and type(finish) is str and self._finish != "error":
             self._finish = finish
             native = choice.get("native_finish_reason")
             if isinstance(native, str):
