@@ -143,7 +143,7 @@ def weights(tokens, printable, seed):
     embed[ids["</tool_call>"], CALL_CLOSES] = 1.0
 
     # Output rows: a token's logit is (its row) . (the normed residual), and the normed
-    # ONE channel is between about 4.5 and 8 for every position, so a weight of -3 on
+    # ONE channel is between about 4.5 and 6.5 at every position, so a weight of -3 on
     # it keeps a token out of free text (logit below -13) while noise logits stay
     # within a few units of 0. The grammar can still pick such a token: it masks all
     # others.
@@ -174,7 +174,7 @@ def weights(tokens, printable, seed):
         tensors[f"blk.{layer}.ffn_norm.weight"] = np.ones(DIM, np.float32)
 
     # Layer 0, heads 0 and 1: a constant query against a key that is large only at the
-    # marker token, so attention lands on the marker wherever it is (a score near 45
+    # marker token, so attention lands on the marker wherever it is (a score near 30
     # against 0); its value carries the marker channel into SAW_TOOLS / SAW_RESULT.
     # The last dimension pair of a head rotates slowest under RoPE, and with a
     # frequency base of 1e8 it turns by under a thousandth of a radian across the
@@ -185,7 +185,8 @@ def weights(tokens, printable, seed):
         tensors[blk + "attn_q.weight"][row, ONE] = 2.0
         tensors[blk + "attn_k.weight"][row, here] = 2.0
         tensors[blk + "attn_v.weight"][head * HEAD_DIM, here] = 1.0
-        # The normed marker is about 5.7 at its token; scale it back to about 1.
+        # The normed marker is about 5 at its token (the noise channels share the
+        # norm); this brings it to about 0.9.
         tensors[blk + "attn_output.weight"][saw, head * HEAD_DIM] = 1.0 / 5.7
     return tensors
 
