@@ -47,15 +47,15 @@ from typing import (
 
 from ..backend import TurnEnd
 from ..context import RunContext
-from ..errors import ConfigError, NacelleError
-from ..events import Event
+from ..errors import ConfigError, NacelleError, StreamError
+from ..events import Event, _wire_count
 from ..sse import SSEEvent
 from ._http_headers import checked, checked_settings, scrub
 
 if TYPE_CHECKING:  # typing only: the import costs requests
     from ._http import Transport
 
-__all__ = ["Accumulator", "Endpoint", "check_key", "check_model", "stream_turn"]
+__all__ = ["Accumulator", "Endpoint", "check_key", "check_model", "count_tokens", "stream_turn"]
 
 log = logging.getLogger(__name__)
 
@@ -183,3 +183,24 @@ def stream_turn(
         response.close()
     log.debug("%s turn ended: %s, %s", endpoint.name, end.stop.value, end.usage)
     yield end
+
+
+def count_tokens(endpoint: Endpoint, path: str, body: Any, ctx: RunContext, provider: str,
+                 *, headers: Optional[Mapping[str, str]] = None) -> int:
+    """The ``input_tokens`` a provider's counting endpoint answers for ``body``.
+
+    An answer without a plausible count (a whole number from zero to 2**53) is a
+    ``StreamError`` naming ``provider``: a wrong count would be trusted by whatever
+    budgets on it.
+    """
+    try:
+        answer = endpoint.transport.post_json(path, body, ctx, headers=headers)
+    except RecursionError:  # the transport's JSON parser met runaway nesting
+        answer = None
+    tokens = answer.get("input_tokens") if isinstance(answer, dict) else None
+    count = _wire_count(tokens) if type(tokens) is int else None
+    if count is None:
+        raise StreamError(f"{provider}'s token count had no input_tokens count (a whole "
+                          "number of zero or more)")
+    return count
+

@@ -69,13 +69,13 @@ from typing import (
 from .. import loop
 from ..backend import Capabilities, Request, TurnEnd
 from ..context import RunContext
-from ..errors import ConfigError, StreamError
-from ..events import Event, _wire_count
+from ..errors import ConfigError
+from ..events import Event
 from ..messages import Message, ProviderBlock, Role
 from ..pricing import price_for
 from ..sse import parse_json
 from ._http_headers import read_key
-from ._turn import Endpoint, check_key, check_model, stream_turn
+from ._turn import Endpoint, check_key, check_model, count_tokens, stream_turn
 from ._wire_cache import WireCache
 from .anthropic_stream import Accumulator, Pricing
 from .anthropic_wire import (
@@ -153,18 +153,8 @@ class Backend:
         """The input tokens of the request :meth:`stream` would send first, as
         Anthropic counts them."""
         body = count_tokens_body(request, request.messages, model=self.model)
-        transport = self._endpoint.transport
-        try:
-            answer = transport.post_json("/v1/messages/count_tokens", body, ctx,
-                                         headers=_beta_header(request))
-        except RecursionError:  # the transport's JSON parser met runaway nesting
-            answer = None
-        tokens = answer.get("input_tokens") if isinstance(answer, dict) else None
-        count = _wire_count(tokens) if type(tokens) is int else None
-        if count is None:
-            raise StreamError("Anthropic's token count had no input_tokens count (a whole "
-                              "number of zero or more)")
-        return count
+        return count_tokens(self._endpoint, "/v1/messages/count_tokens", body, ctx, "Anthropic",
+                            headers=_beta_header(request))
 
     def turn(
         self, request: Request, messages: Tuple[Message, ...], ctx: RunContext

@@ -73,7 +73,7 @@ import logging
 from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 from ..backend import TurnEnd
-from ..errors import ConfigError, StreamError, StreamTruncated, transient
+from ..errors import StreamError, StreamTruncated, transient
 from ..events import Event, Kind, Stop, ToolEvent, Usage, _wire_count
 from ..messages import Part, ProviderBlock, Reasoning, Text, ToolCall
 from ..pricing import Price

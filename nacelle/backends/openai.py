@@ -70,12 +70,12 @@ from typing import Callable, Dict, Iterator, Optional, Tuple, Union
 from .. import loop
 from ..backend import Capabilities, Request, TurnEnd
 from ..context import RunContext
-from ..errors import ConfigError, StreamError
-from ..events import Event, _wire_count
+from ..errors import ConfigError
+from ..events import Event
 from ..messages import Message
 from ..pricing import Price, price_for
 from ._http_headers import read_key
-from ._turn import Endpoint, check_key, check_model, stream_turn
+from ._turn import Endpoint, check_key, check_model, count_tokens, stream_turn
 from .openai_stream import Accumulator
 from .openai_wire import PROTOCOL, count_tokens_body, to_wire
 
@@ -139,16 +139,7 @@ class Backend:
         """The input tokens of the request :meth:`stream` would send first, as OpenAI
         counts them (``POST /responses/input_tokens``)."""
         body = count_tokens_body(request, request.messages, model=self.model)
-        try:
-            answer = self._endpoint.transport.post_json("/responses/input_tokens", body, ctx)
-        except RecursionError:  # the transport's JSON parser met runaway nesting
-            answer = None
-        tokens = answer.get("input_tokens") if isinstance(answer, dict) else None
-        count = _wire_count(tokens) if type(tokens) is int else None
-        if count is None:
-            raise StreamError("OpenAI's token count had no input_tokens count (a whole "
-                              "number of zero or more)")
-        return count
+        return count_tokens(self._endpoint, "/responses/input_tokens", body, ctx, "OpenAI")
 
     def turn(
         self, request: Request, messages: Tuple[Message, ...], ctx: RunContext
