@@ -66,6 +66,8 @@ from .messages import dumps as dumps
 from .messages import loads as loads
 from .messages import trim as trim
 from .messages import user_text as user_text
+from .output import Schema as Schema
+from .partial import partial_json as partial_json
 from .retry import Retry as Retry
 from .retry import RetryOptions as RetryOptions
 from .subagent import subagent_tool as subagent_tool
@@ -108,6 +110,7 @@ __all__ = [
     "RetryOptions",
     "Role",
     "RunContext",
+    "Schema",
     "Stop",
     "StreamError",
     "StreamTruncated",
@@ -127,6 +130,7 @@ __all__ = [
     "detached",
     "dumps",
     "loads",
+    "partial_json",
     "retryable",
     "run_tool",
     "subagent_tool",

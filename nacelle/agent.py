@@ -8,6 +8,13 @@ contract: a thinking budget must be below ``max_tokens`` (providers count thinki
 inside the output limit and reject the request otherwise), and MCP server names
 must be unique (the provider addresses servers by name).
 
+Structured output (``output=``, ``output.py``) is compiled here too, so a type the
+schema generator cannot express, or ``output_mode="native"`` on a backend without it,
+fails at construction. Per run, ``stream``/``run`` take ``output=`` to override the
+Agent's (``None`` turns it off for that run). Tool mode adds the final-answer tool to
+the run's tools (a tool of the Agent's own with its name is refused); prompted mode
+appends the schema to the run's system prompt.
+
 An Agent holds configuration, never run state, so one Agent serves many runs, from
 many threads at once, and pickles when its backend, tools and callbacks do.
 
@@ -35,37 +42,52 @@ from .errors import Cancelled, ConfigError, StreamError, Unsupported
 from .events import Event, Kind, Stop, Usage
 from .hooks import normalize_hooks
 from .messages import Image, Message, Role
+from .output import FINAL_ANSWER, Output, check_options, make_output
 from .tools import tools_by_name
 
 __all__ = ["Agent", "Result"]
 
 _WATCH_INTERVAL = 0.05
 
+#: ``stream``/``run`` without ``output=``: the Agent's own applies.
+_AGENT_OUTPUT: Any = object()
+
 
 @dataclass(frozen=True)
 class Result:
     """What ``Agent.run`` returns: the final assistant text, the whole conversation
     after the run, the total usage, why it stopped, and how many model requests it
-    took."""
+    took; ``output`` is the typed answer of a run given ``output=`` (None otherwise, and
+    when the run ended without a valid one)."""
 
     text: str
     messages: Tuple[Message, ...]
     usage: Usage
     stop: Stop
     turns: int
+    output: Any = None
 
     def __repr__(self) -> str:
         text = self.text if len(self.text) <= 60 else self.text[:57] + "..."
         return (f"Result(stop={self.stop!r}, turns={self.turns}, tokens={self.usage.total}, "
                 f"cost=${self.usage.cost:.4f}, messages=<{len(self.messages)} messages>, "
-                f"text={text!r})")
+                f"text={text!r}{_shown_output(self.output)})")
 
     def _repr_markdown_(self) -> str:
         footer = (f"*{self.stop.value} · {self.turns} turn{'s' if self.turns != 1 else ''} · "
                   f"{self.usage.total:,} tokens")
         if self.usage.cost:
             footer += f" · ${self.usage.cost:.4f}"
+        if self.output is not None:
+            return f"```python\n{self.output!r}\n```\n\n---\n{footer}*"
         return f"{self.text}\n\n---\n{footer}*"
+
+
+def _shown_output(output: Any) -> str:
+    if output is None:
+        return ""
+    text = repr(output)
+    return f", output={text if len(text) <= 80 else text[:77] + '...'}"
 
 
 class Agent:
@@ -86,6 +108,9 @@ class Agent:
         max_parallel_tools: int = 8,
         tool_timeout: Optional[float] = None,
         budget: Optional[Budget] = None,
+        output: Any = None,
+        output_mode: str = "auto",
+        output_retries: int = 2,
         logger: Optional[logging.Logger] = None,
     ) -> None:
         if backend is None:
@@ -126,6 +151,22 @@ class Agent:
         self.budget = budget
         self.logger = logger if logger is not None else logging.getLogger(__name__)
         self._check_capabilities()
+        self.output = output
+        self.output_mode = output_mode
+        self.output_retries = output_retries
+        self._output = self._compile_output(output)
+
+    def _compile_output(self, output: Any) -> Optional[Output]:
+        """``output=`` compiled for this Agent's backend, mode and retries (None for None)."""
+        if output is None:
+            check_options(self.output_mode, self.output_retries)
+            return None
+        compiled = make_output(output, self.output_mode, self.output_retries,
+                               capabilities=self.backend.capabilities, backend=self.backend.name)
+        if compiled.tool is not None and any(t.name == FINAL_ANSWER for t in self.tools):
+            raise ConfigError(f"a tool is named {FINAL_ANSWER!r}, the name output_mode='tool' "
+                              "gives its final-answer tool; rename the tool")
+        return compiled
 
     def _check_capabilities(self) -> None:
         caps, name = self.backend.capabilities, self.backend.name
@@ -160,7 +201,8 @@ class Agent:
         return (f"Agent(backend={self.backend.name!r}, tools={tools!r}, "
                 f"mcp={[s.name for s in self.mcp]!r}, max_iterations={self.max_iterations})")
 
-    def request(self, conversation: Iterable[Message]) -> Request:
+    def request(self, conversation: Iterable[Message], *,
+                output: Any = _AGENT_OUTPUT) -> Request:
         """The Request a run of ``conversation`` sends: checked, defaulted, a private copy."""
         messages = tuple(conversation)
         images = self.backend.capabilities.images
@@ -170,25 +212,33 @@ class Agent:
                                   "nacelle.Message (build one with nacelle.user_text)")
             if not images and any(isinstance(p, Image) for p in message.parts):
                 raise Unsupported(self.backend.name, f"images (conversation[{i}] has one)")
+        compiled = self._output if output is _AGENT_OUTPUT else self._compile_output(output)
+        system, tools = self.system, self.tools
+        if compiled is not None and compiled.mode == "prompted":
+            system = f"{system}\n\n{compiled.instructions()}"
+        elif compiled is not None and compiled.tool is not None:
+            tools = tools + (compiled.tool,)
         return Request(
-            system=self.system, messages=messages, tools=self.tools, mcp=self.mcp,
+            system=system, messages=messages, tools=tools, mcp=self.mcp,
             thinking=self.thinking, max_tokens=self.max_tokens,
             max_iterations=self.max_iterations, approve=self.approve, hooks=self.hooks,
             max_parallel_tools=self.max_parallel_tools, tool_timeout=self.tool_timeout,
-            budget=self.budget,
+            budget=self.budget, output=compiled,
         )
 
     def stream(self, conversation: Iterable[Message], *,
-               cancel: Optional[threading.Event] = None) -> Generator[Event, None, None]:
+               cancel: Optional[threading.Event] = None,
+               output: Any = _AGENT_OUTPUT) -> Generator[Event, None, None]:
         """Run the conversation; yield its events, ending with one DONE (or raise).
 
         The conversation is checked here, before any request. Leaving the loop early,
         KeyboardInterrupt, or ``cancel`` being set from another thread cancels the run;
-        the last raises ``Cancelled`` from the generator.
+        the last raises ``Cancelled`` from the generator. ``output`` overrides the
+        Agent's structured output for this run (None: none).
         """
         if cancel is not None and not (hasattr(cancel, "is_set") and hasattr(cancel, "wait")):
             raise ConfigError(f"cancel must be a threading.Event, got {type(cancel).__name__}")
-        request = self.request(conversation)
+        request = self.request(conversation, output=output)
         return self._stream(request, cancel)
 
     def _stream(self, request: Request, cancel: Optional[threading.Event]) -> Generator[Event, None, None]:
@@ -218,9 +268,10 @@ class Agent:
                 close()
 
     def run(self, conversation: Iterable[Message], *,
-            cancel: Optional[threading.Event] = None) -> Result:
-        """Run to the end and return a :class:`Result`."""
-        events = self.stream(conversation, cancel=cancel)
+            cancel: Optional[threading.Event] = None,
+            output: Any = _AGENT_OUTPUT) -> Result:
+        """Run to the end and return a :class:`Result` (``output``: as for ``stream``)."""
+        events = self.stream(conversation, cancel=cancel, output=output)
         turns = 0
         done: Optional[Event] = None
         try:
@@ -235,7 +286,7 @@ class Agent:
             raise StreamError(f"backend {self.backend.name!r} ended a run without DONE "
                               "and its stop")
         text = next((m.text for m in reversed(done.messages) if m.role is Role.ASSISTANT), "")
-        return Result(text, done.messages, done.usage, done.stop, turns)
+        return Result(text, done.messages, done.usage, done.stop, turns, done.output)
 
     def count_tokens(self, conversation: Iterable[Message]) -> int:
         """Count the tokens of the request ``stream`` would send, as the provider does."""

@@ -93,6 +93,7 @@ class Capabilities:
     cost: bool = False
     token_counting: bool = False
     images: bool = False
+    structured_output: bool = False
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,10 @@ class Request:
     """Everything one run needs, built, validated and defaulted by the Agent.
 
     ``messages`` is the conversation the run starts from, a tuple of Message.
+    ``output`` is the run's compiled structured output (a :class:`nacelle.output.Output`)
+    or None: the loop reads final answers with it, and a backend whose
+    ``capabilities.structured_output`` is true sends its schema when its ``mode`` is
+    "native".
     """
 
     system: str
@@ -136,6 +141,7 @@ class Request:
     max_parallel_tools: int = 8
     tool_timeout: Optional[float] = None
     budget: Optional[Budget] = None
+    output: Optional[Any] = None
 
     def __post_init__(self) -> None:
         for name in ("messages", "tools", "mcp"):

@@ -47,6 +47,7 @@ class Stop(str, enum.Enum):
     ITERATIONS = "iterations"
     OTHER = "other"
     BUDGET = "budget"
+    INVALID_OUTPUT = "invalid_output"
 
     @property
     def complete(self) -> bool:
@@ -330,7 +331,8 @@ class Event:
     ``text`` is one provider delta, never merged or split. ``usage`` is the turn's
     cost on TURN and the run's total on DONE. ``stop`` is set on TURN and DONE.
     ``messages`` is set on DONE only: the whole conversation after the run, ready for
-    the next call.
+    the next call. ``output`` is set on DONE only, for a run given ``output=``: the
+    validated, typed answer (None when the run ended without one).
     """
 
     kind: Kind
@@ -339,6 +341,7 @@ class Event:
     usage: Usage = _NO_USAGE  # one shared empty value: Usage is frozen, and most events have none
     stop: Optional[Stop] = None
     messages: Tuple[Any, ...] = ()
+    output: Any = None
 
     def __repr__(self) -> str:
         # Only the fields that mean something for this kind, so a printed stream reads.
@@ -353,4 +356,6 @@ class Event:
             shown.append(f"stop={self.stop!r}")
         if self.messages:
             shown.append(f"messages=<{len(self.messages)} messages>")
+        if self.output is not None:
+            shown.append(f"output={self.output!r}")
         return f"Event({', '.join(shown)})"

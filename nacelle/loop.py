@@ -40,6 +40,17 @@ Entry point for backends — every backend's ``stream(request, ctx)`` is one lin
   another turn; it counts as an iteration and may not carry local calls.
 - Every assistant message recorded ends with ``Finish(stop)``; after a tool round,
   one user message holds every ToolResult in call order.
+- Structured output (``request.output``, see ``output.py``): a turn that ends the run
+  with ``Stop.END`` has its text read as the answer. A valid one is DONE's
+  ``output``; an invalid one is answered with a user message naming what was wrong
+  and the run goes on, up to ``output.retries`` times, then ends with
+  ``Stop.INVALID_OUTPUT`` (the invalid answer kept as the last assistant message). Any
+  other stop — MAX_TOKENS, REFUSAL — ends the run as it is, with no output: a cut
+  answer is never half-read. In tool mode a call of the final-answer tool is read
+  before the turn's other calls: valid, it ends the run with END, closed with a
+  successful result and the others as discarded; invalid, its failed result says why
+  (that is the retry) while the others run as usual. The budget and the iteration cap
+  still apply between retries.
 
 Cancellation: when ``ctx`` is cancelled the loop closes the open calls as cancelled,
 yields those results and raises ``Cancelled``; an error out of a turn while ``ctx``
@@ -60,13 +71,13 @@ Core module: imports the standard library and nacelle's core modules only.
 from __future__ import annotations
 
 import logging
-from typing import Dict, Generator, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Generator, Iterator, List, Optional, Sequence, Set, Tuple
 
 from .backend import Request, TurnEnd, TurnFunction
 from .context import Budget, RunContext
 from .errors import Cancelled, StreamError
 from .events import Event, Kind, Stop, ToolEvent, Usage
-from .messages import Finish, Message, Part, Role, ToolCall, ToolResult
+from .messages import Finish, Message, Part, Role, Text, ToolCall, ToolResult
 from .toolcalls import Call, Round, ToolSink, as_result, closing
 from .tools import tools_by_name
 
@@ -115,13 +126,17 @@ class _Run:
         # Server-side calls announced and not yet answered, by id: a provider that
         # paused mid-call answers in a later turn, and a run that ends first closes them.
         self.server_open: Dict[str, ToolEvent] = {}
+        self.output = request.output  # a nacelle.output.Output, or None
+        self.value: Any = None  # the run's structured answer, once read
+        self.invalid = 0  # invalid answers sent back so far
 
     def events(self) -> Iterator[Event]:
         unregister = self.ctx.on_cancel(self._wake)
         try:
             final = yield from self._turns()
             yield from self._close_server_calls()
-            yield Event(_DONE, usage=self.total, stop=final, messages=tuple(self.conversation))
+            yield Event(_DONE, usage=self.total, stop=final, messages=tuple(self.conversation),
+                        output=self.value)
         finally:
             unregister()
             if self.current is not None:
@@ -150,13 +165,27 @@ class _Run:
                     return Stop.ITERATIONS
                 continue
             if not calls:
-                return end.stop
+                if self.output is None or end.stop is not Stop.END:
+                    return end.stop
+                answered = self._read_answer(end, capped)
+                if answered is not None:
+                    return answered
+                continue
+            settled: Dict[str, Event] = {}
+            if (self.output is not None and self.output.tool is not None
+                    and end.stop is not Stop.MAX_TOKENS):
+                answered, settled = self._final_answer(calls)
+                if answered is not None:
+                    yield from self._close_unrun(calls, (
+                        "not run: the final answer ended the run" if answered is Stop.END
+                        else "not run: the run ended without a valid final answer"), settled)
+                    return answered
             refusal = self._not_to_run(end.stop, capped, len(calls))
             if refusal is not None:
                 stop, reason = refusal
-                yield from self._close_unrun(calls, reason)
+                yield from self._close_unrun(calls, reason, settled)
                 return stop
-            finished = yield from self._tool_round(calls)
+            finished = yield from self._tool_round(calls, settled)
             if not finished:
                 return Stop.BUDGET
 
@@ -239,22 +268,79 @@ class _Run:
                                      f"request{'s' if cap != 1 else ''}")
         return None
 
-    def _close_unrun(self, calls: Sequence[ToolCall], reason: str) -> Iterator[Event]:
-        events = [closing(c, i, reason, discarded=True) for i, c in enumerate(calls)]
+    def _close_unrun(self, calls: Sequence[ToolCall], reason: str,
+                     settled: Optional[Dict[str, Event]] = None) -> Iterator[Event]:
+        """Close every call not already ``settled`` (closed by id) as discarded."""
+        settled = settled or {}
+        events = [settled.get(c.id) or closing(c, i, reason, discarded=True)
+                  for i, c in enumerate(calls)]
         yield from events
         self.conversation.append(Message(Role.USER, tuple(as_result(_tool(e)) for e in events)))
 
-    def _tool_round(self, calls: Sequence[ToolCall]) -> Generator[Event, None, bool]:
-        """Run a turn's calls, yield their results as they land and record them.
+    def _read_answer(self, end: TurnEnd, capped: bool) -> Optional[Stop]:
+        """Read a final text answer: the run's stop, or None after sending it back."""
+        output = self.output
+        assert output is not None
+        text = "".join(p.text for p in end.parts if type(p) is Text)
+        value, error = output.read_text(text)
+        if error is None:
+            self.value = value
+            return Stop.END
+        log.debug("structured answer %d was invalid: %s", self.invalid + 1, error)
+        if self.invalid >= output.retries:
+            return Stop.INVALID_OUTPUT
+        if capped:
+            return Stop.ITERATIONS
+        if _budget_spent(self.budget, self.total, self.calls_run):
+            return Stop.BUDGET
+        self.invalid += 1
+        self.conversation.append(Message(Role.USER, (Text(output.retry_text(error)),)))
+        return None
+
+    def _final_answer(self, calls: Sequence[ToolCall]) -> Tuple[Optional[Stop], Dict[str, Event]]:
+        """Read a tool-mode turn's final-answer call, if it has one: the run's stop (None
+        to go on) and the calls it closed, by id."""
+        output = self.output
+        assert output is not None and output.tool is not None
+        name = output.tool.name
+        finals = [(i, c) for i, c in enumerate(calls) if c.name == name]
+        if not finals:
+            return None, {}
+        (index, call), extra = finals[0], finals[1:]
+        settled = {c.id: closing(c, i, f"not run: only the first {name} call of a turn is "
+                                 "read", discarded=True) for i, c in extra}
+        value, error = output.read_input(call.input)
+        if error is None:
+            self.value = value
+            settled[call.id] = Event(_TOOL_RESULT, tool=ToolEvent(
+                call.id, index, call.name, call.input, result="Final answer received."))
+            return Stop.END, settled
+        log.debug("final answer %d was invalid: %s", self.invalid + 1, error)
+        settled[call.id] = closing(call, index, f"{error}. Call {name} again with the "
+                                   "corrected answer.")
+        if self.invalid >= output.retries:
+            return Stop.INVALID_OUTPUT, settled
+        self.invalid += 1
+        return None, settled
+
+    def _tool_round(self, calls: Sequence[ToolCall],
+                    settled: Optional[Dict[str, Event]] = None) -> Generator[Event, None, bool]:
+        """Run a turn's calls (but those already ``settled``, whose results come first),
+        yield their results as they land and record them.
 
         Returns False when the run's time budget ran out during the round."""
+        settled = settled or {}
+        results: Dict[str, ToolResult] = {}
+        for event in settled.values():
+            results[_tool(event).id] = as_result(_tool(event))
+            yield event
         self.calls_run += len(calls)
         request = self.request
-        current = Round([Call(c, i, self.tools.get(c.name)) for i, c in enumerate(calls)],
+        current = Round([Call(c, i, self.tools.get(c.name)) for i, c in enumerate(calls)
+                         if c.id not in settled],
                         self.sink.for_round(), self.ctx, request.tool_timeout,
                         request.max_parallel_tools)
         self.current = current
-        results: Dict[str, ToolResult] = {}
         out_of_time = False
         try:
             for event in current.results():

@@ -14,6 +14,11 @@ appears in the parent's TURN events. The nested run is cancelled with the call: 
 timeout or a cancelled parent run sets the call's ``ctx.cancelled``, which is the
 nested run's cancel event.
 
+A ``base`` with structured output (``output=``) makes a typed sub-agent: the child
+keeps its ``output``, mode and retries, and the tool returns the validated answer as
+JSON text (``output.to_jsonable``), which is all a parent model can read; a child run
+that ends without a valid answer is a failed call saying how it stopped.
+
 The child Agent is built when the tool is made, so a configuration the backend
 cannot serve fails there, not in the middle of a parent run.
 
@@ -22,6 +27,7 @@ Core module: imports the standard library and nacelle's core modules only.
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any, Callable, Dict, Optional
 
@@ -29,6 +35,7 @@ from .agent import Agent
 from .errors import ConfigError
 from .events import Kind, Usage
 from .messages import Role, user_text
+from .output import to_jsonable
 from .context import ToolContext
 from .tools import NAME_PATTERN
 
@@ -73,13 +80,14 @@ class SubagentTool:
 
     def run(self, input: Dict[str, Any], ctx: ToolContext) -> str:
         spent = Usage()
-        text, stop = "", None
+        text, stop, output = "", None, None
         try:
             for event in self.agent.stream([user_text(input["task"])], cancel=ctx.cancelled):
                 if event.kind is Kind.TURN:
                     spent += event.usage
                 elif event.kind is Kind.DONE:
                     stop = event.stop
+                    output = event.output
                     text = next((m.text for m in reversed(event.messages)
                                  if m.role is Role.ASSISTANT), "")
         finally:
@@ -88,6 +96,10 @@ class SubagentTool:
                     self.on_usage(spent)
                 except Exception:  # noqa: BLE001 - accounting must not fail the call
                     log.warning("on_usage failed for %s", self.name, exc_info=True)
+        if output is not None:
+            return json.dumps(to_jsonable(output), ensure_ascii=False)
+        if self.agent.output is not None and stop is not None:
+            raise RuntimeError(f"the sub-agent stopped ({stop.value}) without a valid answer")
         if not text and stop is not None and not stop.complete:
             raise RuntimeError(f"the sub-agent stopped ({stop.value}) without an answer")
         return text
@@ -122,6 +134,9 @@ def subagent_tool(
         hooks=agent.hooks,
         max_parallel_tools=agent.max_parallel_tools,
         tool_timeout=agent.tool_timeout,
+        output=agent.output,
+        output_mode=agent.output_mode,
+        output_retries=agent.output_retries,
         logger=agent.logger,
     )
     return SubagentTool(child, name, description if description is not None else DEFAULT_DESCRIPTION,

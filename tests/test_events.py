@@ -22,6 +22,7 @@ def test_stop_values_are_the_documented_strings():
     assert {s.name: s.value for s in Stop} == {
         "END": "end", "TOOLS": "tools", "MAX_TOKENS": "max_tokens", "CONTEXT": "context",
         "REFUSAL": "refusal", "ITERATIONS": "iterations", "OTHER": "other", "BUDGET": "budget",
+        "INVALID_OUTPUT": "invalid_output",
     }
 
 

@@ -15,10 +15,10 @@ PUBLIC = {
     "DEFAULT_MAX_TOKENS", "Effort", "Event", "Fallback", "Finish", "HookEvent", "HookPoint",
     "HookResult", "Image", "Kind", "MAX_INJECT", "MCPServer", "Message", "NacelleError",
     "ProviderBlock", "Reasoning", "Request", "Result", "Retry", "RetryBudgetExceeded",
-    "RetryOptions", "Role", "RunContext", "Stop", "StreamError", "StreamTruncated", "Text",
+    "RetryOptions", "Role", "RunContext", "Schema", "Stop", "StreamError", "StreamTruncated", "Text",
     "Thinking", "Tool", "ToolCall", "ToolContext", "ToolEvent", "ToolResult", "ToolSink",
     "TransportError", "Unsupported", "Usage", "assistant_text", "attempt", "detached",
-    "dumps", "loads", "retryable", "run_tool", "subagent_tool", "tool", "tools_by_name",
+    "dumps", "loads", "partial_json", "retryable", "run_tool", "subagent_tool", "tool", "tools_by_name",
     "transient", "trim", "user_text", "with_timeout",
 }
 

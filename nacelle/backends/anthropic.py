@@ -43,6 +43,10 @@ Choices where the contract is silent:
   the one that cleans HTTP error bodies, so an echoed key never reaches an
   exception. When a turn fails after server-side calls were announced, their
   failed results are yielded before the error, so each announced call is closed.
+- ``capabilities.structured_output`` is per model: true but for the models
+  Anthropic's structured-outputs page does not list (the Claude 3 family and the
+  first Claude 4 releases: Opus 4 and 4.1, Sonnet 4), which refuse
+  ``output_config.format``; there ``output_mode="auto"`` uses the final-answer tool.
 - ``pricing`` fills ``Usage.cost`` per turn; by default it is the model's row in
   :data:`nacelle.pricing.PRICES` (:func:`nacelle.pricing.price_for`), so a current
   model is priced out of the box, and a model without a published price leaves
@@ -97,7 +101,7 @@ API_VERSION = "2023-06-01"
 #: a price (given, or in the table): the API reports tokens, not dollars.
 capabilities = Capabilities(
     mcp=True, thinking=True, effort=True, min_budget=MIN_BUDGET, cost=False,
-    token_counting=True, images=True,
+    token_counting=True, images=True, structured_output=True,
 )
 
 
@@ -135,9 +139,8 @@ class Backend:
         self.base_url = self._endpoint.base_url
         self.pricing = pricing
         self._wire_cache = WireCache()  # each message's JSON, encoded once a run
-        self.capabilities = (
-            dataclasses.replace(capabilities, cost=True) if pricing is not None else capabilities
-        )
+        self.capabilities = dataclasses.replace(
+            capabilities, cost=pricing is not None, structured_output=_has_output_format(model))
 
     def __repr__(self) -> str:
         priced = f", pricing={self.pricing!r}" if self.pricing is not None else ""
@@ -166,6 +169,15 @@ class Backend:
             self._endpoint, "/v1/messages", body, ctx,
             lambda scrub: Accumulator(pricing=self.pricing, calls=calls, scrub=scrub),
             headers=_beta_header(request), keepalive=_is_ping)
+
+
+#: Models without ``output_config.format`` (prefixes of their ids).
+_NO_OUTPUT_FORMAT = ("claude-3", "claude-opus-4-0", "claude-opus-4-1", "claude-opus-4-2025",
+                     "claude-sonnet-4-0", "claude-sonnet-4-2025")
+
+
+def _has_output_format(model: str) -> bool:
+    return not model.startswith(_NO_OUTPUT_FORMAT)
 
 
 def _key_header(api_key: Optional[str]) -> Dict[str, str]:

@@ -30,6 +30,12 @@ Choices made where the wire leaves room:
   ``{}``. A call cut off mid-input, ``Finish`` parts and empty text (which the API
   rejects) are never sent. Tool results come first in their user message, and
   neighbouring messages of the same role are merged.
+- **Structured output** (a Request whose ``output`` mode is "native") is
+  ``output_config.format: {"type": "json_schema", "schema": ...}`` beside any effort
+  in the same ``output_config`` — the field structured outputs moved to from the
+  beta's top-level ``output_format`` (platform.claude.com/docs/en/build-with-claude/
+  structured-outputs). The schema is ``output_schema.for_anthropic``'s subset; the
+  loop validates the answer against the full one. No beta header is needed.
 - ``Reasoning.state`` holds the signature of a ``thinking`` block; a
   ``redacted_thinking`` block is kept whole, as its JSON object, in ``state`` (a
   signature is base64 and never starts with ``{``, so the two cannot be confused).
@@ -48,6 +54,7 @@ from ..errors import ConfigError
 from ..messages import (
     Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
 )
+from ..output_schema import for_anthropic
 from ._wire_cache import Run, WireCache, assemble, dumps, grow, split_frame
 
 __all__ = [
@@ -129,6 +136,10 @@ def _common(request: Request, messages: Sequence[Message]) -> Dict[str, Any]:
     if request.mcp:
         body["mcp_servers"] = [_mcp_server(server) for server in request.mcp]
     body.update(_thinking(request.thinking))
+    output = request.output
+    if output is not None and output.mode == "native":
+        config = body.setdefault("output_config", {})
+        config["format"] = {"type": "json_schema", "schema": for_anthropic(output.schema)}
     return body
 
 

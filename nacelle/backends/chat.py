@@ -48,7 +48,14 @@ one:
   rather than reporting a free turn.
 - ``count_tokens`` raises ``Unsupported``: Chat Completions has no counting endpoint.
 - ``capabilities``: no server-side MCP; thinking and effort where the dialect sends
-  an effort; images where it takes them; ``cost`` when a price is known.
+  an effort; images where it takes them; ``cost`` when a price is known; structured
+  output where the dialect has an ``output_schema`` form. The presets' forms: OpenAI,
+  Groq, Mistral, Together and xAI take OpenAI's strict ``json_schema``
+  (each documents ``response_format`` json_schema on its compatibility page); Gemini
+  its own subset; llama.cpp, vLLM, Ollama and LM Studio the full schema, compiled into
+  a grammar; DeepSeek none (it documents only ``json_object``). Per model a server
+  may still refuse it (a Groq model without json_schema, say): pass
+  ``output_mode="tool"`` there.
 
 Outer ring: imports ``backends._turn``, the two Chat Completions halves,
 ``nacelle.loop``, ``nacelle.pricing`` and the core. Never another backend.
@@ -134,7 +141,7 @@ class Backend:
             mcp=False, thinking=dialect.effort is not None or dialect.budget,
             effort=dialect.effort is not None, min_budget=0,
             cost=dialect.cost_in_usage or self.pricing is not None, token_counting=False,
-            images=dialect.images,
+            images=dialect.images, structured_output=bool(dialect.output_schema),
         )
 
     def __repr__(self) -> str:
@@ -242,14 +249,14 @@ def _key_header(api_key: Optional[str], variable: str, server: str) -> Dict[str,
 OPENAI = Dialect(
     name="OpenAI", key_env="OPENAI_API_KEY", max_tokens="max_completion_tokens",
     efforts=("none", "minimal", "low", "medium", "high", "xhigh"), reasoning_fields=(),
-    parallel_tool_calls=True, pricing="openai")
+    parallel_tool_calls=True, pricing="openai", output_schema="openai")
 OLLAMA = Dialect(name="Ollama", reasoning_fields=("reasoning", "reasoning_content"),
-                 max_tokens="max_tokens")
-VLLM = Dialect(name="vLLM", tool_choice=True)
-LLAMACPP = Dialect(name="llama.cpp")
-LMSTUDIO = Dialect(name="LM Studio")
+                 max_tokens="max_tokens", output_schema="full")
+VLLM = Dialect(name="vLLM", tool_choice=True, output_schema="full")
+LLAMACPP = Dialect(name="llama.cpp", output_schema="full")
+LMSTUDIO = Dialect(name="LM Studio", output_schema="full")
 GROQ = Dialect(name="Groq", key_env="GROQ_API_KEY", max_tokens="max_completion_tokens",
-               reasoning_fields=("reasoning",), pricing="groq")
+               reasoning_fields=("reasoning",), pricing="groq", output_schema="openai")
 DEEPSEEK = Dialect(
     name="DeepSeek", key_env="DEEPSEEK_API_KEY", efforts=("low", "high", "max"),
     thinking_toggle=True, reasoning_fields=("reasoning_content",),
@@ -257,13 +264,16 @@ DEEPSEEK = Dialect(
 GEMINI = Dialect(
     name="Gemini", key_env="GEMINI_API_KEY",
     efforts=("none", "minimal", "low", "medium", "high"), reasoning_fields=("reasoning",),
-    pricing="gemini")
+    pricing="gemini", output_schema="gemini")
 MISTRAL = Dialect(name="Mistral", key_env="MISTRAL_API_KEY", effort=None, efforts=(),
-                  tool_choice=True, include_usage=False, pricing="mistral")
+                  tool_choice=True, include_usage=False, pricing="mistral",
+                  output_schema="openai")
 TOGETHER = Dialect(name="Together", key_env="TOGETHER_API_KEY",
-                   reasoning_fields=("reasoning", "reasoning_content"), pricing="together")
+                   reasoning_fields=("reasoning", "reasoning_content"), pricing="together",
+                   output_schema="openai")
 XAI = Dialect(name="xAI", key_env="XAI_API_KEY", max_tokens="max_completion_tokens",
-              efforts=("low", "high"), reasoning_fields=("reasoning_content",), pricing="xai")
+              efforts=("low", "high"), reasoning_fields=("reasoning_content",), pricing="xai",
+              output_schema="openai")
 
 
 def _preset(dialect: Dialect, base_url: str) -> Callable[..., Backend]:

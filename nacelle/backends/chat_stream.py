@@ -17,7 +17,9 @@ Rules, each answering a way other clients went wrong:
   ``reasoning`` on OpenRouter, Groq and Ollama; the first one present wins) one
   THINKING event each; null and empty values (sent on nearly every chunk) and the
   ``role`` repeated on each delta are ignored. ``delta.refusal`` text is shown and
-  kept as text: it is what the model said instead of an answer.
+  kept as text: it is what the model said instead of an answer, and a turn that
+  refused without calls ends with REFUSAL (OpenAI sends it, with finish ``stop``,
+  when a structured-output request is refused).
 - A field of the wrong JSON type is ignored like a null one (and logged), never
   shown: text that is not a string, a choice, delta or fragment that is not an
   object, a tool-call ``index`` that is not an int (a bool is not one). This
@@ -169,6 +171,7 @@ class Accumulator:
         self._finish: Optional[str] = None
         self._native_finish = ""
         self._usage: Optional[Dict[str, Any]] = None
+        self._refused = False
 
     # -- feeding --------------------------------------------------------------
 
@@ -266,6 +269,8 @@ class Accumulator:
                 if type(text) is not str:
                     text = self._text_of(delta, key)  # logged and read as none
                 if text:
+                    if key == "refusal":
+                        self._refused = True
                     if self._order[-1:] != ["text"]:
                         self._seen("text")
                     self._text.append(text)
@@ -372,6 +377,8 @@ class Accumulator:
             return Stop.MAX_TOKENS
         if self._calls:
             return Stop.TOOLS
+        if self._refused:
+            return Stop.REFUSAL
         if self._finish is None:
             return Stop.END
         if self._finish == "tool_calls":

@@ -47,6 +47,18 @@ Many servers speak Chat Completions and each is loose in its own place. A
   part is a plain string; images are ``image_url`` parts holding a ``data:`` URL.
   An assistant message sends ``content: null`` (not ``""``, which some upstreams
   refuse) when it holds only tool calls, and is omitted when it holds nothing.
+- **Structured output** (a Request whose ``output`` mode is "native") is
+  ``response_format: {"type": "json_schema", "json_schema": {"name", "schema",
+  "strict"}}`` (platform.openai.com/docs/api-reference/chat/create), in the form
+  ``Dialect.output_schema`` names: ``"openai"`` — OpenAI's strict subset
+  (``output_schema.for_openai``: every property required, optional ones nullable,
+  ``additionalProperties: false``), which OpenRouter, Groq, Mistral, Together and xAI
+  also take; ``"gemini"`` — Gemini's schema subset (``output_schema.for_gemini``);
+  ``"full"`` — the schema as it is, for servers that compile any JSON Schema into a
+  grammar (llama.cpp, vLLM, Ollama, LM Studio), with ``strict`` as asked. ``""``:
+  the server has no native structured output (``capabilities.structured_output``
+  false; ``output_mode="auto"`` uses the final-answer tool). A ``Schema(...,
+  strict=False)`` is sent as it is with ``strict: false`` everywhere.
 - **Prompt caching**, for the models whose name starts with one of
   ``Dialect.cache_prefixes`` (OpenRouter's ``anthropic/``): a ``cache_control``
   breakpoint on the system prompt and one on the last text of the newest message.
@@ -71,6 +83,7 @@ from ..errors import ConfigError, Unsupported
 from ..messages import (
     Finish, Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
 )
+from ..output_schema import for_gemini, for_openai
 from ..sse import parse_json
 from ._wire_cache import Run, WireCache, assemble, dumps, grow, split_frame
 
@@ -82,6 +95,8 @@ PROTOCOL = "chat"
 
 _EPHEMERAL = {"type": "ephemeral"}
 _LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+#: ``Dialect.output_schema`` forms and their normalisers (None: the schema as it is).
+_OUTPUT_FORMS = {"": None, "openai": for_openai, "gemini": for_gemini, "full": None}
 
 MCP_HINT = (
     "Chat Completions servers have no server-side MCP; connect the server locally with "
@@ -120,6 +135,7 @@ class Dialect:
     cost_in_usage: bool = False
     images: bool = True
     pricing: str = ""
+    output_schema: str = ""
 
     def __post_init__(self) -> None:
         unknown = [level for level in self.efforts if level not in _LEVELS]
@@ -129,6 +145,9 @@ class Dialect:
         if self.effort not in (None, "reasoning_effort", "reasoning.effort"):
             raise ConfigError(f"Dialect.effort must be 'reasoning_effort', "
                               f"'reasoning.effort' or None, got {self.effort!r}")
+        if self.output_schema not in _OUTPUT_FORMS:
+            raise ConfigError(f"Dialect.output_schema must be one of {sorted(_OUTPUT_FORMS)}, "
+                              f"got {self.output_schema!r}")
 
 
 def to_wire(
@@ -185,9 +204,23 @@ def to_wire(
         if dialect.parallel_tool_calls:
             body["parallel_tool_calls"] = True
     _reasoning(body, request, dialect)
+    output = request.output
+    if output is not None and output.mode == "native" and dialect.output_schema:
+        body["response_format"] = response_format(output, dialect.output_schema)
     for key, value in (extra or {}).items():
         body[key] = copy.deepcopy(value)
     return body
+
+
+def response_format(output: Any, form: str) -> Dict[str, Any]:
+    """The ``response_format`` of a native structured-output request (``output`` a
+    :class:`nacelle.output.Output`) in the dialect's schema ``form``."""
+    normalise = _OUTPUT_FORMS.get(form)
+    strict = bool(output.strict)
+    schema = normalise(output.schema) if strict and normalise is not None else copy.deepcopy(
+        output.schema)
+    return {"type": "json_schema",
+            "json_schema": {"name": output.name, "schema": schema, "strict": strict}}
 
 
 def _tool(tool: Any) -> Dict[str, Any]:

@@ -44,8 +44,8 @@ Choices where the contract is silent:
   ``capabilities.cost`` off) rather than reported free.
 - ``capabilities``: thinking, effort (all seven levels), images and token counting;
   no server-side MCP (the Agent refuses MCP servers at construction; connect them
-  locally with ``nacelle.mcp``); ``cost`` only with a price. Structured output
-  (``text.format``) is the structured-output issue's to wire.
+  locally with ``nacelle.mcp``); ``cost`` only with a price; structured output
+  (``text.format``, see ``openai_wire``).
 - **OpenRouter's Responses endpoint is not supported**, behind a flag or otherwise.
   Its documentation (OpenRouterTeam/docs ``api_reference/responses/overview.mdx``
   and ``reasoning.mdx``) calls it a beta "that may have breaking changes", streams
@@ -89,7 +89,7 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 #: price (given, or in the table): the API reports tokens, not dollars.
 capabilities = Capabilities(
     mcp=False, thinking=True, effort=True, min_budget=0, cost=False, token_counting=True,
-    images=True,
+    images=True, structured_output=True,
 )
 
 

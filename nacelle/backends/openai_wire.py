@@ -44,6 +44,10 @@ Choices where the contract is silent:
   suggests (under 4,096 tokens ``low``, under 16,384 ``medium``, else ``high``, as
   the Chat Completions dialects do). ``show`` asks for ``summary: "auto"`` — the
   summaries are what the API shows of OpenAI's reasoning.
+- **Structured output** (a Request whose ``output`` mode is "native") is
+  ``text.format: {"type": "json_schema", "name", "schema", "strict"}`` (the spec's
+  ``TextResponseFormatJsonSchema``), the schema in OpenAI's strict subset
+  (``output_schema.for_openai``) unless a ``Schema(..., strict=False)`` asks otherwise.
 - **Max tokens.** ``max_output_tokens`` is sent only when the Agent chose a cap
   (``max_tokens`` other than ``DEFAULT_MAX_TOKENS``), as on Chat Completions, and
   never below the spec's minimum of 16.
@@ -63,6 +67,7 @@ from ..errors import ConfigError, Unsupported
 from ..messages import (
     Finish, Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
 )
+from ..output_schema import for_openai
 
 __all__ = ["INCLUDE", "MCP_HINT", "MIN_OUTPUT_TOKENS", "PROTOCOL", "count_tokens_body",
            "to_wire"]
@@ -99,6 +104,13 @@ def to_wire(request: Request, messages: Sequence[Message], *, model: str) -> Dic
     body["include"] = list(INCLUDE)
     if request.max_tokens != DEFAULT_MAX_TOKENS:
         body["max_output_tokens"] = max(MIN_OUTPUT_TOKENS, request.max_tokens)
+    output = request.output
+    if output is not None and output.mode == "native":
+        strict = bool(output.strict)
+        body["text"] = {"format": {
+            "type": "json_schema", "name": output.name,
+            "schema": for_openai(output.schema) if strict else copy.deepcopy(output.schema),
+            "strict": strict}}
     return body
 
 

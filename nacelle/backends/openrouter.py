@@ -15,7 +15,11 @@ extras:
   ``stream_options`` (OpenRouter always streams usage and calls the option
   deprecated), prompt-cache breakpoints for ``anthropic/*`` models, the
   ``reasoning_details`` of each turn echoed unchanged (plain reasoning text as
-  ``reasoning``), and the ``provider`` routing preferences;
+  ``reasoning``), the ``provider`` routing preferences, and native structured output
+  as OpenAI's strict ``response_format`` with ``provider.require_parameters: true``
+  added, so only providers that honour every parameter — the schema included — serve
+  the request instead of one that would silently ignore it (openrouter.ai/docs,
+  "Structured outputs" and "Provider routing: require_parameters");
 - :class:`Accumulator`: SSE chunks to events and the turn's end, pure, with
   ``reasoning`` deltas, merged ``reasoning_details`` and ``usage.cost`` (credits,
   which are US dollars) read;
@@ -93,7 +97,7 @@ DIALECT = chat_wire.Dialect(
     efforts=("none", "minimal", "low", "medium", "high", "xhigh", "max"), budget=True,
     reasoning_fields=("reasoning",), reasoning_details=True, echo_reasoning="reasoning",
     echo_with_calls_only=False, include_usage=False, parallel_tool_calls=True,
-    cache_prefixes=("anthropic/",), cost_in_usage=True,
+    cache_prefixes=("anthropic/",), cost_in_usage=True, output_schema="openai",
 )
 
 MCP_HINT = (
@@ -110,7 +114,16 @@ def to_wire(request: Request, messages: Sequence[Message], *, model: str,
     if request.mcp:
         raise Unsupported("openrouter", "MCP servers", MCP_HINT)
     return chat_wire.to_wire(request, messages, model=model, dialect=DIALECT,
-                             extra={"provider": provider} if provider else None)
+                             extra=_extra(request, provider))
+
+
+def _extra(request: Request, provider: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """The body's ``provider`` field: the routing preferences, with
+    ``require_parameters`` for a native structured-output request."""
+    output = request.output
+    if output is not None and output.mode == "native":
+        provider = {**(provider or {}), "require_parameters": True}
+    return {"provider": provider} if provider else None
 
 
 class Accumulator(chat_stream.Accumulator):
@@ -131,7 +144,7 @@ def usage_from(usage: Dict[str, Any]) -> Usage:
 #: 1024 minimum itself); ``cost`` comes with every stream's usage.
 capabilities = Capabilities(
     mcp=False, thinking=True, effort=True, min_budget=0, cost=True,
-    token_counting=False, images=True,
+    token_counting=False, images=True, structured_output=True,
 )
 
 
@@ -203,7 +216,7 @@ class Backend:
             to_wire(request, messages, model=self.model)  # refuses it, naming OpenRouter
         body = chat_wire.encode_body(
             request, messages, model=self.model, dialect=DIALECT,
-            extra={"provider": self.provider} if self.provider else None, cache=self._wire_cache)
+            extra=_extra(request, self.provider), cache=self._wire_cache)
         seed = str(len(messages))
         return stream_turn(self._endpoint, "/chat/completions", body, ctx,
                            lambda scrub: Accumulator(scrub=scrub, seed=seed))

@@ -20,6 +20,13 @@ for testing retries and mid-stream failures), or be a provider pause
 
 ``count_tokens`` is a deterministic stand-in: the request's JSON length over four.
 
+Structured output runs as on any backend, in every mode: the loop reads the scripted
+answers. A native-mode run (the default: ``structured_output`` is among the
+capabilities) reads the final turn's text; tool mode reads a scripted ``ToolCall`` to
+``final_answer``; the Request in ``.requests`` carries ``output`` (and, in tool mode,
+the final-answer tool; in prompted mode, the instructions in its system prompt) for a
+test to check.
+
 Outer ring: imports nacelle's core; never imported by it.
 """
 
@@ -41,7 +48,7 @@ from ..messages import Message, Reasoning, Role, Text, ToolCall, assistant_text,
 __all__ = ["FakeClock", "ScriptedBackend", "Turn"]
 
 ALL_CAPABILITIES = Capabilities(mcp=True, thinking=True, effort=True, min_budget=0, cost=True,
-                                token_counting=True, images=True)
+                                token_counting=True, images=True, structured_output=True)
 
 
 @dataclass(frozen=True)

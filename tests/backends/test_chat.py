@@ -130,11 +130,11 @@ def test_a_length_stop_mid_call_keeps_the_call_unfinished(server):
     assert end.parts == (ToolCall("call_Lx0", "weather", '{"city":"Ber', False),)
 
 
-def test_a_refusal_is_shown_and_kept_as_text(server):
+def test_a_refusal_is_shown_kept_as_text_and_ends_the_turn_as_a_refusal(server):
     server.queue(PATH, recorded("refusal.sse"))
     events, end = one_turn(openai_backend(server))
     assert "".join(e.text for e in events) == "I'm sorry, I can't help with that."
-    assert end.stop is Stop.END
+    assert end.stop is Stop.REFUSAL
 
 
 def test_openai_models_are_priced_from_the_table(server):

@@ -82,7 +82,7 @@ def clock() -> str:
 def test_the_capability_row_is_declared_as_data():
     assert openrouter.capabilities == nacelle.Capabilities(
         mcp=False, thinking=True, effort=True, min_budget=0, cost=True,
-        token_counting=False, images=True)
+        token_counting=False, images=True, structured_output=True)
     backend = openrouter.Backend(model="openai/gpt-5")
     assert backend.name == "openrouter"
     assert backend.capabilities is openrouter.capabilities
