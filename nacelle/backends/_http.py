@@ -419,6 +419,9 @@ def iter_sse(
                 _release(response)
                 return
             for event in decoder.feed(data):
+                # One read can hold hundreds of events: the run is looked at before
+                # each, so a cancel set while the consumer handled one stops the next.
+                ctx.check()
                 if keepalive is None or not keepalive(event):
                     progress = time.monotonic()
                 yield event

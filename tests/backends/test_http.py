@@ -622,6 +622,30 @@ def test_cancelling_from_another_thread_unblocks_a_stalled_read(server):
     assert server.wait_disconnects(1, timeout=1.0)
 
 
+def test_a_cancel_set_between_events_of_one_read_stops_the_next_event(server):
+    # Every event arrives in one chunk, so one read holds them all.
+    body = b"".join(b"data: %d\n\n" % n for n in range(200))
+    server.queue(PATH, Reply(chunks=[body, (b"data: late\n\n", 30)]))
+    ctx = RunContext()
+    events = stream(make(server), ctx)
+    assert next(events).data == "0"
+    ctx.cancel()
+    with pytest.raises(Cancelled):
+        next(events)
+
+
+def test_a_deadline_passed_between_events_of_one_read_stops_the_next_event(server):
+    clock = FakeClock()
+    body = b"".join(b"data: %d\n\n" % n for n in range(200))
+    server.queue(PATH, Reply(chunks=[body, (b"data: late\n\n", 30)]))
+    ctx = RunContext(deadline=10.0, clock=clock)
+    events = stream(make(server), ctx)
+    assert next(events).data == "0"
+    clock.advance(11)
+    with pytest.raises(Cancelled):
+        next(events)
+
+
 def test_cancelling_while_waiting_for_the_status_line_unblocks_at_once(server):
     server.queue(PATH, Reply(chunks=[(b"x", 30)], drop_after=0))
     ctx = RunContext()
