@@ -91,7 +91,7 @@ import logging
 import socket
 import threading
 import time
-from typing import Any, Callable, Dict, Generator, Mapping, Optional
+from typing import Any, Callable, Dict, Generator, Mapping, Optional, Union
 
 import requests
 import urllib3
@@ -105,6 +105,7 @@ from ._http_errors import (
 )
 from ._http_headers import checked as _checked, checked_settings, read_key as read_key
 from ._http_session import InFlight, new_session
+from ._wire_cache import Body
 
 __all__ = ["Transport", "iter_sse", "parse_error", "retry_delay"]
 
@@ -245,8 +246,9 @@ class Transport:
                  stream: bool) -> requests.Response:
         url = self.base_url + path
         # A backend that encoded the body itself (``encode_body``, which reuses the
-        # earlier turns' JSON) passes bytes; they are sent as they are.
-        data = body if isinstance(body, bytes) else json.dumps(
+        # earlier turns' JSON) passes bytes or a Body of pieces; they are sent as they
+        # are, a Body piece by piece after its Content-Length.
+        data: Union[bytes, Body] = body if isinstance(body, (bytes, Body)) else json.dumps(
             body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         headers = {"Content-Type": "application/json", **self.request_headers(), **extra}
         where = _where(url)
@@ -278,8 +280,8 @@ class Transport:
             except Exception as stopped:  # a deadline reached while waiting names the wait
                 raise stopped from (None if ctx.cancelled.is_set() else failure)
 
-    def _send(self, url: str, data: bytes, headers: Dict[str, str], ctx: RunContext,
-              stream: bool) -> requests.Response:
+    def _send(self, url: str, data: Union[bytes, Body], headers: Dict[str, str],
+              ctx: RunContext, stream: bool) -> requests.Response:
         left = ctx.remaining()
         connect = self.connect_timeout if left is None else min(self.connect_timeout, left)
         read = self.timeout if left is None else min(self.timeout, left)

@@ -1,5 +1,6 @@
 """Encoded request fragments kept between model turns: :class:`WireCache`, :class:`Run`,
-and the byte helpers :func:`dumps`, :func:`split_frame`, :func:`assemble` and :func:`grow`.
+:class:`Body`, and the byte helpers :func:`dumps`, :func:`split_frame`, :func:`assemble`
+and :func:`grow`.
 
 Why: within a run the conversation only grows — turn N's messages start with the
 very Message objects turn N-1 sent — yet building each request from the whole
@@ -22,6 +23,12 @@ as bytes from fragments encoded once, and this module keeps the fragments:
   Run's prefix, checked by one tuple comparison (identity first, at C speed), so two
   conversations that share a prefix and differ later each get only what they share.
 
+The body itself is a :class:`Body`: the run's segments and the new fragments, in
+order, never joined. The transport sends it with its ``Content-Length`` and one
+``send`` per piece, so the bytes of a long conversation are copied only once, into
+the socket, rather than into one new ``bytes`` value each turn first: at 10,000
+messages that join was half of a turn's build.
+
 Safe for one backend serving several runs on several threads: a Run is never changed
 after it is made (a turn makes a new one), and the tables are plain dicts changed by
 single operations; the weak-reference callbacks take no lock, so a collection
@@ -39,13 +46,51 @@ import threading
 import weakref
 from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tuple, TypeVar
 
-__all__ = ["RUNS_PER_REQUEST", "Run", "WireCache", "assemble", "dumps", "grow", "split_frame"]
+__all__ = ["Body", "RUNS_PER_REQUEST", "Run", "WireCache", "assemble", "dumps", "grow",
+           "split_frame"]
 
 #: Runs kept per Request: one per conversation served from it at once.
 RUNS_PER_REQUEST = 4
 
 T = TypeVar("T")
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+class Body:
+    """A JSON request body in pieces, sent in order and never joined.
+
+    ``len(body)`` is its length in bytes (``requests`` reads it for the
+    ``Content-Length``); iterating yields the pieces (urllib3 and http.client send an
+    iterable body piece by piece); ``bytes(body)`` joins them, and a Body equals the
+    bytes it joins to. It can be iterated again, so a retried request sends it again.
+    """
+
+    __slots__ = ("pieces", "_length")
+
+    def __init__(self, pieces: Sequence[bytes]) -> None:
+        self.pieces: Tuple[bytes, ...] = tuple(pieces)
+        self._length = sum(map(len, self.pieces))
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __iter__(self) -> Any:
+        return iter(self.pieces)
+
+    def __bytes__(self) -> bytes:
+        return b"".join(self.pieces)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Body):
+            return bytes(self) == bytes(other)
+        if isinstance(other, (bytes, bytearray)):
+            return bytes(self) == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # equal to bytes, so not hashable apart
+
+    def __repr__(self) -> str:
+        return f"Body({len(self.pieces)} pieces, {self._length} bytes)"
 
 
 def dumps(value: Any) -> bytes:
@@ -175,15 +220,15 @@ class WireCache:
             self._runs[key] = (entry[0], runs[:RUNS_PER_REQUEST])
 
 
-def assemble(head: bytes, items: Sequence[bytes], tail: bytes) -> bytes:
-    """``head + b",".join(items) + tail``, in one copy."""
+def assemble(head: bytes, items: Sequence[bytes], tail: bytes) -> Body:
+    """``head + b",".join(items) + tail`` as a :class:`Body`, copying nothing."""
     pieces: List[bytes] = [head]
     for item in items:
         pieces += (item, b",")
     if items:
         pieces.pop()
     pieces.append(tail)
-    return b"".join(pieces)
+    return Body(pieces)
 
 
 def grow(segments: Tuple[bytes, ...], items: Sequence[bytes]) -> Tuple[bytes, ...]:

@@ -55,7 +55,7 @@ from ..messages import (
     Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
 )
 from ..output_schema import for_anthropic
-from ._wire_cache import Run, WireCache, assemble, dumps, grow, split_frame
+from ._wire_cache import Body, Run, WireCache, assemble, dumps, grow, split_frame
 
 __all__ = [
     "MCP_BETA",
@@ -328,7 +328,7 @@ _OPEN = {_USER: b'{"role":"user","content":[', _ASSISTANT: b'{"role":"assistant"
 def encode_body(
     request: Request, messages: Sequence[Message], *, model: str = DEFAULT_MODEL,
     cache: Optional[WireCache] = None,
-) -> bytes:
+) -> Body:
     """:func:`to_wire`'s body as the bytes the transport sends, exactly
     ``json.dumps(to_wire(...), ensure_ascii=False, separators=(",", ":"))`` in UTF-8,
     with each message's blocks encoded once per ``cache`` and a run's stable prefix
@@ -341,7 +341,7 @@ def encode_body(
     last one; its blocks are never marked again.
     """
     if cache is None:
-        return dumps(to_wire(request, messages, model=model))
+        return Body((dumps(to_wire(request, messages, model=model)),))
     run = cache.resume(request, messages, PROTOCOL)
     done = None if run is None else _encode(cache, request, messages, model, run)
     if done is None:
@@ -351,7 +351,7 @@ def encode_body(
 
 
 def _encode(cache: WireCache, request: Request, messages: Sequence[Message], model: str,
-            run: Optional[Run]) -> Optional[bytes]:
+            run: Optional[Run]) -> Optional[Body]:
     """The body from ``run``'s prefix on, or None when ``run`` cannot be used."""
     # ``run.info``: the role of the prefix's last wire message, whether the prefix has a
     # block that can carry a breakpoint, the index of its last assistant message.

@@ -85,7 +85,7 @@ from ..messages import (
 )
 from ..output_schema import for_gemini, for_openai
 from ..sse import parse_json
-from ._wire_cache import Run, WireCache, assemble, dumps, grow, split_frame
+from ._wire_cache import Body, Run, WireCache, assemble, dumps, grow, split_frame
 
 __all__ = ["Dialect", "PROTOCOL", "encode_body", "to_wire"]
 
@@ -396,7 +396,7 @@ def encode_body(
     dialect: Dialect = Dialect(),
     extra: Optional[Dict[str, Any]] = None,
     cache: Optional[WireCache] = None,
-) -> bytes:
+) -> Body:
     """:func:`to_wire`'s body as the bytes the transport sends, exactly
     ``json.dumps(to_wire(...), ensure_ascii=False, separators=(",", ":"))`` in UTF-8,
     with each message encoded once per ``cache`` and a run's stable prefix reused
@@ -409,7 +409,8 @@ def encode_body(
     table instead of the run's prefix).
     """
     if cache is None or (extra and ("model" in extra or "messages" in extra)):
-        return dumps(to_wire(request, messages, model=model, dialect=dialect, extra=extra))
+        return Body((dumps(to_wire(request, messages, model=model, dialect=dialect,
+                                   extra=extra)),))
     frame = to_wire(request, (), model=model, dialect=dialect, extra=extra)
     head, system, tail = split_frame(frame)
     mark = model.startswith(dialect.cache_prefixes) if dialect.cache_prefixes else False
@@ -425,7 +426,7 @@ def encode_body(
 
 def _encode(cache: WireCache, request: Request, messages: Sequence[Message],
             space: Tuple[str, Dialect, bool], run: Optional[Run],
-            frame: Tuple[bytes, List[bytes], bytes]) -> Optional[bytes]:
+            frame: Tuple[bytes, List[bytes], bytes]) -> Optional[Body]:
     """The body from ``run``'s prefix on, or None when ``run`` cannot be used."""
     head, system, tail = frame
     _, dialect, mark = space

@@ -16,6 +16,7 @@ import pytest
 from nacelle.backend import RunContext
 from nacelle.backends import _http
 from nacelle.backends._http import DRAIN_SECONDS, Transport, iter_sse
+from nacelle.backends._wire_cache import Body
 from nacelle.errors import (
     APIError, Cancelled, ConfigError, RetryBudgetExceeded, StreamError, StreamTruncated,
     TransportError, retryable,
@@ -80,6 +81,17 @@ def test_post_json_returns_the_parsed_answer(server):
     server.queue("/v1/messages/count_tokens", Reply.json({"input_tokens": 14}))
     assert make(server).post_json("/v1/messages/count_tokens", {}, RunContext()) == {
         "input_tokens": 14}
+
+
+def test_a_body_in_pieces_goes_out_whole_with_its_length_and_again_on_a_retry(server):
+    pieces = [b'{"a":', "\"grüß\"".encode("utf-8"), b',"b":[1,2', b"]}"]
+    server.queue("/count", Reply.json({}, status=503), Reply.json({"ok": True}))
+    transport = make(server, max_retries=1)
+    assert transport.post_json("/count", Body(pieces), fake_ctx()) == {"ok": True}
+    sent = server.requests
+    assert [r.body for r in sent] == [b"".join(pieces)] * 2
+    assert [r.headers.get("content-length") for r in sent] == [str(len(b"".join(pieces)))] * 2
+    assert all("transfer-encoding" not in r.headers for r in sent)
 
 
 def test_post_json_with_a_body_that_is_not_json_is_a_stream_error(server):
