@@ -6,6 +6,10 @@
 - ``nacelle`` alone is an interactive session; each answer's conversation (the
   DONE event's ``messages``) carries into the next prompt.
 - ``nacelle demo`` runs the offline demo (:mod:`nacelle.demo`).
+- ``nacelle --schema FILE.json "prompt"`` asks for structured output: FILE.json is a
+  JSON Schema (its file name, cleaned, names it to the provider), the run is shown on
+  stderr, and the validated JSON value is printed on stdout, alone, for a pipe. No
+  value (refused, cut off, still invalid after the retries) exits 3 with the reason.
 
 ``ANTHROPIC_BASE_URL`` / ``OPENROUTER_BASE_URL`` point the backend elsewhere (a
 proxy, a compatible server), as the official SDKs' variables do; keys come from
@@ -79,6 +83,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--search-url", dest="search_url",
                         help="a SearXNG instance for web_search (also enables web_fetch)")
     parser.add_argument("--yes", action="store_true", help="approve every tool call")
+    parser.add_argument("--schema", metavar="FILE.json",
+                        help="answer with a JSON value matching this JSON Schema (printed "
+                             "on stdout; needs a prompt)")
     parser.add_argument("--version", action="version", version=f"nacelle {__version__}")
     return parser
 
@@ -183,6 +190,40 @@ def _run_once(agent: "Agent", conversation: List[Any],
     return (EXIT_OK if done.stop.complete else EXIT_INCOMPLETE), done
 
 
+def _load_schema(path: str) -> Any:
+    """The ``nacelle.Schema`` in a JSON Schema file, or a SettingsError saying why not."""
+    import re
+
+    from .output import Schema
+
+    try:
+        with open(os.path.expanduser(path), encoding="utf-8") as handle:
+            schema = json.load(handle)
+    except (OSError, ValueError) as err:
+        raise SettingsError(f"--schema {path}: {err}") from None
+    if not isinstance(schema, dict):
+        raise SettingsError(f"--schema {path}: a JSON Schema is a JSON object")
+    stem = os.path.splitext(os.path.basename(path))[0]
+    name = re.sub(r"[^a-zA-Z0-9_-]+", "_", stem).strip("_")[:64] or "output"
+    return Schema(name, schema)
+
+
+def _run_structured(agent: "Agent", prompt: str, schema: Any) -> int:
+    """Run ``prompt`` for a value of ``schema``: the run on stderr, the value on stdout."""
+    from .console import Renderer
+    from .messages import user_text
+    from .output import to_jsonable
+
+    done = Renderer(sys.stderr).render(agent.stream([user_text(prompt)], output=schema))
+    if done is None or done.stop is None:
+        return EXIT_FAILED
+    if done.output is None:
+        print(f"nacelle: no valid value ({done.stop.value})", file=sys.stderr)
+        return EXIT_INCOMPLETE
+    print(json.dumps(to_jsonable(done.output), ensure_ascii=False, indent=2))
+    return EXIT_OK
+
+
 def _one_line(err: BaseException) -> str:
     text = str(err).strip().splitlines()
     return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
@@ -248,7 +289,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = vars(_parser().parse_args(argv))
     prompt = args.pop("prompt", None)
     yes = args.pop("yes", False)
+    schema_file = args.pop("schema", None)
+    if schema_file is not None and prompt is None:
+        return _fail("--schema needs a prompt")
     try:
+        schema = _load_schema(schema_file) if schema_file is not None else None
         settings = resolve(args)
         agent, local = build_agent(settings, yes=yes)
     except NacelleError as err:
@@ -262,7 +307,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from .messages import user_text
 
         try:
-            code, _ = _run_once(agent, [user_text(prompt)], renderer)
+            if schema is not None:
+                code = _run_structured(agent, prompt, schema)
+            else:
+                code, _ = _run_once(agent, [user_text(prompt)], renderer)
         except KeyboardInterrupt:
             print("\n(cancelled)", file=sys.stderr)
             return _exit_now(EXIT_INTERRUPTED)

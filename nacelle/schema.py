@@ -37,6 +37,7 @@ import dataclasses
 import enum
 import inspect
 import re
+import sys
 import typing
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -235,8 +236,13 @@ def _typeddict_fields(cls: Any) -> List[Tuple[str, Any, bool, Any]]:
 
 
 def _hints(obj: Any) -> Dict[str, Any]:
+    globalns: Optional[Dict[str, Any]] = None
+    if isinstance(obj, type) and obj.__module__ not in sys.modules:
+        # A class from code run outside any module (exec, a notebook cell under another
+        # name): 3.10+ then reads no globals, 3.9 raises KeyError; do as 3.10 does.
+        globalns = {}
     try:
-        return typing.get_type_hints(obj, include_extras=True)
+        return typing.get_type_hints(obj, globalns=globalns, include_extras=True)
     except Exception as exc:  # NameError for an unresolvable forward reference, TypeError for `X | Y` on 3.9
         raise _Unsupported(f"its annotations cannot be resolved ({exc})") from None
 

@@ -265,3 +265,33 @@ def test_a_cancelled_run_releases_a_waiting_question():
     finally:
         os.close(write_fd)
         stdin.close()
+
+
+def test_schema_prints_the_validated_json_value_on_stdout(server, tmp_path):
+    schema = tmp_path / "weather report.json"
+    schema.write_text(json.dumps({"type": "object", "properties": {
+        "city": {"type": "string"}, "temp_c": {"type": "number"}},
+        "required": ["city", "temp_c"]}))
+    server.queue("/v1/messages",
+                 Reply(chunks=anthropic_stream(['{"city": "Paris"}'])),
+                 Reply(chunks=anthropic_stream(['{"city": "Paris", ', '"temp_c": 21}'])))
+    out = nacelle("--schema", str(schema), "Weather in Paris?", "--root", str(tmp_path),
+                  server=server)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"city": "Paris", "temp_c": 21}
+    first = server.requests[0].json()
+    assert first["output_config"]["format"]["type"] == "json_schema"
+    assert "temp_c" in json.dumps(server.requests[1].json()["messages"][-1])
+
+
+def test_schema_without_a_value_exits_three_and_a_bad_file_or_no_prompt_fails(server, tmp_path):
+    schema = tmp_path / "s.json"
+    schema.write_text('{"type": "object", "properties": {"a": {"type": "integer"}}, '
+                      '"required": ["a"]}')
+    server.queue("/v1/messages", Reply(chunks=anthropic_stream(["no"], stop_reason="refusal")))
+    out = nacelle("--schema", str(schema), "x", "--root", str(tmp_path), server=server)
+    assert out.returncode == 3 and out.stdout == "" and "refusal" in out.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1]")
+    assert nacelle("--schema", str(bad), "x", server=server).returncode == 1
+    assert nacelle("--schema", str(schema), server=server).returncode == 1
