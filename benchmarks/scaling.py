@@ -30,7 +30,7 @@ SENTENCE = "Here is a sentence of about the length a person types into a chat bo
 
 class ReplayTransport:
     """Stands in for ``backends._http.Transport``: takes each body as the real one
-    does (bytes as they are, a dict serialised), then replays the next recorded turn."""
+    does (bytes or a Body of pieces as they are, a dict serialised), then replays the next recorded turn."""
 
     def __init__(self, turns: List[list]) -> None:
         self.turns = turns
@@ -39,7 +39,9 @@ class ReplayTransport:
 
     def post_stream(self, path: str, body: Any, ctx: Any,
                     headers: Optional[Mapping[str, str]] = None) -> "Replay":
-        data = body if isinstance(body, bytes) else json.dumps(
+        from nacelle.backends._wire_cache import Body
+
+        data = body if isinstance(body, (bytes, Body)) else json.dumps(
             body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         self.bytes_sent += len(data)
         self.requests += 1
