@@ -24,7 +24,7 @@ from nacelle import (
 )
 from nacelle.backend import TurnEnd
 from nacelle.backends import chat
-from nacelle.pricing import price_for
+from nacelle.pricing import Price, price_for
 from nacelle.testing import FakeServer, Reply, sse_event
 
 from hostile import chain
@@ -137,14 +137,23 @@ def test_a_refusal_is_shown_kept_as_text_and_ends_the_turn_as_a_refusal(server):
     assert end.stop is Stop.REFUSAL
 
 
-def test_openai_models_are_priced_from_the_table(server):
-    price = price_for("openai", "gpt-5-mini")
-    if price is None:
-        pytest.skip("the price table has no gpt-5-mini row")
+def test_a_price_given_fills_the_cost_of_every_turn(server):
+    price = Price(0.25, 2.0, cache_read=0.025)
     server.queue(PATH, recorded("text.sse"))
-    _, end = one_turn(openai_backend(server))
-    assert end.usage.priced and end.usage.cost > 0
-    assert end.usage.cost == pytest.approx(price.priced(end.usage).cost)
+    _, end = one_turn(openai_backend(server, pricing=price))
+    assert end.usage.priced
+    # 169 full-rate input, 1152 cached and 75 output tokens at those prices.
+    assert end.usage.cost == pytest.approx((169 * 0.25 + 1152 * 0.025 + 75 * 2.0) / 1e6)
+    assert end.usage.cost_without_cache == pytest.approx((1321 * 0.25 + 75 * 2.0) / 1e6)
+
+
+def test_a_model_the_table_does_not_price_reports_no_dollars(server):
+    server.queue(PATH, recorded("text.sse"))
+    backend = chat.openai("an-unreleased-model", base_url=server.url + "/v1", api_key=KEY)
+    assert price_for("openai", "an-unreleased-model") is None
+    assert backend.capabilities.cost is False
+    _, end = one_turn(backend)
+    assert (end.usage.cost, end.usage.priced) == (0.0, False)
 
 
 # -- local servers: no key --------------------------------------------------------------
