@@ -64,6 +64,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Type
 from .context import ToolContext
 from .errors import Cancelled, ConfigError, NacelleError
 from .mcp_content import preview as _preview, result_text
+from .tools import from_hints
 
 __all__ = ["MCPClient", "MCPError", "MCPTool", "connect_http", "connect_stdio"]
 
@@ -522,11 +523,11 @@ class MCPClient:
 class MCPTool:
     """One MCP server tool, as a nacelle :class:`~nacelle.tools.Tool`.
 
-    ``schema`` is the server's ``inputSchema``; ``read_only`` comes from the tool's
-    ``readOnlyHint`` annotation (a hint the server gives, not a guarantee).
+    ``schema`` is the server's ``inputSchema``; the metadata, its annotations' claim.
     """
 
     exclusive = False
+    advisory = True  # a claim (tools.from_hints): policy.secure() trusts it only if told to
 
     def __init__(self, client: MCPClient, spec: Dict[str, Any], name: str) -> None:
         self.client = client
@@ -534,8 +535,8 @@ class MCPTool:
         self.remote_name: str = spec["name"]
         self.description: str = (spec.get("description") or spec.get("title") or "")
         self.schema: Dict[str, Any] = json.loads(json.dumps(spec["inputSchema"]))
-        annotations = spec.get("annotations")
-        self.read_only = bool(isinstance(annotations, dict) and annotations.get("readOnlyHint"))
+        hints = from_hints(spec.get("annotations"))
+        self.read_only, self.destructive, self.idempotent, self.open_world = hints
 
     def __repr__(self) -> str:
         return f"<MCPTool {self.name!r} from {self.client.name!r}>"

@@ -174,6 +174,9 @@ class FinalAnswerTool:
 
     exclusive = False
     read_only = True
+    destructive = False
+    idempotent = True
+    open_world = False
 
     def __init__(self, output: Output) -> None:
         self.output = output

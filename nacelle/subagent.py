@@ -60,6 +60,9 @@ class SubagentTool:
 
     exclusive = False
     read_only = False
+    destructive = True  # whatever its tools may do
+    idempotent = False
+    open_world = True
 
     def __init__(self, agent: Agent, name: str, description: str,
                  on_usage: Optional[Callable[[Usage], Any]]) -> None:

@@ -37,7 +37,7 @@ from .errors import ConfigError
 if TYPE_CHECKING:
     from .schema import Converter
 
-__all__ = ["FunctionTool", "Tool", "tool", "tools_by_name"]
+__all__ = ["FunctionTool", "Tool", "from_hints", "metadata", "tool", "tools_by_name"]
 
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -49,7 +49,11 @@ class Tool(Protocol):
     ``run`` gets the validated input and a :class:`ToolContext` and returns text; it
     reports failure by raising, and the message is what the model reads. A tool may
     also set ``exclusive`` (its calls in one turn run one at a time, in the model's
-    order — writers and commands) and ``read_only``.
+    order — writers and commands) and the metadata approval policies read, in MCP's
+    vocabulary and with MCP's defaults for a tool that says nothing: ``read_only``
+    (False), ``destructive`` (True), ``idempotent`` (False), ``open_world`` (True).
+    A policy reads them with :func:`metadata`, so a missing attribute is the cautious
+    default, never an error.
     """
 
     name: str
@@ -76,6 +80,9 @@ class FunctionTool:
         description: Optional[str] = None,
         exclusive: bool = False,
         read_only: bool = False,
+        destructive: Optional[bool] = None,
+        idempotent: bool = False,
+        open_world: bool = True,
     ) -> None:
         if not callable(fn):
             raise ConfigError(f"@tool needs a function, got {type(fn).__name__}")
@@ -88,6 +95,11 @@ class FunctionTool:
         self.schema = schema
         self.exclusive = bool(exclusive)
         self.read_only = bool(read_only)
+        # As in MCP, destructive only means something for a tool that writes: a
+        # read-only tool is not destructive unless it says so.
+        self.destructive = (not self.read_only) if destructive is None else bool(destructive)
+        self.idempotent = bool(idempotent)
+        self.open_world = bool(open_world)
         self._converters: Dict[str, Converter] = converters
         self._context_parameter = context_parameter
         if not NAME_PATTERN.match(self.name):
@@ -121,21 +133,57 @@ class FunctionTool:
                 f"tool {self.name!r} wraps {qualname or self.fn!r}, which cannot be found by "
                 "name; make tools from module-level functions to pickle them")
         return (_restore_tool, (module, qualname, self.name, self.description,
-                                self.exclusive, self.read_only))
+                                self.exclusive, self.read_only, self.destructive,
+                                self.idempotent, self.open_world))
 
 
 def _restore_tool(module: str, qualname: str, name: str, description: str,
-                  exclusive: bool, read_only: bool) -> FunctionTool:
+                  exclusive: bool, read_only: bool, destructive: Optional[bool] = None,
+                  idempotent: bool = False, open_world: bool = True) -> FunctionTool:
+    # The last three default so a tool pickled before they existed still loads.
     found: Any = importlib.import_module(module)
     for part in qualname.split("."):
         found = getattr(found, part)
+    options = dict(exclusive=exclusive, read_only=read_only, idempotent=idempotent,
+                   open_world=open_world,
+                   destructive=(not read_only) if destructive is None else destructive)
     if (isinstance(found, FunctionTool) and found.name == name
-            and found.description == description and found.exclusive == exclusive
-            and found.read_only == read_only):
+            and found.description == description
+            and all(getattr(found, key) == value for key, value in options.items())):
         return found
     fn = found.fn if isinstance(found, FunctionTool) else found
-    return FunctionTool(fn, name=name, description=description, exclusive=exclusive,
-                        read_only=read_only)
+    return FunctionTool(fn, name=name, description=description, **options)
+
+
+def from_hints(annotations: Any) -> Tuple[bool, bool, bool, bool]:
+    """``read_only``, ``destructive``, ``idempotent``, ``open_world`` from MCP annotations.
+
+    ``readOnlyHint``, ``destructiveHint``, ``idempotentHint`` and ``openWorldHint``,
+    each with the MCP specification's default when missing or not a boolean; as the
+    specification says, ``destructiveHint`` only means something when the tool is not
+    read-only. A server's hints are its claim: see :func:`nacelle.policy.secure`.
+    """
+    hints = annotations if isinstance(annotations, dict) else {}
+    read_only = hints.get("readOnlyHint") is True
+    return (read_only, not read_only and hints.get("destructiveHint") is not False,
+            hints.get("idempotentHint") is True, hints.get("openWorldHint") is not False)
+
+
+def metadata(tool: Any) -> Dict[str, bool]:
+    """A tool's ``read_only``, ``destructive``, ``idempotent`` and ``open_world``.
+
+    Whatever a tool does not declare takes MCP's cautious default (not read-only,
+    destructive, not idempotent, open world), so a policy never trusts a tool for
+    saying nothing.
+    """
+    read_only = bool(getattr(tool, "read_only", False))
+    destructive = getattr(tool, "destructive", None)
+    return {
+        "read_only": read_only,
+        "destructive": (not read_only) if destructive is None else bool(destructive),
+        "idempotent": bool(getattr(tool, "idempotent", False)),
+        "open_world": bool(getattr(tool, "open_world", True)),
+    }
 
 
 def tool(
@@ -145,16 +193,22 @@ def tool(
     description: Optional[str] = None,
     exclusive: bool = False,
     read_only: bool = False,
+    destructive: Optional[bool] = None,
+    idempotent: bool = False,
+    open_world: bool = True,
 ) -> Any:
     """Make a Tool from a function: ``@tool`` or ``@tool(name=..., description=...)``.
 
     ``exclusive=True`` makes a turn's calls of this tool run one at a time, in the
-    model's order; ``read_only`` is a hint for approval policies. A type the schema
-    generator cannot express raises ConfigError here, naming the parameter.
+    model's order. ``read_only``, ``destructive`` (default: not ``read_only``),
+    ``idempotent`` and ``open_world`` are what approval policies such as
+    :func:`nacelle.policy.secure` read; the defaults are MCP's cautious ones. A type
+    the schema generator cannot express raises ConfigError here, naming the parameter.
     """
     def decorate(f: Callable[..., Any]) -> FunctionTool:
         return FunctionTool(f, name=name, description=description, exclusive=exclusive,
-                            read_only=read_only)
+                            read_only=read_only, destructive=destructive,
+                            idempotent=idempotent, open_world=open_world)
 
     return decorate(fn) if fn is not None else decorate
 

@@ -93,6 +93,25 @@ def test_a_tool_carries_the_servers_schema_and_description_and_its_read_only_hin
     assert isinstance(echo, nacelle.Tool)
 
 
+@pytest.mark.parametrize("annotations, facts", [
+    (None, (False, True, False, True)),
+    ({}, (False, True, False, True)),
+    ({"readOnlyHint": True}, (True, False, False, True)),
+    ({"readOnlyHint": True, "destructiveHint": True}, (True, False, False, True)),
+    ({"destructiveHint": False, "idempotentHint": True, "openWorldHint": False},
+     (False, False, True, False)),
+    ({"readOnlyHint": "yes", "openWorldHint": 0}, (False, True, False, True)),
+])
+def test_a_tools_annotations_map_onto_nacelles_metadata_with_the_specs_defaults(
+        annotations, facts):
+    spec = {"name": "t", "inputSchema": {"type": "object"}}
+    if annotations is not None:
+        spec["annotations"] = annotations
+    made = MCPTool(None, spec, "t")
+    assert (made.read_only, made.destructive, made.idempotent, made.open_world) == facts
+    assert made.advisory is True
+
+
 def test_changing_a_tools_schema_does_not_change_the_next_listing(bad):
     first = by_name(bad.tools())["echo"]
     first.schema["properties"]["text"]["type"] = "integer"

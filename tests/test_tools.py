@@ -202,3 +202,54 @@ def test_input_is_validated_by_the_builtin_validator_when_jsonschema_is_missing(
     out = subprocess.run([sys.executable, "-c", code], cwd=str(ROOT), capture_output=True,
                          text=True, check=True)
     assert out.stdout.strip().startswith("invalid input for f: input.x: expected integer, got string")
+
+
+@tool(read_only=True, open_world=False, idempotent=True)
+def lookup(key: str) -> str:
+    """Look a key up."""
+    return key
+
+
+def test_a_tool_that_declares_nothing_gets_mcps_cautious_metadata():
+    plain_tool = tool(plain)
+    facts = (plain_tool.read_only, plain_tool.destructive, plain_tool.idempotent,
+             plain_tool.open_world)
+    assert facts == (False, True, False, True)
+
+
+def test_tool_takes_the_metadata_as_options_and_read_only_is_not_destructive():
+    assert (lookup.read_only, lookup.destructive, lookup.idempotent, lookup.open_world) == (
+        True, False, True, False)
+    eraser = tool(plain, read_only=True, destructive=True)
+    assert eraser.destructive is True
+
+
+def test_metadata_reads_any_tool_and_fills_what_it_leaves_out():
+    from nacelle.tools import metadata
+
+    class Bare:
+        name, description, schema = "bare", "", {"type": "object"}
+
+        def run(self, input, ctx):
+            return ""
+
+    assert metadata(Bare()) == {"read_only": False, "destructive": True,
+                                "idempotent": False, "open_world": True}
+    Bare.read_only = True
+    assert metadata(Bare())["destructive"] is False
+    assert metadata(lookup) == {"read_only": True, "destructive": False,
+                                "idempotent": True, "open_world": False}
+
+
+def test_a_pickled_tool_keeps_its_metadata():
+    copy = pickle.loads(pickle.dumps(lookup))
+    assert copy is lookup
+    from nacelle.tools import _restore_tool
+
+    rebuilt = _restore_tool(__name__, "lookup", "lookup", lookup.description, False, True,
+                            True, False, True)
+    assert (rebuilt.read_only, rebuilt.destructive, rebuilt.idempotent, rebuilt.open_world) == (
+        True, True, False, True)
+    # A tool pickled before the metadata existed (six arguments) still loads.
+    old = _restore_tool(__name__, "lookup", "lookup", lookup.description, False, True)
+    assert (old.destructive, old.open_world) == (False, True)

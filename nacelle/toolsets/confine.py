@@ -463,6 +463,9 @@ class ConfinedTool:
     schema: Dict[str, Any] = {}
     exclusive = False
     read_only = True
+    destructive = False
+    idempotent = True
+    open_world = False
 
     def __init__(self, root: Root, *, max_output: int) -> None:
         self.root = root

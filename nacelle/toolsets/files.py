@@ -129,6 +129,9 @@ class ReadFile(ConfinedTool):
     }
     exclusive = False
     read_only = True
+    destructive = False
+    idempotent = True
+    open_world = False
 
     def _run(self, input: Dict[str, Any], ctx: Any) -> str:
         path = _text(input, "path")
@@ -251,6 +254,9 @@ class WriteFile(ConfinedTool):
     }
     exclusive = True
     read_only = False
+    destructive = True
+    idempotent = True  # the same content written twice leaves the same file
+    open_world = False
 
     def _run(self, input: Dict[str, Any], ctx: Any) -> str:
         path = _text(input, "path")
@@ -286,6 +292,9 @@ class EditFile(ConfinedTool):
     }
     exclusive = True
     read_only = False
+    destructive = True
+    idempotent = False  # a second edit finds the new text, not the old
+    open_world = False
 
     def _run(self, input: Dict[str, Any], ctx: Any) -> str:
         path = _text(input, "path")

@@ -236,6 +236,9 @@ class RunCommand(ConfinedTool):
     }
     exclusive = True
     read_only = False
+    destructive = True
+    idempotent = False
+    open_world = True  # a command can reach the network and anything else the user can
 
     def __init__(self, root: Root, *, timeout: float, max_output: int) -> None:
         super().__init__(root, max_output=max_output)

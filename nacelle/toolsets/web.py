@@ -108,6 +108,9 @@ class WebSearch:
     }
     exclusive = False
     read_only = True
+    destructive = False
+    idempotent = True
+    open_world = True
 
     def __init__(self, url: str, *, timeout: float = 15.0) -> None:
         parts = urlsplit(url.strip())
@@ -221,6 +224,9 @@ class WebFetch:
     }
     exclusive = False
     read_only = True
+    destructive = False
+    idempotent = True
+    open_world = True
 
     def __init__(self, *, allow_private: bool = False, max_bytes: int = 5 * 2**20,
                  max_chars: int = 100_000, timeout: float = 30.0,

@@ -594,6 +594,18 @@ def test_writers_and_commands_are_exclusive_and_readers_read_only(tmp_path):
         "run_command": (True, False)}
 
 
+def test_the_tools_declare_what_they_touch_in_mcps_vocabulary(tmp_path):
+    with LocalTools(tmp_path, allow_bash=True) as tools:
+        facts = {t.name: (t.read_only, t.destructive, t.idempotent, t.open_world)
+                 for t in tools.tools()}
+    reader = (True, False, True, False)
+    assert facts == {
+        "read_file": reader, "list_directory": reader, "find_files": reader,
+        "search_content": reader,
+        "write_file": (False, True, True, False), "edit_file": (False, True, False, False),
+        "run_command": (False, True, False, True)}
+
+
 def _property_names(schema):
     if isinstance(schema, dict):
         for key, value in schema.get("properties", {}).items():

@@ -269,6 +269,7 @@ def test_a_cancelled_search_sends_nothing(searx):
 @pytest.mark.parametrize("tool", [WebSearch("http://127.0.0.1:9"), WebFetch()])
 def test_web_tools_are_read_only_non_exclusive_strict_and_picklable(tool):
     assert tool.read_only is True and tool.exclusive is False
+    assert (tool.destructive, tool.idempotent, tool.open_world) == (False, True, True)
     assert tool.schema["type"] == "object" and tool.schema["additionalProperties"] is False
     copy = pickle.loads(pickle.dumps(tool))
     assert copy.name == tool.name and copy.schema == tool.schema and repr(copy) == repr(tool)
