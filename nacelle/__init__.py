@@ -21,12 +21,15 @@ from .backend import Effort as Effort
 from .backend import MCPServer as MCPServer
 from .backend import Request as Request
 from .backend import Thinking as Thinking
+from .checkpoint import PAUSE as PAUSE
+from .checkpoint import Checkpoint as Checkpoint
 from .context import Budget as Budget
 from .context import CancelEvent as CancelEvent
 from .context import RunContext as RunContext
 from .context import ToolContext as ToolContext
 from .errors import APIError as APIError
 from .errors import Cancelled as Cancelled
+from .errors import CheckpointError as CheckpointError
 from .errors import ConfigError as ConfigError
 from .errors import ConversationError as ConversationError
 from .errors import NacelleError as NacelleError
@@ -85,6 +88,8 @@ __all__ = [
     "CancelEvent",
     "Cancelled",
     "Capabilities",
+    "Checkpoint",
+    "CheckpointError",
     "ConfigError",
     "ConversationError",
     "DEFAULT_MAX_TOKENS",
@@ -101,6 +106,7 @@ __all__ = [
     "MCPServer",
     "Message",
     "NacelleError",
+    "PAUSE",
     "ProviderBlock",
     "Reasoning",
     "Request",

@@ -15,6 +15,14 @@ Agent's (``None`` turns it off for that run). Tool mode adds the final-answer to
 the run's tools (a tool of the Agent's own with its name is refused); prompted mode
 appends the schema to the run's system prompt.
 
+``resume(checkpoint, decisions)`` goes on with a run that paused for approval
+(``checkpoint.py``): the decisions are checked here, before anything runs — every
+pending id needs one and no other id may have one (ConfigError), an edited input must
+pass the tool's schema (ConfigError) and replaces the call's input in the
+conversation, and a tool the checkpoint's run had but this Agent lacks is a
+CheckpointError. Any Agent with those tools can resume, in any process: the
+checkpoint, not the Agent, carries the run's state.
+
 An Agent holds configuration, never run state, so one Agent serves many runs, from
 many threads at once, and pickles when its backend, tools and callbacks do.
 
@@ -31,17 +39,20 @@ Core module: imports the standard library and nacelle's core modules only.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Generator, Iterable, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Generator, Iterable, Mapping, Optional, Sequence, Tuple
 
 from .backend import DEFAULT_MAX_TOKENS, MCPServer, Request, Thinking
+from .checkpoint import Checkpoint, Resume
 from .context import Budget, RunContext
-from .errors import Cancelled, ConfigError, StreamError, Unsupported
+from .errors import Cancelled, CheckpointError, ConfigError, StreamError, Unsupported
 from .events import Event, Kind, Stop, Usage
 from .hooks import normalize_hooks
-from .messages import Image, Message, Role
+from .messages import Image, Message, Role, ToolCall
 from .output import FINAL_ANSWER, Output, check_options, make_output
 from .tools import tools_by_name
 
@@ -58,7 +69,8 @@ class Result:
     """What ``Agent.run`` returns: the final assistant text, the whole conversation
     after the run, the total usage, why it stopped, and how many model requests it
     took; ``output`` is the typed answer of a run given ``output=`` (None otherwise, and
-    when the run ended without a valid one)."""
+    when the run ended without a valid one); ``checkpoint`` resumes a run that ended
+    with ``Stop.PAUSED`` (None otherwise)."""
 
     text: str
     messages: Tuple[Message, ...]
@@ -66,6 +78,7 @@ class Result:
     stop: Stop
     turns: int
     output: Any = None
+    checkpoint: Any = None
 
     def __repr__(self) -> str:
         text = self.text if len(self.text) <= 60 else self.text[:57] + "..."
@@ -267,11 +280,45 @@ class Agent:
             if close is not None:
                 close()
 
+    def resume(self, checkpoint: Checkpoint, decisions: Mapping[str, Any], *,
+               cancel: Optional[threading.Event] = None) -> Generator[Event, None, None]:
+        """Go on with a paused run: its pending calls as decided, then the next turn.
+
+        ``decisions`` maps every pending call id to True (run it), False or a reason
+        str (refused; the reason is what the model reads), or an edited input dict
+        (validated against the tool's schema, recorded in the conversation as what
+        ran, then run). The pending calls are announced again (TOOL_CALL) and closed
+        in this stream; the calls that finished before the pause are not run again.
+        Iterations, budgets and usage continue from the checkpoint's counts.
+        """
+        if not isinstance(checkpoint, Checkpoint):
+            raise ConfigError(f"resume takes a nacelle.Checkpoint (Checkpoint.loads(text)), "
+                              f"got {type(checkpoint).__name__}")
+        if cancel is not None and not (hasattr(cancel, "is_set") and hasattr(cancel, "wait")):
+            raise ConfigError(f"cancel must be a threading.Event, got {type(cancel).__name__}")
+        checkpoint.verify()
+        request = self.request(checkpoint.messages)
+        have = {t.name: t for t in request.tools}
+        lacking = sorted(set(checkpoint.tools) - set(have))
+        if lacking:
+            raise CheckpointError(f"the checkpoint's run had tools this agent lacks: {lacking!r}")
+        messages, verdicts = _decided(checkpoint, decisions, have)
+        request = dataclasses.replace(request, messages=messages,
+                                      resume=Resume(checkpoint, verdicts))
+        return self._stream(request, cancel)
+
+    def resume_run(self, checkpoint: Checkpoint, decisions: Mapping[str, Any], *,
+                   cancel: Optional[threading.Event] = None) -> Result:
+        """The blocking form of :meth:`resume`: run to the end, return a Result."""
+        return self._result(self.resume(checkpoint, decisions, cancel=cancel))
+
     def run(self, conversation: Iterable[Message], *,
             cancel: Optional[threading.Event] = None,
             output: Any = _AGENT_OUTPUT) -> Result:
         """Run to the end and return a :class:`Result` (``output``: as for ``stream``)."""
-        events = self.stream(conversation, cancel=cancel, output=output)
+        return self._result(self.stream(conversation, cancel=cancel, output=output))
+
+    def _result(self, events: Generator[Event, None, None]) -> Result:
         turns = 0
         done: Optional[Event] = None
         try:
@@ -286,7 +333,8 @@ class Agent:
             raise StreamError(f"backend {self.backend.name!r} ended a run without DONE "
                               "and its stop")
         text = next((m.text for m in reversed(done.messages) if m.role is Role.ASSISTANT), "")
-        return Result(text, done.messages, done.usage, done.stop, turns, done.output)
+        return Result(text, done.messages, done.usage, done.stop, turns, done.output,
+                      done.checkpoint)
 
     def count_tokens(self, conversation: Iterable[Message]) -> int:
         """Count the tokens of the request ``stream`` would send, as the provider does."""
@@ -315,6 +363,58 @@ def _poll(cancel: threading.Event, ctx: RunContext, ended: threading.Event) -> N
             if not ended.is_set():
                 ctx.cancel()
             return
+
+
+def _decided(checkpoint: Checkpoint, decisions: Mapping[str, Any],
+             tools: Mapping[str, Any]) -> Tuple[Tuple[Message, ...], Dict[str, Any]]:
+    """The conversation with edited inputs in place, and per pending id True or the
+    refusal's text. A missing, unknown or malformed decision is a ConfigError."""
+    if not isinstance(decisions, Mapping):
+        raise ConfigError(f"decisions must map pending call ids to decisions, got "
+                          f"{type(decisions).__name__}")
+    pending = {p.id: p for p in checkpoint.pending}
+    unknown = sorted(set(decisions) - set(pending))
+    if unknown:
+        raise ConfigError(f"decisions for calls that are not pending: {unknown!r} "
+                          f"(pending: {sorted(pending)!r})")
+    missing = sorted(set(pending) - set(decisions))
+    if missing:
+        raise ConfigError(f"no decision for the pending calls {missing!r}; give True, "
+                          "False, a reason str or an edited input dict for each")
+    verdicts: Dict[str, Any] = {}
+    edited: Dict[str, str] = {}
+    for call_id, decision in decisions.items():
+        name = pending[call_id].name
+        if decision is True:
+            verdicts[call_id] = True
+        elif decision is False:
+            verdicts[call_id] = (f"the user did not approve this call of {name}; "
+                                 "do not retry it unchanged")
+        elif isinstance(decision, str) and decision:
+            verdicts[call_id] = decision
+        elif isinstance(decision, dict):
+            tool = tools.get(name)
+            if tool is None:
+                raise CheckpointError(f"the pending call {call_id!r} names {name!r}, a tool "
+                                      "this agent lacks")
+            from .validation import compile_schema  # on first use, as run_tool does
+
+            problem = compile_schema(tool.schema)(decision)
+            if problem:
+                raise ConfigError(f"the edited input for {call_id!r} ({name}) is invalid: "
+                                  f"{problem}")
+            edited[call_id] = json.dumps(decision, ensure_ascii=False)
+            verdicts[call_id] = True
+        else:
+            raise ConfigError(f"the decision for {call_id!r} must be True, False, a non-empty "
+                              f"reason str or an edited input dict, got {decision!r:.80}")
+    messages = checkpoint.messages
+    if edited:
+        last = messages[-1]
+        parts = tuple(ToolCall(p.id, p.name, edited[p.id], p.finished)
+                      if isinstance(p, ToolCall) and p.id in edited else p for p in last.parts)
+        messages = messages[:-1] + (Message(last.role, parts),)
+    return messages, verdicts
 
 
 def _check_int(name: str, value: Any, least: int) -> None:

@@ -126,7 +126,9 @@ class Request:
     ``output`` is the run's compiled structured output (a :class:`nacelle.output.Output`)
     or None: the loop reads final answers with it, and a backend whose
     ``capabilities.structured_output`` is true sends its schema when its ``mode`` is
-    "native".
+    "native". ``resume`` is set by ``Agent.resume`` only (a ``checkpoint.Resume``):
+    the loop runs the paused calls as decided before the first model turn, and
+    continues the paused run's counts.
     """
 
     system: str
@@ -142,6 +144,7 @@ class Request:
     tool_timeout: Optional[float] = None
     budget: Optional[Budget] = None
     output: Optional[Any] = None
+    resume: Optional[Any] = None
 
     def __post_init__(self) -> None:
         for name in ("messages", "tools", "mcp"):

@@ -7,6 +7,7 @@ happened rather than where::
     ├── ConfigError (also ValueError)   the caller asked for something invalid
     │   └── settings.SettingsError      a settings file, variable or flag that cannot be used
     ├── ConversationError (also ValueError)  saved conversation JSON that cannot be read
+    ├── CheckpointError                 a checkpoint that cannot be trusted or resumed
     ├── Unsupported                     the backend cannot do a requested feature
     ├── APIError                        the provider answered with an HTTP error status
     ├── TransportError                  no usable response: refused, reset, timed out
@@ -47,6 +48,7 @@ from typing import Any, Optional, Tuple, TypeVar
 __all__ = [
     "APIError",
     "Cancelled",
+    "CheckpointError",
     "ConfigError",
     "ConversationError",
     "NacelleError",
@@ -79,6 +81,13 @@ class ConfigError(NacelleError, ValueError):
 class ConversationError(NacelleError, ValueError):
     """Conversation JSON given to ``loads`` is malformed; the message names the path
     of the offending value (``[2].parts[0].type``, say)."""
+
+
+class CheckpointError(NacelleError):
+    """A checkpoint cannot be read or resumed: malformed JSON, an unknown version, a
+    bad signature or none when a key was given, a pending call that does not match its
+    fingerprint, or a tool the resuming agent lacks. Not a ValueError: a tampered
+    checkpoint is a security event, not a bad argument to be caught with the rest."""
 
 
 class Unsupported(NacelleError):

@@ -48,6 +48,8 @@ class Stop(str, enum.Enum):
     OTHER = "other"
     BUDGET = "budget"
     INVALID_OUTPUT = "invalid_output"
+    #: approval returned ``nacelle.PAUSE`` for a call; ``Event.checkpoint`` resumes the run
+    PAUSED = "paused"
 
     @property
     def complete(self) -> bool:
@@ -304,7 +306,9 @@ class ToolEvent:
     model read, or None. A TOOL_RESULT carries the ``id`` of the TOOL_CALL it closes.
     ``index`` is the call's position among its turn's local calls (server-side calls
     are numbered among themselves). ``server`` is empty for local tools and names who
-    ran a server-side call.
+    ran a server-side call. ``paused`` marks a TOOL_RESULT that closes a call whose
+    approval returned ``nacelle.PAUSE``: it has not run, and the run's checkpoint holds
+    it for :meth:`Agent.resume <nacelle.Agent.resume>`.
     """
 
     id: str
@@ -317,6 +321,7 @@ class ToolEvent:
     discarded: bool = False
     refused: bool = False
     server: str = ""
+    paused: bool = False
 
     @property
     def failed(self) -> bool:
@@ -332,7 +337,9 @@ class Event:
     cost on TURN and the run's total on DONE. ``stop`` is set on TURN and DONE.
     ``messages`` is set on DONE only: the whole conversation after the run, ready for
     the next call. ``output`` is set on DONE only, for a run given ``output=``: the
-    validated, typed answer (None when the run ended without one).
+    validated, typed answer (None when the run ended without one). ``checkpoint`` is set
+    on a DONE with ``Stop.PAUSED`` only: the :class:`nacelle.Checkpoint` that resumes
+    the run.
     """
 
     kind: Kind
@@ -342,6 +349,7 @@ class Event:
     stop: Optional[Stop] = None
     messages: Tuple[Any, ...] = ()
     output: Any = None
+    checkpoint: Any = None
 
     def __repr__(self) -> str:
         # Only the fields that mean something for this kind, so a printed stream reads.
@@ -358,4 +366,6 @@ class Event:
             shown.append(f"messages=<{len(self.messages)} messages>")
         if self.output is not None:
             shown.append(f"output={self.output!r}")
+        if self.checkpoint is not None:
+            shown.append(f"checkpoint={self.checkpoint!r}")
         return f"Event({', '.join(shown)})"

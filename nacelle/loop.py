@@ -36,6 +36,14 @@ Entry point for backends — every backend's ``stream(request, ctx)`` is one lin
 - ``Budget.seconds`` is the run's deadline: a turn cut by it is dropped (it
   announced no call), running tools are closed as stopped, and the run ends with DONE
   and ``Stop.BUDGET`` — the conversation is as of the last whole turn.
+- Approval may return ``nacelle.PAUSE`` (``checkpoint.py``): the round's other calls
+  run, the paused ones are closed with ``paused=True``, and the run ends with DONE,
+  ``Stop.PAUSED`` and ``checkpoint`` (DONE's conversation answers the paused calls
+  with failed results saying so, to stay valid). A request with ``resume`` (from
+  ``Agent.resume``) starts from the checkpoint's counts and closes the paused round
+  first: the pending calls are announced again, the refused ones closed, the
+  approved ones run without their before-hooks or approval being asked again, and the
+  round's earlier results recorded as they were — then the next model turn.
 - A ``TurnEnd(resume=True)`` (a provider pause) is recorded and followed at once by
   another turn; it counts as an iteration and may not carry local calls.
 - Every assistant message recorded ends with ``Finish(stop)``; after a tool round,
@@ -74,6 +82,7 @@ import logging
 from typing import Any, Dict, Generator, Iterator, List, Optional, Sequence, Set, Tuple
 
 from .backend import Request, TurnEnd, TurnFunction
+from .checkpoint import Checkpoint, PendingCall, Resume, fingerprint
 from .context import Budget, RunContext
 from .errors import Cancelled, StreamError
 from .events import Event, Kind, Stop, ToolEvent, Usage
@@ -129,14 +138,25 @@ class _Run:
         self.output = request.output  # a nacelle.output.Output, or None
         self.value: Any = None  # the run's structured answer, once read
         self.invalid = 0  # invalid answers sent back so far
+        self.checkpoint: Optional[Checkpoint] = None  # set when the run pauses
+        self.resume: Optional[Resume] = request.resume
+        if self.resume is not None:
+            paused = self.resume.checkpoint
+            self.total = paused.usage
+            self.iterations = paused.iterations
+            self.calls_run = paused.tool_calls
 
     def events(self) -> Iterator[Event]:
         unregister = self.ctx.on_cancel(self._wake)
         try:
-            final = yield from self._turns()
+            final: Optional[Stop] = None
+            if self.resume is not None:
+                final = yield from self._resumed_round(self.resume)
+            if final is None:
+                final = yield from self._turns()
             yield from self._close_server_calls()
             yield Event(_DONE, usage=self.total, stop=final, messages=tuple(self.conversation),
-                        output=self.value)
+                        output=self.value, checkpoint=self.checkpoint)
         finally:
             unregister()
             if self.current is not None:
@@ -185,9 +205,9 @@ class _Run:
                 stop, reason = refusal
                 yield from self._close_unrun(calls, reason, settled)
                 return stop
-            finished = yield from self._tool_round(calls, settled)
-            if not finished:
-                return Stop.BUDGET
+            stopped = yield from self._tool_round(calls, settled)
+            if stopped is not None:
+                return stopped
 
     def _one_turn(self) -> Generator[Event, None, TurnEnd]:
         """Yield one turn's deltas; return its TurnEnd."""
@@ -324,36 +344,83 @@ class _Run:
         return None, settled
 
     def _tool_round(self, calls: Sequence[ToolCall],
-                    settled: Optional[Dict[str, Event]] = None) -> Generator[Event, None, bool]:
-        """Run a turn's calls (but those already ``settled``, whose results come first),
-        yield their results as they land and record them.
+                    settled: Optional[Dict[str, Event]] = None, *,
+                    known: Optional[Dict[str, ToolResult]] = None,
+                    decided: Optional[Dict[str, Tuple[str, ...]]] = None,
+                    ) -> Generator[Event, None, Optional[Stop]]:
+        """Run a turn's calls (but those already ``settled``, whose results come first,
+        and those ``known`` from before a pause, which are not run or yielded again),
+        yield their results as they land and record them. ``decided`` marks resumed
+        calls (id → the before-hooks' injects; see ``run_tool``).
 
-        Returns False when the run's time budget ran out during the round."""
+        Returns None to go on, ``Stop.BUDGET`` when the run's time budget ran out
+        during the round, ``Stop.PAUSED`` when approval paused a call (the checkpoint
+        is then ``self.checkpoint``)."""
         settled = settled or {}
-        results: Dict[str, ToolResult] = {}
+        results: Dict[str, ToolResult] = dict(known or {})
         for event in settled.values():
             results[_tool(event).id] = as_result(_tool(event))
             yield event
-        self.calls_run += len(calls)
+        if known is None:
+            self.calls_run += len(calls)
         request = self.request
-        current = Round([Call(c, i, self.tools.get(c.name)) for i, c in enumerate(calls)
-                         if c.id not in settled],
-                        self.sink.for_round(), self.ctx, request.tool_timeout,
-                        request.max_parallel_tools)
+        decided = decided or {}
+        sink = self.sink.for_round()
+        current = Round([Call(c, i, self.tools.get(c.name), decided.get(c.id))
+                         for i, c in enumerate(calls) if c.id not in settled and c.id not in results],
+                        sink, self.ctx, request.tool_timeout, request.max_parallel_tools)
         self.current = current
         out_of_time = False
+        paused: List[ToolCall] = []
         try:
             for event in current.results():
                 tool = _tool(event)
                 results[tool.id] = as_result(tool)
+                if tool.paused:
+                    paused.append(next(c for c in calls if c.id == tool.id))
                 yield event
         except _OutOfTime:
             # The round closed its open calls (and yielded them) before raising.
             out_of_time = True
         # Left as it is on any other exit, so the run's clean-up tells its calls to stop.
         self.current = None
+        if paused and not out_of_time:
+            # The checkpoint's conversation ends with the assistant message; DONE's
+            # carries the round's results too (paused ones as failed, saying so), so it
+            # stays a valid conversation for a caller who sends it on without resuming.
+            ids = {c.id for c in paused}
+            self.checkpoint = Checkpoint(
+                messages=tuple(self.conversation),
+                results=tuple(results[c.id] for c in calls if c.id not in ids),
+                pending=tuple(PendingCall(c.id, c.name, c.input, fingerprint(c.name, c.input),
+                                          sink.paused.get(c.id, ())) for c in paused),
+                usage=self.total, iterations=self.iterations, tool_calls=self.calls_run,
+                tools=tuple(t.name for t in request.tools))
         self.conversation.append(Message(Role.USER, tuple(results[c.id] for c in calls)))
-        return not out_of_time
+        if out_of_time:
+            return Stop.BUDGET
+        return Stop.PAUSED if paused else None
+
+    def _resumed_round(self, resume: Resume) -> Generator[Event, None, Optional[Stop]]:
+        """Close a paused round as decided: re-announce the pending calls, refuse the
+        denied ones, run the approved ones (never asking their before-hooks or approval
+        again), record the round. Returns the run's stop, or None to go on."""
+        paused = resume.checkpoint
+        assistant = self.conversation[-1]
+        calls = [p for p in assistant.parts if isinstance(p, ToolCall) and p.finished]
+        pending = {p.id: p for p in paused.pending}
+        settled: Dict[str, Event] = {}
+        for index, call in enumerate(calls):
+            if call.id not in pending:
+                continue
+            yield Event(_TOOL_CALL, tool=ToolEvent(call.id, index, call.name, call.input))
+            verdict = resume.decisions[call.id]
+            if verdict is not True:
+                settled[call.id] = Event(_TOOL_RESULT, tool=ToolEvent(
+                    call.id, index, call.name, call.input, refused=True, error=str(verdict)))
+        known = {r.id: r for r in paused.results}
+        decided = {c.id: pending[c.id].inject for c in calls if c.id in pending}
+        return (yield from self._tool_round(calls, settled, known=known, decided=decided))
 
 
 def _tool(event: Event) -> ToolEvent:

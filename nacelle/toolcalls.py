@@ -39,6 +39,7 @@ import threading
 import time
 from typing import Any, Callable, Deque, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
+from .checkpoint import PAUSE
 from .context import RunContext, ToolContext
 from .errors import Cancelled
 from .events import Event, Kind, ToolEvent
@@ -101,6 +102,8 @@ class ToolSink:
         self._events: List[Event] = []
         self._closed: Set[str] = set()
         self._denied = _denied if _denied is not None else _DeniedNames()
+        # Calls whose approval paused them, by id: the before-hooks' injects.
+        self.paused: Dict[str, Tuple[str, ...]] = {}
 
     def for_round(self) -> "ToolSink":
         """A sink for the next round of calls: the same policy and the same memory of
@@ -157,25 +160,43 @@ def _by_index(event: Event) -> int:
     return event.tool.index if event.tool is not None else 0
 
 
-def run_tool(tool: Any, call: ToolCall, index: int, sink: ToolSink, ctx: ToolContext) -> ToolResult:
+def run_tool(tool: Any, call: ToolCall, index: int, sink: ToolSink, ctx: ToolContext, *,
+             decided: Optional[Sequence[str]] = None) -> ToolResult:
     """Run one local call — the only place one runs — and report its TOOL_RESULT.
 
     In order: parse and validate the input (a failure is the result; no hook or
     approval is asked), before-hooks, approval, the tool, after-hooks. ``tool`` None
     means the model named a tool that does not exist. Returns the ToolResult the
     conversation records; the event reported to ``sink`` carries the same text.
+
+    ``approve`` answers True (run), False or a reason str (refused; the reason is what
+    the model reads) or ``nacelle.PAUSE``: the call is closed with ``paused=True``
+    without running, and the before-hooks' injects are kept in ``sink.paused`` for
+    the checkpoint. ``decided`` is given for a paused call a person approved on
+    resume: those injects. Its before-hooks and approval were asked before the pause
+    and are not asked again; the tool and the after-hooks run as for any call.
     """
     clock = getattr(ctx, "clock", time.monotonic)
     started = clock()
-    injects: List[str] = []
+    injects: List[str] = list(decided) if decided is not None else []
     refused = False
     result = ""
     arguments, error = _checked_input(tool, call)
-    if error is None:
+    if error is None and decided is None:
         error = _ask_before(sink, call, injects)
-    if error is None and sink.approve is not None and not _approved(sink.approve, call, ctx):
-        refused = True
-        error = f"the user did not approve this call of {call.name}; do not retry it unchanged"
+        if error is None and sink.approve is not None:
+            verdict = _approval(sink.approve, call, ctx)
+            if verdict is PAUSE:
+                sink.paused[call.id] = tuple(injects)
+                event = ToolEvent(call.id, index, call.name, call.input, error=PAUSED_TEXT,
+                                  duration=clock() - started, paused=True)
+                sink.report(Event(_TOOL_RESULT, tool=event))
+                return as_result(event)
+            if verdict is not True:
+                refused = True
+                error = (verdict if isinstance(verdict, str) and verdict else
+                         f"the user did not approve this call of {call.name}; "
+                         "do not retry it unchanged")
     if error is None and ctx.cancelled.is_set():
         error = "cancelled: the run was cancelled before this call started"
     if error is None:
@@ -191,6 +212,11 @@ def run_tool(tool: Any, call: ToolCall, index: int, sink: ToolSink, ctx: ToolCon
                       duration=clock() - started, refused=refused)
     sink.report(Event(_TOOL_RESULT, tool=event))
     return as_result(event)
+
+
+#: What the model reads for a paused call if the paused run's DONE conversation is
+#: sent on as it is (instead of being resumed).
+PAUSED_TEXT = "paused: this call is waiting for a person's approval and has not run"
 
 
 def _checked_input(tool: Any, call: ToolCall) -> Tuple[Dict[str, Any], Optional[str]]:
@@ -224,13 +250,19 @@ def _ask_before(sink: ToolSink, call: ToolCall, injects: List[str]) -> Optional[
     return None
 
 
-def _approved(approve: Callable[..., Any], call: ToolCall, ctx: ToolContext) -> bool:
+def _approval(approve: Callable[..., Any], call: ToolCall, ctx: ToolContext) -> Any:
+    """True, PAUSE, a refusal's reason str, or False for every other answer."""
     try:
         # A fresh parse: approve may keep or change its dict without touching the tool's.
-        return bool(approve(call.name, parse_input(call.input), ctx))
+        verdict = approve(call.name, parse_input(call.input), ctx)
     except Exception:  # noqa: BLE001 - a crashed approval is not a yes
         log.warning("approve failed on %s; the call is refused", call.name, exc_info=True)
         return False
+    if verdict is PAUSE or isinstance(verdict, str):
+        return verdict
+    # A str is a refusal, so only an answer that is true and not text runs the call
+    # (an approve written before reasons existed returned truthy values).
+    return bool(verdict)
 
 
 def _invoke(tool: Any, name: str, arguments: Dict[str, Any],
@@ -283,12 +315,14 @@ def closing(call: ToolCall, index: int, error: str, duration: float = 0.0,
 class Call:
     """One local call of a round: the model's part, its tool, its context."""
 
-    __slots__ = ("call", "index", "tool", "ctx", "started")
+    __slots__ = ("call", "index", "tool", "ctx", "started", "decided")
 
-    def __init__(self, call: ToolCall, index: int, tool: Any) -> None:
+    def __init__(self, call: ToolCall, index: int, tool: Any,
+                 decided: Optional[Sequence[str]] = None) -> None:
         self.call = call
         self.index = index
         self.tool = tool
+        self.decided = decided  # run_tool's ``decided``: a resumed call's injects
         self.ctx = ToolContext(call.id, index, call.name)
         self.started: Optional[float] = None
 
@@ -441,7 +475,8 @@ class Round:
                                          "cancelled before this call started", discarded=True))
                 return
             call.started = self.clock()
-            run_tool(call.tool, call.call, call.index, self.sink, call.ctx)
+            run_tool(call.tool, call.call, call.index, self.sink, call.ctx,
+                     decided=call.decided)
         except BaseException as exc:  # noqa: BLE001 - a call must close even if a hook exits
             log.warning("call %s of %s failed outside the tool", call.call.id, call.call.name,
                         exc_info=True)

@@ -22,8 +22,16 @@ def test_stop_values_are_the_documented_strings():
     assert {s.name: s.value for s in Stop} == {
         "END": "end", "TOOLS": "tools", "MAX_TOKENS": "max_tokens", "CONTEXT": "context",
         "REFUSAL": "refusal", "ITERATIONS": "iterations", "OTHER": "other", "BUDGET": "budget",
-        "INVALID_OUTPUT": "invalid_output",
+        "INVALID_OUTPUT": "invalid_output", "PAUSED": "paused",
     }
+
+
+def test_a_tool_event_is_not_paused_and_an_event_has_no_checkpoint_by_default():
+    from nacelle.events import Event, Kind, ToolEvent
+
+    tool = ToolEvent("c1", 0, "send", "{}")
+    assert tool.paused is False and Event(Kind.DONE).checkpoint is None
+    assert "checkpoint" not in repr(Event(Kind.DONE, stop=Stop.END))
 
 
 def test_only_end_is_complete():

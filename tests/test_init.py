@@ -11,9 +11,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # Every top-level name the package promises.
 PUBLIC = {
     "Agent", "APIError", "Backend", "Budget", "CancelEvent", "Cancelled", "Capabilities",
-    "ConfigError", "ConversationError",
+    "Checkpoint", "CheckpointError", "ConfigError", "ConversationError",
     "DEFAULT_MAX_TOKENS", "Effort", "Event", "Fallback", "Finish", "HookEvent", "HookPoint",
-    "HookResult", "Image", "Kind", "MAX_INJECT", "MCPServer", "Message", "NacelleError",
+    "HookResult", "Image", "Kind", "MAX_INJECT", "MCPServer", "Message", "NacelleError", "PAUSE",
     "ProviderBlock", "Reasoning", "Request", "Result", "Retry", "RetryBudgetExceeded",
     "RetryOptions", "Role", "RunContext", "Schema", "Stop", "StreamError", "StreamTruncated", "Text",
     "Thinking", "Tool", "ToolCall", "ToolContext", "ToolEvent", "ToolResult", "ToolSink",

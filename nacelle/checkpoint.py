@@ -1,0 +1,255 @@
+"""Checkpoint and PAUSE: a run stopped for a person's approval, as a value.
+
+An ``approve`` callback may return :data:`PAUSE` for a call. The round's other calls
+run as usual, the paused ones are closed with ``ToolEvent.paused=True``, and the run
+ends with DONE, ``Stop.PAUSED`` and ``event.checkpoint``. ``checkpoint.dumps(key=None)``
+turns it into JSON text any process can keep; ``Checkpoint.loads(text, key=None)``
+reads it back, and ``Agent.resume(checkpoint, decisions)`` runs the paused calls as
+decided and goes on with the next model turn.
+
+What the JSON holds (``"version": 1``), and why each field is needed:
+
+- ``messages``: the conversation up to and including the assistant message that
+  asked for the paused calls, in ``nacelle.dumps`` form (lossless: Reasoning state
+  and ProviderBlocks included, so the provider accepts the replay). The model's next
+  request is this conversation plus the round's results.
+- ``results``: the ToolResults of the round's calls that already finished (ran, were
+  refused or denied). They are what makes "a call never runs twice" true: on resume
+  they are recorded as they are, and only the pending calls run.
+- ``pending``: the paused calls, each ``{"id", "name", "input", "fingerprint",
+  "inject"}``. ``fingerprint`` is the sha256 of the tool name, a NUL and the canonical
+  JSON of the input (sorted keys, no spaces): what a person approved is that call
+  with that input, so a checkpoint whose conversation was edited to run something
+  else is refused even without a key. ``inject`` holds what the before-hooks appended
+  when they allowed the call: the hooks are asked once, before the pause, and never
+  again on resume (asking twice could prompt a person twice or count a call twice),
+  so their injects are kept here and added to the result when the call runs.
+- ``usage``, ``iterations`` and ``tool_calls``: the run's spend, its model requests
+  and its local calls so far, so ``max_iterations`` and a ``Budget`` continue from
+  where the paused run stood instead of starting afresh.
+- ``tools``: the names of the tools the pausing run had. A resuming Agent lacking
+  one cannot honour the conversation (the model was told those tools exist), so
+  resuming is refused with :class:`~nacelle.errors.CheckpointError`.
+- ``signature`` (with a key only): HMAC-SHA256 of the canonical JSON of every other
+  field. A checkpoint usually passes through hands the process does not trust (a
+  queue, a browser, a ticket); with a key, any change — an input, a pending id, a
+  count — is refused, as is a checkpoint with no signature. The comparison is
+  constant-time. Without a key nothing is signed and a signature present is ignored:
+  the fingerprints still catch an edited call, not a forged one.
+
+A malformed text, an unknown version, a bad or missing signature (with a key), a
+fingerprint that does not match its call, or a pending call the conversation's last
+message does not hold raises :class:`~nacelle.errors.CheckpointError`.
+
+Core module: imports the standard library and nacelle's core modules only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import hmac
+import json
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+from .errors import CheckpointError
+from .events import Usage
+from .messages import Message, Role, ToolCall, ToolResult, dumps as dump_messages
+from .messages import loads as load_messages
+
+__all__ = ["PAUSE", "Checkpoint", "PendingCall", "fingerprint"]
+
+VERSION = 1
+
+
+class _Pause:
+    """The type of :data:`PAUSE`; one instance, which pickles as itself."""
+
+    _instance: Optional["_Pause"] = None
+
+    def __new__(cls) -> "_Pause":
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "nacelle.PAUSE"
+
+    def __bool__(self) -> bool:
+        # A pause is not a yes: code that tests ``if approve(...)`` must not run the call.
+        return False
+
+    def __reduce__(self) -> str:
+        return "PAUSE"
+
+
+#: What ``approve`` returns to stop the run until a person decides on the call.
+PAUSE = _Pause()
+
+
+def canonical(value: Any) -> str:
+    """The canonical JSON of ``value``: sorted keys, no spaces, non-ASCII kept."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def fingerprint(name: str, input: Any) -> str:
+    """sha256 of the tool name, a NUL and the canonical JSON of its input (a dict, or
+    the raw JSON text the model wrote)."""
+    if isinstance(input, str):
+        try:
+            input = json.loads(input) if input.strip() else {}
+        except ValueError:
+            pass  # fingerprint the raw text: the call's input never parsed
+    text = input if isinstance(input, str) else canonical(input)
+    return hashlib.sha256(f"{name}\0{text}".encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class PendingCall:
+    """A paused call: its id, tool name, raw input, fingerprint and the before-hooks'
+    injects (see the module docstring)."""
+
+    id: str
+    name: str
+    input: str
+    fingerprint: str
+    inject: Tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A paused run; see the module docstring for each field and why it is kept."""
+
+    messages: Tuple[Message, ...]
+    results: Tuple[ToolResult, ...]
+    pending: Tuple[PendingCall, ...]
+    usage: Usage = Usage()
+    iterations: int = 0
+    tool_calls: int = 0
+    tools: Tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        return (f"<Checkpoint {len(self.messages)} messages, {len(self.results)} results, "
+                f"pending={[p.name for p in self.pending]!r}, iterations={self.iterations}>")
+
+    def calls(self) -> List[ToolCall]:
+        """The finished local calls of the conversation's last message, in call order."""
+        last = self.messages[-1] if self.messages else None
+        if last is None or last.role is not Role.ASSISTANT:
+            return []
+        return [p for p in last.parts if isinstance(p, ToolCall) and p.finished]
+
+    def verify(self) -> None:
+        """Refuse a checkpoint whose pending calls do not match its conversation."""
+        calls = {c.id: c for c in self.calls()}
+        if not self.pending:
+            raise CheckpointError("the checkpoint has no pending call")
+        answered = {r.id for r in self.results}
+        for pending in self.pending:
+            call = calls.get(pending.id)
+            if call is None:
+                raise CheckpointError(f"pending call {pending.id!r} is not a call of the "
+                                      "conversation's last message")
+            if pending.id in answered:
+                raise CheckpointError(f"call {pending.id!r} is both pending and answered")
+            if (call.name != pending.name or call.input != pending.input
+                    or not hmac.compare_digest(fingerprint(call.name, call.input).encode(),
+                                               pending.fingerprint.encode("utf-8"))):
+                raise CheckpointError(f"pending call {pending.id!r} ({pending.name}) does not "
+                                      "match its fingerprint: the checkpoint was changed")
+        unknown = answered - set(calls)
+        if unknown:
+            raise CheckpointError(f"results for calls the conversation does not hold: "
+                                  f"{sorted(unknown)!r}")
+        missing = set(calls) - answered - {p.id for p in self.pending}
+        if missing:
+            raise CheckpointError(f"calls with neither a result nor a pending entry: "
+                                  f"{sorted(missing)!r}")
+
+    def to_json(self) -> Dict[str, Any]:
+        """The checkpoint as a JSON value, unsigned."""
+        return {
+            "version": VERSION,
+            "messages": json.loads(dump_messages(self.messages)),
+            "results": [{"id": r.id, "name": r.name, "result": r.result, "failed": r.failed}
+                        for r in self.results],
+            "pending": [{"id": p.id, "name": p.name, "input": p.input,
+                         "fingerprint": p.fingerprint, "inject": list(p.inject)}
+                        for p in self.pending],
+            "usage": dataclasses.asdict(self.usage),
+            "iterations": self.iterations,
+            "tool_calls": self.tool_calls,
+            "tools": list(self.tools),
+        }
+
+    def dumps(self, key: Union[str, bytes, None] = None) -> str:
+        """JSON text; with ``key``, signed with HMAC-SHA256."""
+        body = self.to_json()
+        if key is not None:
+            body["signature"] = _sign(body, key)
+        return json.dumps(body, ensure_ascii=False, indent=1)
+
+    @classmethod
+    def loads(cls, text: Union[str, bytes], key: Union[str, bytes, None] = None) -> "Checkpoint":
+        """Read :meth:`dumps` text; with ``key``, its signature must be there and match."""
+        try:
+            body = json.loads(text)
+        except ValueError as exc:
+            raise CheckpointError(f"a checkpoint must be JSON: {exc}") from None
+        if not isinstance(body, dict):
+            raise CheckpointError("a checkpoint must be a JSON object")
+        version = body.get("version")
+        if version != VERSION:
+            raise CheckpointError(f"unknown checkpoint version {version!r} "
+                                  f"(this nacelle reads version {VERSION})")
+        signature = body.pop("signature", None)
+        if key is not None:
+            if not isinstance(signature, str):
+                raise CheckpointError("the checkpoint is not signed, and a key was given")
+            # Bytes: compare_digest refuses a str with non-ASCII characters, and a
+            # forged signature may hold anything.
+            if not hmac.compare_digest(signature.encode("utf-8"), _sign(body, key).encode()):
+                raise CheckpointError("the checkpoint's signature does not match: it was "
+                                      "changed, or signed with another key")
+        try:
+            checkpoint = cls(
+                messages=tuple(load_messages(json.dumps(body["messages"]))),
+                results=tuple(ToolResult(str(r["id"]), str(r["name"]), str(r["result"]),
+                                         bool(r["failed"])) for r in body["results"]),
+                pending=tuple(PendingCall(str(p["id"]), str(p["name"]), str(p["input"]),
+                                          str(p["fingerprint"]),
+                                          tuple(str(i) for i in p.get("inject", ())))
+                              for p in body["pending"]),
+                usage=Usage(**body["usage"]),
+                iterations=_count(body["iterations"]),
+                tool_calls=_count(body["tool_calls"]),
+                tools=tuple(str(t) for t in body["tools"]),
+            )
+        except CheckpointError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any malformed field is one failure
+            raise CheckpointError(f"a malformed checkpoint: {type(exc).__name__}: {exc}") from None
+        checkpoint.verify()
+        return checkpoint
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise CheckpointError(f"a count must be a non-negative integer, got {value!r}")
+    return int(value)
+
+
+def _sign(body: Dict[str, Any], key: Union[str, bytes]) -> str:
+    secret = key.encode("utf-8") if isinstance(key, str) else bytes(key)
+    return hmac.new(secret, canonical(body).encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+@dataclass(frozen=True)
+class Resume:
+    """What ``Agent.resume`` hands the loop (``Request.resume``): the checkpoint, and
+    per pending call id True (run it) or the refusal the model reads. Edited inputs
+    are already in the request's conversation, as what ran."""
+
+    checkpoint: Checkpoint
+    decisions: Dict[str, Union[bool, str]]

@@ -1,0 +1,261 @@
+"""Approvals that pause: PAUSE, Checkpoint, Agent.resume, in this process and another."""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+import nacelle
+from nacelle import Checkpoint, CheckpointError, ConfigError, Kind, Stop
+from nacelle.checkpoint import fingerprint
+from nacelle.messages import ToolCall, ToolResult
+from nacelle.testing import ScriptedBackend, Turn
+
+sys.path.insert(0, str(Path(__file__).parent))
+import checkpoint_agent as helper  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+CHILD = ("import sys; sys.path[:0] = ['tests', '.']; import checkpoint_agent; "
+         "checkpoint_agent.resume_main()")
+
+
+@pytest.fixture
+def effects(tmp_path, monkeypatch):
+    path = tmp_path / "effects.txt"
+    path.write_text("")
+    monkeypatch.setenv("NACELLE_SIDE_EFFECTS", str(path))
+    return path
+
+
+def lines(path):
+    return [line.split(" ", 1) for line in path.read_text().splitlines()]
+
+
+def paused_run():
+    events = list(helper.agent([helper.first_turn()]).stream([nacelle.user_text("go")]))
+    return events, events[-1]
+
+
+def resume_in_child(text, decisions):
+    out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(decisions)], input=text,
+                         capture_output=True, text=True, cwd=str(ROOT), env=os.environ,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_a_paused_round_runs_the_approved_calls_and_ends_with_a_checkpoint(effects):
+    events, done = paused_run()
+    results = sorted((e.tool for e in events if e.kind is Kind.TOOL_RESULT), key=lambda t: t.id)
+    assert [(t.id, t.paused) for t in results] == [("c1", False), ("c2", True), ("c3", True)]
+    assert done.stop is Stop.PAUSED and Stop.PAUSED.value == "paused"
+    cp = done.checkpoint
+    assert isinstance(cp, Checkpoint)
+    assert [r.id for r in cp.results] == ["c1"]
+    assert [p.id for p in cp.pending] == ["c2", "c3"]
+    assert cp.pending[0].fingerprint == fingerprint("send", {"body": "hi", "to": "ann"})
+    assert cp.iterations == 1 and cp.tool_calls == 3 and cp.tools == ("lookup", "send")
+    assert cp.usage.total == 15
+    assert [line[1] for line in lines(effects)] == ["lookup weather"]
+    # DONE's conversation answers every call, so it can be sent on as it is.
+    assert [p.failed for p in done.messages[-1].parts] == [False, True, True]
+    assert "checkpoint=<Checkpoint" in repr(done)
+
+
+def test_pause_then_resume_in_another_process_runs_each_tool_exactly_once(effects):
+    _, done = paused_run()
+    text = done.checkpoint.dumps(key=helper.KEY)
+    assert json.loads(text)["version"] == 1 and "signature" in json.loads(text)
+    seen = resume_in_child(text, {"c2": {"to": "ann", "body": "hello"},
+                                  "c3": "bob asked not to be messaged"})
+    ran = lines(effects)
+    assert [line[1] for line in ran] == ["lookup weather", "send ann hello"]
+    assert ran[0][0] == str(os.getpid()) and ran[1][0] != str(os.getpid())
+    assert seen["stop"] == "end" and seen["text"] == "All done."
+    # The model saw the first round's result, the edited call as what ran, the reason.
+    assert seen["results"] == [["c1", "found weather", False], ["c2", "sent to ann", False],
+                               ["c3", "bob asked not to be messaged", True]]
+    assert seen["calls"][1] == ["c2", '{"to": "ann", "body": "hello"}']
+    announced = [e[1] for e in seen["events"] if e[0] == "tool_call"]
+    closed = sorted(e[1] for e in seen["events"] if e[0] == "tool_result")
+    assert announced == ["c2", "c3"] and closed == ["c2", "c3"]
+    assert seen["total"] == 15 + 22  # usage continues from the checkpoint
+
+
+def test_resume_with_approve_and_deny_in_another_process(effects):
+    _, done = paused_run()
+    seen = resume_in_child(done.checkpoint.dumps(key=helper.KEY), {"c2": True, "c3": False})
+    assert [line[1] for line in lines(effects)] == ["lookup weather", "send ann hi"]
+    assert seen["results"][1] == ["c2", "sent to ann", False]
+    assert seen["results"][2][0] == "c3" and seen["results"][2][2] is True
+    assert "did not approve" in seen["results"][2][1]
+
+
+def tampered(text, change):
+    body = json.loads(text)
+    change(body)
+    return json.dumps(body)
+
+
+def change_input(body):
+    body["messages"][-1]["parts"][2]["input"] = '{"to": "eve", "body": "hi"}'
+
+
+def change_target(body):
+    body["pending"][0]["id"] = "c1"
+
+
+@pytest.mark.parametrize("change", [change_input, change_target,
+                                    lambda body: body.pop("signature"),
+                                    lambda body: body.update(iterations=0)])
+def test_a_tampered_signed_checkpoint_is_refused(effects, change):
+    _, done = paused_run()
+    text = tampered(done.checkpoint.dumps(key=helper.KEY), change)
+    with pytest.raises(CheckpointError):
+        Checkpoint.loads(text, key=helper.KEY)
+
+
+@pytest.mark.parametrize("change", [change_input, change_target])
+def test_an_unsigned_checkpoint_whose_calls_were_changed_is_refused(effects, change):
+    _, done = paused_run()
+    with pytest.raises(CheckpointError):
+        Checkpoint.loads(tampered(done.checkpoint.dumps(), change))
+
+
+def test_a_wrong_key_an_unknown_version_and_malformed_text_are_refused(effects):
+    _, done = paused_run()
+    signed = done.checkpoint.dumps(key=helper.KEY)
+    with pytest.raises(CheckpointError, match="signature"):
+        Checkpoint.loads(signed, key="another key")
+    with pytest.raises(CheckpointError, match="signature"):
+        Checkpoint.loads(tampered(signed, lambda b: b.update(signature="é")), key=helper.KEY)
+    with pytest.raises(CheckpointError, match="fingerprint"):
+        Checkpoint.loads(tampered(signed, lambda b: b["pending"][0].update(fingerprint="é")))
+    with pytest.raises(CheckpointError, match="version"):
+        Checkpoint.loads(tampered(signed, lambda b: b.update(version=2)))
+    with pytest.raises(CheckpointError, match="JSON"):
+        Checkpoint.loads("{not json")
+    with pytest.raises(CheckpointError, match="malformed"):
+        Checkpoint.loads(tampered(signed, lambda b: b.pop("usage")))
+    assert isinstance(CheckpointError("x"), nacelle.NacelleError)
+
+
+def test_a_checkpoint_round_trips_losslessly_with_provider_state(effects):
+    turn = Turn(nacelle.Message(nacelle.Role.ASSISTANT, (
+        nacelle.Reasoning("thinking", state="sig-123", protocol="anthropic"),
+        nacelle.ProviderBlock("anthropic", '{"type": "server_tool_use"}'),
+        ToolCall("c2", "send", '{"to": "ann", "body": "hi"}'))))
+    done = list(helper.agent([turn]).stream([nacelle.user_text("go")]))[-1]
+    back = Checkpoint.loads(done.checkpoint.dumps(key=b"k"), key=b"k")
+    assert back == done.checkpoint
+
+
+def test_decisions_must_name_every_pending_call_and_nothing_else(effects):
+    _, done = paused_run()
+    resumer = helper.agent(["ok"])
+    with pytest.raises(ConfigError, match="not pending"):
+        resumer.resume(done.checkpoint, {"c2": True, "c3": True, "c9": True})
+    with pytest.raises(ConfigError, match="not pending"):
+        resumer.resume(done.checkpoint, {"c1": True, "c2": True, "c3": True})
+    with pytest.raises(ConfigError, match="no decision"):
+        resumer.resume(done.checkpoint, {"c2": True})
+    with pytest.raises(ConfigError, match="invalid"):
+        resumer.resume(done.checkpoint, {"c2": {"to": 3}, "c3": True})
+    with pytest.raises(ConfigError):
+        resumer.resume(done.checkpoint, {"c2": 1, "c3": True})
+
+
+def test_an_agent_lacking_the_checkpoints_tools_refuses_to_resume(effects):
+    _, done = paused_run()
+    lacking = nacelle.Agent(ScriptedBackend(["ok"]), "You help.", tools=[helper.lookup])
+    with pytest.raises(CheckpointError, match="send"):
+        lacking.resume(done.checkpoint, {"c2": True, "c3": True})
+
+
+def test_before_hooks_of_a_paused_call_are_not_asked_again_on_resume(effects):
+    asked = []
+
+    def before(event):
+        asked.append(event.tool)
+        return nacelle.HookResult(inject="checked by policy")
+
+    hooks = {nacelle.HookPoint.BEFORE_TOOL_CALL: [before]}
+    done = helper.agent([helper.first_turn()], hooks=hooks).run([nacelle.user_text("go")])
+    assert done.stop is Stop.PAUSED and sorted(asked) == ["lookup", "send", "send"]
+    assert done.checkpoint.pending[0].inject == ("checked by policy",)
+    backend = ScriptedBackend(["ok"])
+    resumer = nacelle.Agent(backend, "You help.", tools=[helper.lookup, helper.send],
+                            hooks=hooks)
+    result = resumer.resume_run(Checkpoint.loads(done.checkpoint.dumps()),
+                                {"c2": True, "c3": False})
+    assert result.stop is Stop.END and len(asked) == 3
+    sent = backend.requests[0].messages[-1].parts[1]
+    assert sent == ToolResult("c2", "send", "sent to ann\n\nchecked by policy")
+
+
+def test_iterations_and_budgets_continue_from_the_checkpoint(effects):
+    _, done = paused_run()
+    capped = helper.agent([helper.first_turn()], max_iterations=2)
+    result = capped.resume_run(done.checkpoint, {"c2": True, "c3": True})
+    # The resumed run's first turn is the paused run's second: the cap stops it there.
+    assert result.stop is Stop.ITERATIONS and result.turns == 1
+    assert result.usage.total == 30
+    assert [line[1] for line in lines(effects)] == ["lookup weather", "send ann hi",
+                                                    "send bob yo"]
+
+
+def test_approve_may_refuse_with_a_reason_the_model_reads():
+    agent = nacelle.Agent(ScriptedBackend([helper.first_turn(), "ok"]), "You help.",
+                          tools=[helper.lookup, helper.send],
+                          approve=lambda name, input, ctx: "lookups are off today")
+    result = agent.run([nacelle.user_text("go")])
+    refused = result.messages[2].parts
+    assert all(p.failed and p.result == "lookups are off today" for p in refused)
+    assert result.checkpoint is None and result.stop is Stop.END
+
+
+def test_a_cancel_during_the_resumed_round_closes_its_calls_and_raises(effects):
+    started, release = threading.Event(), threading.Event()
+
+    @nacelle.tool
+    def send(to: str, body: str, ctx: nacelle.ToolContext) -> str:
+        """Send slowly.
+
+        Args:
+            to: Who.
+            body: What.
+        """
+        started.set()
+        ctx.cancelled.wait(10)
+        release.set()
+        return "late"
+
+    _, done = paused_run()
+    cancel = threading.Event()
+    resumer = nacelle.Agent(ScriptedBackend(["never asked"]), "You help.",
+                            tools=[helper.lookup, send])
+    events = []
+    threading.Thread(target=lambda: started.wait(5) and cancel.set(), daemon=True).start()
+    with pytest.raises(nacelle.Cancelled):
+        for event in resumer.resume(done.checkpoint, {"c2": True, "c3": "no"}, cancel=cancel):
+            events.append(event)
+    assert started.is_set()
+    calls = [e.tool.id for e in events if e.kind is Kind.TOOL_CALL]
+    closed = sorted(e.tool.id for e in events if e.kind is Kind.TOOL_RESULT)
+    assert calls == ["c2", "c3"] and closed == ["c2", "c3"]
+    assert release.wait(5)  # the running call was told to stop
+    # The checkpoint is a value: it can be resumed again, with other decisions.
+    again = helper.agent(["ok"]).resume_run(done.checkpoint, {"c2": False, "c3": False})
+    assert again.stop is Stop.END
+    assert [line[1] for line in lines(effects)] == ["lookup weather"]
+
+
+def test_pause_is_falsy_has_a_readable_repr_and_pickles_as_itself():
+    import pickle
+
+    assert repr(nacelle.PAUSE) == "nacelle.PAUSE" and not nacelle.PAUSE
+    assert pickle.loads(pickle.dumps(nacelle.PAUSE)) is nacelle.PAUSE
