@@ -116,7 +116,7 @@ class Agent:
         max_iterations: int = 0,
         tools: Iterable[Any] = (),
         mcp: Iterable[MCPServer] = (),
-        approve: Optional[Callable[..., bool]] = None,
+        approve: Optional[Callable[..., Any]] = None,
         hooks: Optional[Mapping[Any, Sequence[Callable[..., Any]]]] = None,
         max_parallel_tools: int = 8,
         tool_timeout: Optional[float] = None,

@@ -138,7 +138,7 @@ class Request:
     thinking: Thinking = field(default_factory=Thinking)
     max_tokens: int = DEFAULT_MAX_TOKENS
     max_iterations: int = 0
-    approve: Optional[Callable[..., bool]] = None
+    approve: Optional[Callable[..., Any]] = None
     hooks: Optional[Mapping[Any, Sequence[Callable[..., Any]]]] = None
     max_parallel_tools: int = 8
     tool_timeout: Optional[float] = None
