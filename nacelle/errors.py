@@ -15,6 +15,9 @@ happened rather than where::
     │   └── StreamTruncated             the body ended before the stream's final event
     ├── Cancelled                       the run was cancelled (or reached its deadline)
     ├── RetryBudgetExceeded             the retry budget's wall-clock deadline passed
+    ├── sessions.SessionError           a session store could not read or write
+    │   ├── sessions.SessionNotFound (also LookupError)  no session by that name
+    │   └── sessions.CorruptSession     a saved file that cannot be read (left as it is)
     ├── mcp.MCPError                    the local MCP client failed
     │   └── mcp.SessionExpired          an HTTP server no longer knows the session
     ├── toolsets.confine.PathError      a tool's path cannot be used

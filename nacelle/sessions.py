@@ -1,0 +1,216 @@
+"""Conversations saved on disk, by name: :class:`FileStore`.
+
+``FileStore(directory)`` keeps one file per conversation, ``<name>.json``, holding
+:func:`nacelle.dumps` of its messages, and one per paused run,
+``<name>.checkpoint.json``, holding :meth:`Checkpoint.dumps` (signed when given a
+key: give one, since a file on disk can be edited). A conversation and a checkpoint
+may share a name, so a run that paused keeps both. What the store promises, and how:
+
+- **A write is all or nothing.** The text goes to a temporary file in the same
+  directory, is fsynced, renamed over the old file (``os.replace``, atomic on POSIX
+  and Windows), and the directory is fsynced so the rename survives a power cut. A
+  writer killed at any point leaves the old file or the new one, never half of one;
+  at worst a ``.tmp-*`` file is left behind, which :meth:`FileStore.names` ignores.
+- **Private.** The directory is created 0700 and every file is 0600, whatever the
+  umask: a conversation holds whatever the user and the tools said. An existing
+  directory is used as it is (the store does not change the permissions of a
+  directory it did not make).
+- **Names cannot escape.** A name is 1–128 of ``A-Z a-z 0-9 _ -``, starting with a
+  letter or digit: no separators, no ``..``, no dotfiles, no dots at all (so a name
+  never collides with the store's own files). Anything else is a ``ConfigError``.
+- **A file that cannot be read is an error, not an empty conversation.**
+  :class:`CorruptSession` names the file and why; the store never deletes or
+  replaces it on its own, so nothing is lost before someone looks.
+- **Writers in several processes take turns.** Every write and delete holds an
+  exclusive ``fcntl.flock`` on the directory's ``.lock`` file. On a system without
+  ``fcntl`` (Windows) writes are not serialised, but each is still atomic: two
+  concurrent writers of one name leave one whole file, the last rename's.
+
+Held to the core's rules: imports the standard library, ``checkpoint``, ``errors``
+and ``messages``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+from typing import IO, Iterable, Iterator, List, Optional
+
+from .checkpoint import Checkpoint
+from .errors import CheckpointError, ConfigError, ConversationError, NacelleError
+from .messages import Message, dumps, loads
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["CorruptSession", "FileStore", "SessionError", "SessionNotFound"]
+
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
+_SUFFIX = ".json"
+_CHECKPOINT = ".checkpoint.json"
+_LOCK = ".lock"
+
+
+class SessionError(NacelleError):
+    """A session store could not do what was asked."""
+
+
+class SessionNotFound(SessionError, LookupError):
+    """No session is saved under that name."""
+
+
+class CorruptSession(SessionError):
+    """A saved file exists but cannot be read; it is left as it is."""
+
+
+def check_name(name: str) -> str:
+    """``name`` if it is a safe session name; ConfigError otherwise."""
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        raise ConfigError(
+            f"session name {name!r} must be 1-128 letters, digits, '_' or '-', "
+            "starting with a letter or digit")
+    return name
+
+
+class FileStore:
+    """Named conversations in one private directory, written atomically."""
+
+    def __init__(self, directory: "os.PathLike[str] | str") -> None:
+        self.directory = os.path.abspath(os.fspath(directory))
+        if not os.path.isdir(self.directory):
+            os.makedirs(self.directory, mode=0o700, exist_ok=True)
+            os.chmod(self.directory, 0o700)  # makedirs' mode is cut by the umask
+
+    def __repr__(self) -> str:
+        return f"FileStore({self.directory!r})"
+
+    def path(self, name: str) -> str:
+        """The file a conversation is saved in."""
+        return os.path.join(self.directory, check_name(name) + _SUFFIX)
+
+    def save(self, name: str, messages: Iterable[Message]) -> None:
+        """Save ``messages`` under ``name``, replacing what was there, all at once."""
+        self._write(self.path(name), dumps(list(messages)))
+
+    def load(self, name: str) -> List[Message]:
+        """The messages saved under ``name``.
+
+        Raises SessionNotFound when there are none, CorruptSession when the file
+        cannot be read.
+        """
+        path = self.path(name)
+        text = self._read(name, path)
+        try:
+            return loads(text)
+        except ConversationError as exc:
+            raise CorruptSession(f"session {name!r} ({path}) cannot be read: {exc}") from None
+
+    def save_checkpoint(self, name: str, checkpoint: Checkpoint, *,
+                        key: "str | bytes | None" = None) -> None:
+        """Save a paused run's checkpoint under ``name`` (signed with ``key`` if given)."""
+        self._write(self._checkpoint_path(name), checkpoint.dumps(key))
+
+    def load_checkpoint(self, name: str, *, key: "str | bytes | None" = None) -> Checkpoint:
+        """The checkpoint saved under ``name``; with ``key``, its signature must match.
+
+        A file that cannot be read, or whose signature does not match, raises
+        CheckpointError naming the file (kept a CheckpointError: a tampered checkpoint
+        is a security event, not a damaged file).
+        """
+        path = self._checkpoint_path(name)
+        text = self._read(name, path)
+        try:
+            return Checkpoint.loads(text, key)
+        except CheckpointError as exc:
+            raise CheckpointError(f"checkpoint {name!r} ({path}): {exc}") from None
+
+    def delete_checkpoint(self, name: str) -> None:
+        """Remove the checkpoint saved under ``name`` (once resumed); SessionNotFound if none."""
+        self._remove(name, self._checkpoint_path(name))
+
+    def _checkpoint_path(self, name: str) -> str:
+        return os.path.join(self.directory, check_name(name) + _CHECKPOINT)
+
+    def names(self) -> List[str]:
+        """The saved conversations' names, sorted."""
+        found = []
+        for entry in os.listdir(self.directory):
+            if entry.endswith(_SUFFIX) and NAME_PATTERN.match(entry[:-len(_SUFFIX)]):
+                found.append(entry[:-len(_SUFFIX)])
+        return sorted(found)
+
+    def delete(self, name: str) -> None:
+        """Remove the conversation saved under ``name``; SessionNotFound if none."""
+        self._remove(name, self.path(name))
+
+    def _remove(self, name: str, path: str) -> None:
+        with self._locked():
+            try:
+                os.remove(path)
+            except FileNotFoundError:
+                raise SessionNotFound(f"no session named {name!r} in {self.directory}") from None
+            _fsync_directory(self.directory)
+
+    def _read(self, name: str, path: str) -> str:
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except FileNotFoundError:
+            raise SessionNotFound(f"no session named {name!r} in {self.directory}") from None
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CorruptSession(
+                f"session {name!r} ({path}) cannot be read: not UTF-8 at byte {exc.start}") from None
+
+    def _write(self, path: str, text: str) -> None:
+        data = text.encode("utf-8")
+        with self._locked():
+            # mkstemp makes the file 0600 and a name no other writer can pick.
+            fd, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=self.directory)
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    _write_all(handle, data)
+                os.replace(temporary, path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.remove(temporary)
+                raise
+            _fsync_directory(self.directory)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        if fcntl is None:  # pragma: no cover - not POSIX: atomic, not serialised
+            yield
+            return
+        fd = os.open(os.path.join(self.directory, _LOCK), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the lock
+
+
+def _write_all(handle: IO[bytes], data: bytes) -> None:
+    handle.write(data)
+    handle.flush()
+    os.fsync(handle.fileno())
+
+
+def _fsync_directory(directory: str) -> None:
+    # Without this the rename may live only in the page cache; some systems
+    # (Windows) cannot open a directory, and there the rename is as durable as it gets.
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+    fd: Optional[int] = None
+    try:
+        fd = os.open(directory, flags)
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        if fd is not None:
+            os.close(fd)
