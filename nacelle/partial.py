@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 __all__ = ["partial_json"]
 
@@ -171,14 +171,23 @@ def _object(text: str, at: int) -> Tuple[Any, int, bool]:
             out[key] = value
         if not whole:
             return out, at, False
-        at = _skip(text, at)
-        if at >= len(text):
-            return out, at, False
-        if text[at] == "}":
-            return out, at + 1, True
-        if text[at] != ",":
-            raise _Stop
-        at += 1
+        at, closed = _after_item(text, at, "}")
+        if closed is not None:
+            return out, at, closed
+
+
+def _after_item(text: str, at: int, close: str) -> Tuple[int, Optional[bool]]:
+    """What follows a container's item: ``(after it, True)`` at the closing bracket,
+    ``(at, False)`` where the text ends, ``(after the comma, None)`` when another item
+    follows; anything else stops the parse."""
+    at = _skip(text, at)
+    if at >= len(text):
+        return at, False
+    if text[at] == close:
+        return at + 1, True
+    if text[at] != ",":
+        raise _Stop
+    return at + 1, None
 
 
 def _array(text: str, at: int) -> Tuple[Any, int, bool]:
@@ -195,11 +204,6 @@ def _array(text: str, at: int) -> Tuple[Any, int, bool]:
             out.append(value)
         if not whole:
             return out, at, False
-        at = _skip(text, at)
-        if at >= len(text):
-            return out, at, False
-        if text[at] == "]":
-            return out, at + 1, True
-        if text[at] != ",":
-            raise _Stop
-        at += 1
+        at, closed = _after_item(text, at, "]")
+        if closed is not None:
+            return out, at, closed
