@@ -16,6 +16,7 @@ from .agent import Agent as Agent
 from .agent import Result as Result
 from .backend import DEFAULT_MAX_TOKENS as DEFAULT_MAX_TOKENS
 from .backend import Backend as Backend
+from .backend import CallProfile as CallProfile
 from .backend import Capabilities as Capabilities
 from .backend import Effort as Effort
 from .backend import MCPServer as MCPServer
@@ -85,6 +86,7 @@ __all__ = [
     "Agent",
     "Backend",
     "Budget",
+    "CallProfile",
     "CancelEvent",
     "Cancelled",
     "Capabilities",

@@ -36,6 +36,7 @@ from .messages import Message, Part
 __all__ = [
     "DEFAULT_MAX_TOKENS",
     "Backend",
+    "CallProfile",
     "Capabilities",
     "Effort",
     "MCPServer",
@@ -61,6 +62,27 @@ class Effort(str, enum.Enum):
 
     def __repr__(self) -> str:
         return f"Effort.{self.name}"
+
+    __str__ = str.__str__
+
+
+class CallProfile(str, enum.Enum):
+    """What a model request is for, so a backend can spend on it accordingly.
+
+    ``AGENT_TURN`` is a turn of a run that goes on: the conversation will be sent
+    again, so writing a prompt cache pays. The others are one-shot — a title, a
+    compaction summary, an evaluation, a probe — and write no new cache entry: a cache
+    write costs more than plain input (1.25× on Anthropic) and nothing would read it.
+    """
+
+    AGENT_TURN = "agent_turn"
+    TITLE = "title"
+    COMPACTION = "compaction"
+    EVALUATION = "evaluation"
+    PROBE = "probe"
+
+    def __repr__(self) -> str:
+        return f"CallProfile.{self.name}"
 
     __str__ = str.__str__
 
@@ -128,7 +150,10 @@ class Request:
     ``capabilities.structured_output`` is true sends its schema when its ``mode`` is
     "native". ``resume`` is set by ``Agent.resume`` only (a ``checkpoint.Resume``):
     the loop runs the paused calls as decided before the first model turn, and
-    continues the paused run's counts.
+    continues the paused run's counts. ``profile`` says what the request is for
+    (:class:`CallProfile`); ``compaction`` is the run's ``nacelle.Compaction`` or None;
+    ``loop_guard`` is how many identical calls a run may make before they are refused
+    (0: no guard).
     """
 
     system: str
@@ -145,6 +170,9 @@ class Request:
     budget: Optional[Budget] = None
     output: Optional[Any] = None
     resume: Optional[Any] = None
+    profile: CallProfile = CallProfile.AGENT_TURN
+    compaction: Optional[Any] = None
+    loop_guard: int = 3
 
     def __post_init__(self) -> None:
         for name in ("messages", "tools", "mcp"):

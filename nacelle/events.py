@@ -29,6 +29,8 @@ class Kind(str, enum.Enum):
     TOOL_RESULT = "tool_result"
     TURN = "turn"
     DONE = "done"
+    #: the conversation was shortened before the next request; ``Event.compaction`` says how
+    COMPACTION = "compaction"
 
     def __repr__(self) -> str:
         return f"Kind.{self.name}"
@@ -50,6 +52,8 @@ class Stop(str, enum.Enum):
     INVALID_OUTPUT = "invalid_output"
     #: approval returned ``nacelle.PAUSE`` for a call; ``Event.checkpoint`` resumes the run
     PAUSED = "paused"
+    #: the model repeated one tool call (same tool, same input) past the run's loop guard
+    LOOP = "loop"
 
     @property
     def complete(self) -> bool:
@@ -339,7 +343,9 @@ class Event:
     the next call. ``output`` is set on DONE only, for a run given ``output=``: the
     validated, typed answer (None when the run ended without one). ``checkpoint`` is set
     on a DONE with ``Stop.PAUSED`` only: the :class:`nacelle.Checkpoint` that resumes
-    the run.
+    the run. ``compaction`` is set on COMPACTION only: a
+    :class:`nacelle.compaction.Compacted` saying what was removed, and ``text`` is then
+    the summary that replaced it (empty when the strategy wrote none).
     """
 
     kind: Kind
@@ -350,6 +356,7 @@ class Event:
     messages: Tuple[Any, ...] = ()
     output: Any = None
     checkpoint: Any = None
+    compaction: Any = None
 
     def __repr__(self) -> str:
         # Only the fields that mean something for this kind, so a printed stream reads.
@@ -368,4 +375,6 @@ class Event:
             shown.append(f"output={self.output!r}")
         if self.checkpoint is not None:
             shown.append(f"checkpoint={self.checkpoint!r}")
+        if self.compaction is not None:
+            shown.append(f"compaction={self.compaction!r}")
         return f"Event({', '.join(shown)})"

@@ -14,6 +14,7 @@ def test_kind_values_are_the_documented_strings():
     assert {k.name: k.value for k in Kind} == {
         "TEXT": "text", "THINKING": "thinking", "TOOL_CALL": "tool_call",
         "TOOL_RESULT": "tool_result", "TURN": "turn", "DONE": "done",
+        "COMPACTION": "compaction",
     }
     assert Kind.TEXT == "text" and isinstance(Kind.TEXT, str)
 
@@ -22,7 +23,7 @@ def test_stop_values_are_the_documented_strings():
     assert {s.name: s.value for s in Stop} == {
         "END": "end", "TOOLS": "tools", "MAX_TOKENS": "max_tokens", "CONTEXT": "context",
         "REFUSAL": "refusal", "ITERATIONS": "iterations", "OTHER": "other", "BUDGET": "budget",
-        "INVALID_OUTPUT": "invalid_output", "PAUSED": "paused",
+        "INVALID_OUTPUT": "invalid_output", "PAUSED": "paused", "LOOP": "loop",
     }
 
 

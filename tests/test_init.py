@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Every top-level name the package promises.
 PUBLIC = {
-    "Agent", "APIError", "Backend", "Budget", "CancelEvent", "Cancelled", "Capabilities",
+    "Agent", "APIError", "Backend", "Budget", "CallProfile", "CancelEvent", "Cancelled", "Capabilities",
     "Checkpoint", "CheckpointError", "ConfigError", "ConversationError",
     "DEFAULT_MAX_TOKENS", "Effort", "Event", "Fallback", "Finish", "HookEvent", "HookPoint",
     "HookResult", "Image", "Kind", "MAX_INJECT", "MCPServer", "Message", "NacelleError", "PAUSE",
