@@ -5,6 +5,9 @@ test their own agents offline with the same doubles nacelle's tests use.
   backend that plays back scripted model turns through the real tool loop.
 - ``FakeServer`` / ``Reply`` (``nacelle.testing.server``): a loopback HTTP server
   serving scripted, byte-exact replies, with delays, drops and stalls.
+- ``Cassette`` (``nacelle.testing.cassette``): a loopback server that records real HTTP
+  exchanges to a JSON file once and replays them offline, byte for byte — regression
+  tests and evals of a real agent that run in CI without a key.
 - Wire-format stream builders (``nacelle.testing.wire``): realistic Anthropic and
   OpenRouter SSE bodies.
 
@@ -19,6 +22,7 @@ _HOMES = {
     "ScriptedBackend": "scripted",
     "Turn": "scripted",
     "FakeClock": "scripted",
+    "Cassette": "cassette",
     "FakeServer": "server",
     "Reply": "server",
     "RecordedRequest": "server",
