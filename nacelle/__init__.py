@@ -24,6 +24,7 @@ from .backend import Request as Request
 from .backend import Thinking as Thinking
 from .checkpoint import PAUSE as PAUSE
 from .checkpoint import Checkpoint as Checkpoint
+from .compaction import Compaction as Compaction
 from .context import Budget as Budget
 from .context import CancelEvent as CancelEvent
 from .context import RunContext as RunContext
@@ -75,6 +76,7 @@ from .partial import partial_json as partial_json
 from .retry import Retry as Retry
 from .retry import RetryOptions as RetryOptions
 from .subagent import subagent_tool as subagent_tool
+from .token_estimate import estimate_tokens as estimate_tokens
 from .tools import Tool as Tool
 from .tools import tool as tool
 from .tools import tools_by_name as tools_by_name
@@ -92,6 +94,7 @@ __all__ = [
     "Capabilities",
     "Checkpoint",
     "CheckpointError",
+    "Compaction",
     "ConfigError",
     "ConversationError",
     "DEFAULT_MAX_TOKENS",
@@ -137,6 +140,7 @@ __all__ = [
     "attempt",
     "detached",
     "dumps",
+    "estimate_tokens",
     "loads",
     "partial_json",
     "retryable",

@@ -11,14 +11,14 @@ ROOT = Path(__file__).resolve().parent.parent
 # Every top-level name the package promises.
 PUBLIC = {
     "Agent", "APIError", "Backend", "Budget", "CallProfile", "CancelEvent", "Cancelled", "Capabilities",
-    "Checkpoint", "CheckpointError", "ConfigError", "ConversationError",
+    "Checkpoint", "CheckpointError", "Compaction", "ConfigError", "ConversationError",
     "DEFAULT_MAX_TOKENS", "Effort", "Event", "Fallback", "Finish", "HookEvent", "HookPoint",
     "HookResult", "Image", "Kind", "MAX_INJECT", "MCPServer", "Message", "NacelleError", "PAUSE",
     "ProviderBlock", "Reasoning", "Request", "Result", "Retry", "RetryBudgetExceeded",
     "RetryOptions", "Role", "RunContext", "Schema", "Stop", "StreamError", "StreamTruncated", "Text",
     "Thinking", "Tool", "ToolCall", "ToolContext", "ToolEvent", "ToolResult", "ToolSink",
     "TransportError", "Unsupported", "Usage", "assistant_text", "attempt", "detached",
-    "dumps", "loads", "partial_json", "retryable", "run_tool", "subagent_tool", "tool", "tools_by_name",
+    "dumps", "estimate_tokens", "loads", "partial_json", "retryable", "run_tool", "subagent_tool", "tool", "tools_by_name",
     "transient", "trim", "user_text", "with_timeout",
 }
 
