@@ -46,13 +46,16 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Generator, Iterable, Mapping, Optional, Sequence, Tuple
 
-from .backend import DEFAULT_MAX_TOKENS, MCPServer, Request, Thinking
+from .backend import DEFAULT_MAX_TOKENS, CallProfile, MCPServer, Request, Thinking
 from .checkpoint import Checkpoint, Resume
+from .compaction import Compaction
 from .context import Budget, RunContext
 from .errors import Cancelled, CheckpointError, ConfigError, StreamError, Unsupported
 from .events import Event, Kind, Stop, Usage
 from .hooks import normalize_hooks
 from .messages import Image, Message, Role, ToolCall
+from .observe import Observer, Observers
+from .observe import checked as checked_observers
 from .output import FINAL_ANSWER, Output, check_options, make_output
 from .tools import tools_by_name
 
@@ -113,7 +116,7 @@ class Agent:
         *,
         thinking: Thinking = Thinking(),
         max_tokens: int = DEFAULT_MAX_TOKENS,
-        max_iterations: int = 0,
+        max_iterations: int = 50,
         tools: Iterable[Any] = (),
         mcp: Iterable[MCPServer] = (),
         approve: Optional[Callable[..., Any]] = None,
@@ -124,6 +127,10 @@ class Agent:
         output: Any = None,
         output_mode: str = "auto",
         output_retries: int = 2,
+        profile: CallProfile = CallProfile.AGENT_TURN,
+        compaction: Optional[Compaction] = None,
+        loop_guard: int = 3,
+        observers: Sequence[Observer] = (),
         logger: Optional[logging.Logger] = None,
     ) -> None:
         if backend is None:
@@ -147,6 +154,15 @@ class Agent:
             raise ConfigError(f"approve must be callable, got {type(approve).__name__}")
         if budget is not None and not isinstance(budget, Budget):
             raise ConfigError(f"budget must be a nacelle.Budget, got {type(budget).__name__}")
+        if budget is not None and budget.cost is not None and not backend.capabilities.cost:
+            raise ConfigError(f"a cost budget needs prices, and backend {backend.name!r} "
+                              "knows none: give it pricing= or budget by tokens")
+        if not isinstance(profile, CallProfile):
+            raise ConfigError(f"profile must be a nacelle.CallProfile, got {profile!r:.60}")
+        if compaction is not None and not isinstance(compaction, Compaction):
+            raise ConfigError(f"compaction must be a nacelle.Compaction, got "
+                              f"{type(compaction).__name__}")
+        _check_int("loop_guard", loop_guard, 0)
         tools = tuple(tools)
         tools_by_name(tools)
         mcp = tuple(mcp)
@@ -162,6 +178,10 @@ class Agent:
         self.max_parallel_tools = max_parallel_tools
         self.tool_timeout = tool_timeout
         self.budget = budget
+        self.profile = profile
+        self.compaction = compaction
+        self.loop_guard = loop_guard
+        self.observers = checked_observers(observers)
         self.logger = logger if logger is not None else logging.getLogger(__name__)
         self._check_capabilities()
         self.output = output
@@ -236,7 +256,8 @@ class Agent:
             thinking=self.thinking, max_tokens=self.max_tokens,
             max_iterations=self.max_iterations, approve=self.approve, hooks=self.hooks,
             max_parallel_tools=self.max_parallel_tools, tool_timeout=self.tool_timeout,
-            budget=self.budget, output=compiled,
+            budget=self.budget, output=compiled, profile=self.profile,
+            compaction=self.compaction, loop_guard=self.loop_guard,
         )
 
     def stream(self, conversation: Iterable[Message], *,
@@ -255,21 +276,51 @@ class Agent:
         return self._stream(request, cancel)
 
     def _stream(self, request: Request, cancel: Optional[threading.Event]) -> Generator[Event, None, None]:
-        ctx = RunContext()
+        observer = Observers.make(self.observers)
+        ctx = RunContext(observer=observer)
         ended = threading.Event()
         unwatch = _watch(cancel, ctx, ended) if cancel is not None else None
+        if observer is not None:
+            backend = self.backend
+            ctx.observe("run.start", backend=backend.name, model=getattr(backend, "model", ""),
+                        system=request.system, messages=request.messages,
+                        tools=tuple((t.name, t.description) for t in request.tools),
+                        max_tokens=request.max_tokens, profile=request.profile,
+                        resumed=request.resume is not None)
+        done: Optional[Event] = None
+        turns = 0
+        failure: Optional[BaseException] = None
         events = self.backend.stream(request, ctx)
         try:
-            for event in events:
-                yield event
-        except Cancelled:
+            if observer is None:
+                yield from events
+            else:
+                every = observer.wants_events
+                for event in events:
+                    if event.kind is Kind.TURN:
+                        turns += 1
+                    elif event.kind is Kind.DONE:
+                        done = event
+                    if every:
+                        observer("event", {"event": event})
+                    yield event
+        except Cancelled as exc:
+            failure = exc
             self.logger.debug("run cancelled")
             raise
-        except Exception as exc:
-            if cancel is not None and cancel.is_set():
-                raise Cancelled("the run was cancelled") from exc
+        except BaseException as exc:
+            failure = exc
+            if isinstance(exc, Exception) and cancel is not None and cancel.is_set():
+                failure = Cancelled("the run was cancelled")
+                raise failure from exc
             raise
         finally:
+            if observer is not None:
+                if done is None and failure is None:
+                    failure = Cancelled("the consumer stopped reading the run")
+                ctx.observe("run.end", stop=done.stop if done is not None else None,
+                            usage=done.usage if done is not None else Usage(), turns=turns,
+                            error=failure if done is None else None)
             ended.set()
             if unwatch is not None:
                 unwatch()

@@ -172,7 +172,7 @@ class Request:
     resume: Optional[Any] = None
     profile: CallProfile = CallProfile.AGENT_TURN
     compaction: Optional[Any] = None
-    loop_guard: int = 3
+    loop_guard: int = 0
 
     def __post_init__(self) -> None:
         for name in ("messages", "tools", "mcp"):

@@ -18,6 +18,9 @@ call's context, and the Agent's watcher of the caller's event); they live here:
   :meth:`RunContext.tool`: its own cancel event linked to the run's (a timed-out call
   is cancelled alone; a cancelled run cancels every call), the run's clock, and the
   earlier of the run's deadline and the call's timeout.
+- A RunContext also carries the run's ``observer`` (``observe.py``'s fan-out, or
+  None), handed down to every child and tool context, so telemetry reaches the
+  transport and the tool threads by the same path as cancellation.
 - :class:`Budget` is what a run may spend. ``seconds`` becomes the run's deadline,
   so it bounds model requests and tools alike; tokens, cost and tool calls are checked
   by the loop at each turn boundary.
@@ -36,7 +39,7 @@ import math
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, Optional, Tuple, Type
+from typing import Any, Callable, Dict, Optional, Tuple, Type
 
 from .errors import Cancelled
 
@@ -121,7 +124,7 @@ class RunContext:
     default; ``Retry`` passes ``RetryBudgetExceeded``).
     """
 
-    __slots__ = ("deadline", "cancelled", "clock", "deadline_error")
+    __slots__ = ("deadline", "cancelled", "clock", "deadline_error", "observer")
 
     def __init__(
         self,
@@ -130,11 +133,20 @@ class RunContext:
         cancelled: Optional[threading.Event] = None,
         clock: Callable[[], float] = time.monotonic,
         deadline_error: Type[BaseException] = Cancelled,
+        observer: Optional[Callable[[str, Dict[str, Any]], None]] = None,
     ) -> None:
         self.deadline = deadline
         self.cancelled = cancelled if cancelled is not None else CancelEvent()
         self.clock = clock
         self.deadline_error = deadline_error
+        self.observer = observer
+
+    def observe(self, kind: str, **data: Any) -> None:
+        """Tell the run's observers (``observe.py``) about ``kind``; nothing without
+        them. A site that builds costly ``data`` checks ``ctx.observer`` first."""
+        observer = self.observer
+        if observer is not None:
+            observer(kind, data)
 
     def __repr__(self) -> str:
         state = "cancelled" if self.cancelled.is_set() else "active"
@@ -203,7 +215,7 @@ class RunContext:
         this one's. The earlier deadline brings its own error with it."""
         deadline, error = self._earlier(deadline, deadline_error)
         return RunContext(deadline, cancelled=self.cancelled, clock=self.clock,
-                          deadline_error=error)
+                          deadline_error=error, observer=self.observer)
 
     def tool(self, call_id: str, index: int, name: str, *,
              timeout: Optional[float] = None, asked: Optional[float] = None) -> "ToolContext":
@@ -216,7 +228,7 @@ class RunContext:
             own = (self.clock() if asked is None else asked) + timeout
         deadline, error = self._earlier(own, Cancelled)
         return ToolContext(call_id, index, name, CancelEvent(self.cancelled), deadline,
-                           clock=self.clock, deadline_error=error)
+                           clock=self.clock, deadline_error=error, observer=self.observer)
 
     # -- internals --------------------------------------------------------------
 
@@ -260,9 +272,10 @@ class ToolContext(RunContext):
         *,
         clock: Callable[[], float] = time.monotonic,
         deadline_error: Type[BaseException] = Cancelled,
+        observer: Optional[Callable[[str, Dict[str, Any]], None]] = None,
     ) -> None:
         super().__init__(deadline, cancelled=cancelled, clock=clock,
-                         deadline_error=deadline_error)
+                         deadline_error=deadline_error, observer=observer)
         self.call_id = call_id
         self.index = index
         self.name = name

@@ -86,7 +86,7 @@ class Fallback:
             turn = self.turn
         except AttributeError:
             return self._first_that_answers(
-                [functools.partial(b.stream, request, ctx) for b in self.backends])
+                [functools.partial(b.stream, request, ctx) for b in self.backends], ctx)
         # Imported here: the loop imports the tool machinery, which a whole-run
         # fallback never needs.
         from .loop import run
@@ -100,9 +100,11 @@ class Fallback:
     def _turn(self, request: Request, messages: Tuple[Message, ...],
               ctx: RunContext) -> Iterator[Any]:
         return self._first_that_answers(
-            [functools.partial(getattr(b, "turn"), request, messages, ctx) for b in self.backends])
+            [functools.partial(getattr(b, "turn"), request, messages, ctx) for b in self.backends],
+            ctx)
 
-    def _first_that_answers(self, starts: List[Callable[[], Iterator[Any]]]) -> Iterator[Any]:
+    def _first_that_answers(self, starts: List[Callable[[], Iterator[Any]]],
+                            ctx: RunContext) -> Iterator[Any]:
         """Yield from the first of ``starts`` that does not fail before yielding."""
         for number, start in enumerate(starts):
             yielded = False
@@ -121,6 +123,8 @@ class Fallback:
                 log.warning("backend %r failed before answering (%s: %s); asking %r",
                             self.backends[number].name, type(err).__name__, err,
                             self.backends[number + 1].name)
+                ctx.observe("fallback", **{"from": self.backends[number].name,
+                                           "to": self.backends[number + 1].name, "error": err})
             finally:
                 close = getattr(items, "close", None)
                 if close is not None:

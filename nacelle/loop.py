@@ -83,6 +83,7 @@ from typing import Any, Dict, Generator, Iterator, List, Optional, Sequence, Set
 
 from .backend import Request, TurnEnd, TurnFunction
 from .checkpoint import Checkpoint, PendingCall, Resume, fingerprint
+from .compaction import Compacted, is_context_overflow
 from .context import Budget, RunContext
 from .errors import Cancelled, StreamError
 from .events import Event, Kind, Stop, ToolEvent, Usage
@@ -140,6 +141,9 @@ class _Run:
         self.invalid = 0  # invalid answers sent back so far
         self.checkpoint: Optional[Checkpoint] = None  # set when the run pauses
         self.resume: Optional[Resume] = request.resume
+        self.compaction = request.compaction  # a nacelle.Compaction, or None
+        self.compact_next = False  # the last turn's input passed the threshold
+        self.repeats: Dict[str, int] = {}  # calls per tool and canonical input, for the guard
         if self.resume is not None:
             paused = self.resume.checkpoint
             self.total = paused.usage
@@ -174,11 +178,15 @@ class _Run:
             self.ctx.check()
             self.iterations += 1
             try:
-                end = yield from self._one_turn()
+                if self.compact_next:
+                    self.compact_next = False
+                    yield from self._compact("threshold")
+                end = yield from self._turn_with_room()
             except _OutOfTime:
                 log.debug("the run's time budget ran out during turn %d", self.iterations)
                 return Stop.BUDGET
             calls = yield from self._record(end)
+            self._note_input(end.usage)
             capped = bool(cap) and self.iterations >= cap
             if end.resume:
                 if capped:
@@ -200,7 +208,7 @@ class _Run:
                         "not run: the final answer ended the run" if answered is Stop.END
                         else "not run: the run ended without a valid final answer"), settled)
                     return answered
-            refusal = self._not_to_run(end.stop, capped, len(calls))
+            refusal = self._not_to_run(end.stop, capped, len(calls)) or self._guard(calls, settled)
             if refusal is not None:
                 stop, reason = refusal
                 yield from self._close_unrun(calls, reason, settled)
@@ -208,6 +216,74 @@ class _Run:
             stopped = yield from self._tool_round(calls, settled)
             if stopped is not None:
                 return stopped
+
+    def _turn_with_room(self) -> Generator[Event, None, TurnEnd]:
+        """One turn; with compaction, a turn the provider refused or cut because the
+        context is full is asked once more of the compacted conversation."""
+        if self.compaction is None:
+            return (yield from self._one_turn())
+        try:
+            end = yield from self._one_turn()
+        except Exception as exc:
+            if self.ctx.cancelled.is_set() or not is_context_overflow(exc):
+                raise
+            log.debug("the provider said the context is full (%s); compacting", exc)
+            if not (yield from self._compact("context")):
+                raise
+            return (yield from self._one_turn())
+        if end.stop is Stop.CONTEXT and not end.resume:
+            # The cut turn is dropped (its deltas were streamed; its usage is billed)
+            # and asked again once there is room.
+            if (yield from self._compact("context")):
+                self.total += end.usage
+                return (yield from self._one_turn())
+        return end
+
+    def _note_input(self, usage: Usage) -> None:
+        """Compact before the next request when this turn's input passed the threshold."""
+        compaction = self.compaction
+        if compaction is not None and (usage.input_tokens + usage.cache_read_tokens
+                                       + usage.cache_creation_tokens) > compaction.threshold:
+            self.compact_next = True
+
+    def _compact(self, reason: str) -> Generator[Event, None, bool]:
+        """Shorten the conversation with the run's strategy; True when it did."""
+        compaction = self.compaction
+        assert compaction is not None
+        done: Optional[Compacted] = compaction.strategy(
+            tuple(self.conversation), request=self.request, ctx=self.ctx, turn=self.turn)
+        if done is None or not done.removed:
+            log.debug("compaction (%s) found nothing to remove", reason)
+            return False
+        self.conversation = list(done.messages)
+        self.total += done.usage
+        self.ctx.observe("compaction", strategy=done.strategy, reason=reason,
+                         removed=done.removed, tokens=done.tokens, summary=done.summary)
+        yield Event(Kind.COMPACTION, text=done.summary, usage=done.usage, compaction=done)
+        return True
+
+    def _guard(self, calls: Sequence[ToolCall],
+               settled: Dict[str, Event]) -> Optional[Tuple[Stop, str]]:
+        """Count the turn's calls per tool and canonical input: from the guard's Nth
+        one on, a call is refused (into ``settled``); at twice N the run ends."""
+        guard = self.request.loop_guard
+        if not guard:
+            return None
+        for index, call in enumerate(calls):
+            if call.id in settled:
+                continue
+            key = fingerprint(call.name, call.input)
+            seen = self.repeats[key] = self.repeats.get(key, 0) + 1
+            if seen >= 2 * guard:
+                return Stop.LOOP, (f"not run: the run stopped because {call.name} was called "
+                                   f"{seen} times with the same input")
+            if seen >= guard:
+                settled[call.id] = Event(_TOOL_RESULT, tool=ToolEvent(
+                    call.id, index, call.name, call.input, refused=True, error=(
+                        f"refused: this is call {seen} of {call.name} with exactly this "
+                        "input in this run; you are repeating yourself. Use the results "
+                        "you already have, or change the input or the approach.")))
+        return None
 
     def _one_turn(self) -> Generator[Event, None, TurnEnd]:
         """Yield one turn's deltas; return its TurnEnd."""
@@ -396,6 +472,7 @@ class _Run:
                                           sink.paused.get(c.id, ())) for c in paused),
                 usage=self.total, iterations=self.iterations, tool_calls=self.calls_run,
                 tools=tuple(t.name for t in request.tools))
+            self.ctx.observe("pause", pending=tuple(c.id for c in paused))
         self.conversation.append(Message(Role.USER, tuple(results[c.id] for c in calls)))
         if out_of_time:
             return Stop.BUDGET

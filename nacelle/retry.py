@@ -170,6 +170,8 @@ class Retry:
                     raise self._budget_spent(number, err) from err
                 log.debug("attempt %d failed with %s; retrying in %.2f s",
                           number, type(err).__name__, delay)
+                ctx.observe("request.retry", attempt=number, delay=delay, error=err,
+                            level="turn")
                 try:
                     ctx.sleep(delay)
                 except RetryBudgetExceeded as spent:

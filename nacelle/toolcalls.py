@@ -45,6 +45,7 @@ from .errors import Cancelled
 from .events import Event, Kind, ToolEvent
 from .hooks import HookEvent, HookPoint, cut_inject, normalize_hooks, run_after, run_before
 from .messages import ToolCall, ToolResult
+from .observe import new_span
 from .tools import parse_input, result_text
 
 __all__ = ["ToolSink", "run_tool"]
@@ -175,7 +176,32 @@ def run_tool(tool: Any, call: ToolCall, index: int, sink: ToolSink, ctx: ToolCon
     the checkpoint. ``decided`` is given for a paused call a person approved on
     resume: those injects. Its before-hooks and approval were asked before the pause
     and are not asked again; the tool and the after-hooks run as for any call.
+
+    With observers on ``ctx`` (``observe.py``) the call is one span: ``tool.start``
+    before anything is asked, ``tool.end`` when its result is made (or when a hook
+    raised out of it), both on the calling thread.
     """
+    if getattr(ctx, "observer", None) is None:
+        return _run_tool(tool, call, index, sink, ctx, decided)[0]
+    span = new_span()
+    base = {"span": span, "id": call.id, "index": index, "name": call.name}
+    ctx.observe("tool.start", **base, input=call.input,
+                description=getattr(tool, "description", "") or "")
+    clock = getattr(ctx, "clock", time.monotonic)
+    started = clock()
+    try:
+        result, event = _run_tool(tool, call, index, sink, ctx, decided)
+    except BaseException as exc:
+        ctx.observe("tool.end", **base, duration=clock() - started, result="",
+                    error=f"{type(exc).__name__}: {exc}", refused=False, paused=False)
+        raise
+    ctx.observe("tool.end", **base, duration=event.duration, result=event.result,
+                error=event.error, refused=event.refused, paused=event.paused)
+    return result
+
+
+def _run_tool(tool: Any, call: ToolCall, index: int, sink: ToolSink, ctx: ToolContext,
+              decided: Optional[Sequence[str]]) -> Tuple[ToolResult, ToolEvent]:
     clock = getattr(ctx, "clock", time.monotonic)
     started = clock()
     injects: List[str] = list(decided) if decided is not None else []
@@ -191,7 +217,7 @@ def run_tool(tool: Any, call: ToolCall, index: int, sink: ToolSink, ctx: ToolCon
                 event = ToolEvent(call.id, index, call.name, call.input, error=PAUSED_TEXT,
                                   duration=clock() - started, paused=True)
                 sink.report(Event(_TOOL_RESULT, tool=event))
-                return as_result(event)
+                return as_result(event), event
             if verdict is not True:
                 refused = True
                 error = (verdict if isinstance(verdict, str) and verdict else
@@ -211,7 +237,7 @@ def run_tool(tool: Any, call: ToolCall, index: int, sink: ToolSink, ctx: ToolCon
     event = ToolEvent(call.id, index, call.name, call.input, result=result, error=error,
                       duration=clock() - started, refused=refused)
     sink.report(Event(_TOOL_RESULT, tool=event))
-    return as_result(event)
+    return as_result(event), event
 
 
 #: What the model reads for a paused call if the paused run's DONE conversation is

@@ -357,7 +357,7 @@ def test_a_failing_tool_is_not_a_stream_error():
 
 def test_repr_names_the_backend_and_tools():
     assert repr(Agent(backend(), "sys", tools=[lookup])) == (
-        "Agent(backend='scripted', tools=['lookup'], mcp=[], max_iterations=0)")
+        "Agent(backend='scripted', tools=['lookup'], mcp=[], max_iterations=50)")
 
 
 def test_events_reach_the_consumer_as_the_turn_streams():

@@ -195,7 +195,7 @@ def test_max_parallel_tools_bounds_how_many_calls_run_at_once():
         return "ok"
 
     agent, _ = agent_for([assistant(*calls("counted", *({} for _ in range(6)))), assistant(Text("k"))],
-                         tools=[counted], max_parallel_tools=2)
+                         tools=[counted], max_parallel_tools=2, loop_guard=0)
     list(agent.stream([user_text("go")]))
     assert peak[0] == 2
 

@@ -222,7 +222,7 @@ def test_a_finished_call_no_longer_listens_to_the_run():
         assistant(*(ToolCall(f"c{i}", "quick", '{"word": "w"}') for i in range(50))),
         assistant(Text("done")),
     ])
-    agent = Agent(backend, "Test.", tools=[quick])
+    agent = Agent(backend, "Test.", tools=[quick], loop_guard=0)  # 50 identical calls
     events = list(backend.stream(agent.request([user_text("go")]), ctx))
     assert events[-1].stop is Stop.END
     assert ctx.cancelled._callbacks == {}

@@ -275,6 +275,8 @@ class Transport:
                 log.debug("%s: HTTP %d from POST %s; retry %d of %d in %.2fs", self.name,
                           refused.status, where, retries + 1, self.max_retries, delay)
             retries += 1
+            ctx.observe("request.retry", attempt=retries, delay=delay, error=failure,
+                        level="http")
             try:
                 ctx.sleep(delay)
             except Exception as stopped:  # a deadline reached while waiting names the wait

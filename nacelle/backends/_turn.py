@@ -41,14 +41,16 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import urllib.parse
 from typing import (
     TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Protocol, Union,
 )
 
-from ..backend import TurnEnd
+from ..backend import Request, TurnEnd
 from ..context import RunContext
-from ..errors import ConfigError, NacelleError, StreamError
-from ..events import Event, _wire_count
+from ..errors import Cancelled, ConfigError, NacelleError, StreamError
+from ..events import Event, Kind, Usage, _wire_count
+from ..observe import new_span
 from ..sse import SSEEvent
 from ._http_headers import checked, checked_settings, scrub
 
@@ -161,19 +163,44 @@ def stream_turn(
     *,
     headers: Optional[Mapping[str, str]] = None,
     keepalive: Optional[Callable[[SSEEvent], bool]] = None,
+    request: Optional[Request] = None,
+    model: str = "",
 ) -> Iterator[Union[Event, TurnEnd]]:
     """One streamed model turn: POST ``body`` to ``path``, feed the SSE events to the
-    accumulator made by ``accumulator(scrub)``, yield its events, then its TurnEnd."""
+    accumulator made by ``accumulator(scrub)``, yield its events, then its TurnEnd.
+
+    With observers on ``ctx`` (``observe.py``) the turn is one request span:
+    ``request.start``, ``request.first_byte`` once the response's head is in,
+    ``request.end`` with the usage, the stop and the time to the first delta — or the
+    failure, a consumer leaving early included. ``request`` and ``model`` describe it.
+    """
+    if ctx.observer is None:
+        return _stream_turn(endpoint, path, body, ctx, accumulator, headers, keepalive, None)
+    return _observed_turn(endpoint, path, body, ctx, accumulator, headers, keepalive,
+                          request, model)
+
+
+def _stream_turn(
+    endpoint: Endpoint, path: str, body: Any, ctx: RunContext,
+    accumulator: Callable[[Callable[[str], str]], Accumulator],
+    headers: Optional[Mapping[str, str]], keepalive: Optional[Callable[[SSEEvent], bool]],
+    seen: Optional["_Seen"],
+) -> Iterator[Union[Event, TurnEnd]]:
     transport = endpoint.transport
     response = transport.post_stream(path, body, ctx, headers=headers)
     state = accumulator(functools.partial(scrub, headers=transport.request_headers()))
+    if seen is not None:
+        seen.answered(response, state)
     # ``done`` is asked after each event was fed, so the accumulator's own reading of
     # the stream decides; the iteration must end by itself (no break) for the
     # connection to go back to the pool.
     events = transport.events(response, ctx, keepalive=keepalive, final=lambda _: state.done)
     try:
         for sse in events:
-            yield from state.feed(sse)
+            out = state.feed(sse)
+            if out and seen is not None and seen.first is None:
+                seen.delta(out)
+            yield from out
         end = state.finish()
     except NacelleError:
         yield from state.abandon()
@@ -182,7 +209,85 @@ def stream_turn(
         events.close()  # at once when the consumer left early or the stream failed
         response.close()
     log.debug("%s turn ended: %s, %s", endpoint.name, end.stop.value, end.usage)
+    if seen is not None:
+        seen.end = end
     yield end
+
+
+_DELTAS = frozenset({Kind.TEXT, Kind.THINKING, Kind.TOOL_CALL})
+
+
+class _Seen:
+    """What one observed request has shown so far: when it started, its response's
+    head and first delta, its end."""
+
+    __slots__ = ("ctx", "base", "started", "clock", "status", "request_id", "first", "end",
+                 "state")
+
+    def __init__(self, ctx: RunContext, base: Dict[str, Any]) -> None:
+        self.ctx = ctx
+        self.base = base
+        self.clock = ctx.clock
+        self.started = ctx.clock()
+        self.status = 0
+        self.request_id = ""
+        self.first: Optional[float] = None
+        self.end: Optional[TurnEnd] = None
+        self.state: Optional[Accumulator] = None
+
+    def answered(self, response: Any, state: Accumulator) -> None:
+        self.status = int(getattr(response, "status_code", 0) or 0)
+        found = getattr(response, "headers", {})
+        self.request_id = next((found[h] for h in _REQUEST_ID_HEADERS if h in found), "")
+        self.state = state
+        self.ctx.observe("request.first_byte", **self.base, status=self.status,
+                         request_id=self.request_id, latency=self.clock() - self.started)
+
+    def delta(self, events: List[Event]) -> None:
+        if any(e.kind in _DELTAS for e in events):
+            self.first = self.clock() - self.started
+
+
+#: Where providers put the id of a request (Anthropic and OpenAI: ``request-id`` /
+#: ``x-request-id``; OpenRouter and most proxies echo one of them).
+_REQUEST_ID_HEADERS = ("request-id", "x-request-id")
+
+
+def _observed_turn(
+    endpoint: Endpoint, path: str, body: Any, ctx: RunContext,
+    accumulator: Callable[[Callable[[str], str]], Accumulator],
+    headers: Optional[Mapping[str, str]], keepalive: Optional[Callable[[SSEEvent], bool]],
+    request: Optional[Request], model: str,
+) -> Iterator[Union[Event, TurnEnd]]:
+    url = endpoint.base_url + path
+    parts = urllib.parse.urlsplit(url)
+    base = {"span": new_span(), "provider": endpoint.name, "model": model}
+    seen = _Seen(ctx, base)
+    ctx.observe("request.start", **base, url=url, server_address=parts.hostname or "",
+                server_port=parts.port or (443 if parts.scheme == "https" else 80),
+                max_tokens=request.max_tokens if request is not None else None,
+                profile=request.profile if request is not None else None)
+    failure: Optional[BaseException] = None
+    try:
+        yield from _stream_turn(endpoint, path, body, ctx, accumulator, headers, keepalive,
+                                seen)
+    except BaseException as exc:
+        # Closed after its TurnEnd is the turn ending as it should; any other exit,
+        # a consumer leaving early included, is the request's failure.
+        if not (isinstance(exc, GeneratorExit) and seen.end is not None):
+            failure = (Cancelled("the consumer stopped reading the turn")
+                       if isinstance(exc, GeneratorExit) else exc)
+        raise
+    finally:
+        end, state = seen.end, seen.state
+        status = seen.status or int(getattr(failure, "status", 0) or 0)
+        ctx.observe("request.end", **base, status=status, latency=ctx.clock() - seen.started,
+                    ttft=seen.first, usage=end.usage if end is not None else Usage(),
+                    stop=end.stop if end is not None else None, request_id=seen.request_id
+                    or str(getattr(failure, "request_id", "") or ""),
+                    response_id=str(getattr(state, "response_id", "") or ""),
+                    response_model=str(getattr(state, "response_model", "") or ""),
+                    error=failure)
 
 
 def count_tokens(endpoint: Endpoint, path: str, body: Any, ctx: RunContext, provider: str,

@@ -168,7 +168,7 @@ class Backend:
         return stream_turn(
             self._endpoint, "/v1/messages", body, ctx,
             lambda scrub: Accumulator(pricing=self.pricing, calls=calls, scrub=scrub),
-            headers=_beta_header(request), keepalive=_is_ping)
+            headers=_beta_header(request), keepalive=_is_ping, request=request, model=self.model)
 
 
 #: Models without ``output_config.format`` (prefixes of their ids).

@@ -161,6 +161,8 @@ class Accumulator:
         self._stop_reason: Optional[str] = None
         self._stopped = False
         self._server_calls = 0
+        self.response_id = ""  # the message's id and model, for observers
+        self.response_model = ""
 
     @property
     def done(self) -> bool:
@@ -199,6 +201,10 @@ class Accumulator:
             if message is None:
                 raise self._error("Anthropic sent a message_start whose message is not an "
                                   "object")
+            for field, value in (("response_id", message.get("id")),
+                                 ("response_model", message.get("model"))):
+                if isinstance(value, str):
+                    setattr(self, field, self._scrub(value)[:200])
             self._merge_usage(message.get("usage"))
             return []
         if kind == "content_block_start":

@@ -17,6 +17,15 @@ Choices made where the wire leaves room:
   costs nothing when that prefix is already cached and guarantees a hit when a turn
   added more than the 20 blocks the API looks back from a breakpoint. Never more
   than the API's limit of four.
+- **Breakpoints follow the request's** :class:`~nacelle.backend.CallProfile`. Those
+  four are for ``AGENT_TURN``, a request whose prefix the next one sends again. A
+  cache write costs 1.25 times plain input, and a read happens only at a
+  breakpoint that ends a prefix already written. So a ``COMPACTION`` request marks
+  the system block and the last tool only: when it shares the run's system prompt
+  and tools it reads them from the cache, and it marks nothing in the
+  conversation, which is the part being replaced — an entry there would be written
+  and never read. ``TITLE``, ``EVALUATION`` and ``PROBE`` requests are one-shot and
+  mark nothing, so they write nothing.
 - **Thinking** is adaptive unless told otherwise. ``Effort.NONE`` disables it,
   ``Effort.MINIMAL`` (which Anthropic does not have) becomes ``low``, and a budget
   selects manual thinking. ``show`` asks for ``display: summarized``; without it
@@ -49,7 +58,7 @@ import json
 import logging
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..backend import Effort, MCPServer, Request, Thinking
+from ..backend import CallProfile, Effort, MCPServer, Request, Thinking
 from ..errors import ConfigError
 from ..messages import (
     Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
@@ -124,14 +133,20 @@ def betas(request: Request) -> List[str]:
 
 def _common(request: Request, messages: Sequence[Message]) -> Dict[str, Any]:
     body: Dict[str, Any] = {}
+    profile = request.profile
+    prefix = profile is CallProfile.AGENT_TURN or profile is CallProfile.COMPACTION
     if request.system:
-        body["system"] = [{"type": "text", "text": request.system, "cache_control": dict(_CACHE)}]
+        body["system"] = [{"type": "text", "text": request.system}]
+        if prefix:
+            body["system"][0]["cache_control"] = dict(_CACHE)
     wire_messages = _messages(messages)
-    _mark_conversation(wire_messages)
+    if profile is CallProfile.AGENT_TURN:
+        _mark_conversation(wire_messages)
     body["messages"] = wire_messages
     tools = _tools(request.tools) + [_toolset(server) for server in request.mcp]
     if tools:
-        tools[-1]["cache_control"] = dict(_CACHE)
+        if prefix:
+            tools[-1]["cache_control"] = dict(_CACHE)
         body["tools"] = tools
     if request.mcp:
         body["mcp_servers"] = [_mcp_server(server) for server in request.mcp]
@@ -340,7 +355,8 @@ def encode_body(
     keeps ends before the first wire message either breakpoint is in and before the
     last one; its blocks are never marked again.
     """
-    if cache is None:
+    if cache is None or request.profile is not CallProfile.AGENT_TURN:
+        # A one-shot request has no next turn to reuse its encoding.
         return Body((dumps(to_wire(request, messages, model=model)),))
     run = cache.resume(request, messages, PROTOCOL)
     done = None if run is None else _encode(cache, request, messages, model, run)

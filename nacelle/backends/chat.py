@@ -170,7 +170,8 @@ class Backend:
         body = encode_body(request, messages, model=self.model, dialect=self.dialect,
                            cache=self._wire_cache)
         turn = stream_turn(self._endpoint, "/chat/completions", body, ctx,
-                           functools.partial(self._accumulator, seed=seed))
+                           functools.partial(self._accumulator, seed=seed),
+                           request=request, model=self.model)
         try:
             first = next(turn)
         except StopIteration:  # pragma: no cover - a turn always ends with its TurnEnd

@@ -162,6 +162,8 @@ class Accumulator:
         self._price = price
         self.done = False
         self.provider = ""
+        self.response_id = ""  # the completion's id and model, for observers
+        self.response_model = ""
         self._text: List[str] = []
         self._reasoning: List[str] = []
         self._details: Optional[List[Dict[str, Any]]] = None
@@ -210,6 +212,8 @@ class Accumulator:
         # Every delta passes here: the common chunk (one choice, no usage, no error)
         # costs a handful of dict lookups.
         get = chunk.get
+        if not self.response_id:
+            self._name_response(get("id"), get("model"))
         provider = get("provider")
         if provider and type(provider) is str:
             self.provider = provider
@@ -237,6 +241,12 @@ class Accumulator:
             if type(choice) is dict and _first(choice.get("index", 0)):
                 events.extend(self._choice(choice))
         return events
+
+    def _name_response(self, response_id: Any, model: Any) -> None:
+        if type(response_id) is str:
+            self.response_id = self._scrub(response_id)[:200]
+        if type(model) is str:
+            self.response_model = self._scrub(model)[:200]
 
     def _choice(self, choice: Dict[str, Any]) -> List[Event]:
         if choice.get("error"):

@@ -62,7 +62,9 @@ Many servers speak Chat Completions and each is loose in its own place. A
 - **Prompt caching**, for the models whose name starts with one of
   ``Dialect.cache_prefixes`` (OpenRouter's ``anthropic/``): a ``cache_control``
   breakpoint on the system prompt and one on the last text of the newest message.
-  Other servers cache automatically or not at all, and get no markers.
+  Other servers cache automatically or not at all, and get no markers. As on the
+  Anthropic backend, a ``CallProfile.COMPACTION`` request marks the system prompt
+  only, and one-shot profiles (TITLE, EVALUATION, PROBE) mark nothing.
 
 Where the contract is silent the choice follows the official OpenAI SDK's request
 shapes and the providers' compatibility pages (platform.openai.com/docs/api-reference/chat,
@@ -78,7 +80,7 @@ import json
 from dataclasses import dataclass
 from typing import AbstractSet, Any, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
-from ..backend import DEFAULT_MAX_TOKENS, Effort, Request
+from ..backend import DEFAULT_MAX_TOKENS, CallProfile, Effort, Request
 from ..errors import ConfigError, Unsupported
 from ..messages import (
     Finish, Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
@@ -169,9 +171,11 @@ def to_wire(
     if request.mcp:
         raise Unsupported(dialect.name, "MCP servers", MCP_HINT)
     cache = model.startswith(dialect.cache_prefixes) if dialect.cache_prefixes else False
+    profile = request.profile
+    prefix = cache and profile in (CallProfile.AGENT_TURN, CallProfile.COMPACTION)
     wire: List[Dict[str, Any]] = []
     if request.system:
-        if cache:
+        if prefix:
             system: Any = [{"type": "text", "text": request.system,
                             "cache_control": dict(_EPHEMERAL)}]
         else:
@@ -187,7 +191,7 @@ def to_wire(
                 wire.append(item)
         else:
             wire.extend(user(message, position, unsent))
-    if cache and len(wire) > 1:
+    if cache and profile is CallProfile.AGENT_TURN and len(wire) > 1:
         _mark_newest(wire[-1])
 
     body: Dict[str, Any] = {"model": model, "messages": wire, "stream": True}
@@ -408,7 +412,8 @@ def encode_body(
     later message can name (a turn adding such a call starts from the per-message
     table instead of the run's prefix).
     """
-    if cache is None or (extra and ("model" in extra or "messages" in extra)):
+    if (cache is None or request.profile is not CallProfile.AGENT_TURN
+            or (extra and ("model" in extra or "messages" in extra))):
         return Body((dumps(to_wire(request, messages, model=model, dialect=dialect,
                                    extra=extra)),))
     frame = to_wire(request, (), model=model, dialect=dialect, extra=extra)

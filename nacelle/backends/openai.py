@@ -146,7 +146,8 @@ class Backend:
     ) -> Iterator[Union[Event, TurnEnd]]:
         """One model turn: its TEXT / THINKING deltas as they arrive, then its TurnEnd."""
         body = to_wire(request, messages, model=self.model)
-        return stream_turn(self._endpoint, "/responses", body, ctx, self._accumulator)
+        return stream_turn(self._endpoint, "/responses", body, ctx, self._accumulator,
+                           request=request, model=self.model)
 
     def _accumulator(self, scrub: Callable[[str], str]) -> Accumulator:
         price = self.pricing.priced if self.pricing is not None else None

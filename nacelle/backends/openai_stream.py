@@ -131,6 +131,7 @@ class Accumulator:
         self._name = name
         self.done = False
         self.response_id = ""
+        self.response_model = ""
         self._items: Dict[int, _Item] = {}
         self._by_id: Dict[str, int] = {}
         self._status = ""
@@ -192,6 +193,8 @@ class Accumulator:
             response = event.get("response")
             if isinstance(response, dict) and isinstance(response.get("id"), str):
                 self.response_id = response["id"]
+            if isinstance(response, dict) and isinstance(response.get("model"), str):
+                self.response_model = response["model"]
         return []
 
     def _text(self, event: Dict[str, Any], kind: str, *, refusal: bool) -> List[Event]:

@@ -219,7 +219,8 @@ class Backend:
             extra=_extra(request, self.provider), cache=self._wire_cache)
         seed = str(len(messages))
         return stream_turn(self._endpoint, "/chat/completions", body, ctx,
-                           lambda scrub: Accumulator(scrub=scrub, seed=seed))
+                           lambda scrub: Accumulator(scrub=scrub, seed=seed),
+                           request=request, model=self.model)
 
 
 def _key_header(api_key: Optional[str]) -> Dict[str, str]:

@@ -1,0 +1,295 @@
+"""What a run did, as it does it: :class:`Observation`, the observer hook, and :class:`Recorder`.
+
+Events are the run's *output* — what a consumer shows. Observations are its
+*telemetry* — when each request started and first answered, how long a tool ran,
+which attempt was retried and after how long — for tracing, a run report or a log.
+``Agent(..., observers=[...])`` calls each observer with one :class:`Observation`
+per moment below; ``nacelle.otel.Instrumentation`` and :class:`Recorder` are
+observers, and so is any callable taking an Observation.
+
+=====================  =========================================================
+``kind``               ``data`` (seconds are wall-clock durations)
+=====================  =========================================================
+``run.start``          ``backend``, ``model``, ``system``, ``messages`` (the
+                       conversation the run starts from), ``tools`` (each
+                       ``(name, description)``), ``max_tokens``, ``profile``,
+                       ``resumed``
+``request.start``      ``provider`` (the backend's name), ``model``, ``url``,
+                       ``server_address``, ``server_port``, ``max_tokens``,
+                       ``profile``, ``turn`` (1 for the run's first request)
+``request.first_byte`` ``status``, ``request_id``, ``latency``
+``request.retry``      ``attempt`` (the one that failed, from 1), ``delay``,
+                       ``error`` (the exception), ``level`` (``"http"``: the
+                       transport resent the request; ``"turn"``: ``Retry`` reran
+                       the turn)
+``request.end``        ``status``, ``latency``, ``ttft`` (to the first text,
+                       thinking or tool delta; None if none came), ``usage``,
+                       ``stop``, ``request_id``, ``response_id``,
+                       ``response_model``, ``error`` (None, or the exception)
+``tool.start``         ``id``, ``index``, ``name``, ``input``, ``description``
+``tool.end``           ``id``, ``index``, ``name``, ``duration``, ``result``,
+                       ``error`` (the text the model read, or None), ``refused``,
+                       ``paused``
+``compaction``         ``strategy``, ``reason`` (``"threshold"`` or
+                       ``"context"``), ``removed``, ``tokens``, ``summary``
+``pause``              ``pending`` (the paused call ids)
+``fallback``           ``from``, ``to``, ``error``
+``event``              ``event`` — every Event of the stream, only for observers
+                       whose ``events`` attribute is true (the Recorder)
+``run.end``            ``stop`` (None when the run raised), ``usage``, ``turns``,
+                       ``error`` (None, or the exception)
+=====================  =========================================================
+
+Each ``request.start`` / ``first_byte`` / ``end`` and ``tool.start`` / ``end``
+also carries ``span``, an id shared by a start and its end, so an observer pairs
+them without a table of its own. A run has at most one request open at a time, so a
+``request.retry`` at the ``"http"`` level belongs to the run's open request; one at
+the ``"turn"`` level comes between two requests.
+
+Rules, and why:
+
+- Observers run synchronously, on the thread where the moment happens: a tool's
+  ``tool.start`` and ``tool.end`` on that tool's own thread, so a tracer can make its
+  span current there and an HTTP client the tool uses lands under it. They must be
+  cheap and thread-safe (tools run side by side).
+- An observer that raises is logged once (a warning with the traceback; later
+  failures of the same observer in that run at DEBUG) and never breaks the run:
+  telemetry that can fail a run is worse than none.
+- With no observer and the ``nacelle.observe`` logger below DEBUG nothing is built:
+  the run's context holds no observer and every emitting site checks that first.
+- At DEBUG the same path logs one line per request (provider, model, status,
+  latency, time to first token, request id, tokens), so a user who only turns on
+  logging sees every request without wiring anything.
+- ``data`` values are what the run has (a Usage, a Message, the exception): an
+  observer decides what to keep. :class:`Recorder` turns them into JSON.
+
+Core module: imports the standard library and nacelle's core modules only.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import enum
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, TextIO, Tuple
+
+from .errors import ConfigError, NacelleError
+
+__all__ = ["KINDS", "Observation", "Observer", "Observers", "Recorder", "checked", "load", "new_span"]
+
+log = logging.getLogger(__name__)
+
+#: Every ``Observation.kind`` the library emits, in the table's order.
+KINDS = ("run.start", "request.start", "request.first_byte", "request.retry", "request.end",
+         "tool.start", "tool.end", "compaction", "pause", "fallback", "event", "run.end")
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One moment of a run: ``kind`` (see the module docstring), the run's id, the
+    wall-clock ``time`` (seconds since the epoch, for placing it on a timeline) and
+    what is known then, ``data`` (read-only)."""
+
+    kind: str
+    run_id: str
+    time: float
+    data: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    def __repr__(self) -> str:
+        return f"Observation({self.kind!r}, run_id={self.run_id!r}, keys={sorted(self.data)!r})"
+
+
+Observer = Callable[[Observation], Any]
+
+_spans = iter(range(1, 2**63))
+_spans_lock = threading.Lock()
+
+
+def new_span() -> int:
+    """A fresh id pairing a start observation with its end (unique in the process)."""
+    with _spans_lock:
+        return next(_spans)
+
+
+class Observers:
+    """One run's observers behind one call, ``observers(kind, data)``: the callable a
+    :class:`~nacelle.context.RunContext` holds as its ``observer``.
+
+    ``make`` returns None when there is nothing to call, so a run without observers
+    and without DEBUG logging pays for nothing.
+    """
+
+    __slots__ = ("run_id", "_observers", "_events", "_failed", "_lock", "_debug")
+
+    def __init__(self, observers: Sequence[Observer], run_id: str, *, debug: bool = False) -> None:
+        self.run_id = run_id
+        self._observers = tuple(observers)
+        self._events = tuple(o for o in self._observers if getattr(o, "events", False))
+        self._failed: Set[int] = set()
+        self._lock = threading.Lock()
+        self._debug = debug
+
+    @classmethod
+    def make(cls, observers: Sequence[Observer], run_id: Optional[str] = None) -> Optional["Observers"]:
+        debug = log.isEnabledFor(logging.DEBUG)
+        if not observers and not debug:
+            return None
+        return cls(observers, run_id or uuid.uuid4().hex, debug=debug)
+
+    @property
+    def wants_events(self) -> bool:
+        """True when an observer asked for every Event (``events = True``)."""
+        return bool(self._events)
+
+    def __call__(self, kind: str, data: Dict[str, Any]) -> None:
+        observation = Observation(kind, self.run_id, time.time(), MappingProxyType(data))
+        for observer in self._events if kind == "event" else self._observers:
+            try:
+                observer(observation)
+            except Exception:  # noqa: BLE001 - telemetry never breaks a run
+                self._failed_once(observer)
+        if self._debug and kind == "request.end":
+            _log_request(data)
+
+    def _failed_once(self, observer: Observer) -> None:
+        with self._lock:
+            first = id(observer) not in self._failed
+            self._failed.add(id(observer))
+        if first:
+            log.warning("observer %r raised; the run goes on without its telemetry being "
+                        "complete", observer, exc_info=True)
+        else:
+            log.debug("observer %r raised again", observer, exc_info=True)
+
+
+def _log_request(data: Mapping[str, Any]) -> None:
+    usage = data.get("usage")
+    ttft = data.get("ttft")
+    log.debug("%s %s: %s in %.3fs (first token %s), request id %s, %s tokens%s",
+              data.get("provider", ""), data.get("model", ""),
+              data.get("status") or type(data.get("error")).__name__,
+              data.get("latency") or 0.0, "-" if ttft is None else f"{ttft:.3f}s",
+              data.get("request_id") or "-", getattr(usage, "total", 0),
+              f", failed: {data['error']}" if data.get("error") is not None else "")
+
+
+class Recorder:
+    """An observer writing a run's observations — and, with ``events=True`` (the
+    default), its events — to ``path`` as JSON lines, one object per line with
+    ``kind``, ``run_id``, ``time`` and ``data``. Several runs may share a file
+    (appended, told apart by ``run_id``); :func:`load` reads it back.
+
+    Lines are written whole under a lock (tools observe from their own threads) and
+    flushed at ``run.end``. Values become JSON as: Usage and other dataclasses their
+    fields, Messages through ``nacelle.messages.dumps``'s form, an exception
+    ``{"type", "message"}``, enums their value, bytes base64. What a run holds is
+    written as it is: keep a recording where you would keep the conversation itself
+    (an API key is never in it — keys are not in messages or observations).
+    """
+
+    events = True
+
+    def __init__(self, path: "os.PathLike[str] | str", *, events: bool = True) -> None:
+        self.path = os.fspath(path)
+        self.events = events
+        self._lock = threading.Lock()
+        self._file: Optional[TextIO] = None
+
+    def __repr__(self) -> str:
+        return f"Recorder({self.path!r})"
+
+    def __call__(self, observation: Observation) -> None:
+        line = json.dumps({"kind": observation.kind, "run_id": observation.run_id,
+                           "time": observation.time, "data": dict(observation.data)},
+                          default=_jsonable, ensure_ascii=False, separators=(",", ":"))
+        with self._lock:
+            if self._file is None:
+                self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+            self._file.write(line + "\n")
+            if observation.kind == "run.end":
+                self._file.flush()
+
+    def close(self) -> None:
+        """Flush and close the file (a later observation opens it again)."""
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+    def __enter__(self) -> "Recorder":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+
+def load(path: "os.PathLike[str] | str") -> List[Dict[str, Any]]:
+    """The records of a :class:`Recorder` file, as JSON objects, in file order.
+
+    A line that is not a JSON object with ``kind``, ``run_id``, ``time`` and
+    ``data`` is a :class:`~nacelle.errors.NacelleError` naming the file and line (a
+    torn last line from a killed process is skipped, with a warning).
+    """
+    records: List[Dict[str, Any]] = []
+    with open(path, encoding="utf-8") as file:
+        lines = file.read().split("\n")
+    last = len(lines) - 1
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            if number >= last and not lines[-1]:
+                log.warning("%s: line %d is cut short (a run that was killed?); skipped",
+                            path, number)
+                continue
+            raise NacelleError(f"{os.fspath(path)}, line {number}: not JSON") from None
+        if not (isinstance(record, dict) and isinstance(record.get("kind"), str)
+                and isinstance(record.get("run_id"), str)
+                and isinstance(record.get("time"), (int, float))
+                and isinstance(record.get("data"), dict)):
+            raise NacelleError(f"{os.fspath(path)}, line {number}: not a recorded observation "
+                               "(kind, run_id, time and data)")
+        records.append(record)
+    return records
+
+
+def _jsonable(value: Any) -> Any:
+    """``json.dumps``'s fallback for what observations hold."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, BaseException):
+        return {"type": type(value).__name__, "message": str(value)}
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, (tuple, list, set, frozenset)):
+        return list(value)
+    if isinstance(value, Mapping):
+        return dict(value)
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        return to_dict()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)
+                if not f.name.startswith("_")}
+    return repr(value)
+
+
+def checked(observers: Any) -> Tuple[Observer, ...]:
+    """``observers`` as a tuple of callables, or a ConfigError (for the Agent)."""
+    if callable(observers):
+        raise ConfigError("observers takes a sequence of observers, e.g. observers=[recorder]")
+    found = tuple(observers)
+    for observer in found:
+        if not callable(observer):
+            raise ConfigError(f"an observer must be callable, got {type(observer).__name__}")
+    return found
