@@ -40,6 +40,7 @@ Core module: imports the standard library and nacelle's core modules only.
 from __future__ import annotations
 
 import dataclasses
+import html
 import json
 import logging
 import threading
@@ -97,6 +98,39 @@ class Result:
         if self.output is not None:
             return f"```python\n{self.output!r}\n```\n\n---\n{footer}*"
         return f"{self.text}\n\n---\n{footer}*"
+
+    def _repr_html_(self) -> str:
+        # Escaped here rather than rendered by nacelle.console: the core never imports
+        # the outer ring, and a notebook needs no more than this.
+        answer = repr(self.output) if self.output is not None else self.text
+        facts = [self.stop.value, f"{self.turns} turn{'s' if self.turns != 1 else ''}",
+                 f"{self.usage.total:,} tokens (in {self.usage.input_tokens:,}, out "
+                 f"{self.usage.output_tokens:,}, cache read {self.usage.cache_read_tokens:,}, "
+                 f"cache write {self.usage.cache_creation_tokens:,})"]
+        if self.usage.priced or self.usage.cost:
+            facts.append(f"${self.usage.cost:.4f}")
+        stop = "" if self.stop.complete else ' style="color:#d0453a"'
+        return (f'<div class="nacelle-result"><div style="white-space:pre-wrap">{_esc(answer)}</div>'
+                f"<hr><div{stop}><small>{_esc(' · '.join(facts))}</small></div>"
+                f"{_tool_calls_html(self.messages)}</div>")
+
+
+def _esc(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+def _tool_calls_html(messages: Sequence[Message]) -> str:
+    """The run's tool calls, each folded in ``<details>`` with its input and result."""
+    results = {r.id: r for m in messages for r in m.tool_results}
+    shown = []
+    for call in (c for m in messages for c in m.tool_calls):
+        result = results.get(call.id)
+        status = "no result" if result is None else ("failed" if result.failed else "ok")
+        shown.append(f"<details><summary>{_esc(call.name)} &middot; {status}</summary>"
+                     f"<pre>{_esc(call.input)}</pre>"
+                     f"<pre>{_esc(result.result if result is not None else '')}</pre></details>")
+    return f"<div>{len(shown)} tool call{'s' if len(shown) != 1 else ''}{''.join(shown)}</div>" \
+        if shown else ""
 
 
 def _shown_output(output: Any) -> str:
@@ -309,7 +343,8 @@ class Agent:
             self.logger.debug("run cancelled")
             raise
         except BaseException as exc:
-            failure = exc
+            failure = (Cancelled("the consumer stopped reading the run")
+                       if isinstance(exc, GeneratorExit) else exc)
             if isinstance(exc, Exception) and cancel is not None and cancel.is_set():
                 failure = Cancelled("the run was cancelled")
                 raise failure from exc

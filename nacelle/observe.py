@@ -22,8 +22,9 @@ observers, and so is any callable taking an Observation.
                        ``error`` (the exception), ``level`` (``"http"``: the
                        transport resent the request; ``"turn"``: ``Retry`` reran
                        the turn)
-``request.end``        ``status``, ``latency``, ``ttft`` (to the first text,
-                       thinking or tool delta; None if none came), ``usage``,
+``request.end``        ``status``, ``latency``, ``ttft`` (to the first text or
+                       thinking delta, or server-side call; None when none came —
+                       a turn of local calls only), ``usage``,
                        ``stop``, ``request_id``, ``response_id``,
                        ``response_model``, ``error`` (None, or the exception)
 ``tool.start``         ``id``, ``index``, ``name``, ``input``, ``description``
@@ -241,14 +242,15 @@ def load(path: "os.PathLike[str] | str") -> List[Dict[str, Any]]:
     records: List[Dict[str, Any]] = []
     with open(path, encoding="utf-8") as file:
         lines = file.read().split("\n")
-    last = len(lines) - 1
+    # A file that does not end with a newline ends with a line still being written.
+    torn = len(lines) if lines[-1] else 0
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
         except ValueError:
-            if number >= last and not lines[-1]:
+            if number == torn:
                 log.warning("%s: line %d is cut short (a run that was killed?); skipped",
                             path, number)
                 continue

@@ -26,7 +26,10 @@ from nacelle.messages import (
     Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult, dumps, loads,
     user_text,
 )
-from nacelle.testing import ScriptedBackend, Turn
+from nacelle.events import Stop
+from nacelle.messages import assistant_text
+from nacelle.testing import FakeServer, Reply, ScriptedBackend, Turn
+from nacelle.testing.wire import anthropic_stream, openrouter_stream
 from nacelle.token_estimate import IMAGE_TOKENS, estimate_tokens
 
 from conversation_rules import check_compacted, check_conversation, results_of
@@ -395,3 +398,161 @@ def test_the_estimate_counts_tools_through_their_json():
                            schema={"type": "object", "properties": {"path": {"type": "string"}}})
     assert estimate_tokens((), tools=[tool]) > estimate_tokens(()) + 346
     assert isinstance(Compacted((), 1, 0).usage, Usage)
+
+
+# -- in the loop ------------------------------------------------------------------
+
+@nacelle.tool(read_only=True)
+def read(path: str) -> str:
+    """Read a file."""
+    return "x = 1\n" * 400
+
+
+def answered_run():
+    """long_run() with its last call answered and a new question: a conversation that
+    can be sent as it is."""
+    messages = list(long_run())
+    return tuple(messages[:-1]) + (
+        Message(Role.USER, (ToolResult("t2", "read", "x = 1\n" * 400),
+                            Text("Now make the change."))),)
+
+
+def test_a_turn_whose_input_passed_the_threshold_compacts_before_the_next_request():
+    backend = ScriptedBackend([
+        Turn(Message(Role.ASSISTANT, (ToolCall("t9", "read", '{"path": "src/g.py"}'),)),
+             usage=Usage(input_tokens=800, cache_read_tokens=300)),
+        "Done.",
+    ])
+    agent = nacelle.Agent(backend, "You are a coding agent.", tools=[read],
+                          compaction=Compaction(1000, clear_tool_results(keep_last=1)))
+    events = list(agent.stream(answered_run()))
+    kinds = [e.kind for e in events]
+    at = kinds.index(Kind.COMPACTION)
+    assert kinds[at - 1] is Kind.TOOL_RESULT and kinds[at + 1:] == [Kind.TEXT, Kind.TURN, Kind.DONE]
+    compacted = events[at].compaction
+    assert compacted.strategy == "clear_tool_results" and compacted.removed == 3
+    first, second = backend.requests
+    check_conversation(second.messages)
+    assert [r.result for r in results_of(second.messages)] == [CLEARED] * 3 + ["x = 1\n" * 400]
+    assert estimate_tokens(second.messages) < estimate_tokens(first.messages)
+    assert events[-1].stop is Stop.END
+    assert events[-1].messages[:len(second.messages)] == second.messages
+
+
+def test_a_summary_is_counted_in_the_runs_usage_and_shown_as_the_compaction_text():
+    summary_usage = Usage(input_tokens=700, output_tokens=90)
+    backend = ScriptedBackend([
+        Turn(Message(Role.ASSISTANT, (ToolCall("t9", "read", '{"path": "src/g.py"}'),)),
+             usage=Usage(input_tokens=5000, output_tokens=10)),
+        Turn(assistant_text("We are fixing tests/test_app.py; setup.cfg is off limits."),
+             usage=summary_usage),
+        Turn(assistant_text("Done."), usage=Usage(input_tokens=400, output_tokens=5)),
+    ])
+    agent = nacelle.Agent(backend, "You are a coding agent.", tools=[read],
+                          compaction=Compaction(1000, summarize(keep_last=2)))
+    events = list(agent.stream(answered_run()))
+    [shown] = [e for e in events if e.kind is Kind.COMPACTION]
+    assert shown.text == "We are fixing tests/test_app.py; setup.cfg is off limits."
+    assert shown.usage == summary_usage
+    _, summary_request, last = backend.requests
+    assert summary_request.profile is CallProfile.COMPACTION and summary_request.tools == ()
+    assert last.messages[0].parts[0].text.startswith(SUMMARY_PREFIX)
+    check_conversation(last.messages)
+    total = events[-1].usage
+    assert (total.input_tokens, total.output_tokens) == (6100, 105)
+
+
+def test_without_compaction_a_long_run_is_never_rewritten():
+    backend = ScriptedBackend([
+        Turn(Message(Role.ASSISTANT, (ToolCall("t9", "read", '{"path": "src/g.py"}'),)),
+             usage=Usage(input_tokens=10 ** 6)),
+        "Done.",
+    ])
+    agent = nacelle.Agent(backend, "You are a coding agent.", tools=[read])
+    events = list(agent.stream(answered_run()))
+    assert Kind.COMPACTION not in [e.kind for e in events]
+    assert backend.requests[1].messages[:len(answered_run())] == answered_run()
+
+
+def test_a_turn_cut_by_a_full_context_is_asked_again_of_the_compacted_conversation():
+    cut = Usage(input_tokens=190000, output_tokens=3)
+    backend = ScriptedBackend([
+        Turn(assistant_text("I will"), stop=Stop.CONTEXT, usage=cut),
+        Turn(assistant_text("Done."), usage=Usage(input_tokens=900, output_tokens=2)),
+    ])
+    agent = nacelle.Agent(backend, "You are a coding agent.", tools=[read],
+                          compaction=Compaction(10 ** 6, clear_tool_results(keep_last=0)))
+    result = agent.run(answered_run())
+    assert result.stop is Stop.END and result.text == "Done."
+    retried = backend.requests[1]
+    assert results_of(retried.messages)[0].result == CLEARED
+    check_conversation(retried.messages)
+    # The cut turn is not in the conversation, but it was billed.
+    assert not any(m.text == "I will" for m in result.messages)
+    assert result.usage.input_tokens == 190900
+
+
+def test_a_context_that_cannot_be_compacted_further_ends_the_run_as_the_provider_said():
+    backend = ScriptedBackend([Turn(assistant_text("I"), stop=Stop.CONTEXT)])
+    agent = nacelle.Agent(backend, "sys", compaction=Compaction(1000))
+    assert agent.run([user_text("hi")]).stop is Stop.CONTEXT
+
+
+def test_compaction_must_be_a_compaction():
+    with pytest.raises(ConfigError, match="compaction must be a nacelle.Compaction"):
+        nacelle.Agent(ScriptedBackend([]), "sys", compaction=1000)
+
+
+def overflowing_backend(kind, server):
+    if kind == "anthropic":
+        from nacelle.backends import anthropic
+
+        return (anthropic.Backend(api_key="sk-ant-test", base_url=server.url, max_retries=0),
+                "/v1/messages", OVERFLOWS["anthropic"],
+                anthropic_stream(["Done."]))
+    from nacelle.backends import openrouter
+
+    return (openrouter.Backend(api_key="sk-or-test", model="openai/gpt-5", base_url=server.url,
+                               max_retries=0),
+            "/chat/completions", OVERFLOWS["openrouter"], openrouter_stream(["Done."]))
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "openrouter"])
+def test_a_context_length_400_is_compacted_and_the_turn_sent_once_more_smaller(kind):
+    with FakeServer() as server:
+        backend, path, (status, body), stream = overflowing_backend(kind, server)
+        server.queue(path, Reply.json(body, status=status), Reply(chunks=stream))
+        agent = nacelle.Agent(backend, "You are a coding agent.", tools=[read],
+                              compaction=Compaction(10 ** 6, clear_tool_results(keep_last=1)))
+        events = list(agent.stream(answered_run()))
+        server.assert_consumed()
+    refused, retried = server.requests
+    assert len(retried.body) < len(refused.body) / 2
+    assert "x = 1" in refused.body.decode() and retried.body.decode().count("x = 1") == 400
+    assert CLEARED in retried.body.decode()
+    compaction = next(e for e in events if e.kind is Kind.COMPACTION)
+    assert compaction.compaction.removed == 2
+    assert events[-1].stop is Stop.END
+    check_conversation(events[-1].messages)
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "openrouter"])
+def test_a_context_length_400_without_compaction_fails_the_run(kind):
+    with FakeServer() as server:
+        backend, path, (status, body), _ = overflowing_backend(kind, server)
+        server.queue(path, Reply.json(body, status=status))
+        agent = nacelle.Agent(backend, "You are a coding agent.", tools=[read])
+        with pytest.raises(APIError) as raised:
+            agent.run(answered_run())
+    assert raised.value.status == 400 and is_context_overflow(raised.value)
+
+
+def test_a_second_full_context_after_compacting_fails_the_run():
+    with FakeServer() as server:
+        backend, path, (status, body), _ = overflowing_backend("anthropic", server)
+        server.queue(path, Reply.json(body, status=status), Reply.json(body, status=status))
+        agent = nacelle.Agent(backend, "You are a coding agent.", tools=[read],
+                              compaction=Compaction(10 ** 6, clear_tool_results(keep_last=1)))
+        with pytest.raises(APIError):
+            agent.run(answered_run())
+        server.assert_consumed()

@@ -650,3 +650,83 @@ def test_a_turn_cut_by_the_time_budget_ends_the_run_with_budget_and_the_last_who
     done = events[-1]
     assert done.stop is Stop.BUDGET and kinds(events).count(Kind.TURN) == 1
     assert done.messages[-1].parts == (ToolResult("c0", "echo", "a"),)
+
+
+# -- the loop guard ---------------------------------------------------------------------
+
+def _same_call_each_turn(count, name="echo", text="again"):
+    return [assistant(ToolCall(f"t{n}", name, json.dumps({"text": text})))
+            for n in range(count)] + [assistant(Text("done"))]
+
+
+def test_the_loop_guard_refuses_the_third_identical_call_and_stops_the_run_at_the_sixth():
+    agent, backend = agent_for(_same_call_each_turn(7))
+    events = list(agent.stream([user_text("go")]))
+    results = [e.tool for e in events if e.kind is Kind.TOOL_RESULT]
+    assert [r.result for r in results[:2]] == ["again", "again"]
+    assert all(r.refused and "you are repeating yourself" in r.error for r in results[2:5])
+    assert "call 3 of echo" in results[2].error and "call 5 of echo" in results[4].error
+    sixth = results[5]
+    assert sixth.discarded and sixth.error == (
+        "not run: the run stopped because echo was called 6 times with the same input")
+    assert events[-1].stop is Stop.LOOP
+    assert len(results) == 6 and len(backend.requests) == 6
+
+
+def test_the_loop_guard_counts_calls_by_canonical_input_not_by_the_text_the_model_wrote():
+    turns = [assistant(ToolCall(f"t{n}", "echo", text)) for n, text in enumerate(
+        ['{"text": "a"}', '{ "text":"a" }', '{"text":"a"}'])] + [assistant(Text("done"))]
+    agent, _ = agent_for(turns)
+    events = list(agent.stream([user_text("go")]))
+    third = [e.tool for e in events if e.kind is Kind.TOOL_RESULT][2]
+    assert third.refused and events[-1].stop is Stop.END
+
+
+def test_different_inputs_are_not_repeats():
+    turns = [assistant(ToolCall(f"t{n}", "echo", json.dumps({"text": str(n)})))
+             for n in range(8)] + [assistant(Text("done"))]
+    agent, _ = agent_for(turns)
+    events = list(agent.stream([user_text("go")]))
+    assert not any(e.tool.refused for e in events if e.kind is Kind.TOOL_RESULT)
+    assert events[-1].stop is Stop.END
+
+
+def test_a_loop_guard_of_zero_lets_a_model_repeat_itself():
+    agent, _ = agent_for(_same_call_each_turn(7), loop_guard=0)
+    events = list(agent.stream([user_text("go")]))
+    assert not any(e.tool.failed for e in events if e.kind is Kind.TOOL_RESULT)
+    assert events[-1].stop is Stop.END
+
+
+def test_the_loop_guard_counts_identical_calls_within_one_turn_too():
+    agent, _ = agent_for([assistant(*calls("echo", *({"text": "x"} for _ in range(4)))),
+                          assistant(Text("done"))], loop_guard=2)
+    events = list(agent.stream([user_text("go")]))
+    assert events[-1].stop is Stop.LOOP
+    results = sorted((e.tool for e in events if e.kind is Kind.TOOL_RESULT), key=lambda t: t.index)
+    # The run ends in that turn, so its calls that would have run are not run either.
+    assert [(r.refused, r.discarded) for r in results] == [
+        (False, True), (True, False), (True, False), (False, True)]
+    # Every call the consumer saw is closed once, and the conversation records them all.
+    assert len(results) == 4
+    assert len(events[-1].messages[-1].parts) == 4
+
+
+def test_the_loop_guard_must_be_a_whole_number():
+    for bad in (-1, 1.5, True, "3"):
+        with pytest.raises(nacelle.ConfigError, match="loop_guard"):
+            agent_for([], loop_guard=bad)
+
+
+def test_max_iterations_defaults_to_fifty_model_requests():
+    agent, backend = agent_for([assistant(ToolCall(f"t{n}", "echo", json.dumps({"text": str(n)})))
+                                for n in range(60)])
+    events = list(agent.stream([user_text("go")]))
+    assert events[-1].stop is Stop.ITERATIONS and len(backend.requests) == 50
+
+
+def test_a_cost_budget_needs_a_backend_that_knows_prices():
+    backend = ScriptedBackend([], capabilities=nacelle.Capabilities())
+    with pytest.raises(nacelle.ConfigError, match="a cost budget needs prices"):
+        Agent(backend, "sys", budget=nacelle.Budget(cost=1.0))
+    Agent(backend, "sys", budget=nacelle.Budget(tokens=10))

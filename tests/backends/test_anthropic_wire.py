@@ -7,7 +7,7 @@ from typing import Any, Dict
 
 import pytest
 
-from nacelle.backend import Effort, MCPServer, Request, Thinking
+from nacelle.backend import CallProfile, Effort, MCPServer, Request, Thinking
 from nacelle.backends.anthropic_wire import (
     MCP_BETA, betas, count_tokens_body, to_wire,
 )
@@ -411,3 +411,41 @@ def test_the_count_tokens_body_is_the_message_body_without_max_tokens_and_stream
     assert "max_tokens" not in counted and "stream" not in counted
     full.pop("max_tokens"), full.pop("stream")
     assert counted == full
+
+
+# -- call profiles ------------------------------------------------------------------------
+
+def profiled(profile):
+    conversation = [user_text("Weather?"), Message(Role.ASSISTANT, (
+        ToolCall("toolu_1", "get_weather", '{"city": "Paris"}'),)),
+        user(ToolResult("toolu_1", "get_weather", "15°C")), user_text("And Rome?")]
+    return Request("Be brief.", tools=(WEATHER,), profile=profile), conversation
+
+
+def test_an_agent_turn_marks_tools_system_and_the_conversation():
+    request, conversation = profiled(CallProfile.AGENT_TURN)
+    places = [where for where, _ in cache_marks(to_wire(request, conversation))]
+    assert places[:2] == ["tools", "system"] and len(places) >= 3
+
+
+def test_a_compaction_request_reads_the_cached_system_and_tools_and_marks_no_message():
+    request, conversation = profiled(CallProfile.COMPACTION)
+    places = [where for where, _ in cache_marks(to_wire(request, conversation))]
+    assert places == ["tools", "system"]
+
+
+@pytest.mark.parametrize("profile", [CallProfile.TITLE, CallProfile.EVALUATION, CallProfile.PROBE])
+def test_one_shot_profiles_write_no_cache(profile):
+    request, conversation = profiled(profile)
+    body = to_wire(request, conversation)
+    assert cache_marks(body) == [] and "cache_control" not in json.dumps(body)
+
+
+@pytest.mark.parametrize("profile", list(CallProfile))
+def test_every_profiles_encoded_body_is_its_to_wire(profile):
+    from nacelle.backends._wire_cache import WireCache
+    from nacelle.backends.anthropic_wire import encode_body
+
+    request, conversation = profiled(profile)
+    encoded = encode_body(request, conversation, cache=WireCache())
+    assert json.loads(bytes(encoded)) == to_wire(request, conversation)

@@ -461,3 +461,19 @@ def test_a_dialect_with_an_unknown_effort_level_is_a_config_error():
     with pytest.raises(ConfigError, match="levels no server has"):
         chat_wire.Dialect(efforts=("low", "ultra"))
 
+
+
+def test_call_profiles_decide_the_cache_markers_on_anthropic_models():
+    from nacelle.backend import CallProfile
+
+    conversation = [user_text("Weather?"), weather_turn(), weather_results()]
+    marks = {}
+    for profile in CallProfile:
+        body = to_wire(Request("Long system prompt.", tools=(FakeTool("weather"),),
+                               profile=profile), conversation, model="anthropic/claude-sonnet-4.5")
+        marks[profile] = json.dumps(body).count('"cache_control"')
+        system = body["messages"][0]["content"]
+        assert isinstance(system, list) == (profile in (CallProfile.AGENT_TURN,
+                                                        CallProfile.COMPACTION))
+    assert marks == {CallProfile.AGENT_TURN: 2, CallProfile.COMPACTION: 1, CallProfile.TITLE: 0,
+                     CallProfile.EVALUATION: 0, CallProfile.PROBE: 0}
