@@ -4,7 +4,9 @@
 :func:`nacelle.dumps` of its messages, and one per paused run,
 ``<name>.checkpoint.json``, holding :meth:`Checkpoint.dumps` (signed when given a
 key: give one, since a file on disk can be edited). A conversation and a checkpoint
-may share a name, so a run that paused keeps both. What the store promises, and how:
+may share a name, so a run that paused keeps both. :meth:`FileStore.take_checkpoint`
+loads and removes a checkpoint in one locked step, so a paused run is resumed at most
+once however many processes try. What the store promises, and how:
 
 - **A write is all or nothing.** The text goes to a temporary file in the same
   directory, is fsynced, renamed over the old file (``os.replace``, atomic on POSIX
@@ -127,6 +129,26 @@ class FileStore:
             return Checkpoint.loads(text, key)
         except CheckpointError as exc:
             raise CheckpointError(f"checkpoint {name!r} ({path}): {exc}") from None
+
+    def take_checkpoint(self, name: str, *, key: "str | bytes | None" = None) -> Checkpoint:
+        """Load the checkpoint saved under ``name`` and remove it, as one step.
+
+        This is how a paused run is resumed at most once: two processes that take the
+        same checkpoint at the same time hold the store's lock in turn, so one gets it
+        and the other SessionNotFound — never both, which would run the approved calls
+        twice. A checkpoint that cannot be read or whose signature does not match
+        raises as :meth:`load_checkpoint` does and is left in place.
+        """
+        path = self._checkpoint_path(name)
+        with self._locked():
+            text = self._read(name, path)
+            try:
+                checkpoint = Checkpoint.loads(text, key)
+            except CheckpointError as exc:
+                raise CheckpointError(f"checkpoint {name!r} ({path}): {exc}") from None
+            os.remove(path)
+            _fsync_directory(self.directory)
+        return checkpoint
 
     def delete_checkpoint(self, name: str) -> None:
         """Remove the checkpoint saved under ``name`` (once resumed); SessionNotFound if none."""

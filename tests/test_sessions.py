@@ -133,6 +133,41 @@ def test_a_checkpoint_with_the_wrong_key_or_garbage_is_a_checkpoint_error_naming
         store.save_checkpoint("../x", _checkpoint())
 
 
+def test_a_checkpoint_taken_is_gone_so_a_paused_run_resumes_at_most_once(tmp_path):
+    store = FileStore(tmp_path)
+    store.save_checkpoint("run", _checkpoint(), key="secret")
+    assert store.take_checkpoint("run", key="secret").dumps() == _checkpoint().dumps()
+    with pytest.raises(SessionNotFound):
+        store.take_checkpoint("run", key="secret")
+
+
+def test_a_checkpoint_that_fails_its_check_is_not_taken(tmp_path):
+    store = FileStore(tmp_path)
+    store.save_checkpoint("run", _checkpoint(), key="secret")
+    with pytest.raises(nacelle.CheckpointError, match="run.checkpoint.json"):
+        store.take_checkpoint("run", key="other")
+    assert store.take_checkpoint("run", key="secret").pending[0].id == "call_1"
+
+
+@POSIX
+def test_of_two_processes_taking_one_checkpoint_exactly_one_gets_it(tmp_path):
+    store = FileStore(tmp_path)
+    store.save_checkpoint("run", _checkpoint(), key="secret")
+    code = """
+        import sys
+        from nacelle.sessions import FileStore, SessionNotFound
+        try:
+            FileStore(sys.argv[1]).take_checkpoint("run", key="secret")
+        except SessionNotFound:
+            print("missed")
+        else:
+            print("took")
+    """
+    takers = [_python(code, tmp_path) for _ in range(4)]
+    said = sorted(p.communicate(timeout=60)[0].decode().strip() for p in takers)
+    assert said == ["missed", "missed", "missed", "took"]
+
+
 def _python(code, *args):
     return subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(code), *map(str, args)], cwd=ROOT,
