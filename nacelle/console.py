@@ -14,19 +14,32 @@ output encoding shows them.
 Besides the CLI, this module is the one place allowed to write to a stream — it
 writes only to the stream it is given.
 
+For notebooks: :func:`html` renders a conversation as HTML (the run report's
+transcript: everything escaped, tool inputs and results in ``<details>``), and
+:func:`display` shows a stream as it comes in one live output cell — IPython's
+``display(..., display_id=True)`` updated at most every ``interval`` seconds (each
+update re-sends the whole cell, so updating per delta would swamp the front end),
+and once more at the end. IPython is imported inside :func:`display` only; without
+it the stream is rendered as text, as :func:`render` does.
+
 Outer ring: imports the standard library and the core.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
-from typing import IO, Iterable, Optional
+import time
+from html import escape
+from typing import IO, Any, Iterable, List, Optional, Sequence
 
 from .events import Event, Kind, Stop, ToolEvent, Usage
+from .messages import Message, dumps
+from .report_page import messages_html
 
-__all__ = ["Renderer", "render", "describe_usage"]
+__all__ = ["Renderer", "describe_usage", "display", "html", "render"]
 
 _DIM, _BOLD, _RED, _GREEN, _YELLOW, _CYAN, _RESET = (
     "\x1b[2m", "\x1b[1m", "\x1b[31m", "\x1b[32m", "\x1b[33m", "\x1b[36m", "\x1b[0m")
@@ -168,3 +181,87 @@ def render(events: Iterable[Event], out: Optional[IO[str]] = None, *,
            color: Optional[bool] = None) -> Optional[Event]:
     """Render a whole stream to ``out`` (stdout by default); return its DONE event."""
     return Renderer(out, color=color).render(events)
+
+
+# -- notebooks ---------------------------------------------------------------------------
+
+# Scoped under .nacelle so a notebook's own styles are left alone.
+_NOTEBOOK_CSS = ("<style>.nacelle .msg{border-left:3px solid #d9dee6;padding:2px 8px;margin:6px 0}"
+                 ".nacelle .msg.assistant{border-color:#3b6fd8}.nacelle .role{font-size:11px;"
+                 "font-weight:600;opacity:.7;text-transform:uppercase}.nacelle .text{white-space:"
+                 "pre-wrap}.nacelle pre{white-space:pre-wrap;margin:2px 0}.nacelle .bad{color:"
+                 "#d0453a}.nacelle .tag{font-size:11px;opacity:.7}</style>")
+
+
+def html(messages: Sequence[Message]) -> str:
+    """A conversation as HTML for a notebook: escaped, tool calls and results folded."""
+    return f'{_NOTEBOOK_CSS}<div class="nacelle">{messages_html(json.loads(dumps(messages)))}</div>'
+
+
+class _Live:
+    """A stream so far, as the HTML of one notebook cell."""
+
+    def __init__(self) -> None:
+        self.parts: List[str] = []  # finished HTML
+        self.text = ""  # the text of the part still streaming
+        self.thinking = False
+
+    def add(self, event: Event) -> None:
+        kind = event.kind
+        if kind in (Kind.TEXT, Kind.THINKING):
+            if (kind is Kind.THINKING) != self.thinking:
+                self._flush()
+                self.thinking = kind is Kind.THINKING
+            self.text += event.text
+            return
+        self._flush()
+        if kind is Kind.TOOL_CALL and event.tool is not None:
+            self.parts.append(f"<details><summary>&rarr; {escape(event.tool.name)}</summary>"
+                              f"<pre>{escape(event.tool.input)}</pre></details>")
+        elif kind is Kind.TOOL_RESULT and event.tool is not None:
+            line = Renderer(color=False)._result_line(event.tool).strip()
+            body = event.tool.error if event.tool.error is not None else event.tool.result
+            self.parts.append(f"<details><summary>&larr; {escape(line)}</summary>"
+                              f"<pre>{escape(body)}</pre></details>")
+        elif kind is Kind.TURN:
+            self.parts.append(f'<div class="tag">turn: {escape(describe_usage(event.usage))}</div>')
+        elif kind is Kind.DONE:
+            stop = event.stop or Stop.OTHER
+            totals = escape(describe_usage(event.usage))
+            self.parts.append(f"<div><b>done</b>: {totals}</div>" if stop.complete else
+                              f'<div class="bad"><b>INCOMPLETE ANSWER</b>: stopped with '
+                              f"'{escape(stop.value)}'; {totals}</div>")
+
+    def _flush(self) -> None:
+        if self.text:
+            style = ' style="opacity:.6"' if self.thinking else ""
+            self.parts.append(f'<div class="text"{style}>{escape(self.text)}</div>')
+            self.text = ""
+
+    def html(self) -> str:
+        pending = self.text and f'<div class="text">{escape(self.text)}</div>'
+        return f'{_NOTEBOOK_CSS}<div class="nacelle">{"".join(self.parts)}{pending}</div>'
+
+
+def display(events: Iterable[Event], *, interval: float = 0.25,
+            out: Optional[IO[str]] = None) -> Optional[Event]:
+    """Show a stream live in a notebook (text to ``out`` without IPython); return its
+    DONE event (None if the stream had none)."""
+    try:  # by name, so neither importing this module nor type-checking it needs IPython
+        ipython: Any = importlib.import_module("IPython.display")
+    except ImportError:
+        return render(events, out)
+    HTML = ipython.HTML
+    live = _Live()
+    handle = ipython.display(HTML(live.html()), display_id=True)
+    done, shown = None, time.monotonic()
+    for event in events:
+        live.add(event)
+        if event.kind is Kind.DONE:
+            done = event
+        now = time.monotonic()
+        if now - shown >= interval:
+            handle.update(HTML(live.html()))
+            shown = now
+    handle.update(HTML(live.html()))
+    return done

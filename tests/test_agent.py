@@ -363,3 +363,23 @@ def test_repr_names_the_backend_and_tools():
 def test_events_reach_the_consumer_as_the_turn_streams():
     agent = Agent(backend([assistant(Text("a"), Text("b"))]), "sys")
     assert [e.text for e in agent.stream([user_text("go")]) if e.kind is Kind.TEXT] == ["a", "b"]
+
+
+# -- notebook view -------------------------------------------------------------------
+
+def test_the_html_view_of_a_result_escapes_the_answer_and_folds_the_tool_calls():
+    scripted = backend([
+        Turn(assistant(ToolCall("c", "lookup", '{"key": "<k>"}')), usage=Usage(5, 1)),
+        Turn(assistant(Text("It is <script>K</script>.")), usage=Usage(7, 2, cost=0.5)),
+    ])
+    view = Agent(scripted, "sys", tools=[lookup]).run([user_text("k?")])._repr_html_()
+    assert "<script>" not in view and "It is &lt;script&gt;K&lt;/script&gt;." in view
+    assert "end · 2 turns · 15 tokens (in 12, out 3, cache read 0, cache write 0) · $0.5000" in view
+    assert "1 tool call<details><summary>lookup &middot; ok</summary>" in view
+    assert "{&quot;key&quot;: &quot;&lt;k&gt;&quot;}" in view and "<pre>&lt;K&gt;</pre>" in view
+
+
+def test_the_html_view_of_an_incomplete_result_is_marked():
+    result = Result("partial", (), Usage(1, 2), Stop.MAX_TOKENS, 1)
+    view = result._repr_html_()
+    assert 'style="color:#d0453a"' in view and "max_tokens" in view and "details" not in view

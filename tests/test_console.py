@@ -116,3 +116,79 @@ def test_describe_usage_leaves_out_what_is_unknown():
     assert describe_usage(Usage(3, 4)) == "7 tokens (in 3, out 4)"
     assert describe_usage(Usage(1000, 4, reasoning_tokens=2, cost=0.01)) == (
         "1,004 tokens (in 1,000, out 4, reasoning 2), $0.0100")
+
+
+# -- notebooks ----------------------------------------------------------------------------
+
+import sys
+import types
+
+from nacelle.console import display, html
+from nacelle.messages import Message, Role, Text, ToolCall, ToolResult
+
+HOSTILE = "<script>alert(1)</script>"
+
+
+def test_html_escapes_the_conversation_and_folds_tool_calls_and_results():
+    page = html([Message(Role.USER, (Text(HOSTILE),)),
+                 Message(Role.ASSISTANT, (ToolCall("c1", "read", '{"p": "<b>"}'),)),
+                 Message(Role.USER, (ToolResult("c1", "read", HOSTILE, failed=True),))])
+    assert "<script>" not in page and page.count("&lt;script&gt;") == 2
+    assert page.count("<details>") == 2 and "&rarr; read" in page and "failed" in page
+    assert '&quot;p&quot;: &quot;&lt;b&gt;&quot;' in page
+
+
+def test_importing_the_console_does_not_import_ipython():
+    import subprocess
+    code = "import sys, nacelle.console; print('IPython' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+class FakeHandle:
+    def __init__(self, shown):
+        self.shown = shown
+
+    def update(self, obj):
+        self.shown.append(obj.data)
+
+
+def fake_ipython(monkeypatch):
+    shown = []
+    module = types.ModuleType("IPython.display")
+    module.HTML = lambda data: types.SimpleNamespace(data=data)
+
+    def show(obj, display_id=False):
+        assert display_id is True
+        shown.append(obj.data)
+        return FakeHandle(shown)
+
+    module.display = show
+    monkeypatch.setitem(sys.modules, "IPython", types.ModuleType("IPython"))
+    monkeypatch.setitem(sys.modules, "IPython.display", module)
+    return shown
+
+
+def test_display_updates_one_live_output_and_ends_with_the_whole_run(monkeypatch):
+    shown = fake_ipython(monkeypatch)
+    stream = EVENTS[:3] + [Event(Kind.TEXT, text=HOSTILE)] + EVENTS[3:]
+    done = display(stream, interval=3600)
+    assert done is EVENTS[-1]
+    assert len(shown) == 2  # the empty cell, then one update: the throttle held the rest
+    final = shown[-1]
+    assert "&lt;script&gt;" in final and "<script>" not in final
+    assert "Let me look." in final and "&rarr; read_file" in final and "refused write_file" in final
+    assert "<b>done</b>: 435 tokens" in final
+
+
+def test_display_updates_as_events_come_when_the_interval_allows(monkeypatch):
+    shown = fake_ipython(monkeypatch)
+    display(EVENTS, interval=0)
+    assert len(shown) == len(EVENTS) + 2
+
+
+def test_display_without_ipython_renders_text(monkeypatch):
+    monkeypatch.setitem(sys.modules, "IPython.display", None)  # import raises ImportError
+    out = io.StringIO()
+    assert display(EVENTS, out=out) is EVENTS[-1]
+    assert out.getvalue() == PLAIN

@@ -1,0 +1,337 @@
+"""The run report: a run recorded through a FakeServer, rendered, and checked in pure
+Python (escaping, a failed request, several runs, a torn line) and in a real headless
+Chromium driven over its DevTools protocol (no console errors, no network, tool bars
+to scale, screenshots at 1280 and 390 px saved under NACELLE_ARTIFACTS)."""
+
+import base64
+import json
+import os
+import re
+import shutil
+import socket
+import struct
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+import nacelle
+from nacelle import report
+from nacelle.backends import anthropic
+from nacelle.observe import Recorder
+from nacelle.testing.server import FakeServer, Reply
+from nacelle.testing.wire import anthropic_stream
+
+HOSTILE = '<script>alert("x")</script><img src=http://evil.example/x.png onerror=alert(1)>'
+SLOW, QUICK = 0.3, 0.1
+
+
+@nacelle.tool
+def slow(seconds: float) -> str:
+    """Sleep for a while."""
+    time.sleep(seconds)
+    return f"slept {seconds}"
+
+
+@nacelle.tool
+def quick(text: str) -> str:
+    """Echo the text, <b>late</b>."""
+    time.sleep(QUICK)
+    return HOSTILE + text
+
+
+def record_run(path, *, fail=False):
+    """Two turns: the first retried once after a 529 and asking for two tools at once."""
+    overloaded = Reply(status=529, content_type="application/json", chunks=[
+        b'{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}'])
+    first = Reply(chunks=anthropic_stream(
+        ["Running ", "both."], tool_calls=[("t1", "slow", json.dumps({"seconds": SLOW})),
+                                           ("t2", "quick", '{"text": "hi"}')],
+        usage={"input_tokens": 100, "output_tokens": 30, "cache_creation_input_tokens": 2000}))
+    if fail:
+        last = Reply(status=400, content_type="application/json", chunks=[
+            b'{"type":"error","error":{"type":"invalid_request_error","message":"<b>bad</b>"}}'])
+    else:
+        last = Reply(chunks=anthropic_stream(
+            ["Done: ", HOSTILE], usage={"input_tokens": 50, "output_tokens": 20,
+                                        "cache_read_input_tokens": 2000}))
+    with FakeServer() as server:
+        server.queue("/v1/messages", overloaded, first, last)
+        backend = anthropic.Backend(api_key="sk-test", base_url=server.url, max_retries=2)
+        with Recorder(path) as recorder:
+            agent = nacelle.Agent(backend, "Be brief.", tools=[slow, quick],
+                                  observers=[recorder])
+            try:
+                agent.run([nacelle.user_text("Run both " + HOSTILE)])
+            except nacelle.APIError:
+                assert fail
+    return path
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory):
+    return record_run(tmp_path_factory.mktemp("report") / "run.jsonl")
+
+
+def tool_bars(page):
+    return re.findall(r'<span class="bar tool[^"]*" data-duration="([\d.]+)" '
+                      r'style="left:([\d.]+)%;width:([\d.]+)%"', page)
+
+
+# -- the page, in Python ----------------------------------------------------------------
+
+
+def test_a_run_shows_each_tool_call_as_a_bar_sized_by_its_duration(recording):
+    page = report.html(recording)
+    bars = sorted(tool_bars(page), key=lambda b: float(b[0]))
+    assert len(bars) == 2
+    (quick_s, _, quick_w), (slow_s, _, slow_w) = bars
+    assert float(quick_s) >= QUICK and float(slow_s) >= SLOW
+    assert float(slow_w) / float(quick_w) == pytest.approx(float(slow_s) / float(quick_s), rel=1e-3)
+
+
+def test_tool_calls_that_overlapped_get_lanes_of_their_own(recording):
+    page = report.html(recording)
+    assert page.count('class="row tool-lane"') == 2
+    assert page.count('class="row request-lane"') == 2
+
+
+def test_the_retry_and_the_time_to_first_token_are_marked(recording):
+    page = report.html(recording)
+    assert page.count('class="retry"') == 1 and "overloaded_error" in page
+    assert page.count('class="ttft"') == 2
+
+
+def test_hostile_text_from_the_recording_is_escaped_everywhere(recording):
+    page = report.html(recording)
+    assert "<script" not in page and "<img" not in page and "evil.example/x.png onerror" in page
+    assert "&lt;script&gt;" in page
+    assert "Content-Security-Policy" in page and "default-src 'none'" in page
+
+
+def test_the_token_table_shows_each_turn_and_what_the_cache_saved(recording):
+    page = report.html(recording)
+    assert "<td>2,000</td>" in page
+    # Opus at $5/M input: 2,000 cached reads at a tenth of the rate save $0.009, and
+    # 2,000 writes at 1.25x cost $0.0025 more than plain input.
+    assert "$0.0090" in page and "-$0.0025" in page and "$0.0065" in page
+
+
+def test_the_page_is_self_contained(recording):
+    page = report.html(recording)
+    assert not re.search(r'(src|href)\s*=\s*"(https?:)?//', page)
+    assert "@import" not in page and "url(" not in page and "<script" not in page
+
+
+def test_a_failed_request_is_drawn_red_and_the_transcript_comes_from_the_stream(tmp_path):
+    page = report.html(record_run(tmp_path / "failed.jsonl", fail=True))
+    assert 'class="bar request failed"' in page
+    assert "raised APIError" in page and "&lt;b&gt;bad&lt;/b&gt;" in page
+    assert "did not finish" in page and "slept 0.3" in page
+
+
+def test_a_file_of_several_runs_shows_each_or_the_one_asked_for(tmp_path, recording):
+    path = tmp_path / "two.jsonl"
+    path.write_bytes(recording.read_bytes())
+    record_run(path)
+    ids = list(dict.fromkeys(r["run_id"] for r in nacelle.observe.load(path)))
+    assert len(ids) == 2
+    both = report.html(path)
+    assert both.count('<section class="run"') == 2 and "2 runs" in both
+    one = report.html(path, run_id=ids[1])
+    assert one.count('<section class="run"') == 1 and ids[1] in one and ids[0] not in one
+    with pytest.raises(ValueError, match="no run 'nope'"):
+        report.html(path, run_id="nope")
+
+
+def test_a_torn_last_line_is_skipped(tmp_path, recording, caplog):
+    path = tmp_path / "torn.jsonl"
+    path.write_bytes(recording.read_bytes() + b'{"kind":"tool.start","run_id":"x","ti')
+    page = report.html(path)
+    assert page.count('<section class="run"') == 1 and len(tool_bars(page)) == 2
+    assert "cut short" in caplog.text
+
+
+def test_hostile_record_values_do_not_break_the_page(tmp_path):
+    path = tmp_path / "odd.jsonl"
+    lines = [{"kind": "run.start", "run_id": HOSTILE, "time": 1.0, "data": {"model": HOSTILE}},
+             {"kind": "request.start", "run_id": HOSTILE, "time": 1.0, "data": {"span": [1]}},
+             {"kind": "request.end", "run_id": HOSTILE, "time": 2.0, "data": {"usage": "x"}},
+             {"kind": "tool.start", "run_id": HOSTILE, "time": 1.5, "data": {"span": 2}},
+             {"kind": "event", "run_id": HOSTILE, "time": 2.0, "data": {"event": [1, 2]}},
+             {"kind": "run.end", "run_id": HOSTILE, "time": 2.0, "data": {"usage": {"cost": -1}}}]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    page = report.html(path)
+    assert "<script" not in page and "<img" not in page and "did not finish" in page
+
+
+def test_write_saves_the_page(tmp_path, recording):
+    out = tmp_path / "run.html"
+    report.write(recording, out)
+    assert out.read_text(encoding="utf-8") == report.html(recording)
+
+
+# -- the page, in a browser -------------------------------------------------------------
+
+
+def chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+class DevTools:
+    """The smallest DevTools client: one page target over a stdlib WebSocket."""
+
+    def __init__(self, url):
+        host, port, path = re.match(r"ws://([^:/]+):(\d+)(/.*)", url).groups()
+        self.sock = socket.create_connection((host, int(port)), timeout=30)
+        key = base64.b64encode(os.urandom(16)).decode()
+        self.sock.sendall((f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\n"
+                           f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+                           "Sec-WebSocket-Version: 13\r\n\r\n").encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += self.sock.recv(1)
+        assert head.startswith(b"HTTP/1.1 101"), head
+        self.next_id, self.events = 0, []
+
+    def _send(self, text):
+        data, mask = text.encode(), os.urandom(4)
+        size = len(data)
+        head = struct.pack("!BB", 0x81, 0x80 | size) if size < 126 else (
+            struct.pack("!BBH", 0x81, 0x80 | 126, size) if size < 65536 else
+            struct.pack("!BBQ", 0x81, 0x80 | 127, size))
+        self.sock.sendall(head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(data)))
+
+    def _exact(self, n):
+        out = b""
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            assert chunk, "DevTools closed the connection"
+            out += chunk
+        return out
+
+    def _receive(self):
+        message = b""
+        while True:
+            first, second = self._exact(2)
+            size = second & 0x7F
+            if size == 126:
+                size = struct.unpack("!H", self._exact(2))[0]
+            elif size == 127:
+                size = struct.unpack("!Q", self._exact(8))[0]
+            message += self._exact(size)
+            if first & 0x80:
+                return json.loads(message)
+
+    def call(self, method, **params):
+        self.next_id += 1
+        self._send(json.dumps({"id": self.next_id, "method": method, "params": params}))
+        while True:
+            message = self._receive()
+            if message.get("id") == self.next_id:
+                assert "error" not in message, message
+                return message["result"]
+            self.events.append(message)
+
+    def wait_for(self, method, timeout=20):
+        deadline = time.monotonic() + timeout
+        while not any(m.get("method") == method for m in self.events):
+            assert time.monotonic() < deadline, f"no {method} within {timeout} s"
+            self.events.append(self._receive())
+
+    def evaluate(self, expression):
+        return self.call("Runtime.evaluate", expression=expression,
+                         returnByValue=True)["result"]["value"]
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    binary = chromium()
+    if binary is None:
+        pytest.skip("no Chromium binary on PATH (chromium, chromium-browser, google-chrome): "
+                    "install Debian's chromium package to run the browser checks")
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    dead = socket.socket()
+    dead.bind(("127.0.0.1", 0))  # bound, never listening: every proxied request fails
+    process = subprocess.Popen(
+        [binary, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         "--hide-scrollbars", "--disable-extensions", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+         f"--proxy-server=127.0.0.1:{dead.getsockname()[1]}", "--proxy-bypass-list=<-loopback>",
+         "--remote-debugging-port=0", f"--user-data-dir={profile}", "about:blank"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        port_file = profile / "DevToolsActivePort"
+        deadline = time.monotonic() + 30
+        while not (port_file.exists() and port_file.read_text().count("\n") >= 1):
+            assert process.poll() is None, "Chromium exited at start"
+            assert time.monotonic() < deadline, "Chromium gave no DevTools port in 30 s"
+            time.sleep(0.05)
+        port = int(port_file.read_text().split()[0])
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        targets = json.loads(opener.open(f"http://127.0.0.1:{port}/json/list", timeout=10).read())
+        page = next(t for t in targets if t["type"] == "page")
+        yield DevTools(page["webSocketDebuggerUrl"])
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        dead.close()
+
+
+def artifacts():
+    path = Path(os.environ.get("NACELLE_ARTIFACTS") or Path(tempfile.gettempdir()) / "nacelle-artifacts")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+BARS = """JSON.stringify([...document.querySelectorAll('.bar.tool')].map(b => [
+  parseFloat(b.dataset.duration), b.getBoundingClientRect().width]))"""
+
+
+@pytest.mark.parametrize("width,mobile", [(1280, False), (390, True)])
+def test_the_page_renders_in_chromium_offline_with_bars_to_scale(browser, recording, tmp_path,
+                                                                 width, mobile):
+    page = tmp_path / "run.html"
+    report.write(recording, page)
+    for domain in ("Page", "Runtime", "Log", "Network"):
+        browser.call(f"{domain}.enable")
+    browser.call("Emulation.setDeviceMetricsOverride", width=width, height=900,
+                 deviceScaleFactor=1, mobile=mobile)
+    browser.events.clear()
+    browser.call("Page.navigate", url=page.as_uri())
+    browser.wait_for("Page.loadEventFired")
+    browser.evaluate("1")  # drains what arrived before the load event's reply
+
+    errors = [m for m in browser.events if m.get("method") in ("Runtime.exceptionThrown",
+              "Network.loadingFailed") or (m.get("method") == "Runtime.consoleAPICalled"
+              and m["params"]["type"] in ("error", "assert")) or (
+              m.get("method") == "Log.entryAdded" and m["params"]["entry"]["level"] == "error")]
+    assert errors == []
+    requests = [m["params"]["request"]["url"] for m in browser.events
+                if m.get("method") == "Network.requestWillBeSent"]
+    assert requests == [page.as_uri()]
+
+    bars = json.loads(browser.evaluate(BARS))
+    assert len(bars) == 2
+    (short, short_px), (long, long_px) = sorted(bars)
+    assert long > short > 0 and short_px > 10
+    assert long_px / short_px == pytest.approx(long / short, rel=0.05)
+    assert browser.evaluate("document.documentElement.scrollWidth") <= width
+
+    size = browser.call("Page.getLayoutMetrics")["cssContentSize"]
+    shot = browser.call("Page.captureScreenshot", format="png", captureBeyondViewport=True,
+                        clip={"x": 0, "y": 0, "width": width,
+                              "height": min(size["height"], 4000), "scale": 1})
+    out = artifacts() / f"report-{width}.png"
+    out.write_bytes(base64.b64decode(shot["data"]))
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
