@@ -16,7 +16,7 @@ observers, and so is any callable taking an Observation.
                        ``resumed``
 ``request.start``      ``provider`` (the backend's name), ``model``, ``url``,
                        ``server_address``, ``server_port``, ``max_tokens``,
-                       ``profile``, ``turn`` (1 for the run's first request)
+                       ``profile``
 ``request.first_byte`` ``status``, ``request_id``, ``latency``
 ``request.retry``      ``attempt`` (the one that failed, from 1), ``delay``,
                        ``error`` (the exception), ``level`` (``"http"``: the
@@ -83,6 +83,8 @@ from types import MappingProxyType
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, TextIO, Tuple
 
 from .errors import ConfigError, NacelleError
+from .events import Event, Usage
+from .messages import Message, _part_to_json
 
 __all__ = ["KINDS", "Observation", "Observer", "Observers", "Recorder", "checked", "load", "new_span"]
 
@@ -189,8 +191,9 @@ class Recorder:
     (appended, told apart by ``run_id``); :func:`load` reads it back.
 
     Lines are written whole under a lock (tools observe from their own threads) and
-    flushed at ``run.end``. Values become JSON as: Usage and other dataclasses their
-    fields, Messages through ``nacelle.messages.dumps``'s form, an exception
+    flushed at ``run.end``. Values become JSON as: a Message in
+    ``nacelle.messages.dumps``'s form, a Usage its fields and ``cost_without_cache``,
+    an Event the fields it sets, other dataclasses their fields, an exception
     ``{"type", "message"}``, enums their value, bytes base64. What a run holds is
     written as it is: keep a recording where you would keep the conversation itself
     (an API key is never in it — keys are not in messages or observations).
@@ -277,9 +280,18 @@ def _jsonable(value: Any) -> Any:
         return list(value)
     if isinstance(value, Mapping):
         return dict(value)
-    to_dict = getattr(value, "to_dict", None)
-    if callable(to_dict):
-        return to_dict()
+    if isinstance(value, Message):
+        return {"role": value.role.value, "parts": [_part_to_json(p) for p in value.parts]}
+    if isinstance(value, Usage):
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)
+                  if not f.name.startswith("_")}
+        fields["cost_without_cache"] = value.cost_without_cache
+        return fields
+    if isinstance(value, Event):
+        # Only what this event carries: most are text deltas, and a recording of a
+        # long run is mostly them.
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)
+                if f.name == "kind" or getattr(value, f.name) != f.default}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)
                 if not f.name.startswith("_")}

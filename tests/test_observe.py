@@ -320,3 +320,19 @@ def test_an_observation_is_a_read_only_value():
     Observers([seen], "r1")("run.start", {"a": 1})
     with pytest.raises(TypeError):
         seen.items[0][0].data["a"] = 2
+
+
+def test_the_recorder_writes_messages_in_dumps_form_usage_with_its_uncached_cost_and_only_set_event_fields(tmp_path):
+    path = tmp_path / "run.jsonl"
+    with Recorder(path) as recorder:
+        Agent(ScriptedBackend([nacelle.testing.Turn(
+            "Hi.", usage=Usage(input_tokens=10, cache_read_tokens=90, cost=0.001, priced=True))]),
+            "sys", observers=[recorder]).run([user_text("hello")])
+    records = load(path)
+    start = records[0]["data"]
+    assert nacelle.loads(json.dumps(start["messages"])) == [user_text("hello")]
+    text = next(r for r in records if r["kind"] == "event")["data"]["event"]
+    assert text == {"kind": "text", "text": "Hi."}
+    done = records[-2]["data"]["event"]
+    assert done["kind"] == "done" and "cost_without_cache" in done["usage"]
+    assert nacelle.loads(json.dumps(done["messages"]))[-1].text == "Hi."
