@@ -254,6 +254,8 @@ def display(events: Iterable[Event], *, interval: float = 0.25,
     HTML = ipython.HTML
     live = _Live()
     handle = ipython.display(HTML(live.html()), display_id=True)
+    if handle is None:  # IPython is installed, but this is no notebook: nothing to update
+        return render(events, out)
     done, shown = None, time.monotonic()
     for event in events:
         live.add(event)

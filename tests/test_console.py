@@ -4,6 +4,8 @@ import io
 
 import pytest
 
+import nacelle
+
 from nacelle.console import Renderer, describe_usage, render
 from nacelle.events import Event, Kind, Stop, ToolEvent, Usage
 
@@ -192,3 +194,19 @@ def test_display_without_ipython_renders_text(monkeypatch):
     out = io.StringIO()
     assert display(EVENTS, out=out) is EVENTS[-1]
     assert out.getvalue() == PLAIN
+
+
+def test_display_outside_a_notebook_falls_back_to_text_even_with_ipython_installed():
+    import io
+
+    pytest.importorskip("IPython", reason="IPython is not installed here")
+    from nacelle.testing import ScriptedBackend
+
+    out = io.StringIO()
+    import nacelle.console
+
+    done = nacelle.console.display(
+        nacelle.Agent(ScriptedBackend(["Hello."]), "sys").stream([nacelle.user_text("hi")]),
+        out=out)
+    assert done is not None and done.kind is nacelle.Kind.DONE
+    assert "Hello." in out.getvalue()
