@@ -135,6 +135,10 @@ class Renderer:
         elif kind is Kind.TURN:
             self._turns += 1
             self._line(self._paint(f"-- turn {self._turns}: {describe_usage(event.usage)}", _DIM))
+        elif kind is Kind.COMPACTION and event.compaction is not None:
+            done = event.compaction
+            self._line(self._paint(f"-- compacted ({done.strategy}): {done.removed} messages, "
+                                   f"~{done.tokens:,} tokens", _DIM))
         elif kind is Kind.DONE:
             self._line(self._summary(event))
         flush = getattr(self.out, "flush", None)

@@ -75,6 +75,14 @@ def test_failed_and_discarded_results_say_so():
     assert text == "   failed t: boom\n   not run t: not run\n"
 
 
+def test_a_compaction_says_what_it_removed():
+    from nacelle.compaction import Compacted
+
+    done = Compacted(messages=(), removed=12, tokens=48_000, strategy="clear_tool_results")
+    text, _ = rendered([Event(Kind.COMPACTION, compaction=done)], color=False)
+    assert text == "-- compacted (clear_tool_results): 12 messages, ~48,000 tokens\n"
+
+
 def test_server_side_calls_name_their_server():
     text, _ = rendered([Event(Kind.TOOL_CALL, tool=ToolEvent("s", 0, "web_search", '{"q":"x"}',
                                                              server="anthropic"))], color=False)
