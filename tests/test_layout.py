@@ -3,7 +3,7 @@ and a vendored copy that imports from a bare folder.
 
 Layers: leaves (``errors``, ``sse``: standard library only) ← core (every other
 top-level module that is not in the outer ring: never ``requests``, never a
-backend, a tool set or the test doubles) ← outer ring (``retry``, ``mcp*``,
+backend, a tool set or the test doubles) ← outer ring (``retry``, ``mcp/``,
 ``settings``, ``console``, ``cli``, ``demo``, ``__main__``, ``backends/``, ``toolsets/``,
 ``testing/``). Backends never import each other, but for OpenRouter, which is the
 Chat Completions dialect plus its extras and so imports ``chat_wire`` and

@@ -1,7 +1,7 @@
 """tools/call results as model text, with plain dicts (the end-to-end case, every block
 kind from a real server process, is in test_mcp.py)."""
 
-from nacelle.mcp_content import result_text
+from nacelle.mcp.content import result_text
 
 
 def test_text_blocks_are_joined_by_newlines():

@@ -13,7 +13,7 @@ import nacelle
 from mcp_servers import free_port, needs_sdk, sdk_http_server
 from mcp_servers.http_server import Answer, ScriptedEndpoint, result, sse
 from nacelle.mcp import MCPError, connect_http
-from nacelle.mcp_http import HTTPTransport
+from nacelle.mcp.http import HTTPTransport
 from nacelle.tools import ToolContext
 
 ACCEPT = "application/json, text/event-stream"

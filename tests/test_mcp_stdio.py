@@ -15,7 +15,7 @@ import pytest
 import nacelle
 from mcp_servers import BAD_SERVER
 from nacelle.mcp import MCPError, connect_stdio
-from nacelle.mcp_stdio import StdioTransport, decode_line, default_environment, readable_id
+from nacelle.mcp.stdio import StdioTransport, decode_line, default_environment, readable_id
 from nacelle.tools import ToolContext
 
 
@@ -76,10 +76,10 @@ def test_garbage_on_stdout_fails_the_connection_with_a_preview_of_it():
 
 
 def test_server_stderr_is_forwarded_to_logging(caplog):
-    with caplog.at_level(logging.INFO, logger="nacelle.mcp_stdio.stderr"):
+    with caplog.at_level(logging.INFO, logger="nacelle.mcp.stdio.stderr"):
         with start():
             pass
-    lines = [r.getMessage() for r in caplog.records if r.name == "nacelle.mcp_stdio.stderr"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "nacelle.mcp.stdio.stderr"]
     assert any(line.endswith("bad_server starting in mode ok") for line in lines)
 
 

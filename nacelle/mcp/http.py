@@ -33,9 +33,9 @@ Choices, and why:
   space) is a ``ConfigError`` naming the header, never quoting it, where
   ``requests`` would have quoted the value.
 
-Outer ring: imports the standard library, ``nacelle.mcp`` and ``nacelle.sse``, and
-``requests`` inside the methods that need it (this module is imported only by
-``connect_http``).
+Outer ring: imports the standard library, the package's ``client`` and ``errors``,
+``nacelle.sse``, and ``requests`` inside the methods that need it (so importing
+``nacelle.mcp`` loads no third-party module).
 """
 
 from __future__ import annotations
@@ -48,11 +48,12 @@ import time
 from typing import Any, Callable, Dict, Mapping, Optional, Set, Tuple
 from urllib.parse import urlsplit
 
-from .errors import ConfigError
-from .mcp import MCPError, SessionExpired
-from .sse import SSEDecoder, parse_json
+from ..errors import ConfigError
+from ..sse import SSEDecoder, parse_json
+from .client import MCPClient
+from .errors import MCPError, SessionExpired
 
-__all__ = ["HTTPTransport"]
+__all__ = ["HTTPTransport", "connect_http"]
 
 logger = logging.getLogger(__name__)
 
@@ -480,3 +481,18 @@ def _preview(data: Any, limit: int = 200) -> str:
 
 def _ignore(*args: Any) -> None:
     return None
+
+
+def connect_http(
+    url: str,
+    headers: Optional[Mapping[str, str]] = None,
+    timeout: Optional[float] = 30.0,
+) -> MCPClient:
+    """Connect to an MCP server's streamable HTTP endpoint and shake hands.
+
+    ``headers`` (an ``Authorization`` header, say) go with every request and never
+    into a log line, a repr or an error. Raises :class:`MCPError` when the server
+    cannot be reached or refuses the handshake.
+    """
+    transport = HTTPTransport(url, headers=headers, timeout=timeout)
+    return MCPClient(transport, name=transport.describe, timeout=timeout)._start()

@@ -3,7 +3,7 @@ newline-delimited JSON-RPC on its stdin and stdout.
 
 Three daemon threads per server: one reads stdout and hands each parsed message to
 the client, one writes the client's messages to stdin, one forwards stderr line by
-line to the ``nacelle.mcp_stdio.stderr`` logger at INFO (a separate logger, so an
+line to the ``nacelle.mcp.stdio.stderr`` logger at INFO (a separate logger, so an
 application can quiet chatty servers without losing nacelle's own messages); the
 last lines are kept, and an error for a server that died quotes them, because that
 is where a crashing server says why.
@@ -32,8 +32,8 @@ Choices, and why:
   connection with an :class:`~nacelle.mcp.MCPError` that every waiting call gets at
   once, and stops the server, which nobody reads any more.
 
-Outer ring: imports the standard library, ``nacelle.mcp`` and ``nacelle.sse``
-(whose ``parse_json`` is the one rule for reading a peer's JSON).
+Outer ring: imports the standard library, the package's ``client`` and ``errors``,
+and ``nacelle.sse`` (whose ``parse_json`` is the one rule for reading a peer's JSON).
 """
 
 from __future__ import annotations
@@ -51,11 +51,13 @@ import threading
 import time
 from typing import Any, Callable, Deque, Dict, Mapping, Optional, Sequence, Union
 
-from .errors import ConfigError
-from .mcp import MCPError, is_request_id
-from .sse import parse_json
+from ..errors import ConfigError
+from ..sse import parse_json
+from .client import MCPClient, is_request_id
+from .errors import MCPError
 
-__all__ = ["StdioTransport", "decode_line", "default_environment", "readable_id"]
+__all__ = ["StdioTransport", "connect_stdio", "decode_line", "default_environment",
+           "readable_id"]
 
 logger = logging.getLogger(__name__)
 stderr_logger = logging.getLogger(__name__ + ".stderr")
@@ -372,3 +374,21 @@ class StdioTransport:
 def _shorten(line: bytes, limit: int = 120) -> str:
     text = line.decode("utf-8", "replace").rstrip("\r\n")
     return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def connect_stdio(
+    command: str,
+    args: Sequence[str] = (),
+    env: Optional[Mapping[str, str]] = None,
+    cwd: Optional[str] = None,
+    timeout: Optional[float] = 30.0,
+) -> MCPClient:
+    """Start an MCP server as a child process and shake hands with it.
+
+    The child gets a minimal environment (``PATH``, ``HOME`` and a few like them)
+    plus ``env``: an MCP server is somebody else's code, and the host's API keys are
+    none of its business. Raises :class:`MCPError` when the server cannot start or
+    does not complete the handshake within ``timeout`` seconds.
+    """
+    transport = StdioTransport(command, args, env=env, cwd=cwd)
+    return MCPClient(transport, name=transport.describe, timeout=timeout)._start()

@@ -1,6 +1,6 @@
-"""The local MCP client: MCP servers' tools as ordinary nacelle tools.
+"""The MCP session: MCP servers' tools as ordinary nacelle tools.
 
-``connect_stdio`` starts a server as a child process, ``connect_http`` talks to one
+``connect_stdio`` (in ``stdio``) starts a server as a child process, ``connect_http`` talks to one
 over streamable HTTP; both return an :class:`MCPClient` whose :meth:`~MCPClient.tools`
 are plain :class:`~nacelle.tools.Tool` objects. The model's backend never learns that
 MCP is involved, so these tools work on every backend, under the same approvals,
@@ -11,7 +11,7 @@ This module holds the protocol: JSON-RPC 2.0 request ids and routing, the
 ``initialize`` / ``notifications/initialized`` handshake, ``tools/list`` with
 pagination, ``tools/call`` and its result text, ``notifications/tools/list_changed``,
 per-call timeouts and ``notifications/cancelled``. The byte transports live in
-``mcp_stdio`` and ``mcp_http``; each delivers parsed messages from its own reader
+``stdio`` and ``http`` (the :class:`Transport` protocol says what they owe); each delivers parsed messages from its own reader
 thread, so replies, server requests and notifications may arrive in any order.
 
 Choices where the protocol is silent, made as the official SDKs make them:
@@ -35,7 +35,7 @@ Choices where the protocol is silent, made as the official SDKs make them:
   and the whole connection when it names none: no caller then waits out its timeout
   for a reply that cannot be routed. An ``id`` must be a string or an integer
   (``true`` would pass for request 1 in a dict).
-- Results become text as ``mcp_content`` describes.
+- Results become text as ``content`` describes.
 - A tool keeps the server's name (behind ``prefix__`` when asked) unless that name
   holds characters model APIs refuse in tool names (MCP allows ``.``, nacelle's
   names are ``[a-zA-Z0-9_-]{1,64}``): each such character becomes ``_`` and the
@@ -46,9 +46,9 @@ Choices where the protocol is silent, made as the official SDKs make them:
   already handed to an Agent keep calling by name; a removed tool fails with the
   server's message.
 
-Outer ring: imports the standard library, nacelle's core (``context``, ``errors``)
-and ``mcp_content``; ``requests`` only inside ``mcp_http``, which is imported when
-``connect_http`` is called.
+Outer ring: imports the standard library, nacelle's core (``context``, ``errors``,
+``tools``) and the package's ``content`` and ``errors``; never a transport (they
+import this module), never ``requests``.
 """
 
 from __future__ import annotations
@@ -59,14 +59,15 @@ import logging
 import re
 import threading
 import time
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Type
+from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol
 
-from .context import ToolContext
-from .errors import Cancelled, ConfigError, NacelleError
-from .mcp_content import preview as _preview, result_text
-from .tools import from_hints
+from ..context import ToolContext
+from ..errors import Cancelled, ConfigError, NacelleError
+from ..tools import from_hints
+from .content import preview as _preview, result_text
+from .errors import MCPError, SessionExpired, rebuild_error
 
-__all__ = ["MCPClient", "MCPError", "MCPTool", "connect_http", "connect_stdio"]
+__all__ = ["MCPClient", "MCPTool", "Transport", "is_request_id"]
 
 logger = logging.getLogger(__name__)
 
@@ -86,25 +87,31 @@ _LOG_LEVELS = {
 _POLL = 0.05  # how often a waiting call looks at a plain threading.Event
 
 
-class MCPError(NacelleError):
-    """The MCP client failed: the server could not start, refused the handshake,
-    died, sent something that is not JSON-RPC, answered with an error, or did not
-    answer in time. ``code`` is the JSON-RPC error code when the server sent one."""
+class Transport(Protocol):
+    """What the session needs from a byte transport (``stdio``, ``http``).
 
-    def __init__(self, message: str, *, code: Optional[int] = None) -> None:
-        super().__init__(message)
-        self.code = code
+    ``start`` gets two callbacks, called from the transport's own threads:
+    ``deliver(message, answering=None)`` for every parsed message (``answering`` is
+    the id of the request whose own answer carried it, when the transport knows),
+    and ``fail(request_id, error)`` to fail one request, or the whole connection
+    when ``request_id`` is None. ``send`` never blocks for long and raises
+    :class:`MCPError` when the message cannot go out.
+    """
 
-    def __reduce__(self) -> Tuple[Any, ...]:
-        return (_rebuild_error, (type(self), str(self), self.code))
+    describe: str
 
+    def start(self, deliver: Callable[..., Any],
+              fail: Callable[[Any, MCPError], Any]) -> None: ...
 
-def _rebuild_error(cls: Type["MCPError"], message: str, code: Optional[int]) -> "MCPError":
-    return cls(message, code=code)
+    def opened(self, protocol_version: str) -> None: ...
 
+    def reset_session(self) -> None: ...
 
-class SessionExpired(MCPError):
-    """The HTTP server no longer knows our session (404); the client starts a new one."""
+    def send(self, message: Dict[str, Any]) -> None: ...
+
+    def abandon(self, request_id: Any) -> None: ...
+
+    def close(self) -> None: ...
 
 
 def is_request_id(value: Any) -> bool:
@@ -141,7 +148,7 @@ class MCPClient:
     several threads at once: each request has its own id and waits on its own reply.
     """
 
-    def __init__(self, transport: Any, *, name: str, timeout: Optional[float] = 30.0) -> None:
+    def __init__(self, transport: Transport, *, name: str, timeout: Optional[float] = 30.0) -> None:
         self.name = name
         self.timeout = timeout
         self.server_info: Dict[str, Any] = {}
@@ -343,7 +350,7 @@ class MCPClient:
             # A copy for each caller: one failure reaches every waiting thread, and a
             # shared exception would gather all their tracebacks (and the transport
             # thread's frames) as each raises it.
-            raise _rebuild_error(type(error), str(error), error.code)
+            raise rebuild_error(type(error), str(error), error.code)
         return waiter.result if waiter.result is not None else {}
 
     def _wait(self, waiter: "_Pending", request_id: int, method: str,
@@ -560,40 +567,3 @@ def _rpc_error(server: str, error: Any) -> MCPError:
     code = error.get("code")
     text = f"MCP server {server} answered with error {code}: {error.get('message', '')}"
     return MCPError(text, code=code if isinstance(code, int) else None)
-
-
-def connect_stdio(
-    command: str,
-    args: Sequence[str] = (),
-    env: Optional[Mapping[str, str]] = None,
-    cwd: Optional[str] = None,
-    timeout: Optional[float] = 30.0,
-) -> MCPClient:
-    """Start an MCP server as a child process and shake hands with it.
-
-    The child gets a minimal environment (``PATH``, ``HOME`` and a few like them)
-    plus ``env``: an MCP server is somebody else's code, and the host's API keys are
-    none of its business. Raises :class:`MCPError` when the server cannot start or
-    does not complete the handshake within ``timeout`` seconds.
-    """
-    from .mcp_stdio import StdioTransport
-
-    transport = StdioTransport(command, args, env=env, cwd=cwd)
-    return MCPClient(transport, name=transport.describe, timeout=timeout)._start()
-
-
-def connect_http(
-    url: str,
-    headers: Optional[Mapping[str, str]] = None,
-    timeout: Optional[float] = 30.0,
-) -> MCPClient:
-    """Connect to an MCP server's streamable HTTP endpoint and shake hands.
-
-    ``headers`` (an ``Authorization`` header, say) go with every request and never
-    into a log line, a repr or an error. Raises :class:`MCPError` when the server
-    cannot be reached or refuses the handshake.
-    """
-    from .mcp_http import HTTPTransport
-
-    transport = HTTPTransport(url, headers=headers, timeout=timeout)
-    return MCPClient(transport, name=transport.describe, timeout=timeout)._start()

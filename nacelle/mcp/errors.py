@@ -1,0 +1,47 @@
+"""The MCP client's errors.
+
+::
+
+    NacelleError
+    └── MCPError            the server could not start, refused the handshake, died,
+        │                   sent something that is not JSON-RPC, answered with an
+        │                   error, or did not answer in time (``code``: JSON-RPC's)
+        └── SessionExpired  the HTTP server no longer knows the session (404); the
+                            client starts a new one and resends, so callers rarely
+                            see it
+
+A tool's failure reported by the server (``isError``) is an :class:`MCPError` too:
+nacelle tools report failure by raising, and its text is what the model reads.
+
+Outer ring (with the rest of the MCP client); imports ``nacelle.errors`` only.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Tuple, Type
+
+from ..errors import NacelleError
+
+__all__ = ["MCPError", "SessionExpired"]
+
+
+class MCPError(NacelleError):
+    """The MCP client failed: the server could not start, refused the handshake,
+    died, sent something that is not JSON-RPC, answered with an error, or did not
+    answer in time. ``code`` is the JSON-RPC error code when the server sent one."""
+
+    def __init__(self, message: str, *, code: Optional[int] = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        return (rebuild_error, (type(self), str(self), self.code))
+
+
+def rebuild_error(cls: Type["MCPError"], message: str, code: Optional[int]) -> "MCPError":
+    """A fresh copy of an error (for pickling, and for each thread that raises it)."""
+    return cls(message, code=code)
+
+
+class SessionExpired(MCPError):
+    """The HTTP server no longer knows our session (404); the client starts a new one."""
