@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import threading
 import urllib.parse
 from typing import (
@@ -57,7 +58,7 @@ from ._http_headers import checked, checked_settings, scrub
 if TYPE_CHECKING:  # typing only: the import costs requests
     from ._http import Transport
 
-__all__ = ["Accumulator", "Endpoint", "check_key", "check_model", "count_tokens", "stream_turn"]
+__all__ = ["Accumulator", "Endpoint", "base_url_from", "check_key", "check_model", "count_tokens", "stream_turn"]
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,17 @@ def check_model(model: Any, what: str, example: str) -> str:
     if not isinstance(model, str) or not model.strip():
         raise ConfigError(f"model must name {what} (\"{example}\", say), got {model!r}")
     return model
+
+
+def base_url_from(base_url: Optional[str], variable: str, default: str) -> str:
+    """The base URL a backend uses: ``base_url`` when given, else the environment
+    variable the provider's official SDK reads (``ANTHROPIC_BASE_URL``,
+    ``OPENAI_BASE_URL``, ``OPENROUTER_BASE_URL``) when set and not empty, else the
+    provider's own. So a proxy, a gateway or a local fake configured for the SDKs
+    serves nacelle too, and an explicit argument still wins."""
+    if base_url is not None:
+        return base_url
+    return os.environ.get(variable, "").strip() or default
 
 
 def check_key(api_key: Any, variable: str) -> None:

@@ -1,7 +1,8 @@
 """The Anthropic backend: the Messages API over ``POST {base_url}/v1/messages``.
 
-``Backend(api_key=None, *, model="claude-opus-5", base_url="https://api.anthropic.com",
-max_retries=2, timeout=600.0, stall_timeout=600.0, pricing=None)``.
+``Backend(api_key=None, *, model="claude-opus-5", base_url=None, max_retries=2,
+timeout=600.0, stall_timeout=600.0, pricing=None)``; without ``base_url``,
+``$ANTHROPIC_BASE_URL`` when set, else https://api.anthropic.com (as the official SDK).
 
 The backend is three parts, as every nacelle backend:
 
@@ -79,7 +80,7 @@ from ..messages import Message, ProviderBlock, Role
 from ..pricing import price_for
 from ..sse import parse_json
 from ._http_headers import read_key
-from ._turn import Endpoint, check_key, check_model, count_tokens, stream_turn
+from ._turn import Endpoint, base_url_from, check_key, check_model, count_tokens, stream_turn
 from ._wire_cache import WireCache
 from .anthropic_stream import Accumulator, Pricing
 from .anthropic_wire import (
@@ -115,7 +116,7 @@ class Backend:
         api_key: Optional[str] = None,
         *,
         model: str = DEFAULT_MODEL,
-        base_url: str = DEFAULT_BASE_URL,
+        base_url: Optional[str] = None,
         max_retries: int = 2,
         timeout: float = 600.0,
         stall_timeout: float = 600.0,
@@ -131,7 +132,8 @@ class Backend:
         if pricing is None:
             pricing = price_for("anthropic", model)
         self._endpoint = Endpoint(
-            base_url, {"anthropic-version": API_VERSION}, max_retries=max_retries,
+            base_url_from(base_url, "ANTHROPIC_BASE_URL", DEFAULT_BASE_URL),
+            {"anthropic-version": API_VERSION}, max_retries=max_retries,
             timeout=timeout, stall_timeout=stall_timeout, name=self.name,
             key_variable=KEY_VARIABLE, secret_headers=functools.partial(_key_header, api_key),
         )

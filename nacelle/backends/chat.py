@@ -26,6 +26,10 @@ preset             base_url (default)                          key
 ``xai``            https://api.x.ai/v1                         ``XAI_API_KEY``
 =================  ==========================================  =====================
 
+``chat.openai`` without ``base_url`` reads ``$OPENAI_BASE_URL`` first, as the official
+SDK does; the other presets take only the argument (their SDKs, where they have one,
+read no shared variable).
+
 Choices where the contract is silent, following the official OpenAI SDK where it has
 one:
 
@@ -77,7 +81,7 @@ from ..messages import Message
 from ..pricing import Price, price_for
 from ..sse import SSEEvent
 from ._http_headers import read_key, scrub
-from ._turn import Endpoint, check_key, check_model, stream_turn
+from ._turn import Endpoint, base_url_from, check_key, check_model, stream_turn
 from .chat_stream import Accumulator
 from ._wire_cache import WireCache
 from .chat_wire import PROTOCOL, Dialect, encode_body, to_wire
@@ -277,17 +281,20 @@ XAI = Dialect(name="xAI", key_env="XAI_API_KEY", max_tokens="max_completion_toke
               output_schema="openai")
 
 
-def _preset(dialect: Dialect, base_url: str) -> Callable[..., Backend]:
-    def make(model: str, *, base_url: str = base_url, api_key: Optional[str] = None,
+def _preset(dialect: Dialect, base_url: str, variable: str = "") -> Callable[..., Backend]:
+    default = base_url
+
+    def make(model: str, *, base_url: Optional[str] = None, api_key: Optional[str] = None,
              **options: Any) -> Backend:
-        return Backend(api_key, model=model, base_url=base_url, dialect=dialect, **options)
+        url = base_url_from(base_url, variable, default) if variable else base_url or default
+        return Backend(api_key, model=model, base_url=url, dialect=dialect, **options)
 
     make.__doc__ = (f"A Backend for {dialect.name} at ``base_url`` (default {base_url}); "
                     f"other options are :class:`Backend`'s.")
     return make
 
 
-openai = _preset(OPENAI, "https://api.openai.com/v1")
+openai = _preset(OPENAI, "https://api.openai.com/v1", "OPENAI_BASE_URL")
 ollama = _preset(OLLAMA, "http://localhost:11434/v1")
 vllm = _preset(VLLM, "http://localhost:8000/v1")
 lmstudio = _preset(LMSTUDIO, "http://localhost:1234/v1")

@@ -1,7 +1,8 @@
 """OpenAI's Responses API as a backend, used statelessly: ``POST {base_url}/responses``.
 
-``Backend(api_key=None, *, model, base_url="https://api.openai.com/v1", max_retries=2,
-timeout=600.0, stall_timeout=600.0, pricing=None)``.
+``Backend(api_key=None, *, model, base_url=None, max_retries=2, timeout=600.0,
+stall_timeout=600.0, pricing=None)``; without ``base_url``, ``$OPENAI_BASE_URL`` when
+set, else https://api.openai.com/v1 (as the official SDK).
 
 Why a second OpenAI backend beside ``chat.openai``: OpenAI's reasoning models refuse
 function tools together with reasoning on ``/v1/chat/completions`` ("To use function
@@ -75,7 +76,7 @@ from ..events import Event
 from ..messages import Message
 from ..pricing import Price, price_for
 from ._http_headers import read_key
-from ._turn import Endpoint, check_key, check_model, count_tokens, stream_turn
+from ._turn import Endpoint, base_url_from, check_key, check_model, count_tokens, stream_turn
 from .openai_stream import Accumulator
 from .openai_wire import PROTOCOL, count_tokens_body, to_wire
 
@@ -103,7 +104,7 @@ class Backend:
         api_key: Optional[str] = None,
         *,
         model: str,
-        base_url: str = DEFAULT_BASE_URL,
+        base_url: Optional[str] = None,
         max_retries: int = 2,
         timeout: float = 600.0,
         stall_timeout: float = 600.0,
@@ -117,7 +118,7 @@ class Backend:
         self.model = model
         self.pricing = pricing if pricing is not None else price_for("openai", model)
         self._endpoint = Endpoint(
-            base_url, {}, max_retries=max_retries, timeout=timeout,
+            base_url_from(base_url, "OPENAI_BASE_URL", DEFAULT_BASE_URL), {}, max_retries=max_retries, timeout=timeout,
             stall_timeout=stall_timeout, name=self.name, key_variable=KEY_VARIABLE,
             secret_headers=functools.partial(_key_header, api_key),
         )

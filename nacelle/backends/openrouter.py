@@ -1,8 +1,8 @@
 """The OpenRouter backend: Chat Completions over ``POST {base_url}/chat/completions``.
 
-``Backend(api_key=None, *, model, base_url="https://openrouter.ai/api/v1",
-app_name=None, app_url=None, max_retries=2, timeout=600.0, stall_timeout=600.0,
-provider=None)``. OpenRouter fronts hundreds of models, so ``model`` has no default.
+``Backend(api_key=None, *, model, base_url=None, app_name=None, app_url=None,
+max_retries=2, timeout=600.0, stall_timeout=600.0, provider=None)``; without
+``base_url``, ``$OPENROUTER_BASE_URL`` when set, else https://openrouter.ai/api/v1. OpenRouter fronts hundreds of models, so ``model`` has no default.
 
 OpenRouter speaks Chat Completions, so the backend is the Chat Completions
 dialect (``chat_wire``, ``chat_stream``) with OpenRouter's :data:`DIALECT` and
@@ -75,7 +75,7 @@ from ..errors import ConfigError, Unsupported
 from ..events import Event, Usage
 from ..messages import Message
 from ._http_headers import read_key
-from ._turn import Endpoint, check_key, check_model, stream_turn
+from ._turn import Endpoint, base_url_from, check_key, check_model, stream_turn
 from ._wire_cache import WireCache
 from . import chat_stream, chat_wire
 
@@ -159,7 +159,7 @@ class Backend:
         api_key: Optional[str] = None,
         *,
         model: str,
-        base_url: str = DEFAULT_BASE_URL,
+        base_url: Optional[str] = None,
         app_name: Optional[str] = None,
         app_url: Optional[str] = None,
         max_retries: int = 2,
@@ -183,7 +183,7 @@ class Backend:
         if app_name:
             headers["X-OpenRouter-Title"] = app_name
         self._endpoint = Endpoint(
-            base_url, headers, max_retries=max_retries, timeout=timeout,
+            base_url_from(base_url, "OPENROUTER_BASE_URL", DEFAULT_BASE_URL), headers, max_retries=max_retries, timeout=timeout,
             stall_timeout=stall_timeout, name=self.name, key_variable=KEY_VARIABLE,
             secret_headers=functools.partial(_key_header, api_key),
         )

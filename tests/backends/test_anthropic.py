@@ -618,3 +618,12 @@ def test_a_paused_turns_open_calls_are_read_from_the_trailing_assistant_messages
                 Message(Role.ASSISTANT, (call, answered, result)))
     assert anthropic._open_server_calls(messages) == {"s1": ("web_search", "anthropic")}
     assert anthropic._open_server_calls(messages + (user_text("next"),)) == {}
+
+
+def test_the_base_url_comes_from_anthropic_base_url_unless_given(monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
+    assert anthropic.Backend(api_key="sk-ant-x").base_url == "http://127.0.0.1:9"
+    assert anthropic.Backend(api_key="sk-ant-x", base_url="http://127.0.0.1:8").base_url == (
+        "http://127.0.0.1:8")
+    monkeypatch.delenv("ANTHROPIC_BASE_URL")
+    assert anthropic.Backend(api_key="sk-ant-x").base_url == "https://api.anthropic.com"

@@ -334,3 +334,13 @@ def test_cancelling_a_silent_local_server_ends_the_turn_promptly(server):
     with pytest.raises(nacelle.Cancelled):
         one_turn(backend, ctx=ctx)
     assert time.monotonic() - started < 5
+
+
+def test_the_openai_preset_reads_openai_base_url_unless_given_one(monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    assert chat.openai("gpt-5", api_key="sk-x").base_url == "http://127.0.0.1:9/v1"
+    assert chat.openai("gpt-5", api_key="sk-x", base_url="http://127.0.0.1:8/v1").base_url == (
+        "http://127.0.0.1:8/v1")
+    assert chat.ollama("qwen3").base_url == "http://localhost:11434/v1"
+    monkeypatch.setenv("OPENAI_BASE_URL", "")
+    assert chat.openai("gpt-5", api_key="sk-x").base_url == "https://api.openai.com/v1"

@@ -369,3 +369,12 @@ def test_a_token_count_that_is_no_count_is_a_stream_error(server, answer):
     server.queue("/v1/responses/input_tokens", Reply.json(answer))
     with pytest.raises(StreamError, match="input_tokens"):
         make(server).count_tokens(Request("s", messages=(user_text("x"),)), RunContext())
+
+
+def test_the_base_url_comes_from_openai_base_url_unless_given(monkeypatch):
+    from nacelle.backends import openai as module
+
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    assert module.Backend(api_key="sk-x", model="gpt-5").base_url == "http://127.0.0.1:9/v1"
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    assert module.Backend(api_key="sk-x", model="gpt-5").base_url == "https://api.openai.com/v1"

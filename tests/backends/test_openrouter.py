@@ -562,3 +562,12 @@ def test_an_sse_retry_of_five_thousand_digits_is_harmless(server):
     server.queue(PATH, Reply(chunks=[body]))
     _, end = one_turn(make_backend(server))
     assert end.stop is Stop.END
+
+
+def test_the_base_url_comes_from_openrouter_base_url_unless_given(monkeypatch):
+    from nacelle.backends import openrouter as module
+
+    monkeypatch.setenv("OPENROUTER_BASE_URL", "http://127.0.0.1:9/api/v1")
+    assert module.Backend(api_key="sk-or-x", model="m/x").base_url == "http://127.0.0.1:9/api/v1"
+    monkeypatch.delenv("OPENROUTER_BASE_URL")
+    assert module.Backend(api_key="sk-or-x", model="m/x").base_url == "https://openrouter.ai/api/v1"
