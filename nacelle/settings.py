@@ -54,6 +54,9 @@ class Settings:
     effort: str = ""
     show_thinking: bool = False
     search_url: str = ""
+    #: Where ``--session`` keeps conversations; empty means the CLI's default,
+    #: ``$XDG_DATA_HOME/nacelle/sessions`` or ``~/.local/share/nacelle/sessions``.
+    sessions_dir: str = ""
     sources: Tuple[Tuple[str, str], ...] = ()
 
     def source(self, key: str) -> str:
@@ -120,6 +123,7 @@ _CONVERT: Dict[str, Callable[[Any, str], Any]] = {
     "effort": _as_effort,
     "show_thinking": _as_bool,
     "search_url": _as_text,
+    "sessions_dir": _as_text,
 }
 
 

@@ -1,5 +1,6 @@
 """The nacelle command, run as a real process against a loopback FakeServer."""
 
+import io
 import json
 import os
 import subprocess
@@ -11,6 +12,9 @@ from pathlib import Path
 import pytest
 
 from nacelle.cli import Approver
+from nacelle.messages import assistant_text, user_text
+from nacelle.observe import load
+from nacelle.sessions import FileStore
 from nacelle.testing import FakeServer, Reply
 from nacelle.testing.wire import anthropic_stream
 from nacelle.tools import ToolContext
@@ -196,8 +200,8 @@ def test_ctrl_c_cancels_the_run_and_returns_to_the_prompt(server, tmp_path):
 # -- approvals ---------------------------------------------------------------------
 
 class Tool:
-    def __init__(self, name, read_only):
-        self.name, self.read_only = name, read_only
+    def __init__(self, name, read_only, open_world=False):
+        self.name, self.read_only, self.open_world = name, read_only, open_world
 
 
 class Recorder:
@@ -295,3 +299,246 @@ def test_schema_without_a_value_exits_three_and_a_bad_file_or_no_prompt_fails(se
     bad.write_text("[1]")
     assert nacelle("--schema", str(bad), "x", server=server).returncode == 1
     assert nacelle("--schema", str(schema), server=server).returncode == 1
+
+
+# -- y/n/always/never at the terminal -----------------------------------------------
+
+def questions(stderr):
+    return [p for p in stderr.parts if p.startswith("Allow")]
+
+
+def test_yes_and_no_answer_one_call_each():
+    stderr = Recorder()
+    approver = Approver([Tool("write_file", False)], stdin=io.StringIO("y\nn\n"), stderr=stderr)
+    assert approver("write_file", {"path": "a"}, ToolContext()) is True
+    assert approver("write_file", {"path": "b"}, ToolContext()) is False
+    assert len(questions(stderr)) == 2
+    assert "[y]es/[n]o/[a]lways/ne[v]er" in questions(stderr)[0]
+
+
+def test_always_approves_later_calls_of_that_tool_without_asking():
+    stderr = Recorder()
+    tools = [Tool("write_file", False), Tool("edit_file", False)]
+    approver = Approver(tools, stdin=io.StringIO("always\nn\n"), stderr=stderr)
+    assert approver("write_file", {"path": "a"}, ToolContext()) is True
+    assert approver("write_file", {"path": "b"}, ToolContext()) is True
+    assert len(questions(stderr)) == 1
+    assert approver("edit_file", {"path": "a"}, ToolContext()) is False  # per tool name
+    assert len(questions(stderr)) == 2
+
+
+def test_never_refuses_later_calls_of_that_tool_without_asking():
+    stderr = Recorder()
+    approver = Approver([Tool("run_command", False)], stdin=io.StringIO("v\n"), stderr=stderr)
+    assert approver("run_command", {"command": "ls"}, ToolContext()) is False
+    assert approver("run_command", {"command": "pwd"}, ToolContext()) is False
+    assert len(questions(stderr)) == 1
+
+
+def test_end_of_input_counts_as_no():
+    stderr = Recorder()
+    approver = Approver([Tool("write_file", False)], stdin=io.StringIO(""), stderr=stderr)
+    assert approver("write_file", {}, ToolContext()) is False
+
+
+def test_read_only_tools_that_reach_the_network_still_ask():
+    stderr = Recorder()
+    approver = Approver([Tool("web_fetch", True, open_world=True), Tool("read_file", True)],
+                        stdin=io.StringIO("n\n"), stderr=stderr)
+    assert approver("read_file", {"path": "a"}, ToolContext()) is True
+    assert approver("web_fetch", {"url": "http://x"}, ToolContext()) is False
+    assert [q.split()[1] for q in questions(stderr)] == ["web_fetch"]
+
+
+def test_a_tool_the_approver_was_not_told_about_asks():
+    stderr = Recorder()
+    approver = Approver([], stdin=io.StringIO("y\n"), stderr=stderr)
+    assert approver("mystery", {}, ToolContext()) is True
+    assert len(questions(stderr)) == 1
+
+
+def two_writes():
+    return (Reply(chunks=anthropic_stream([], tool_calls=[
+                ("toolu_1", "write_file", '{"path": "a.txt", "content": "1"}')])),
+            Reply(chunks=anthropic_stream([], tool_calls=[
+                ("toolu_2", "write_file", '{"path": "b.txt", "content": "2"}')])),
+            Reply(chunks=anthropic_stream(["Both written."])))
+
+
+def test_always_at_the_terminal_approves_the_rest_of_the_run(server, tmp_path):
+    server.queue("/v1/messages", *two_writes())
+    out = nacelle("Write two files", "--root", str(tmp_path), server=server, stdin="a\n")
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.count("Allow write_file") == 1
+    assert (tmp_path / "a.txt").read_text() == "1" and (tmp_path / "b.txt").read_text() == "2"
+
+
+# -- sessions ------------------------------------------------------------------------
+
+def sessions_env(tmp_path):
+    return {"NACELLE_SESSIONS_DIR": str(tmp_path / "sessions")}
+
+
+def request_texts(request):
+    return [block.get("text") for m in request.json()["messages"] for block in m["content"]]
+
+
+def test_a_session_is_saved_and_the_next_run_continues_it(server, tmp_path):
+    server.queue("/v1/messages",
+                 Reply(chunks=anthropic_stream(["Nice to meet you, Ada."])),
+                 Reply(chunks=anthropic_stream(["Your name is Ada."])))
+    env = sessions_env(tmp_path)
+    first = nacelle("--session", "work", "My name is Ada.", "--root", str(tmp_path),
+                    server=server, env=env)
+    assert first.returncode == 0, first.stderr
+    second = nacelle("--session", "work", "What is my name?", "--root", str(tmp_path),
+                     server=server, env=env)
+    assert second.returncode == 0, second.stderr
+    assert request_texts(server.requests[1])[:3] == [
+        "My name is Ada.", "Nice to meet you, Ada.", "What is my name?"]
+    saved = FileStore(tmp_path / "sessions").load("work")
+    assert [m.text for m in saved][-1] == "Your name is Ada."
+    assert len(saved) == 4
+
+
+def test_an_interactive_session_is_saved_after_each_answer(server, tmp_path):
+    server.queue("/v1/messages",
+                 Reply(chunks=anthropic_stream(["Noted."])),
+                 Reply(chunks=anthropic_stream(["Blue."])))
+    env = sessions_env(tmp_path)
+    out = nacelle("--session", "chat", "--root", str(tmp_path), server=server, env=env,
+                  stdin="My colour is blue.\n")
+    assert out.returncode == 0, out.stderr
+    out = nacelle("--session", "chat", "--root", str(tmp_path), server=server, env=env,
+                  stdin="What is my colour?\n")
+    assert out.returncode == 0, out.stderr
+    assert "(session chat: 2 messages so far)" in out.stderr
+    assert request_texts(server.requests[1])[:3] == ["My colour is blue.", "Noted.",
+                                                     "What is my colour?"]
+
+
+def test_continue_picks_the_session_saved_last(server, tmp_path):
+    store = FileStore(tmp_path / "sessions")
+    store.save("older", [user_text("from older"), assistant_text("old answer")])
+    store.save("newer", [user_text("from newer"), assistant_text("new answer")])
+    now = time.time()
+    os.utime(store.path("older"), (now, now))
+    os.utime(store.path("newer"), (now - 60, now - 60))  # so "older" is the last saved
+    server.queue("/v1/messages", Reply(chunks=anthropic_stream(["Continued."])))
+    out = nacelle("--continue", "go on", "--root", str(tmp_path), server=server,
+                  env=sessions_env(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert request_texts(server.requests[0])[:3] == ["from older", "old answer", "go on"]
+    assert [m.text for m in store.load("older")][-1] == "Continued."
+    assert len(store.load("newer")) == 2
+
+
+def test_continue_without_a_saved_session_fails_with_one_line(tmp_path):
+    out = nacelle("--continue", "go on", env=sessions_env(tmp_path))
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines() == [out.stderr.strip()]
+    assert "no saved session to continue" in out.stderr
+
+
+def test_a_corrupt_session_exits_one_and_the_file_is_left_untouched(server, tmp_path):
+    store = FileStore(tmp_path / "sessions")
+    path = Path(store.path("work"))
+    path.write_text("{not json", encoding="utf-8")
+    out = nacelle("--session", "work", "hi", "--root", str(tmp_path), server=server,
+                  env=sessions_env(tmp_path))
+    assert out.returncode == 1
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert "CorruptSession" in out.stderr and "work" in out.stderr
+    assert path.read_text(encoding="utf-8") == "{not json"
+    assert server.requests == []
+
+
+def test_a_session_name_that_leaves_the_directory_is_refused(server, tmp_path):
+    out = nacelle("--session", "../x", "hi", "--root", str(tmp_path), server=server,
+                  env=sessions_env(tmp_path))
+    assert out.returncode == 1
+    assert "session name '../x' must be" in out.stderr
+    assert not (tmp_path / "sessions").exists() and not (tmp_path / "x.json").exists()
+    assert server.requests == []
+
+
+def test_the_sessions_directory_defaults_under_xdg_data_home(server, tmp_path):
+    server.queue("/v1/messages", Reply(chunks=anthropic_stream(["ok"])))
+    out = nacelle("--session", "s1", "hi", "--root", str(tmp_path), server=server,
+                  env={"XDG_DATA_HOME": str(tmp_path / "data"), "HOME": str(tmp_path)})
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "data" / "nacelle" / "sessions" / "s1.json").is_file()
+
+
+def test_a_paused_run_saves_its_checkpoint_and_says_how_to_resume(monkeypatch, tmp_path, capsys):
+    import nacelle
+    from nacelle import cli
+    from nacelle.testing import ScriptedBackend
+
+    def lookup(city: str) -> str:
+        """Look a city up."""
+        return city
+
+    def paused_agent(settings, *, yes=False, observers=()):
+        backend = ScriptedBackend([nacelle.Message(nacelle.Role.ASSISTANT, (
+            nacelle.ToolCall("c1", "lookup", '{"city": "Paris"}'),))])
+        agent = nacelle.Agent(backend, "sys", tools=[nacelle.tool(lookup)],
+                              approve=lambda *a: nacelle.PAUSE)
+        return agent, type("Local", (), {"close": lambda self: None})()
+
+    store = FileStore(tmp_path / "sessions")
+    store.save("work", [user_text("before"), assistant_text("earlier")])
+    monkeypatch.setattr(cli, "build_agent", paused_agent)
+    monkeypatch.setattr(cli, "_exit_now", lambda code: code)
+    monkeypatch.setenv("NACELLE_SESSIONS_DIR", str(tmp_path / "sessions"))
+    monkeypatch.setenv("NACELLE_CONFIG", os.devnull)
+    assert cli.main(["--session", "work", "weather?"]) == 3
+    err = capsys.readouterr().err
+    assert "paused for approval" in err and "load_checkpoint('work')" in err
+    assert [p.name for p in store.load_checkpoint("work").pending] == ["lookup"]
+    assert [m.text for m in store.load("work")] == ["before", "earlier"]
+
+
+# -- recordings and reports ------------------------------------------------------------
+
+def test_record_writes_a_recording_that_load_reads(server, tmp_path):
+    server.queue("/v1/messages", Reply(chunks=anthropic_stream(["Hello."])))
+    run = tmp_path / "run.jsonl"
+    out = nacelle("hi", "--record", str(run), "--root", str(tmp_path), server=server)
+    assert out.returncode == 0, out.stderr
+    kinds = [record["kind"] for record in load(run)]
+    assert kinds[0] == "run.start" and kinds[-1] == "run.end"
+    assert "request.end" in kinds and "event" in kinds
+
+
+def test_record_to_a_folder_that_does_not_exist_fails_before_the_run(server, tmp_path):
+    out = nacelle("hi", "--record", str(tmp_path / "no" / "run.jsonl"), server=server)
+    assert out.returncode == 1 and "--record" in out.stderr
+    assert server.requests == []
+
+
+def test_report_writes_an_html_page_beside_the_recording(server, tmp_path):
+    pytest.importorskip("nacelle.report")
+    server.queue("/v1/messages", Reply(chunks=anthropic_stream(["Hello from the run."])))
+    run = tmp_path / "run.jsonl"
+    assert nacelle("hi", "--record", str(run), "--root", str(tmp_path),
+                   server=server).returncode == 0
+    out = nacelle("report", str(run))
+    assert out.returncode == 0, out.stderr
+    page = (tmp_path / "run.html").read_text(encoding="utf-8")
+    assert out.stdout.strip() == str(tmp_path / "run.html")
+    assert "<html" in page.lower() and "Hello from the run." in page
+    out = nacelle("report", str(run), "-o", str(tmp_path / "other.html"))
+    assert out.returncode == 0 and (tmp_path / "other.html").is_file()
+
+
+def test_report_of_a_missing_or_malformed_recording_exits_one_with_one_line(tmp_path):
+    pytest.importorskip("nacelle.report")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"kind": 1}\n{"kind": 2}\n', encoding="utf-8")
+    for path in (tmp_path / "absent.jsonl", bad):
+        out = nacelle("report", str(path))
+        assert out.returncode == 1
+        assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+        assert out.stderr.startswith("nacelle: error: ")
+    assert not (tmp_path / "bad.html").exists()

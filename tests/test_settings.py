@@ -151,3 +151,13 @@ def test_errors_in_a_file_name_the_file(tmp_path):
     path.write_text("oops\n", encoding="utf-8")
     with pytest.raises(SettingsError, match="bad.yml, line 1"):
         resolve({}, {"NACELLE_CONFIG": str(path)})
+
+
+def test_the_sessions_directory_comes_from_a_flag_the_environment_or_the_file():
+    file_text = "sessions_dir: ~/from-file\n"
+    assert resolve({}, {}, "").sessions_dir == ""  # the CLI picks the XDG default
+    assert resolve({}, {}, file_text).sessions_dir == "~/from-file"
+    settings = resolve({}, {"NACELLE_SESSIONS_DIR": "/from/env"}, file_text)
+    assert (settings.sessions_dir, settings.source("sessions_dir")) == ("/from/env", "env")
+    assert resolve({"sessions_dir": "/from/flag"}, {"NACELLE_SESSIONS_DIR": "/e"},
+                   file_text).sessions_dir == "/from/flag"
