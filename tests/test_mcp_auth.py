@@ -1,0 +1,519 @@
+"""OAuth for MCP servers over HTTP, against an authorization server and an MCP-looking
+protected resource that run here, on loopback, on free ports.
+
+The authorization server checks what a real one checks — the PKCE verifier against
+its S256 challenge, the redirect URI against the registered one (any loopback port,
+RFC 8252 §7.3), the ``resource`` parameter, rotating refresh tokens — and echoes the
+secrets it was sent in its error messages, so the tests can see they are scrubbed.
+The resource answers 401 with ``WWW-Authenticate: Bearer resource_metadata=...``
+until it is sent a token the authorization server issued for it. ``call`` does what
+the HTTP transport does with an ``OAuth``: headers, and on a 401 ``unauthorized``
+and one resend.
+"""
+
+import base64
+import hashlib
+import http.server
+import json
+import logging
+import os
+import pickle
+import secrets
+import stat
+import threading
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+import pytest
+import requests
+
+from nacelle.errors import NacelleError
+from nacelle.mcp_auth import FileTokenStore, MCPAuthError, MemoryTokenStore, OAuth
+from nacelle.mcp_auth_flows import (
+    Client, canonical, covers, metadata_urls, parse_challenge, pkce_pair,
+    resource_metadata_urls, token_request,
+)
+
+SERVICE_ID, SERVICE_SECRET = "service-1", "s3cret-service-password"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class AuthServer:
+    """The authorization server's state; ``serve`` wires it to HTTP."""
+
+    def __init__(self) -> None:
+        self.url = ""
+        self.clients = {SERVICE_ID: {"secret": SERVICE_SECRET, "redirect_uris": []}}
+        self.codes, self.access, self.refresh = {}, {}, {}
+        self.issued, self.seen = [], []
+        self.expires_in = 3600
+        self.forge_state = False
+        self.oauth_metadata, self.pkce = True, True
+        self.issuer_override = None
+        self.token_requests = 0
+        self.lock = threading.Lock()
+
+    def metadata(self):
+        return {"issuer": self.issuer_override or self.url,
+                "authorization_endpoint": self.url + "/authorize",
+                "token_endpoint": self.url + "/token",
+                "registration_endpoint": self.url + "/register",
+                "scopes_supported": ["tools", "offline_access"],
+                "code_challenge_methods_supported": ["S256"] if self.pkce else []}
+
+    def get(self, path, query):
+        if path == "/.well-known/oauth-authorization-server" and self.oauth_metadata:
+            return 200, {}, self.metadata()
+        if path == "/.well-known/openid-configuration":
+            return 200, {}, self.metadata()
+        if path == "/authorize":
+            return self.authorize(query)
+        return 404, {}, {"error": "not_found"}
+
+    def authorize(self, q):
+        client = self.clients.get(q.get("client_id"))
+        if client is None or _without_port(q.get("redirect_uri")) not in map(
+                _without_port, client["redirect_uris"]):
+            return 400, {}, {"error": "invalid_request"}
+        if q.get("code_challenge_method") != "S256" or not q.get("resource"):
+            return 400, {}, {"error": "invalid_request"}
+        code = secrets.token_urlsafe(16)
+        self.codes[code] = dict(q)
+        self.issued.append(code)
+        state = "forged" if self.forge_state else q["state"]
+        location = q["redirect_uri"] + "?" + urlencode({"code": code, "state": state})
+        return 302, {"Location": location}, {}
+
+    def post(self, path, form, body, authorization):
+        if path == "/register":
+            client_id = "dyn-" + secrets.token_hex(4)
+            self.clients[client_id] = {"secret": None, "redirect_uris": body["redirect_uris"]}
+            return 201, {}, {"client_id": client_id, **body}
+        if path == "/token":
+            with self.lock:
+                self.token_requests += 1
+                return self.token(form, authorization)
+        return 404, {}, {}
+
+    def token(self, form, authorization):
+        client_id, secret = form.get("client_id"), form.get("client_secret")
+        if authorization.startswith("Basic "):
+            client_id, _, secret = base64.b64decode(authorization[6:]).decode().partition(":")
+        grant = form.get("grant_type")
+        if grant == "client_credentials":
+            if self.clients.get(client_id, {}).get("secret") != secret or not secret:
+                return 401, {}, {"error": "invalid_client",
+                                 "error_description": f"bad secret {secret}"}
+            return 200, {}, self.tokens(form["resource"], form.get("scope", ""), refresh=False)
+        if grant == "authorization_code":
+            grant_info = self.codes.pop(form.get("code"), None)
+            verifier = form.get("code_verifier", "")
+            challenge = base64.urlsafe_b64encode(
+                hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+            if (grant_info is None or grant_info["code_challenge"] != challenge
+                    or grant_info["redirect_uri"] != form.get("redirect_uri")
+                    or grant_info["resource"] != form.get("resource")):
+                return 400, {}, {"error": "invalid_grant",
+                                 "error_description": f"code {form.get('code')} with {verifier}"}
+            return 200, {}, self.tokens(form["resource"], grant_info.get("scope", ""))
+        if grant == "refresh_token":
+            resource = self.refresh.pop(form.get("refresh_token"), None)
+            if resource is None:
+                return 400, {}, {"error": "invalid_grant",
+                                 "error_description": f"unknown token {form.get('refresh_token')}"}
+            return 200, {}, self.tokens(resource, form.get("scope", ""))
+        return 400, {}, {"error": "unsupported_grant_type"}
+
+    def tokens(self, resource, scope, refresh=True):
+        access = secrets.token_urlsafe(24)
+        self.access[access] = resource
+        answer = {"access_token": access, "token_type": "Bearer",
+                  "expires_in": self.expires_in, "scope": scope}
+        self.issued.append(access)
+        if refresh:
+            answer["refresh_token"] = secrets.token_urlsafe(24)
+            self.refresh[answer["refresh_token"]] = resource
+            self.issued.append(answer["refresh_token"])
+        return answer
+
+
+class Resource:
+    """The MCP-looking protected resource at ``/mcp``."""
+
+    def __init__(self, auth_server: AuthServer) -> None:
+        self.auth_server, self.url = auth_server, ""
+        self.name_metadata = True
+        self.seen = []
+
+    def get(self, path, query):
+        if path == "/.well-known/oauth-protected-resource/mcp":
+            return 200, {}, {"resource": self.url + "/mcp",
+                             "authorization_servers": [self.auth_server.url],
+                             "scopes_supported": ["tools"]}
+        return 404, {}, {}
+
+    def post(self, path, form, body, authorization):
+        token = authorization[7:] if authorization.startswith("Bearer ") else ""
+        if path == "/mcp" and self.auth_server.access.get(token) == self.url + "/mcp":
+            return 200, {}, {"jsonrpc": "2.0", "id": 1, "result": {"tools": []}}
+        challenge = "Bearer error=\"invalid_token\", scope=\"tools\""
+        if self.name_metadata:
+            challenge = (f'Bearer resource_metadata="{self.url}/.well-known/oauth-protected-'
+                         f'resource/mcp", scope="tools"')
+        return 401, {"WWW-Authenticate": challenge}, {"error": "unauthorized"}
+
+
+def _without_port(uri):
+    parts = urlsplit(uri or "")
+    return (parts.scheme, parts.hostname, parts.path)
+
+
+def serve(app):
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            parts = urlsplit(self.path)
+            app.seen.append(("GET", parts.path))
+            self.answer(*app.get(parts.path, dict(parse_qsl(parts.query))))
+
+        def do_POST(self):
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
+            app.seen.append(("POST", urlsplit(self.path).path))
+            is_json = self.headers.get("Content-Type", "").startswith("application/json")
+            form = {} if is_json else dict(parse_qsl(raw))
+            body = json.loads(raw) if is_json else {}
+            self.answer(*app.post(urlsplit(self.path).path, form, body,
+                                  self.headers.get("Authorization", "")))
+
+        def answer(self, status, headers, document):
+            data = json.dumps(document).encode()
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    app.url = f"http://127.0.0.1:{server.server_address[1]}"
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                     daemon=True).start()
+    return server
+
+
+@pytest.fixture
+def servers():
+    auth_server = AuthServer()
+    resource = Resource(auth_server)
+    running = []
+    try:
+        running.append(serve(auth_server))
+        running.append(serve(resource))
+        yield auth_server, resource
+    finally:
+        for server in running:
+            server.shutdown()
+            server.server_close()
+
+
+class Browser:
+    """The user: follows the authorization URL, and its redirect to the loopback."""
+
+    def __init__(self) -> None:
+        self.opened = []
+
+    def __call__(self, url):
+        self.opened.append(url)
+        requests.get(url, timeout=5)
+
+
+def call(auth, url):
+    """One request the way the transport makes it: a 401 may earn one resend."""
+    for attempt in range(2):
+        response = requests.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                                 headers=auth.headers(url), timeout=5)
+        if response.status_code in (401, 403) and attempt == 0 and auth.unauthorized(
+                url, response.headers.get("WWW-Authenticate", "")):
+            continue
+        return response
+    return response
+
+
+def interactive(**options):
+    options.setdefault("open_browser", Browser())
+    options.setdefault("redirect_timeout", 5.0)
+    options.setdefault("timeout", 5.0)
+    return OAuth(**options)
+
+
+# Pure parts
+
+
+def test_the_bearer_challenge_is_read_among_other_schemes():
+    header = ('Basic realm="x", Bearer realm="mcp", resource_metadata="https://a.example/'
+              'meta", scope="files:read files:write", error="insufficient_scope", '
+              'error_description="needs \\"write\\""')
+    found = parse_challenge(header)
+    assert found["resource_metadata"] == "https://a.example/meta"
+    assert found["scope"] == "files:read files:write"
+    assert found["error_description"] == 'needs "write"'
+    assert found["realm"] == "mcp"
+    assert parse_challenge("") == {} and parse_challenge('Basic realm="x"') == {}
+    assert parse_challenge("bearer error=invalid_token") == {"error": "invalid_token"}
+
+
+def test_well_known_urls_are_tried_in_the_order_the_spec_gives():
+    assert resource_metadata_urls("https://example.com/public/mcp?k=1") == [
+        "https://example.com/.well-known/oauth-protected-resource/public/mcp",
+        "https://example.com/.well-known/oauth-protected-resource"]
+    assert resource_metadata_urls("https://example.com/") == [
+        "https://example.com/.well-known/oauth-protected-resource"]
+    assert metadata_urls("https://auth.example.com/tenant1") == [
+        "https://auth.example.com/.well-known/oauth-authorization-server/tenant1",
+        "https://auth.example.com/.well-known/openid-configuration/tenant1",
+        "https://auth.example.com/tenant1/.well-known/openid-configuration"]
+    assert metadata_urls("https://auth.example.com") == [
+        "https://auth.example.com/.well-known/oauth-authorization-server",
+        "https://auth.example.com/.well-known/openid-configuration"]
+
+
+def test_the_canonical_uri_drops_query_fragment_and_trailing_slash():
+    assert canonical("HTTPS://MCP.Example.com/mcp/?key=secret#x") == "https://mcp.example.com/mcp"
+    assert covers("https://mcp.example.com", "https://mcp.example.com/mcp")
+    assert covers("https://mcp.example.com/mcp/", "https://mcp.example.com/mcp")
+    assert not covers("https://mcp.example.com/m", "https://mcp.example.com/mcp")
+    assert not covers("https://other.example.com", "https://mcp.example.com/mcp")
+
+
+def test_the_pkce_challenge_is_the_s256_of_the_verifier():
+    verifier, challenge = pkce_pair()
+    assert 43 <= len(verifier) <= 128
+    digest = hashlib.sha256(verifier.encode()).digest()
+    assert challenge == base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+    assert pkce_pair()[0] != verifier
+
+
+def test_a_plain_http_authorization_server_off_loopback_is_refused():
+    auth = interactive()
+    with pytest.raises(MCPAuthError, match="https"):
+        auth.unauthorized("https://mcp.example.com/mcp",
+                          'Bearer resource_metadata="http://evil.example/meta"')
+
+
+def test_bad_options_are_config_errors():
+    with pytest.raises(ValueError):
+        OAuth(flow="password")
+    with pytest.raises(ValueError):
+        OAuth(flow="client_credentials", client_id="x")
+
+
+# Against the loopback servers
+
+
+def test_a_401_runs_discovery_registration_and_the_pkce_code_flow(servers):
+    auth_server, resource = servers
+    browser = Browser()
+    auth = interactive(open_browser=browser)
+    url = resource.url + "/mcp"
+    assert auth.headers(url) == {}  # nothing held: the first request goes without
+    response = call(auth, url)
+    assert response.status_code == 200, response.text
+    assert ("GET", "/.well-known/oauth-protected-resource/mcp") in resource.seen
+    assert auth_server.seen[:3] == [("GET", "/.well-known/oauth-authorization-server"),
+                                    ("POST", "/register"), ("GET", "/authorize")]
+    query = dict(parse_qsl(urlsplit(browser.opened[0]).query))
+    assert query["code_challenge_method"] == "S256"
+    assert query["resource"] == url
+    assert set(query["scope"].split()) == {"tools", "offline_access"}
+    assert query["client_id"].startswith("dyn-")
+    # The next request carries the token without another flow.
+    assert call(auth, url).status_code == 200 and len(browser.opened) == 1
+
+
+def test_the_well_known_path_is_probed_when_the_challenge_names_no_metadata(servers):
+    auth_server, resource = servers
+    resource.name_metadata = False
+    auth = interactive()
+    assert call(auth, resource.url + "/mcp").status_code == 200
+    assert resource.seen[1] == ("GET", "/.well-known/oauth-protected-resource/mcp")
+
+
+def test_openid_configuration_is_the_fallback_for_server_metadata(servers):
+    auth_server, resource = servers
+    auth_server.oauth_metadata = False
+    assert call(interactive(), resource.url + "/mcp").status_code == 200
+    assert ("GET", "/.well-known/openid-configuration") in auth_server.seen
+
+
+def test_a_redirect_with_the_wrong_state_is_refused_and_its_code_never_exchanged(servers):
+    auth_server, resource = servers
+    auth_server.forge_state = True
+    auth = interactive(redirect_timeout=0.5)
+    with pytest.raises(MCPAuthError, match="wrong state"):
+        call(auth, resource.url + "/mcp")
+    assert auth_server.token_requests == 0
+
+
+def test_metadata_naming_another_issuer_is_not_used(servers):
+    auth_server, resource = servers
+    auth_server.issuer_override = "https://impostor.example"
+    with pytest.raises(MCPAuthError, match="another issuer"):
+        call(interactive(), resource.url + "/mcp")
+
+
+def test_a_server_without_s256_is_refused_before_the_browser_opens(servers):
+    auth_server, resource = servers
+    auth_server.pkce = False
+    browser = Browser()
+    with pytest.raises(MCPAuthError, match="S256"):
+        call(interactive(open_browser=browser), resource.url + "/mcp")
+    assert browser.opened == []
+
+
+def test_client_credentials_get_a_token_without_a_browser(servers):
+    auth_server, resource = servers
+    browser = Browser()
+    auth = OAuth(flow="client_credentials", client_id=SERVICE_ID, client_secret=SERVICE_SECRET,
+                 open_browser=browser, timeout=5.0)
+    assert call(auth, resource.url + "/mcp").status_code == 200
+    assert browser.opened == [] and ("POST", "/register") not in auth_server.seen
+
+
+def test_an_expired_token_is_refreshed_by_the_next_headers_call(servers):
+    auth_server, resource = servers
+    clock, store = Clock(), MemoryTokenStore()
+    auth = interactive(clock=clock, store=store)
+    url = resource.url + "/mcp"
+    assert call(auth, url).status_code == 200
+    first = store.load(canonical(url))
+    clock.now += 3600 - 30  # inside the skew: treated as expired
+    header = auth.headers(url)
+    second = store.load(canonical(url))
+    assert header == {"Authorization": "Bearer " + second["access_token"]}
+    assert second["access_token"] != first["access_token"]
+    assert second["refresh_token"] != first["refresh_token"]  # rotated, and kept
+    assert first["refresh_token"] not in auth_server.refresh
+    assert call(auth, url).status_code == 200
+    assert len(auth.open_browser.opened) == 1
+
+
+def test_a_token_the_resource_rejects_is_replaced_by_a_new_authorization(servers):
+    auth_server, resource = servers
+    store, url = MemoryTokenStore(), resource.url + "/mcp"
+    store.save(canonical(url), {"access_token": "revoked-token", "issued_at": 0,
+                                "token_endpoint": auth_server.url + "/token",
+                                "client_id": "dyn-gone"})
+    auth = interactive(store=store)
+    assert auth.headers(url) == {"Authorization": "Bearer revoked-token"}
+    assert call(auth, url).status_code == 200
+    assert store.load(canonical(url))["access_token"] != "revoked-token"
+    assert len(auth.open_browser.opened) == 1
+
+
+def test_a_refused_refresh_drops_the_tokens_and_the_next_401_authorizes(servers):
+    auth_server, resource = servers
+    clock, store, url = Clock(), MemoryTokenStore(), resource.url + "/mcp"
+    auth = interactive(clock=clock, store=store)
+    assert call(auth, url).status_code == 200
+    auth_server.refresh.clear()  # the authorization server forgot every refresh token
+    clock.now += 7200
+    assert auth.headers(url) == {}
+    assert call(auth, url).status_code == 200
+    assert len(auth.open_browser.opened) == 2
+
+
+def test_the_file_store_is_private_and_replaced_atomically(tmp_path, monkeypatch):
+    path = tmp_path / "state" / "tokens.json"
+    store = FileTokenStore(path)
+    store.save("https://a.example/mcp", {"access_token": "one"})
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
+    before = os.stat(path).st_ino
+    store.save("https://b.example/mcp", {"access_token": "two"})
+    assert os.stat(path).st_ino != before  # a new file renamed over, not rewritten in place
+    assert FileTokenStore(path).load("https://a.example/mcp") == {"access_token": "one"}
+
+    def broken_replace(source, target):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError):
+        store.save("https://a.example/mcp", {"access_token": "three"})
+    monkeypatch.undo()
+    assert store.load("https://a.example/mcp") == {"access_token": "one"}
+    assert sorted(p.name for p in path.parent.iterdir()) == ["tokens.json", "tokens.json.lock"]
+    store.delete("https://a.example/mcp")
+    assert store.load("https://a.example/mcp") is None
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def test_an_unreadable_token_file_is_an_error_naming_the_file(tmp_path):
+    path = tmp_path / "tokens.json"
+    path.write_text("[not json")
+    with pytest.raises(MCPAuthError, match="tokens.json"):
+        FileTokenStore(path).load("k")
+    assert path.read_text() == "[not json"
+
+
+def _chain(error):
+    while error is not None:
+        yield error
+        error = error.__cause__ or error.__context__
+
+
+def test_no_token_or_secret_appears_in_reprs_logs_or_errors(servers, tmp_path, caplog):
+    auth_server, resource = servers
+    caplog.set_level(logging.DEBUG)
+    url = resource.url + "/mcp"
+    store = FileTokenStore(tmp_path / "tokens.json")
+    interactive_auth = interactive(store=store, clock=Clock())
+    assert call(interactive_auth, url).status_code == 200
+    service = OAuth(flow="client_credentials", client_id=SERVICE_ID,
+                    client_secret=SERVICE_SECRET, timeout=5.0)
+    assert call(service, url).status_code == 200
+    interactive_auth.clock.now += 7200
+    interactive_auth.headers(url)  # a refresh, logged at DEBUG
+
+    errors = []
+    wrong = OAuth(flow="client_credentials", client_id=SERVICE_ID,
+                  client_secret="wrong-secret-value", timeout=5.0)
+    with pytest.raises(MCPAuthError) as refused_client:
+        call(wrong, url)
+    errors.append(refused_client.value)
+    echoed = "a-refresh-token-to-echo"
+    with pytest.raises(MCPAuthError) as refused_refresh:
+        token_request(auth_server.url + "/token",
+                      {"grant_type": "refresh_token", "refresh_token": echoed},
+                      Client("dyn-x"), timeout=5.0)
+    errors.append(refused_refresh.value)
+    assert refused_refresh.value.error == "invalid_grant" and refused_refresh.value.status == 400
+    assert isinstance(refused_refresh.value, NacelleError)
+    copy = pickle.loads(pickle.dumps(refused_refresh.value))
+    assert (str(copy), copy.status, copy.error) == (
+        str(refused_refresh.value), 400, "invalid_grant")
+
+    secrets_seen = auth_server.issued + [SERVICE_SECRET, "wrong-secret-value", echoed]
+    # urllib3 logs the request lines of the simulated user's browser, whose redirect
+    # holds the code: that is the browser's log, not nacelle's, so it is left out.
+    logged = "\n".join(r.getMessage() for r in caplog.records
+                       if not ("/authorize?" in r.getMessage() or "/callback?" in r.getMessage()))
+    assert "nacelle.mcp_auth" in {r.name for r in caplog.records}
+    texts = [logged, repr(interactive_auth), repr(service), repr(wrong), repr(store),
+             repr(Client("id", SERVICE_SECRET)), repr(MemoryTokenStore())]
+    texts += [f"{e!s} {e!r} {e.error}" for error in errors for e in _chain(error)]
+    assert len(auth_server.issued) >= 6
+    for secret in secrets_seen:
+        for text in texts:
+            assert secret not in text
+    assert "<hidden>" in str(refused_refresh.value) and "<hidden>" in repr(service)
+    assert "<hidden>" in str(refused_client.value)
