@@ -1,0 +1,477 @@
+"""Batches of runs: one Agent over many conversations, on threads, processes or a cluster.
+
+``run_many(agent, conversations)`` yields a :class:`BatchItem` per conversation as its
+run finishes (not in order: ``item.index`` says which). Each run is isolated: a
+failure is an item whose ``error`` is set, and the batch goes on. ``summary(items)``
+totals them; ``best_of`` runs one conversation n times and keeps the best by a score;
+``main_batch`` is the ``nacelle batch`` command's body (JSONL in, JSONL out).
+
+Where the runs go is any ``concurrent.futures.Executor``:
+
+- nothing (the default): a ``ThreadPoolExecutor(max_workers)`` of this process. Runs
+  are mostly waiting on the network, so threads are the right default;
+- ``ProcessPoolExecutor``: for CPU-heavy tools;
+- Dask: ``distributed.Client(...).get_executor()``;
+- Ray: :func:`ray_executor`, a thin Executor over Ray tasks (``ObjectRef.future()``
+  and ``ray.cancel``; Ray ships no ``concurrent.futures`` executor of its own).
+
+Off the threads, the Agent and each conversation travel to the worker by pickle, and
+each item comes back the same way. The worker runs :func:`_run_one`, a module-level
+function, so a worker needs nacelle importable, and so the module of every tool,
+hook, approval callback and custom backend the Agent holds (a tool defined in
+``__main__`` or in a notebook cell does not import on a Dask or Ray worker; put it
+in a module). The API key travels inside the pickled backend: send it only to
+workers you trust. An exception that does not survive pickling (its class takes
+other arguments than it passes to ``Exception``, or holds a socket) comes back as
+its text, ``"TypeName: message"``; ``error`` is therefore an exception *or* a str.
+
+Cancellation: ``KeyboardInterrupt`` in the loop, or closing the iterator (``break``
+out of a ``for``, ``close()``, garbage collection), stops the batch. Runs not
+started are cancelled (their futures are cancelled). What happens to runs already
+in progress depends on the executor:
+
+- threads (the default, or any ``ThreadPoolExecutor``): every run gets one shared
+  :class:`~nacelle.context.CancelEvent`, which is set, so in-progress runs stop at once
+  (their responses are closed; tools are told to stop). The default pool is shut down
+  and waited for.
+- processes, Dask: a CancelEvent does not pickle across processes, so a run in
+  progress finishes in its worker and its result is dropped; only futures not yet
+  running are cancelled. The executor is yours, so it is left running.
+- Ray: ``ray.cancel`` interrupts the task, in progress or not.
+
+Finished items that were not yet yielded when the batch stopped are still written to
+the results file, so work already paid for is kept.
+
+``results=path`` keeps a JSONL file (``batch_results.py``): each finished item is
+appended, flushed and fsynced before it is yielded, and a rerun skips the indexes the
+file holds, so an interrupted batch resumes where it was. A run in progress when the
+process was killed is done again: a batch is at-least-once for the runs in flight at
+the kill, exactly-once for those recorded. Skipped runs are not yielded (the file
+has them, not their Results).
+
+At most ``2 * max_workers`` runs are submitted ahead of the results, with your
+executor too (give ``max_workers`` its worker count), so a million-line batch is not
+a million pickled futures at once, and the conversations may be a lazy iterable.
+
+Imports the standard library and nacelle's core modules (Ray only inside
+:func:`ray_executor`); never prints, but for the progress line on stderr
+(``batch_progress.py``).
+"""
+
+from __future__ import annotations
+
+import collections
+import importlib
+import itertools
+import json
+import logging
+import os
+import pickle
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import (Any, Callable, Deque, Dict, Generator, Iterable, List, Optional, Sequence,
+                    Set, Tuple, Union)
+
+from .agent import Agent, Result
+from .batch_progress import Progress, ProgressLine
+from .batch_results import ResultsFile, finished_indexes
+from .context import CancelEvent
+from .errors import Cancelled, ConfigError
+from .events import Usage
+from .messages import Message, loads, user_text
+
+__all__ = ["BatchItem", "Progress", "ProgressLine", "Summary", "best_of", "main_batch",
+           "ray_executor", "run_many", "summary"]
+
+log = logging.getLogger(__name__)
+
+#: what ``conversations`` may hold: a list of Messages, or a prompt for ``user_text``
+Conversation = Union[str, Sequence[Message]]
+
+
+@dataclass(frozen=True)
+class BatchItem:
+    """One finished run: its ``index`` in the conversations, and either its ``result``
+    or its ``error`` (the exception, or ``"TypeName: message"`` when the exception did
+    not survive the trip back from another process). ``started`` and ``ended`` are
+    ``time.time()`` on the worker."""
+
+    index: int
+    result: Optional[Result] = None
+    error: Union[BaseException, str, None] = None
+    started: float = 0.0
+    ended: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def seconds(self) -> float:
+        """How long the run took on its worker."""
+        return self.ended - self.started
+
+    def __repr__(self) -> str:
+        what = f"result={self.result!r}" if self.error is None else f"error={self.error!r}"
+        return f"BatchItem(index={self.index}, {what})"
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What :func:`summary` returns. ``wall`` is the first start to the last end (worker
+    clocks), ``run_seconds`` the runs' times added up (``run_seconds / wall`` is how
+    many ran at once on average); ``usage`` sums the successful runs'."""
+
+    count: int
+    failures: int
+    usage: Usage
+    wall: float
+    run_seconds: float
+
+    @property
+    def cost(self) -> float:
+        return self.usage.cost
+
+    def __str__(self) -> str:
+        return (f"{self.count} runs, {self.failures} failed, {self.usage.total:,} tokens, "
+                f"${self.cost:.4f}, {self.wall:.1f} s wall")
+
+
+def summary(items: Iterable[BatchItem]) -> Summary:
+    """Totals of ``items`` (a list, or ``run_many``'s iterator, which this consumes)."""
+    count = failures = 0
+    usage = Usage()
+    first, last, busy = float("inf"), -float("inf"), 0.0
+    for item in items:
+        count += 1
+        if item.error is not None:
+            failures += 1
+        elif item.result is not None:
+            usage = usage + item.result.usage
+        first, last = min(first, item.started), max(last, item.ended)
+        busy += max(item.seconds, 0.0)
+    return Summary(count, failures, usage, max(last - first, 0.0) if count else 0.0, busy)
+
+
+def _run_one(agent: Agent, index: int, conversation: Tuple[Message, ...],
+             cancel: Optional[CancelEvent], portable: bool) -> BatchItem:
+    """The worker function (module-level, so it pickles by name). Never raises for a
+    failed run: the failure is the item's ``error``."""
+    started = time.time()
+    try:
+        result = agent.run(conversation, cancel=cancel)
+    except Exception as exc:  # noqa: BLE001 - one run's failure is its item, not the batch's
+        return BatchItem(index, error=_portable(exc) if portable else exc,
+                         started=started, ended=time.time())
+    return BatchItem(index, result=result, started=started, ended=time.time())
+
+
+def _portable(exc: BaseException) -> Union[BaseException, str]:
+    """``exc`` if it survives a pickle round trip, else its text."""
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:  # noqa: BLE001 - any failure to pickle means: send the text
+        return f"{type(exc).__name__}: {exc}"
+
+
+def _conversation(value: Any, index: int) -> Tuple[Message, ...]:
+    if isinstance(value, str):
+        return (user_text(value),)
+    if isinstance(value, Message):
+        raise ConfigError(f"conversations[{index}] is one Message; a conversation is a list "
+                          "of them (or a prompt str)")
+    try:
+        return tuple(value)
+    except TypeError:
+        raise ConfigError(f"conversations[{index}] is a {type(value).__name__}, not a list "
+                          "of Messages or a prompt str") from None
+
+
+def _progress_sink(progress: Any) -> Optional[Callable[[Progress], None]]:
+    if progress is True:
+        return ProgressLine()
+    if progress is False or progress is None:
+        return None
+    if callable(progress):
+        return progress  # type: ignore[no-any-return]
+    raise ConfigError(f"progress must be True, False or a callable taking a "
+                      f"batch.Progress, got {progress!r:.60}")
+
+
+def run_many(agent: Agent, conversations: Iterable[Conversation], *,
+             executor: Optional[Executor] = None, max_workers: int = 8,
+             progress: Union[bool, Callable[[Progress], None]] = True,
+             results: Union[str, "os.PathLike[str]", None] = None) -> Generator[BatchItem, None, None]:
+    """Run ``agent`` on every conversation; yield a :class:`BatchItem` per run as it
+    finishes. See the module docstring for executors, cancellation and ``results``."""
+    if not isinstance(agent, Agent):
+        raise ConfigError(f"run_many takes a nacelle.Agent, got {type(agent).__name__}")
+    if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
+        raise ConfigError(f"max_workers must be an integer of at least 1, got {max_workers!r}")
+    if executor is not None and not callable(getattr(executor, "submit", None)):
+        raise ConfigError(f"executor must be a concurrent.futures.Executor, got "
+                          f"{type(executor).__name__}")
+    if isinstance(conversations, (str, Message)):
+        raise ConfigError("run_many takes many conversations: a list of them, not one")
+    report = _progress_sink(progress)
+    # Read (and repair) the file now, not at the first next(): a bad path fails here.
+    skip = finished_indexes(results) if results is not None else set()
+    size = len(conversations) if isinstance(conversations, collections.abc.Sized) else None
+    total = None if size is None else size - sum(1 for i in skip if i < size)
+    return _batch(agent, conversations, executor, max_workers, report, results, skip, total)
+
+
+def _batch(agent: Agent, conversations: Iterable[Conversation], executor: Optional[Executor],
+           max_workers: int, report: Optional[Callable[[Progress], None]],
+           results: Union[str, "os.PathLike[str]", None], skip: Set[int],
+           total: Optional[int]) -> Generator[BatchItem, None, None]:
+    pool = executor if executor is not None else ThreadPoolExecutor(
+        max_workers, thread_name_prefix="nacelle-batch")
+    threads = isinstance(pool, ThreadPoolExecutor)
+    cancel = CancelEvent() if threads else None
+    sink = ResultsFile(results) if results is not None else None
+    pending: Dict["Future[BatchItem]", int] = {}
+    ready: Deque[Tuple[int, "Future[BatchItem]"]] = collections.deque()
+    source = ((i, c) for i, c in enumerate(conversations) if i not in skip)
+    window = 2 * max_workers
+    started = time.monotonic()
+    done = failures = 0
+    cost = Usage()
+    clean = False
+    try:
+        for index, conversation in itertools.islice(source, window):
+            pending[_submit(pool, agent, index, conversation, cancel, not threads)] = index
+        while pending or ready:
+            if not ready:
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                # Index order within one wake-up, so a rerun's file reads in a stable order.
+                ready.extend(sorted((pending.pop(f), f) for f in finished))
+                for index, conversation in itertools.islice(source, len(finished)):
+                    pending[_submit(pool, agent, index, conversation, cancel, not threads)] = index
+            index, future = ready.popleft()
+            item = _item(future, index)
+            if sink is not None:
+                sink.write(item.index, item.result, item.error)
+            done += 1
+            if item.error is not None:
+                failures += 1
+            elif item.result is not None:
+                cost = cost + item.result.usage
+            if report is not None:
+                report(Progress(done, total, failures, time.monotonic() - started, cost.cost))
+            yield item
+        clean = True
+        if report is not None:
+            report(Progress(done, total, failures, time.monotonic() - started, cost.cost,
+                            final=True))
+    finally:
+        if not clean:
+            _stop(pool, executor is None, cancel, pending, ready, sink)
+        elif executor is None:
+            pool.shutdown(wait=True)
+        if sink is not None:
+            sink.close()
+
+
+def _submit(pool: Executor, agent: Agent, index: int, conversation: Any,
+            cancel: Optional[CancelEvent], portable: bool) -> "Future[BatchItem]":
+    return pool.submit(_run_one, agent, index, _conversation(conversation, index), cancel,
+                       portable)
+
+
+def _item(future: "Future[BatchItem]", index: int) -> BatchItem:
+    """The future's item; a failure of the executor itself (a worker that died, an
+    Agent that does not pickle) is that run's error."""
+    try:
+        item = future.result()
+    except Exception as exc:  # noqa: BLE001 - the executor failed this one run
+        now = time.time()
+        return BatchItem(index, error=exc, started=now, ended=now)
+    if not isinstance(item, BatchItem):
+        raise TypeError(f"the executor returned {type(item).__name__}, not a BatchItem")
+    return item
+
+
+def _stop(pool: Executor, own: bool, cancel: Optional[CancelEvent],
+          pending: Dict["Future[BatchItem]", int], ready: Deque[Tuple[int, "Future[BatchItem]"]],
+          sink: Optional[ResultsFile]) -> None:
+    """Cancel what has not run, stop what is running where the executor lets us, and
+    keep (in the results file) what had finished but was not yet yielded."""
+    log.debug("batch stopping: %d runs outstanding, %d finished and not yet yielded",
+              len(pending), len(ready))
+    if cancel is not None:
+        cancel.set()
+    for future in pending:
+        future.cancel()
+    if own:
+        pool.shutdown(wait=True, cancel_futures=True)
+    if sink is None:
+        return
+    leftovers = list(ready) + sorted((i, f) for f, i in pending.items() if f.done())
+    for index, future in leftovers:
+        if future.cancelled():
+            continue
+        item = _item(future, index)
+        error = item.error
+        ours = isinstance(error, Cancelled) or (isinstance(error, str) and
+                                                 error.startswith("Cancelled:"))
+        if not ours:
+            sink.write(item.index, item.result, item.error)
+
+
+def best_of(agent: Agent, conversation: Conversation, n: int, *,
+            score: Callable[[Result], Any],
+            executor: Optional[Executor] = None) -> Tuple[Result, List[Result]]:
+    """Run ``conversation`` ``n`` times at once and return ``(best, results)``: ``best``
+    is the Result ``score`` ranks highest (the first of equals), ``results`` all ``n``
+    Results in the order the runs were started. ``score`` is called here, in the
+    calling process, once per Result. A failed run raises its error (the others
+    are cancelled): a best of fewer than ``n`` is not what was asked for."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ConfigError(f"best_of needs n of at least 1, got {n!r}")
+    if not callable(score):
+        raise ConfigError(f"score must be callable, got {type(score).__name__}")
+    runs: List[Optional[Result]] = [None] * n
+    items = run_many(agent, [conversation] * n, executor=executor, max_workers=n,
+                     progress=False)
+    try:
+        for item in items:
+            if item.error is not None:
+                if isinstance(item.error, BaseException):
+                    raise item.error
+                raise RuntimeError(f"run {item.index} of best_of failed: {item.error}")
+            runs[item.index] = item.result
+    finally:
+        items.close()
+    done = [r for r in runs if r is not None]
+    scores = [score(r) for r in done]
+    best = max(range(len(done)), key=lambda i: (scores[i], -i))
+    return done[best], done
+
+
+def _read_input(path: Union[str, "os.PathLike[str]"]) -> List[Tuple[Message, ...]]:
+    """One conversation per line: ``{"prompt": "..."}`` or ``{"messages": [...]}`` in
+    ``nacelle.dumps`` form. A line that is neither (a blank one too) is a ConfigError
+    naming it, raised before anything runs: a results file's indexes are line numbers,
+    so a line cannot be quietly left out."""
+    conversations: List[Tuple[Message, ...]] = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            try:
+                value = json.loads(line)
+            except ValueError as exc:
+                raise ConfigError(f"{path} line {number}: not JSON ({exc})") from None
+            if isinstance(value, dict) and isinstance(value.get("prompt"), str):
+                conversations.append((user_text(value["prompt"]),))
+            elif isinstance(value, dict) and isinstance(value.get("messages"), list):
+                try:
+                    conversations.append(tuple(loads(json.dumps(value["messages"]))))
+                except ValueError as exc:
+                    raise ConfigError(f"{path} line {number}: messages: {exc}") from None
+            else:
+                raise ConfigError(f'{path} line {number}: expected {{"prompt": "..."}} or '
+                                  f'{{"messages": [...]}}')
+    return conversations
+
+
+def main_batch(agent: Agent, input_path: Union[str, "os.PathLike[str]"],
+               output_path: Union[str, "os.PathLike[str]"], workers: int = 8) -> Summary:
+    """``nacelle batch INPUT.jsonl -o RESULTS.jsonl --workers N``: run every line of the
+    input on ``workers`` threads into the results file (resuming it), with the progress
+    line on stderr; returns the :class:`Summary` of the runs done now (the caller
+    decides the exit status, e.g. 1 when ``failures``). A result's index is its input
+    line's number counted from 0."""
+    conversations = _read_input(input_path)
+    return summary(run_many(agent, conversations, max_workers=workers, results=output_path))
+
+
+def ray_executor(**options: Any) -> Executor:
+    """A ``concurrent.futures.Executor`` that runs each call as a Ray task.
+
+    ``options`` go to ``ray.remote(...).options(...)`` (``num_cpus``, ``resources``,
+    ``runtime_env``...). Connect first with ``ray.init(address=...)``; without it the
+    first task starts a local Ray, as any Ray call does. Cancelling a future calls
+    ``ray.cancel`` on its task. ``shutdown`` cancels what is left when asked to and
+    leaves Ray running: Ray is yours. Needs the ``ray`` extra.
+    """
+    try:
+        ray = importlib.import_module("ray")
+    except ImportError:
+        raise ConfigError("batch.ray_executor needs Ray: pip install 'nacelle[ray]'") from None
+    return _RayExecutor(ray, options)
+
+
+class _RayFuture(Future[Any]):
+    def __init__(self, ray: Any, ref: Any) -> None:
+        super().__init__()
+        self._ray, self._ref = ray, ref
+
+    def cancel(self) -> bool:
+        if self.done():
+            return False
+        try:
+            self._ray.cancel(self._ref)
+        except Exception:  # noqa: BLE001 - a finished or unknown task: nothing to cancel
+            log.debug("ray.cancel failed", exc_info=True)
+        return super().cancel()
+
+
+class _RayExecutor(Executor):
+    """Ray tasks behind ``concurrent.futures``: see :func:`ray_executor`."""
+
+    def __init__(self, ray: Any, options: Dict[str, Any]) -> None:
+        self._ray, self._options = ray, options
+        self._remotes: Dict[Any, Any] = {}
+        self._lock = threading.Lock()
+        self._open: Set[_RayFuture] = set()
+        self._closed = False
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> "Future[Any]":
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("cannot submit to a ray_executor after shutdown")
+            remote = self._remotes.get(fn)
+            if remote is None:
+                remote = self._ray.remote(fn)
+                if self._options:
+                    remote = remote.options(**self._options)
+                self._remotes[fn] = remote
+        ref = remote.remote(*args, **kwargs)
+        future = _RayFuture(self._ray, ref)
+        with self._lock:
+            self._open.add(future)
+        ref.future().add_done_callback(lambda done: self._settle(future, done))
+        return future
+
+    def _settle(self, future: _RayFuture, done: "Future[Any]") -> None:
+        with self._lock:
+            self._open.discard(future)
+        if future.cancelled():
+            return
+        try:
+            exc = done.exception()
+            if exc is None:
+                future.set_result(done.result())
+            else:
+                future.set_exception(exc)
+        except BaseException as error:  # noqa: BLE001 - Ray's own future was cancelled
+            if not future.done():
+                future.set_exception(error)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._lock:
+            self._closed = True
+            left = list(self._open)
+        if cancel_futures:
+            for future in left:
+                future.cancel()
+        if wait:
+            for future in left:
+                if not future.cancelled():
+                    try:
+                        future.exception()
+                    except BaseException:  # noqa: BLE001 - only waiting, not reporting
+                        pass

@@ -1,0 +1,135 @@
+"""The results file of a batch: one JSON line per finished run, appended, and read back
+to resume.
+
+``run_many(..., results=path)`` writes each finished item here the moment it
+arrives, from the parent process only (one writer, so no locking across processes):
+one line of ``{"index", "stop", "usage", "cost", "text", "output", "error"}``
+(``output`` only for a run with structured output, as JSON-able data), then
+``flush`` and ``fsync``, so a line that was reported is on disk even if the machine
+goes down next.
+
+Choices where the issue is silent:
+
+- Every index already in the file is skipped on a rerun, failures included: a rerun
+  resumes, it does not retry. To retry the failures, drop their lines (``error`` is
+  not null) and run again.
+- Only the last line can be torn (a process killed in the middle of a write leaves a
+  line without its newline). It is cut off before anything is appended, so its run is
+  done again and the file stays one JSON object per line. A complete line that is not
+  a result (edited by hand, say) is logged and ignored, and its index is run again.
+- ``output`` that ``json`` cannot write is turned into data the way its type offers
+  (pydantic's ``model_dump(mode="json")``, a dataclass's fields) and, failing that,
+  its ``repr``: the file must stay readable by anything that reads JSON lines.
+
+Imports the standard library and ``events`` only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+from typing import IO, Any, Dict, Optional, Set, Union
+
+from .events import Usage
+
+__all__ = ["ResultsFile", "finished_indexes", "record"]
+
+log = logging.getLogger(__name__)
+
+
+def record(index: int, result: Any, error: Any) -> Dict[str, Any]:
+    """The JSON object one finished run becomes (``result`` a Result or None)."""
+    line: Dict[str, Any] = {"index": index, "stop": None, "usage": None, "cost": 0.0,
+                            "text": None, "error": None}
+    if result is not None:
+        usage: Usage = result.usage
+        line.update(stop=result.stop.value, cost=usage.cost, text=result.text, usage={
+            "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
+            "cache_read_tokens": usage.cache_read_tokens,
+            "cache_creation_tokens": usage.cache_creation_tokens,
+            "reasoning_tokens": usage.reasoning_tokens, "priced": usage.priced})
+        if result.output is not None:
+            line["output"] = _jsonable(result.output)
+    if error is not None:
+        line["error"] = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    return line
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        pass
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        try:
+            return dump(mode="json")
+        except Exception:  # noqa: BLE001 - fall through to the next form
+            log.debug("model_dump failed for %r", type(value), exc_info=True)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        try:
+            data = dataclasses.asdict(value)
+            json.dumps(data)
+            return data
+        except (TypeError, ValueError):
+            pass
+    return repr(value)
+
+
+def finished_indexes(path: "Union[str, os.PathLike[str]]") -> Set[int]:
+    """The indexes the file at ``path`` already holds (none if it does not exist), after
+    cutting off a torn last line."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        return set()
+    end = data.rfind(b"\n") + 1
+    if end < len(data):
+        log.info("results file %s ends in a torn line (%d bytes): cutting it off, its run "
+                 "is done again", path, len(data) - end)
+        with open(path, "r+b") as handle:
+            handle.truncate(end)
+            handle.flush()
+            os.fsync(handle.fileno())
+    done: Set[int] = set()
+    for number, raw in enumerate(data[:end].splitlines(), 1):
+        if not raw.strip():
+            continue
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = None
+        index = value.get("index") if isinstance(value, dict) else None
+        if type(index) is not int or index < 0:
+            log.warning("results file %s line %d is not a result; its run is done again",
+                        path, number)
+            continue
+        done.add(index)
+    return done
+
+
+class ResultsFile:
+    """Appends one line per finished run, each flushed and fsynced."""
+
+    def __init__(self, path: "Union[str, os.PathLike[str]]") -> None:
+        self.path = path
+        self._handle: Optional[IO[bytes]] = open(path, "ab")
+
+    def write(self, index: int, result: Any, error: Any) -> None:
+        handle = self._handle
+        if handle is None:
+            raise ValueError("the results file is closed")
+        line = json.dumps(record(index, result, error), ensure_ascii=False)
+        # One write of the whole line: a kill can only tear the last line.
+        handle.write(line.encode("utf-8") + b"\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+    def close(self) -> None:
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            handle.close()
