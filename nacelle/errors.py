@@ -20,6 +20,7 @@ happened rather than where::
     │   └── sessions.CorruptSession     a saved file that cannot be read (left as it is)
     ├── mcp.MCPError                    the local MCP client failed
     │   └── mcp.SessionExpired          an HTTP server no longer knows the session
+    ├── mcp_auth_flows.MCPAuthError     authorizing with an HTTP MCP server failed
     ├── toolsets.confine.PathError      a tool's path cannot be used
     │   └── toolsets.confine.PathRefused  the path would leave the root
     ├── toolsets.ssrf.FetchError        a fetch failed
