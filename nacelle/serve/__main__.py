@@ -1,0 +1,8 @@
+"""``python -m nacelle.serve MODULE:FACTORY``: see :func:`nacelle.serve.main`."""
+
+import sys
+
+from .server import main
+
+if __name__ == "__main__":
+    sys.exit(main())

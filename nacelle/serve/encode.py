@@ -1,0 +1,258 @@
+"""A run's events as Server-Sent Events: the versioned JSON schema, and :func:`sse`.
+
+Every event goes out as one SSE event whose ``event:`` field is its kind and whose
+``data:`` is one line of JSON, an object with ``"v": 1`` (:data:`SCHEMA_VERSION`) and
+``"kind"``. A client switches on ``kind`` and ignores fields it does not know; a
+change that would break a reader of version 1 gets a new ``v``. Per kind:
+
+- ``text`` / ``thinking``: ``text``, one provider delta (never merged or split).
+- ``tool_call``: ``id``, ``index``, ``name``, ``input`` (the JSON text the model
+  wrote, as written: it may not parse), ``server`` (empty for a local tool).
+- ``tool_result``: the call's ``id``, ``index``, ``name`` and ``server``, then
+  ``result``, ``error`` (the failure the model read, or null), ``refused``,
+  ``paused`` (the call waits for a decision), ``discarded`` and ``duration`` (s).
+- ``turn``: ``stop`` and ``usage`` — the turn's tokens and dollars:
+  ``{"input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens",
+  "reasoning_tokens", "total", "cost", "priced"}``.
+- ``compaction``: ``strategy``, ``removed``, ``tokens`` and ``text`` (the summary).
+- ``done``: ``stop``, ``usage`` (the run's), ``text`` (the last assistant text),
+  ``output`` (a structured answer as JSON, or null), ``messages`` (the conversation
+  after the run, in :func:`nacelle.dumps` form, so a client without a session can send
+  it back next time), ``run`` and ``pending``. For a paused run ``pending`` lists the
+  waiting calls (``id``, ``name``, ``input``) and ``run`` is the id to post decisions
+  to — set by the server apps, which keep the checkpoint; :func:`sse` alone has no
+  store and sends null. The checkpoint itself never goes out: what a person approved
+  must not pass through the hands it is guarding against.
+- ``error``: the run failed. ``error`` is the exception's type and ``message`` its
+  text for nacelle's own errors (written never to hold a key); any other exception is
+  an ``"internal error"`` to the client and logged in full here.
+
+A stream ends with exactly one ``done`` or one ``error``.
+
+Choices where no spec speaks:
+
+- **Keepalives are comments** (``: keepalive``), which every SSE reader skips, sent
+  when nothing was produced for ``keepalive`` seconds — a long tool call would
+  otherwise leave the connection silent long enough for a proxy to drop it, and a
+  disconnected client is only noticed when a write fails.
+- **The run is driven on a worker thread.** The events generator blocks while a model
+  thinks or a tool runs, and a generator cannot both block and yield a keepalive, so
+  a thread iterates it into a queue and :func:`sse` waits on the queue with a
+  timeout. The queue is unbounded: a run's output is bounded by what the model
+  writes, and the thread must never block on a slow client while holding a tool.
+- **Nothing is buffered**: each event is encoded and yielded as it arrives.
+- **Closing the stream early cancels the run**: :func:`sse` sets ``cancel`` (pass the
+  same :class:`~nacelle.CancelEvent` to ``agent.stream``), which tells the backend and
+  the tools at once; the worker then closes the run in its own thread.
+- JSON is written with ``ensure_ascii=False`` (a lone surrogate, which UTF-8 cannot
+  hold, becomes ``?``); it never holds a line break, so each event is one data line.
+
+Outer ring: imports the standard library and nacelle's core.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import logging
+import queue
+import threading
+from typing import Any, Callable, Dict, Iterable, Iterator, Mapping, Optional, Union
+
+from ..errors import NacelleError
+from ..events import Event, Kind, Usage
+from ..messages import Role
+from ..messages import dumps as dump_messages
+
+__all__ = ["KEEPALIVE", "SCHEMA_VERSION", "encode", "error_json", "event_json", "sse"]
+
+log = logging.getLogger(__name__)
+
+#: The ``v`` of every event's JSON.
+SCHEMA_VERSION = 1
+
+#: What goes out when nothing else did for ``keepalive`` seconds.
+KEEPALIVE = b": keepalive\n\n"
+
+#: An item of the stream: an Event, or a JSON object already in the schema.
+Item = Union[Event, Mapping[str, Any]]
+
+
+def usage_json(usage: Usage) -> Dict[str, Any]:
+    """A Usage as the schema's ``usage`` object."""
+    return {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
+            "cache_read_tokens": usage.cache_read_tokens,
+            "cache_creation_tokens": usage.cache_creation_tokens,
+            "reasoning_tokens": usage.reasoning_tokens, "total": usage.total,
+            "cost": usage.cost, "priced": usage.priced}
+
+
+def event_json(event: Event, *, run: Optional[str] = None) -> Dict[str, Any]:
+    """``event`` as the schema's JSON object; ``run`` is a paused run's id for DONE."""
+    kind = event.kind
+    data: Dict[str, Any] = {"v": SCHEMA_VERSION, "kind": kind.value}
+    if kind in (Kind.TEXT, Kind.THINKING):
+        data["text"] = event.text
+    elif kind in (Kind.TOOL_CALL, Kind.TOOL_RESULT) and event.tool is not None:
+        tool = event.tool
+        data.update(id=tool.id, index=tool.index, name=tool.name, server=tool.server)
+        if kind is Kind.TOOL_CALL:
+            data["input"] = tool.input
+        else:
+            data.update(result=tool.result, error=tool.error, refused=tool.refused,
+                        paused=tool.paused, discarded=tool.discarded,
+                        duration=round(tool.duration, 6))
+    elif kind is Kind.TURN:
+        data.update(stop=_stop(event), usage=usage_json(event.usage))
+    elif kind is Kind.COMPACTION:
+        compacted = event.compaction
+        data.update(strategy=getattr(compacted, "strategy", ""),
+                    removed=getattr(compacted, "removed", 0),
+                    tokens=getattr(compacted, "tokens", 0), text=event.text)
+    elif kind is Kind.DONE:
+        text = next((m.text for m in reversed(event.messages)
+                     if getattr(m, "role", None) is Role.ASSISTANT), "")
+        pending = getattr(event.checkpoint, "pending", ())
+        data.update(stop=_stop(event), usage=usage_json(event.usage), text=text,
+                    output=_plain(event.output),
+                    messages=json.loads(dump_messages(event.messages)),
+                    run=run, pending=[{"id": p.id, "name": p.name, "input": p.input}
+                                      for p in pending])
+    return data
+
+
+def error_json(exc: BaseException) -> Dict[str, Any]:
+    """A failed run as the schema's ``error`` object (see the module docstring)."""
+    if isinstance(exc, NacelleError):
+        message = str(exc)
+        return {"v": SCHEMA_VERSION, "kind": "error", "error": type(exc).__name__,
+                "message": message if len(message) <= 500 else message[:499] + "…"}
+    return {"v": SCHEMA_VERSION, "kind": "error", "error": "internal error",
+            "message": "the run failed; the server's log says why"}
+
+
+def encode(data: Mapping[str, Any]) -> bytes:
+    """One SSE event: ``event:`` the object's kind, ``data:`` the object as one line."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=_fallback)
+    return f"event: {data['kind']}\ndata: {text}\n\n".encode("utf-8", "replace")
+
+
+def sse(events: Iterable[Item], *, keepalive: float = 15.0,
+        cancel: Optional[threading.Event] = None) -> Iterator[bytes]:
+    """The events as SSE bytes, one event per chunk, keepalive comments between.
+
+    ``events`` yields :class:`~nacelle.Event` values (or JSON objects already in the
+    schema, sent as they are). A run that raises ends the stream with an ``error``
+    event. Closing this generator before the end sets ``cancel``, which should be
+    the ``cancel=`` the run was started with.
+    """
+    if not keepalive > 0:
+        raise ValueError(f"keepalive must be a positive number of seconds, got {keepalive!r}")
+    inbox: "queue.Queue[Any]" = queue.Queue()
+    pump = Pump(events, inbox.put)
+    pump.start()
+    finished = False
+    try:
+        while True:
+            try:
+                item = inbox.get(timeout=keepalive)
+            except queue.Empty:
+                yield KEEPALIVE
+                continue
+            if item is END:
+                finished = True
+                return
+            yield item
+    finally:
+        if not finished:
+            log.debug("the SSE stream was closed before the run ended; cancelling it")
+            pump.stop()
+            if cancel is not None:
+                cancel.set()
+
+
+class _End:
+    def __repr__(self) -> str:
+        return "<end of stream>"
+
+
+#: What a Pump delivers after the last chunk.
+END: Any = _End()
+
+
+class Pump:
+    """Iterates ``events`` on a daemon thread, delivering each encoded chunk, then END.
+
+    ``stop()`` asks it to stop delivering; it closes the events generator after the
+    item it is waiting for (cancel the run too, or that may take a while).
+    """
+
+    def __init__(self, events: Iterable[Item], deliver: Callable[[Any], None]) -> None:
+        self._events = events
+        self._deliver = deliver
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="nacelle-serve-run", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def join(self, timeout: Optional[float] = None) -> bool:
+        """Wait for the thread; True when it has ended."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _run(self) -> None:
+        events = iter(self._events)
+        try:
+            for item in events:
+                if self._stopped.is_set():
+                    return
+                data = item if not isinstance(item, Event) else event_json(item)
+                self._deliver(encode(data))
+        except BaseException as exc:  # noqa: BLE001 - the client hears of every failure
+            if self._stopped.is_set():
+                log.debug("the run ended after its client left: %s", type(exc).__name__)
+                return
+            if isinstance(exc, NacelleError):
+                log.info("a served run failed: %s: %s", type(exc).__name__, exc)
+            else:
+                log.exception("a served run failed")
+            self._deliver(encode(error_json(exc)))
+        finally:
+            close = getattr(events, "close", None)
+            if close is not None:
+                try:
+                    close()
+                except Exception:  # noqa: BLE001 - closing must not hide the END
+                    log.exception("closing a served run failed")
+            self._deliver(END)
+
+
+def _stop(event: Event) -> Optional[str]:
+    return event.stop.value if event.stop is not None else None
+
+
+def _plain(value: Any) -> Any:
+    """A structured answer as JSON-ready data: dataclasses, enums, pydantic models."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _plain(dataclasses.asdict(value))
+    if isinstance(value, enum.Enum):
+        return _plain(value.value)
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return _plain(dump(mode="json"))
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_plain(v) for v in value]
+    return repr(value)
+
+
+def _fallback(value: Any) -> Any:
+    return _plain(value)

@@ -1,0 +1,372 @@
+"""What the WSGI and ASGI apps share: the routes, the checks, and the run behind each.
+
+Both apps turn a request into a method, a path, headers and a body, and hand them to
+:class:`Routes`, which answers with a :class:`Reply`: either a whole response (the
+page, or an error as ``{"error": ..., "message": ...}``) or an SSE run to stream. The
+apps differ only in how they read and write. The routes:
+
+- ``GET /``: the chat page (``page.html``), with a Content-Security-Policy that
+  allows its inline script and style and connections to this origin only.
+- ``POST /runs``: ``{"messages": [...], "prompt": "...", "session": "name"}``, each
+  optional but at least one message in all: ``messages`` in :func:`nacelle.dumps`
+  form, then ``prompt`` as a user message; with ``session`` the conversation saved
+  under that name comes first (none yet: it starts empty) and the run's conversation
+  is saved back under it when the run ends, unless it paused. The answer is the
+  run as ``text/event-stream`` (schema: ``encode.py``).
+- ``POST /runs/{id}/decisions``: ``{"decisions": {call_id: true | false | "reason" |
+  {edited input}}, "session": "name"}`` resumes the paused run ``id`` as a new SSE
+  stream (``session``, optional: where the resumed run's conversation is saved).
+  The checkpoint is *taken* from the store, so an id resumes at most once; a second
+  try, or an id never issued, is 404. Decisions the run refuses (a missing or
+  unknown call id, an edited input its schema rejects) are 400 and the checkpoint
+  is put back, so the client can try again.
+
+Statuses: 400 for a body that is not JSON or not of the shape above (the message
+says which field), 401 when ``authorize`` says no, 404, 405 (with ``Allow``), 411 for
+a POST without a length the server can trust, 413 past ``max_body`` (refused before
+reading when the length is declared), 415 for a POST that is not
+``application/json``, 409 for a paused run this agent cannot resume (it lacks a
+tool the run had; the checkpoint is put back), 500 when ``make_agent`` or the store
+fails (logged here, never shown). The JSON content type is required on purpose: a
+web page on another site can POST ``text/plain`` to a server on localhost without
+asking, but not ``application/json``, which the browser must first ask about (CORS),
+and this server never says yes.
+
+``make_agent`` is called once per run, with no argument or — when it takes one — a
+:class:`RequestInfo` (method, path, lower-cased headers, the client's address, the
+parsed body and the raw environ or scope), so an agent can depend on who asks. An
+Agent object is accepted too and shared, which is safe: an Agent holds no run state.
+
+Outer ring: imports the standard library and nacelle's core (agent, checkpoint,
+context, errors, events, messages, sessions, sse).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import re
+import secrets
+import threading
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+
+from ..agent import Agent
+from ..context import CancelEvent
+from ..errors import CheckpointError, ConfigError, ConversationError, Unsupported
+from ..events import Event, Kind, Stop
+from ..messages import Message, loads, user_text
+from ..sessions import check_name
+from ..sse import parse_json
+from .encode import Item, event_json
+
+__all__ = ["Reply", "RequestInfo", "Routes"]
+
+log = logging.getLogger(__name__)
+
+_DECISIONS = re.compile(r"^/runs/([^/]+)/decisions$")
+_SSE_HEADERS = [("Content-Type", "text/event-stream; charset=utf-8"),
+                ("Cache-Control", "no-cache"), ("X-Accel-Buffering", "no")]
+_PAGE_CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+             "connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; "
+             "frame-ancestors 'none'")
+REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
+           405: "Method Not Allowed", 409: "Conflict", 411: "Length Required",
+           413: "Payload Too Large", 415: "Unsupported Media Type",
+           500: "Internal Server Error"}
+
+
+@dataclass(frozen=True)
+class RequestInfo:
+    """What ``make_agent(info)`` may look at; ``raw`` is the WSGI environ or ASGI scope."""
+
+    method: str
+    path: str
+    headers: Mapping[str, str]
+    client: str
+    body: Mapping[str, Any]
+    raw: Any = field(repr=False)
+
+
+@dataclass
+class Reply:
+    """A response: ``status``, ``headers`` and ``body`` — or, for a run, ``items``
+    to stream as SSE and the ``cancel`` event that stops the run."""
+
+    status: int
+    headers: List[Tuple[str, str]]
+    body: bytes = b""
+    items: Optional[Iterator[Item]] = None
+    cancel: Optional[CancelEvent] = None
+
+
+def error(status: int, message: str, headers: Tuple[Tuple[str, str], ...] = ()) -> Reply:
+    """An error reply: ``{"error": <reason>, "message": ...}``."""
+    import json
+
+    body = json.dumps({"error": REASONS.get(status, "Error"), "message": message}).encode()
+    return Reply(status, [("Content-Type", "application/json"), ("Cache-Control", "no-cache"),
+                          *headers], body)
+
+
+def run_id() -> str:
+    """A fresh, unguessable id for a paused run, and a valid store name."""
+    return "run_" + secrets.token_urlsafe(24)
+
+
+class Routes:
+    """The routes of the module docstring, for both apps."""
+
+    def __init__(self, make_agent: Any, *, store: Any, authorize: Optional[Callable[[Any], bool]],
+                 max_body: int, key: "str | bytes | None") -> None:
+        if isinstance(make_agent, Agent):
+            shared = make_agent
+            make_agent = lambda: shared  # noqa: E731 - an Agent holds no run state
+        if not callable(make_agent):
+            raise ConfigError(f"make_agent must be callable (or an Agent), got "
+                              f"{type(make_agent).__name__}")
+        for method in ("save_checkpoint", "take_checkpoint"):
+            if not callable(getattr(store, method, None)):
+                raise ConfigError(f"store must have {method}() (a nacelle.sessions.FileStore "
+                                  f"does), got {type(store).__name__}")
+        if authorize is not None and not callable(authorize):
+            raise ConfigError(f"authorize must be callable, got {type(authorize).__name__}")
+        if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
+            raise ConfigError(f"max_body must be a positive number of bytes, got {max_body!r}")
+        self.make_agent = make_agent
+        self.wants_info = _takes_an_argument(make_agent)
+        self.store = store
+        self.authorize = authorize
+        self.max_body = max_body
+        self.key = key
+        self._page: Optional[bytes] = None
+        self._page_lock = threading.Lock()
+
+    # -- before the body -------------------------------------------------------------
+
+    def check(self, method: str, path: str, headers: Mapping[str, str], raw: Any) -> Optional[Reply]:
+        """A reply that settles the request before its body is read, or None to read it."""
+        if self.authorize is not None:
+            try:
+                allowed = self.authorize(raw)
+            except Exception:  # noqa: BLE001 - a broken hook refuses, it never lets in
+                log.exception("authorize raised; refusing the request")
+                return error(500, "the server could not check this request")
+            if allowed is not True:
+                return error(401, "not authorized")
+        allow = self._allowed(path)
+        if allow is None:
+            return error(404, f"no route {path[:100]!r}")
+        if method not in allow:
+            return error(405, f"{path[:100]} takes {' or '.join(allow)}", (("Allow", ", ".join(allow)),))
+        if method == "GET":
+            return Reply(200, [("Content-Type", "text/html; charset=utf-8"),
+                               ("Cache-Control", "no-cache"),
+                               ("Content-Security-Policy", _PAGE_CSP),
+                               ("X-Content-Type-Options", "nosniff"),
+                               ("Referrer-Policy", "no-referrer")], self.page())
+        media = headers.get("content-type", "").split(";")[0].strip().lower()
+        if media != "application/json":
+            return error(415, "send the body as application/json")
+        return None
+
+    def too_large(self) -> Reply:
+        return error(413, f"the body is larger than {self.max_body} bytes")
+
+    @staticmethod
+    def _allowed(path: str) -> Optional[Tuple[str, ...]]:
+        if path == "/":
+            return ("GET",)
+        if path == "/runs" or _DECISIONS.match(path):
+            return ("POST",)
+        return None
+
+    def page(self) -> bytes:
+        with self._page_lock:
+            if self._page is None:
+                self._page = resources.files(__package__).joinpath("page.html").read_bytes()
+            return self._page
+
+    # -- with the body -----------------------------------------------------------------
+
+    def respond(self, method: str, path: str, headers: Mapping[str, str], client: str,
+                body: bytes, raw: Any) -> Reply:
+        """The reply to a POST whose body was read (within ``max_body``)."""
+        try:
+            data = parse_json(body)
+        except ValueError as exc:
+            return error(400, f"the body is not JSON: {str(exc)[:200]}")
+        if not isinstance(data, dict):
+            return error(400, "the body must be a JSON object")
+        info = RequestInfo(method, path, headers, client, data, raw)
+        found = _DECISIONS.match(path)
+        try:
+            if found:
+                return self._decide(found.group(1), data, info)
+            return self._start(data, info)
+        except _Refused as refused:
+            return refused.reply
+
+    def _start(self, data: Dict[str, Any], info: RequestInfo) -> Reply:
+        _only(data, ("messages", "prompt", "session"))
+        session = _session(data)
+        conversation: List[Message] = []
+        if session is not None:
+            conversation = self._call_store("load the session", self._load_session, session)
+        if "messages" in data:
+            if not isinstance(data["messages"], list):
+                raise _Refused(error(400, "messages must be a list, in nacelle.dumps form"))
+            import json
+
+            try:
+                conversation += loads(json.dumps(data["messages"]))
+            except ConversationError as exc:
+                raise _Refused(error(400, f"messages{exc}"[:300])) from None
+        if "prompt" in data:
+            prompt = data["prompt"]
+            if not isinstance(prompt, str) or not prompt.strip():
+                raise _Refused(error(400, "prompt must be a non-empty string"))
+            conversation.append(user_text(prompt))
+        if not conversation:
+            raise _Refused(error(400, "send a prompt, messages or a saved session to run"))
+        agent = self._agent(info)
+        cancel = CancelEvent()
+        try:
+            events = agent.stream(conversation, cancel=cancel)
+        except (ConfigError, Unsupported) as exc:
+            return error(400, str(exc)[:300])
+        return self._stream(events, cancel, session)
+
+    def _decide(self, name: str, data: Dict[str, Any], info: RequestInfo) -> Reply:
+        _only(data, ("decisions", "session"))
+        decisions = data.get("decisions")
+        if not isinstance(decisions, dict):
+            raise _Refused(error(400, "decisions must be an object of call id to true, "
+                                      "false, a reason or an edited input object"))
+        for call_id, decision in decisions.items():
+            if not (isinstance(decision, (bool, dict)) or (isinstance(decision, str) and decision)):
+                raise _Refused(error(400, f"decisions[{call_id[:60]!r}] must be true, false, "
+                                          "a non-empty reason or an edited input object"))
+        session = _session(data)
+        try:
+            check_name(name)
+        except ConfigError:
+            return error(404, "no paused run by that id")
+        agent = self._agent(info)
+        try:
+            checkpoint = self._take(name)
+        except LookupError:
+            return error(404, "no paused run by that id (it may have been resumed already)")
+        cancel = CancelEvent()
+        try:
+            events = agent.resume(checkpoint, decisions, cancel=cancel)
+        except (ConfigError, CheckpointError) as exc:
+            # The checkpoint was ours alone while taken; back it goes, for another try.
+            self._call_store("keep the paused run", self._save_checkpoint, name, checkpoint)
+            status = 400 if isinstance(exc, ConfigError) else 409
+            return error(status, str(exc)[:300])
+        return self._stream(events, cancel, session)
+
+    def _stream(self, events: Iterator[Event], cancel: CancelEvent,
+                session: Optional[str]) -> Reply:
+        return Reply(200, list(_SSE_HEADERS), items=self._items(events, session), cancel=cancel)
+
+    def _items(self, events: Iterator[Event], session: Optional[str]) -> Iterator[Item]:
+        """The run's events, with DONE rewritten: a paused run's checkpoint saved and
+        replaced by its id, a finished run's conversation saved to its session."""
+        try:
+            for event in events:
+                if event.kind is not Kind.DONE:
+                    yield event
+                    continue
+                paused = event.stop is Stop.PAUSED and event.checkpoint is not None
+                name = run_id() if paused else None
+                try:
+                    if paused:
+                        self._save_checkpoint(name, event.checkpoint)
+                    elif session is not None:
+                        self.store.save(session, event.messages)
+                except Exception:  # noqa: BLE001 - the log gets the reason, not the client
+                    log.exception("the store failed to keep a run's end")
+                    # Not the store's own error: its text may name server paths.
+                    raise RuntimeError("the server could not keep the run's end") from None
+                yield event_json(event, run=name)
+        finally:
+            close = getattr(events, "close", None)
+            if close is not None:
+                close()
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _agent(self, info: RequestInfo) -> Agent:
+        try:
+            agent = self.make_agent(info) if self.wants_info else self.make_agent()
+        except Exception:  # noqa: BLE001 - the client gets a 500, the log the reason
+            log.exception("make_agent failed")
+            raise _Refused(error(500, "the server could not make an agent")) from None
+        if not hasattr(agent, "stream") or not hasattr(agent, "resume"):
+            log.error("make_agent returned %s, not an Agent", type(agent).__name__)
+            raise _Refused(error(500, "the server could not make an agent"))
+        return agent  # type: ignore[no-any-return]
+
+    def _load_session(self, name: str) -> List[Message]:
+        try:
+            return list(self.store.load(name))
+        except LookupError:
+            return []
+
+    def _take(self, name: str) -> Any:
+        if self.key is None:
+            return self.store.take_checkpoint(name)
+        return self.store.take_checkpoint(name, key=self.key)
+
+    def _save_checkpoint(self, name: Any, checkpoint: Any) -> None:
+        if self.key is None:
+            self.store.save_checkpoint(name, checkpoint)
+        else:
+            self.store.save_checkpoint(name, checkpoint, key=self.key)
+
+    @staticmethod
+    def _call_store(what: str, function: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return function(*args)
+        except Exception:  # noqa: BLE001 - a store failure is the server's, not the client's
+            log.exception("the store failed to %s", what)
+            raise _Refused(error(500, f"the server could not {what}")) from None
+
+
+class _Refused(Exception):
+    """Carries an error reply out of a helper."""
+
+    def __init__(self, reply: Reply) -> None:
+        super().__init__(reply.status)
+        self.reply = reply
+
+
+def _only(data: Mapping[str, Any], allowed: Tuple[str, ...]) -> None:
+    unknown = sorted(set(data) - set(allowed))
+    if unknown:
+        raise _Refused(error(400, f"unknown field {unknown[0][:60]!r} (this route takes "
+                                  f"{', '.join(allowed)})"))
+
+
+def _session(data: Mapping[str, Any]) -> Optional[str]:
+    session = data.get("session")
+    if session is None:
+        return None
+    try:
+        return check_name(session)
+    except ConfigError as exc:
+        raise _Refused(error(400, str(exc)[:300])) from None
+
+
+def _takes_an_argument(function: Callable[..., Any]) -> bool:
+    """True when ``function`` can be called with one positional argument."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: call it bare
+        return False
+    positional = [p for p in parameters
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+    return bool(positional)

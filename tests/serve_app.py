@@ -1,0 +1,106 @@
+"""The agent tests/test_serve.py serves, in-process and under gunicorn and uvicorn.
+
+``make_agent(info)`` picks a scripted model from the prompt's first word, so one app
+serves every scenario:
+
+- ``hello``: two text deltas, one priced turn;
+- ``slow S``: a text delta, then the ``slow`` tool sleeping S seconds, then text;
+- ``hang``: the ``hang`` tool, which waits for its cancellation and notes whether it
+  saw it in the file named by ``NACELLE_SERVE_NOTES``;
+- ``pause``: the ``send`` tool, which ``approve`` pauses; the resumed run (a POST to
+  the decisions route) answers "Sent." and ``send`` notes each time it ran.
+
+``wsgi`` and ``asgi`` are the apps gunicorn and uvicorn load: the store is the
+directory named by ``NACELLE_SERVE_STORE`` and the keepalive ``NACELLE_SERVE_KEEPALIVE``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import nacelle
+from nacelle.messages import Message, Role, Text, ToolCall
+from nacelle.serve import asgi_app, wsgi_app
+from nacelle.sessions import FileStore
+from nacelle.testing import ScriptedBackend, Turn
+
+USAGE = nacelle.Usage(12, 5, cost=0.00042, priced=True)
+
+
+def note(line: str) -> None:
+    path = os.environ.get("NACELLE_SERVE_NOTES")
+    if path:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+
+
+@nacelle.tool
+def slow(seconds: float) -> str:
+    """Take a while.
+
+    Args:
+        seconds: How long.
+    """
+    time.sleep(seconds)
+    return f"slept {seconds}"
+
+
+@nacelle.tool
+def hang(ctx: nacelle.ToolContext) -> str:
+    """Wait until cancelled."""
+    note("hang started")
+    cancelled = ctx.cancelled.wait(20)
+    note("hang cancelled" if cancelled else "hang timed out")
+    return "stopped"
+
+
+@nacelle.tool
+def send(to: str) -> str:
+    """Send something.
+
+    Args:
+        to: Who gets it.
+    """
+    note(f"send {to}")
+    return f"sent to {to}"
+
+
+def approve(name, input, ctx):
+    return nacelle.PAUSE if name == "send" else True
+
+
+def calling(text, call_id, name, arguments):
+    parts = ((Text(text),) if text else ()) + (ToolCall(call_id, name, json.dumps(arguments)),)
+    return Turn(Message(Role.ASSISTANT, parts), usage=USAGE)
+
+
+def script(prompt: str):
+    word, _, rest = prompt.partition(" ")
+    if word == "slow":
+        return [calling("Working on it.", "c1", "slow", {"seconds": float(rest or 1)}),
+                Turn("All done.", usage=USAGE)]
+    if word == "hang":
+        return [calling("", "h1", "hang", {})]
+    if word == "pause":
+        return [calling("I will send it.", "p1", "send", {"to": rest or "ada"})]
+    return [Turn(Message(Role.ASSISTANT, (Text("Hello"), Text(", world <b>!</b>"))), usage=USAGE)]
+
+
+def make_agent(info):
+    if info.path.endswith("/decisions"):
+        turns = [Turn("Sent.", usage=USAGE)]
+    else:
+        turns = script(str(info.body.get("prompt", "")))
+    return nacelle.Agent(ScriptedBackend(turns), "Be brief.", tools=[slow, hang, send],
+                         approve=approve)
+
+
+def _options():
+    return {"store": FileStore(os.environ.get("NACELLE_SERVE_STORE", "serve-store")),
+            "keepalive": float(os.environ.get("NACELLE_SERVE_KEEPALIVE", "15"))}
+
+
+wsgi = wsgi_app(make_agent, **_options()) if os.environ.get("NACELLE_SERVE_STORE") else None
+asgi = asgi_app(make_agent, **_options()) if os.environ.get("NACELLE_SERVE_STORE") else None

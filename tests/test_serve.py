@@ -1,0 +1,530 @@
+"""nacelle.serve: the event schema and sse() in pure Python, the WSGI and ASGI apps
+called in-process, and the same routes over real loopback servers — the standard
+library's threaded server, gunicorn's gthread workers and uvicorn — streaming as
+produced, keeping alive, cancelling on disconnect and resuming paused runs."""
+
+import asyncio
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from io import BytesIO
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+import nacelle
+from nacelle.serve import asgi_app, event_json, make_server, sse, wsgi_app
+from nacelle.serve.encode import KEEPALIVE
+from nacelle.sessions import FileStore
+from nacelle.sse import SSEDecoder
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import serve_app  # noqa: E402
+
+TESTS = Path(__file__).resolve().parent
+KEEP = 0.2
+SLOW = 0.8
+
+
+# -- the schema and sse(), in Python --------------------------------------------------
+
+
+def decoded(chunks):
+    events = []
+    decoder = SSEDecoder()
+    for chunk in chunks:
+        events += decoder.feed(chunk)
+    return [(e.event, json.loads(e.data)) for e in events]
+
+
+def run_events(prompt, *, cancel=None):
+    agent = serve_app.make_agent(nacelle.serve.RequestInfo("POST", "/runs", {}, "", {"prompt": prompt}, None))
+    return agent.stream([nacelle.user_text(prompt)], cancel=cancel)
+
+
+def test_every_event_carries_the_schema_version_and_its_kind():
+    events = decoded(sse(run_events("slow 0")))
+    assert [k for k, _ in events] == ["text", "tool_call", "turn", "tool_result", "text",
+                                      "turn", "done"]
+    assert all(data["v"] == 1 and data["kind"] == kind for kind, data in events)
+    call, turn, result, done = events[1][1], events[2][1], events[3][1], events[-1][1]
+    assert call == {"v": 1, "kind": "tool_call", "id": "c1", "index": 0, "name": "slow",
+                    "server": "", "input": '{"seconds": 0.0}'}
+    assert result["result"] == "slept 0.0" and result["error"] is None
+    assert result["paused"] is result["refused"] is result["discarded"] is False
+    assert turn["stop"] == "tools" and turn["usage"]["input_tokens"] == 12
+    assert turn["usage"]["cost"] == pytest.approx(0.00042) and turn["usage"]["priced"] is True
+    assert done["stop"] == "end" and done["text"] == "All done." and done["run"] is None
+    assert done["usage"]["total"] == 34 and nacelle.loads(json.dumps(done["messages"]))[-1].text == "All done."
+
+
+def test_a_paused_run_names_its_pending_calls_but_never_sends_the_checkpoint():
+    chunks = list(sse(run_events("pause bob")))
+    body = b"".join(chunks)
+    assert b"fingerprint" not in body and b"checkpoint" not in body
+    done = decoded(chunks)[-1][1]
+    assert done["stop"] == "paused" and done["run"] is None
+    assert done["pending"] == [{"id": "p1", "name": "send", "input": '{"to": "bob"}'}]
+
+
+def test_sse_yields_each_event_as_it_is_produced():
+    gate = threading.Event()
+
+    def events():
+        yield nacelle.Event(nacelle.Kind.TEXT, text="first")
+        gate.wait(5)
+        yield nacelle.Event(nacelle.Kind.TEXT, text="second")
+
+    stream = sse(events(), keepalive=5)
+    assert decoded([next(stream)]) == [("text", {"v": 1, "kind": "text", "text": "first"})]
+    gate.set()
+    assert decoded([next(stream)])[0][1]["text"] == "second"
+    assert list(stream) == []
+
+
+def test_sse_sends_keepalives_while_the_generator_blocks():
+    def events():
+        time.sleep(0.35)
+        yield nacelle.Event(nacelle.Kind.TEXT, text="late")
+
+    chunks = list(sse(events(), keepalive=0.1))
+    assert chunks.count(KEEPALIVE) >= 2 and chunks[-1].startswith(b"event: text\n")
+
+
+def test_closing_the_stream_sets_the_cancel_event_and_the_tool_sees_it(tmp_path, monkeypatch):
+    notes = tmp_path / "notes"
+    monkeypatch.setenv("NACELLE_SERVE_NOTES", str(notes))
+    cancel = nacelle.CancelEvent()
+    stream = sse(run_events("hang", cancel=cancel), keepalive=5, cancel=cancel)
+    assert b"tool_call" in next(stream)
+    assert wait_for(lambda: "hang started" in read(notes))
+    stream.close()
+    assert cancel.is_set()
+    assert wait_for(lambda: "hang cancelled" in read(notes))
+
+
+def test_a_failing_run_ends_with_an_error_event_that_names_only_nacelle_errors():
+    def broken():
+        yield nacelle.Event(nacelle.Kind.TEXT, text="hi")
+        raise nacelle.StreamError("the stream stopped")
+
+    def crashed():
+        raise KeyError("/srv/secret/path")
+        yield
+
+    assert decoded(sse(broken()))[-1] == ("error", {"v": 1, "kind": "error", "error": "StreamError",
+                                                    "message": "the stream stopped"})
+    error = decoded(sse(crashed()))[-1][1]
+    assert error["error"] == "internal error" and "secret" not in json.dumps(error)
+
+
+def test_structured_output_goes_out_as_plain_json():
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Answer:
+        city: str
+        tags: tuple
+
+    done = event_json(nacelle.Event(nacelle.Kind.DONE, stop=nacelle.Stop.END,
+                                    output=Answer("Oslo", ("a", "b"))))
+    assert done["output"] == {"city": "Oslo", "tags": ["a", "b"]}
+
+
+# -- the WSGI app, in-process -------------------------------------------------------------
+
+
+def call_wsgi(app, method="POST", path="/runs", body=b"", headers=None, **environ):
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    env = {"REQUEST_METHOD": method, "PATH_INFO": path, "wsgi.input": BytesIO(data),
+           "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": str(len(data)),
+           "REMOTE_ADDR": "127.0.0.1"}
+    env.update({"HTTP_" + k.upper().replace("-", "_"): v for k, v in (headers or {}).items()})
+    env.update(environ)
+    seen = {}
+
+    def start_response(status, response_headers):
+        seen["status"], seen["headers"] = status, dict(response_headers)
+
+    out = b"".join(app(env, start_response))
+    return int(seen["status"].split()[0]), seen["headers"], out
+
+
+@pytest.fixture
+def store(tmp_path):
+    return FileStore(tmp_path / "store")
+
+
+@pytest.fixture
+def app(store):
+    return wsgi_app(serve_app.make_agent, store=store, keepalive=KEEP)
+
+
+def test_bad_json_and_bad_shapes_are_400_with_a_json_message(app):
+    for body, words in [(b"{nope", "not JSON"), (b"[1]", "JSON object"),
+                        ({"prompt": ""}, "prompt"), ({"messages": "x"}, "messages"),
+                        ({"messages": [{"role": "robot", "parts": []}]}, "role"),
+                        ({"prompt": "hi", "extra": 1}, "unknown field 'extra'"),
+                        ({"prompt": "hi", "session": "../etc"}, "session name"), ({}, "send a prompt")]:
+        status, headers, out = call_wsgi(app, body=body)
+        assert status == 400 and headers["Content-Type"] == "application/json", body
+        assert words in json.loads(out)["message"], (body, out)
+
+
+def test_a_declared_oversize_body_is_413_before_it_is_read(store):
+    app = wsgi_app(serve_app.make_agent, store=store, max_body=100)
+
+    class Unreadable:
+        def read(self, n):
+            raise AssertionError("the body was read")
+
+    status, _, out = call_wsgi(app, body=b"x", CONTENT_LENGTH="101", **{"wsgi.input": Unreadable()})
+    assert status == 413 and "100 bytes" in json.loads(out)["message"]
+
+
+def test_an_undeclared_length_is_read_only_up_to_the_limit(store):
+    app = wsgi_app(serve_app.make_agent, store=store, max_body=100)
+    status, _, _ = call_wsgi(app, body=b"x" * 500, CONTENT_LENGTH="", **{"wsgi.input_terminated": True})
+    assert status == 413
+    status, _, _ = call_wsgi(app, body=b"{}", CONTENT_LENGTH="", HTTP_TRANSFER_ENCODING="chunked")
+    assert status == 411
+
+
+def test_routes_methods_and_media_types(app):
+    assert call_wsgi(app, path="/nope")[0] == 404
+    status, headers, _ = call_wsgi(app, method="GET", path="/runs")
+    assert status == 405 and headers["Allow"] == "POST"
+    assert call_wsgi(app, method="POST", path="/")[0] == 405
+    assert call_wsgi(app, body={"prompt": "hi"}, CONTENT_TYPE="text/plain")[0] == 415
+    status, headers, page = call_wsgi(app, method="GET", path="/")
+    assert status == 200 and b"<title>nacelle</title>" in page
+    assert "connect-src 'self'" in headers["Content-Security-Policy"]
+    for unsafe in (b"innerHTML", b"outerHTML", b"insertAdjacentHTML", b"document.write",
+                   b"http://", b"https://", b"src="):
+        assert unsafe not in page, unsafe
+
+
+def test_an_unknown_run_id_is_404(app):
+    for run in ("run_doesnotexist", "..%2Fetc", "-x"):
+        status, _, out = call_wsgi(app, path=f"/runs/{run}/decisions", body={"decisions": {}})
+        assert status == 404, run
+
+
+def test_the_authorize_hook_refuses_with_401_and_has_no_default_key(store):
+    app = wsgi_app(serve_app.make_agent, store=store,
+                   authorize=lambda environ: environ.get("HTTP_AUTHORIZATION") == "Bearer s3cret")
+    assert call_wsgi(app, body={"prompt": "hi"})[0] == 401
+    assert call_wsgi(app, method="GET", path="/")[0] == 401
+    status, headers, out = call_wsgi(app, body={"prompt": "hi"}, headers={"Authorization": "Bearer s3cret"})
+    assert status == 200 and headers["Content-Type"].startswith("text/event-stream")
+    assert headers["Cache-Control"] == "no-cache" and headers["X-Accel-Buffering"] == "no"
+    broken = wsgi_app(serve_app.make_agent, store=store, authorize=lambda e: 1 / 0)
+    assert call_wsgi(broken, body={"prompt": "hi"})[0] == 500
+
+
+def test_a_session_is_loaded_and_saved_by_name(app, store):
+    for _ in range(2):
+        status, _, out = call_wsgi(app, body={"prompt": "hello", "session": "chat-1"})
+        assert status == 200 and decoded([out])[-1][1]["stop"] == "end"
+    saved = store.load("chat-1")
+    assert [m.role.value for m in saved] == ["user", "assistant", "user", "assistant"]
+
+
+def test_bad_decisions_are_400_and_keep_the_paused_run(app, store, tmp_path, monkeypatch):
+    monkeypatch.setenv("NACELLE_SERVE_NOTES", str(tmp_path / "notes"))
+    run = decoded([call_wsgi(app, body={"prompt": "pause ada"})[2]])[-1][1]["run"]
+    assert run.startswith("run_") and len(run) > 30
+    path = f"/runs/{run}/decisions"
+    assert call_wsgi(app, path=path, body={"decisions": {"p1": 3}})[0] == 400
+    status, _, out = call_wsgi(app, path=path, body={"decisions": {"nope": True}})
+    assert status == 400 and "not pending" in json.loads(out)["message"]
+    status, _, out = call_wsgi(app, path=path, body={"decisions": {"p1": {"to": "eve"}},
+                                                     "session": "after"})
+    assert status == 200 and decoded([out])[-1][1]["text"] == "Sent."
+    assert read(tmp_path / "notes") == "send eve\n"
+    assert [m.role.value for m in store.load("after")][-1] == "assistant"
+    assert call_wsgi(app, path=path, body={"decisions": {"p1": True}})[0] == 404
+
+
+def test_make_agent_may_take_no_argument_or_be_an_agent(store):
+    agent = nacelle.Agent(nacelle.testing.ScriptedBackend(["one", "two"]), "Be brief.")
+    for make in (lambda: agent, agent):
+        status, _, out = call_wsgi(wsgi_app(make, store=store), body={"prompt": "hi"})
+        assert status == 200 and decoded([out])[-1][1]["stop"] == "end"
+    with pytest.raises(nacelle.ConfigError, match="save_checkpoint"):
+        wsgi_app(agent, store=object())
+
+
+# -- the ASGI app, in-process -------------------------------------------------------------
+
+
+def call_asgi(app, body_chunks, method="POST", path="/runs", headers=(), disconnect_after=None,
+              then=lambda: True):
+    async def go():
+        messages = [{"type": "http.request", "body": c, "more_body": i < len(body_chunks) - 1}
+                    for i, c in enumerate(body_chunks)]
+        sent = []
+        gone = asyncio.Event()
+
+        async def receive():
+            if messages:
+                return messages.pop(0)
+            await gone.wait()
+            while not then():  # the client leaves once the tool has started
+                await asyncio.sleep(0.02)
+            return {"type": "http.disconnect"}
+
+        async def send(message):
+            sent.append(message)
+            if disconnect_after and b"".join(m.get("body", b"") for m in sent).count(
+                    disconnect_after.encode()):
+                gone.set()
+
+        scope = {"type": "http", "method": method, "path": path, "client": ("127.0.0.1", 1),
+                 "headers": [(b"content-type", b"application/json"), *headers]}
+        await asyncio.wait_for(app(scope, receive, send), 10)
+        return sent
+
+    sent = asyncio.run(go())
+    return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
+
+
+def test_the_asgi_app_refuses_an_oversize_body_as_it_arrives(store):
+    app = asgi_app(serve_app.make_agent, store=store, max_body=100)
+    assert call_asgi(app, [b"x" * 60, b"x" * 60])[0] == 413
+    assert call_asgi(app, [b"{"], headers=[(b"content-length", b"500")])[0] == 413
+    assert call_asgi(app, [b"{nope"])[0] == 400
+
+
+def test_the_asgi_app_cancels_the_run_when_the_client_disconnects(store, tmp_path, monkeypatch):
+    notes = tmp_path / "notes"
+    monkeypatch.setenv("NACELLE_SERVE_NOTES", str(notes))
+    app = asgi_app(serve_app.make_agent, store=store, keepalive=5)
+    status, body = call_asgi(app, [json.dumps({"prompt": "hang"}).encode()],
+                             disconnect_after="tool_call", then=lambda: "hang started" in read(notes))
+    assert status == 200 and b"event: done" not in body
+    assert wait_for(lambda: "hang cancelled" in read(notes))
+
+
+# -- real servers on loopback -----------------------------------------------------------
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_listening(port, process, timeout=20):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "the server exited at start"
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"nothing listened on port {port} within {timeout} s")
+
+
+SERVERS = ["stdlib", "gunicorn", "uvicorn"]
+
+
+@pytest.fixture(scope="module", params=SERVERS)
+def server(request, tmp_path_factory):
+    """(base url, notes file) of a server running tests/serve_app.py's agent."""
+    kind = request.param
+    home = tmp_path_factory.mktemp(kind)
+    notes = home / "notes"
+    env = dict(os.environ, NACELLE_SERVE_STORE=str(home / "store"), NACELLE_SERVE_NOTES=str(notes),
+               NACELLE_SERVE_KEEPALIVE=str(KEEP), PYTHONPATH=os.pathsep.join([str(TESTS.parent), str(TESTS)]))
+    if kind == "stdlib":
+        saved = os.environ.get("NACELLE_SERVE_NOTES")
+        os.environ["NACELLE_SERVE_NOTES"] = str(notes)
+        app = wsgi_app(serve_app.make_agent, store=FileStore(home / "store"), keepalive=KEEP)
+        httpd = make_server(app, "127.0.0.1", 0)
+        thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield httpd.url.rstrip("/"), notes
+        finally:
+            httpd.shutdown()
+            httpd.server_close()
+            thread.join(10)
+            if saved is None:
+                os.environ.pop("NACELLE_SERVE_NOTES", None)
+            else:
+                os.environ["NACELLE_SERVE_NOTES"] = saved
+        return
+    if kind == "gunicorn":
+        if sys.platform == "win32":
+            pytest.skip("gunicorn runs on POSIX only")
+        pytest.importorskip("gunicorn")
+        port = free_port()
+        command = [sys.executable, "-m", "gunicorn", "--worker-class", "gthread", "--workers", "2",
+                   "--threads", "4", "--bind", f"127.0.0.1:{port}", "--graceful-timeout", "1",
+                   "serve_app:wsgi"]
+    else:
+        pytest.importorskip("uvicorn")
+        port = free_port()
+        command = [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port),
+                   "--log-level", "warning", "serve_app:asgi"]
+    process = subprocess.Popen(command, cwd=str(TESTS), env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    try:
+        wait_listening(port, process)
+        yield f"http://127.0.0.1:{port}", notes
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
+def open_stream(base, path, body, *, headers=None):
+    url = urlsplit(base)
+    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+    connection.request("POST", path, body=json.dumps(body).encode(),
+                       headers={"Content-Type": "application/json", **(headers or {})})
+    connection.raw_socket = connection.sock  # getresponse() lets go of it on HTTP/1.0
+    return connection, connection.getresponse()
+
+
+def read_events(response, until=None):
+    """[(seconds since the call, kind, data)], and how many keepalives came."""
+    start = time.monotonic()
+    decoder, events, keepalives = SSEDecoder(), [], 0
+    while True:
+        chunk = response.read1(65536)
+        if not chunk:
+            return events, keepalives
+        keepalives += chunk.count(KEEPALIVE)
+        for event in decoder.feed(chunk):
+            events.append((time.monotonic() - start, event.event, json.loads(event.data)))
+            if until is not None and until(events[-1]):
+                return events, keepalives
+
+
+def post_json(base, path, body, *, raw=None, headers=None):
+    url = urlsplit(base)
+    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+    try:
+        data = raw if raw is not None else json.dumps(body).encode()
+        connection.request("POST", path, body=data,
+                           headers={"Content-Type": "application/json", **(headers or {})})
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def test_the_first_event_arrives_before_the_run_ends(server):
+    base, _ = server
+    connection, response = open_stream(base, "/runs", {"prompt": f"slow {SLOW}"})
+    try:
+        assert response.status == 200
+        assert response.getheader("Content-Type").startswith("text/event-stream")
+        events, _ = read_events(response)
+    finally:
+        connection.close()
+    first, last = events[0], events[-1]
+    assert first[1] == "text" and last[1] == "done" and last[2]["stop"] == "end"
+    assert first[0] < SLOW / 2 and last[0] >= SLOW
+
+
+def test_keepalives_are_sent_while_a_tool_runs(server):
+    base, _ = server
+    connection, response = open_stream(base, "/runs", {"prompt": f"slow {SLOW}"})
+    try:
+        events, keepalives = read_events(response)
+    finally:
+        connection.close()
+    assert keepalives >= 2 and events[-1][1] == "done"
+
+
+def test_a_client_disconnect_cancels_the_run(server):
+    base, notes = server
+    notes.write_text("")
+    connection, response = open_stream(base, "/runs", {"prompt": "hang"})
+    try:
+        events, _ = read_events(response, until=lambda e: e[1] == "tool_call")
+        assert events[-1][2]["name"] == "hang"
+        assert wait_for(lambda: "hang started" in read(notes))
+    finally:
+        connection.raw_socket.shutdown(socket.SHUT_RDWR)
+        response.close()
+        connection.close()
+    assert wait_for(lambda: "hang cancelled" in read(notes), timeout=8), read(notes)
+
+
+def test_a_paused_run_resumes_once_over_http(server):
+    base, notes = server
+    notes.write_text("")
+    connection, response = open_stream(base, "/runs", {"prompt": "pause bob"})
+    try:
+        events, _ = read_events(response)
+    finally:
+        connection.close()
+    kinds = [k for _, k, _ in events]
+    assert kinds == ["text", "tool_call", "turn", "tool_result", "done"]
+    assert events[3][2]["paused"] is True
+    done = events[-1][2]
+    assert done["stop"] == "paused" and done["pending"][0]["id"] == "p1"
+    assert "checkpoint" not in done and read(notes) == ""
+    path = f"/runs/{done['run']}/decisions"
+    connection, response = open_stream(base, path, {"decisions": {"p1": True}})
+    try:
+        assert response.status == 200
+        resumed, _ = read_events(response)
+    finally:
+        connection.close()
+    result = next(d for _, k, d in resumed if k == "tool_result")
+    assert result["result"] == "sent to bob" and resumed[-1][2]["text"] == "Sent."
+    assert resumed[-1][2]["stop"] == "end" and read(notes) == "send bob\n"
+    assert post_json(base, path, {"decisions": {"p1": True}})[0] == 404
+    assert read(notes) == "send bob\n"
+
+
+def test_bad_requests_are_refused_by_every_server(server):
+    base, _ = server
+    status, body = post_json(base, "/runs", None, raw=b"{not json")
+    assert status == 400 and "not JSON" in json.loads(body)["message"]
+    assert post_json(base, "/runs/run_unknown/decisions", {"decisions": {}})[0] == 404
+    url = urlsplit(base)
+    with socket.create_connection((url.hostname, url.port), timeout=10) as raw:
+        raw.sendall(b"POST /runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: 5000000\r\n\r\n{")
+        head = b""
+        while b"\r\n" not in head:
+            chunk = raw.recv(4096)
+            if not chunk:
+                break
+            head += chunk
+    assert head.split(b"\r\n")[0].split()[1] == b"413", head[:200]
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def read(path):
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ""
+
+
+def wait_for(predicate, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()

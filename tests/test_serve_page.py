@@ -1,0 +1,166 @@
+"""The chat page (nacelle/serve/page.html) in a real headless Chromium, driven over its
+DevTools protocol (the client and the browser fixture of tests/test_report.py): a
+prompt typed in, its text streaming in while the tool still runs, a paused call
+approved by a click, its result and the answer shown, nothing fetched but the page's
+own loopback origin, hostile text shown as text. Screenshots go to NACELLE_ARTIFACTS
+and, at 1000 px, to docs/serve.png."""
+
+import base64
+import json
+import os
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+import serve_app
+from nacelle.serve import make_server, wsgi_app
+from nacelle.sessions import FileStore
+from test_report import DevTools, artifacts, chromium
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+@pytest.fixture
+def served(tmp_path, monkeypatch):
+    monkeypatch.setenv("NACELLE_SERVE_NOTES", str(tmp_path / "notes"))
+    app = wsgi_app(serve_app.make_agent, store=FileStore(tmp_path / "store"), keepalive=0.2)
+    httpd = make_server(app, "127.0.0.1", 0)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield httpd.url
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """test_report's browser, but with loopback reachable: every other address goes to
+    a proxy that is bound and never listens, so any request off this machine fails."""
+    binary = chromium()
+    if binary is None:
+        pytest.skip("no Chromium binary on PATH (chromium, chromium-browser, google-chrome): "
+                    "install Debian's chromium package to run the browser checks")
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    dead = socket.socket()
+    dead.bind(("127.0.0.1", 0))
+    process = subprocess.Popen(
+        [binary, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         "--hide-scrollbars", "--disable-extensions", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+         f"--proxy-server=127.0.0.1:{dead.getsockname()[1]}", "--proxy-bypass-list=127.0.0.1",
+         "--remote-debugging-port=0", f"--user-data-dir={profile}", "about:blank"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        port_file = profile / "DevToolsActivePort"
+        deadline = time.monotonic() + 30
+        while not (port_file.exists() and port_file.read_text().count("\n") >= 1):
+            assert process.poll() is None, "Chromium exited at start"
+            assert time.monotonic() < deadline, "Chromium gave no DevTools port in 30 s"
+            time.sleep(0.05)
+        port = int(port_file.read_text().split()[0])
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        targets = json.loads(opener.open(f"http://127.0.0.1:{port}/json/list", timeout=10).read())
+        page = next(t for t in targets if t["type"] == "page")
+        yield DevTools(page["webSocketDebuggerUrl"])
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+        dead.close()
+
+
+def until(browser, expression, timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = browser.evaluate(expression)
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"not true within {timeout} s: {expression}")
+
+
+def type_and_send(browser, text):
+    browser.evaluate("document.getElementById('prompt').focus(), true")
+    browser.call("Input.insertText", text=text)
+    for kind in ("keyDown", "keyUp"):
+        browser.call("Input.dispatchKeyEvent", type=kind, key="Enter", code="Enter",
+                     windowsVirtualKeyCode=13, text="\r" if kind == "keyDown" else "")
+
+
+def click(browser, selector):
+    box = browser.evaluate(f"(() => {{ const r = document.querySelector({selector!r})"
+                           ".getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()")
+    for kind in ("mousePressed", "mouseReleased"):
+        browser.call("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left",
+                     clickCount=1)
+
+
+def screenshot(browser, name):
+    shot = browser.call("Page.captureScreenshot", format="png")
+    data = base64.b64decode(shot["data"])
+    (artifacts() / name).write_bytes(data)
+    return data
+
+
+def test_the_chat_page_streams_text_and_asks_for_approval(browser, served):
+    for domain in ("Page", "Runtime", "Log", "Network"):
+        browser.call(f"{domain}.enable")
+    browser.call("Emulation.setDeviceMetricsOverride", width=1000, height=760,
+                 deviceScaleFactor=1, mobile=False)
+    browser.events.clear()
+    browser.call("Page.navigate", url=served)
+    browser.wait_for("Page.loadEventFired")
+
+    type_and_send(browser, "hello")
+    until(browser, "document.querySelector('#status').textContent.includes('end')")
+    assert browser.evaluate("document.querySelector('.msg.assistant').textContent") == \
+        "Hello, world <b>!</b>"
+    assert browser.evaluate("document.querySelectorAll('#log b').length") == 0
+    assert "$0.0004" in browser.evaluate("document.querySelector('.turn').textContent")
+
+    type_and_send(browser, "slow 1.5")
+    # The first delta shows while the tool still sleeps: the page reads the stream as it comes.
+    until(browser, "[...document.querySelectorAll('.msg.assistant')].some("
+                   "m => m.textContent === 'Working on it.')")
+    assert browser.evaluate("document.querySelector('#status').textContent") == "running"
+    assert browser.evaluate("document.querySelector('.tool .state').textContent") == "running"
+    until(browser, "document.querySelector('#status').textContent.startsWith('end')")
+    assert "slept 1.5" in browser.evaluate("document.querySelector('.tool .result').textContent")
+
+    type_and_send(browser, "pause Ada Lovelace")
+    until(browser, "!!document.querySelector('button.approve')")
+    assert browser.evaluate("document.querySelector('#status').textContent") == \
+        "waiting for your decision"
+    screenshot(browser, "serve-approval.png")
+    click(browser, "button.approve")
+    until(browser, "[...document.querySelectorAll('.tool.ok .result')].some("
+                   "r => r.textContent === 'sent to Ada Lovelace')")
+    until(browser, "[...document.querySelectorAll('.msg.assistant')].some(m => m.textContent === 'Sent.')")
+    until(browser, "document.querySelector('#status').textContent.startsWith('end')")
+    assert (Path(os.environ["NACELLE_SERVE_NOTES"]).read_text() == "send Ada Lovelace\n")
+
+    browser.evaluate("1")
+    errors = [m for m in browser.events if m.get("method") in ("Runtime.exceptionThrown",
+              "Network.loadingFailed") or (m.get("method") == "Runtime.consoleAPICalled"
+              and m["params"]["type"] in ("error", "assert")) or (
+              m.get("method") == "Log.entryAdded" and m["params"]["entry"]["level"] == "error")]
+    assert errors == []
+    requests = {m["params"]["request"]["url"] for m in browser.events
+                if m.get("method") == "Network.requestWillBeSent"}
+    assert requests and all(url.startswith(served) for url in requests), requests
+
+    data = screenshot(browser, "serve.png")
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) < 200_000
+    if DOCS.is_dir():
+        (DOCS / "serve.png").write_bytes(data)
