@@ -3,7 +3,8 @@
 Text streams as it arrives; shown thinking is dimmed; each tool call gets a line
 with its name and a compact input, each result a line with ok / failed / refused /
 not run, its duration and the first line of what the model read; each turn ends
-with a line of tokens, cache hit rate and cost when known; the run ends with a
+with a line of tokens, cache hit rate and cost ("cost unknown" when no price is
+known, never $0); the run ends with a
 summary, loudly marked when the answer is not complete (any stop but END).
 
 Colour is ANSI and only for a terminal: never when ``NO_COLOR`` is set
@@ -72,15 +73,24 @@ def _first_line(text: str, limit: int = 100) -> str:
 
 
 def describe_usage(usage: Usage) -> str:
-    """``1,234 tokens (in 100, out 50, cache 80% hit), $0.0123`` — the parts that are known."""
+    """``1,234 tokens (in 100, out 50, cache 80% hit), $0.0123``.
+
+    The dollars only when they are known (``usage.priced``); tokens whose price nobody
+    knows say "cost unknown", never ``$0.0000``, which would read as free. A sum with
+    an unpriced part shows its priced part as a lower bound.
+    """
     parts = [f"in {usage.input_tokens:,}", f"out {usage.output_tokens:,}"]
     if usage.cache_read_tokens or usage.cache_creation_tokens:
         parts.append(f"cache {usage.cache_hit_rate:.0%} hit")
     if usage.reasoning_tokens:
         parts.append(f"reasoning {usage.reasoning_tokens:,}")
     text = f"{usage.total:,} tokens ({', '.join(parts)})"
-    if usage.cost:
+    if usage.priced:
         text += f", ${usage.cost:.4f}"
+    elif usage.cost:
+        text += f", at least ${usage.cost:.4f} (part of the cost unknown)"
+    elif usage.total:
+        text += ", cost unknown"
     return text
 
 

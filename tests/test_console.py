@@ -23,15 +23,16 @@ EVENTS = [
     Event(Kind.TOOL_RESULT, tool=ToolEvent("c2", 1, "write_file", "{}",
                                            error="refused by the user", refused=True)),
     Event(Kind.TEXT, text="Done."),
-    Event(Kind.TURN, usage=Usage(10, 5, cost=0.5), stop=Stop.END),
-    Event(Kind.DONE, usage=Usage(110, 25, cache_read_tokens=300, cost=0.5), stop=Stop.END),
+    Event(Kind.TURN, usage=Usage(10, 5, cost=0.5, priced=True), stop=Stop.END),
+    Event(Kind.DONE, usage=Usage(110, 25, cache_read_tokens=300, cost=0.5, priced=True),
+          stop=Stop.END),
 ]
 
 PLAIN = """\
 thinking: Let me look.
 Reading it.
 -> read_file {"path":"README.md","limit":5}
--- turn 1: 420 tokens (in 100, out 20, cache 75% hit)
+-- turn 1: 420 tokens (in 100, out 20, cache 75% hit), cost unknown
    ok read_file 0.01s: # nacelle
 -> write_file {}
    refused write_file: refused by the user
@@ -64,7 +65,7 @@ def test_coloured_output_is_the_plain_text_plus_ansi_codes():
 def test_an_incomplete_answer_is_marked_loudly():
     text, _ = rendered([Event(Kind.TEXT, text="partial"),
                         Event(Kind.DONE, usage=Usage(1, 2), stop=Stop.MAX_TOKENS)], color=False)
-    assert text == "partial\n!! INCOMPLETE ANSWER: stopped with 'max_tokens'; 3 tokens (in 1, out 2)\n"
+    assert text == "partial\n!! INCOMPLETE ANSWER: stopped with 'max_tokens'; 3 tokens (in 1, out 2), cost unknown\n"
 
 
 def test_failed_and_discarded_results_say_so():
@@ -123,9 +124,21 @@ def test_no_colour_in_jupyter(monkeypatch):
 
 
 def test_describe_usage_leaves_out_what_is_unknown():
-    assert describe_usage(Usage(3, 4)) == "7 tokens (in 3, out 4)"
-    assert describe_usage(Usage(1000, 4, reasoning_tokens=2, cost=0.01)) == (
+    assert describe_usage(Usage(3, 4, priced=True)) == "7 tokens (in 3, out 4), $0.0000"
+    assert describe_usage(Usage(1000, 4, reasoning_tokens=2, cost=0.01, priced=True)) == (
         "1,004 tokens (in 1,000, out 4, reasoning 2), $0.0100")
+    assert describe_usage(Usage()) == "0 tokens (in 0, out 0)"
+
+
+def test_describe_usage_says_cost_unknown_never_zero_dollars_for_an_unpriced_model():
+    assert describe_usage(Usage(3, 4)) == "7 tokens (in 3, out 4), cost unknown"
+    assert "$0.0000" not in describe_usage(Usage(3, 4))
+
+
+def test_describe_usage_shows_a_partly_priced_total_as_a_lower_bound():
+    total = Usage(1, 1, cost=0.25, priced=True) + Usage(5, 5)
+    assert not total.priced
+    assert describe_usage(total).endswith(", at least $0.2500 (part of the cost unknown)")
 
 
 # -- notebooks ----------------------------------------------------------------------------
