@@ -28,7 +28,9 @@ PACKAGE = ROOT / "nacelle"
 LEAVES = {"nacelle.errors", "nacelle.sse"}
 OUTER_MODULES = {"nacelle.retry", "nacelle.settings", "nacelle.console", "nacelle.cli",
                  "nacelle.demo", "nacelle.__main__"}
-OUTER_PACKAGES = ("nacelle.backends", "nacelle.toolsets", "nacelle.testing")
+# Packages, and families of modules named by a common prefix (batch_progress, cli_script…).
+OUTER_PACKAGES = ("nacelle.backends", "nacelle.toolsets", "nacelle.testing", "nacelle.serve",
+                  "nacelle.cli_", "nacelle.batch", "nacelle.report", "nacelle.otel")
 PRINTERS = {"nacelle.console", "nacelle.cli", "nacelle.__main__"}
 
 
