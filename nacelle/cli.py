@@ -1,60 +1,36 @@
-"""The ``nacelle`` command: one prompt, an interactive session, the offline demo, or a
-run report.
+"""The ``nacelle`` command: for scripts (a prompt in, the answer out), for people (an
+interactive session), and its subcommands.
 
-- ``nacelle "prompt"`` runs one prompt and exits: 0 for a complete answer, 1 for a
-  failure (with a one-line reason on stderr), 3 for an answer that stopped early
-  (max tokens, the iteration cap, a refusal, a pause).
-- ``nacelle`` alone is an interactive session; each answer's conversation (the
-  DONE event's ``messages``) carries into the next prompt.
-- ``nacelle demo`` runs the offline demo (:mod:`nacelle.demo`).
-- ``nacelle report RUN.jsonl [-o OUT.html]`` renders a run recorded with ``--record``
-  as one HTML page (:func:`nacelle.report.write`; default: ``RUN.html`` beside the
-  input). A prompt that is exactly ``demo`` or ``report`` is typed ``nacelle -- demo``.
-- ``nacelle --schema FILE.json "prompt"`` asks for structured output: FILE.json is a
-  JSON Schema (its file name, cleaned, names it to the provider), the run is shown on
-  stderr, and the validated JSON value is printed on stdout, alone, for a pipe. No
-  value (refused, cut off, still invalid after the retries) exits 3 with the reason.
-- ``--record RUN.jsonl`` attaches a :class:`nacelle.observe.Recorder` to the run(s),
-  appending to the file (several runs share it, told apart by run id).
+``nacelle "prompt"`` runs one prompt and exits; with stdin piped and no prompt, stdin
+is the prompt; with both, the piped text follows the prompt as its material
+(:mod:`nacelle.cli_script`). The answer alone goes to stdout, everything else to
+stderr; ``--json`` / ``--jsonl`` encode the run instead (``cli_result.schema.json``).
+``nacelle`` alone, on a terminal, is an interactive session
+(:mod:`nacelle.cli_interactive`). Subcommands: ``demo`` (offline), ``report``
+(a recorded run as HTML), ``sessions`` (:mod:`nacelle.cli_sessions`) and ``help``. The first word is a subcommand only when it
+is exactly one; a single lowercase word close to one (``sesions``) is refused with
+"did you mean", since a one-word prompt that is a typo of a command is more often the
+typo; ``nacelle -- WORD`` is always a prompt.
 
-``ANTHROPIC_BASE_URL`` / ``OPENROUTER_BASE_URL`` point the backend elsewhere (a
-proxy, a compatible server), as the official SDKs' variables do; keys come from
-``ANTHROPIC_API_KEY`` / ``OPENROUTER_API_KEY``.
+Exit codes, as ``--help`` lists them: 0 a complete answer, 1 a failure (a one-line
+reason on stderr), 2 a usage error, 3 an answer that stopped early (max tokens, the
+iteration cap, a budget, a refusal, a pause), 130 interrupted.
 
 Settings come from :mod:`nacelle.settings` (flag > environment > file > default);
 argparse leaves untyped flags out (``SUPPRESS``) so its defaults never outrank the
 file. The agent gets the local tools under ``--root`` (``run_command`` with
 ``--bash``), and ``web_search`` / ``web_fetch`` when ``--search-url`` names a
-SearXNG instance.
+SearXNG instance. The backends read their keys and base URL variables themselves.
 
-Approvals. A tool that :func:`nacelle.policy.secure` lets run — read-only and closed
-world — runs without a question; every other call (writes, commands, and the web
-tools, which are read-only but reach the network) asks on the terminal through
-:func:`nacelle.policy.ask`: y(es), n(o), a(lways) or (ne)v(er), always and never
-holding for that tool name until the command exits. ``--yes`` approves everything.
-Questions are serialised (``ask`` holds one lock) — two prompts racing for one
-terminal are one prompt nobody can read; a cancelled run unblocks a waiting question
-and end of input both count as no. The CLI never pauses a run, but an Agent whose
-policy returned ``nacelle.PAUSE`` ends with ``Stop.PAUSED``: its checkpoint is saved
-with the session (below) and stderr says how to resume it.
+Approvals (:mod:`nacelle.cli_approval`): a write, command or web call asks
+y/n/always/never on the terminal, showing a diff or the command first; ``--yes``
+approves everything. With stdin piped the question goes to ``/dev/tty``, and with no
+terminal it is a no. Sessions (``--session NAME``, ``--continue``) keep the
+conversation in a FileStore (:mod:`nacelle.cli_sessions`); ``--record RUN.jsonl``
+attaches a :class:`nacelle.observe.Recorder`.
 
-Sessions. ``--session NAME`` keeps the conversation in a
-:class:`nacelle.sessions.FileStore` in the ``sessions_dir`` setting (default
-``$XDG_DATA_HOME/nacelle/sessions``, else ``~/.local/share/nacelle/sessions``): a
-saved session is loaded first, so the prompt continues it, and it is saved after
-every answer (complete or not; a failed run saves nothing). ``--continue`` continues
-the session saved most recently. "Most recently" is the newest file modification
-time among the store's sessions, not a pointer file: a save is what makes a session
-the latest, the store already writes it atomically, and a pointer could name a
-session since deleted. A paused run saves its checkpoint under the session's name
-and leaves the saved conversation as it was (a conversation ending in unanswered
-tool calls could not be sent again). A session file that cannot be read is a
-one-line error and exit 1; the file is never overwritten. The store's directory is
-only created when a session is used.
-
-Ctrl-C during a run cancels that run and returns to the prompt; Ctrl-C at the prompt
-(or a second one while the first is being handled) exits at once, without waiting
-for tool threads that ignore cancellation.
+Ctrl-C during a one-prompt run cancels it and exits 130, without waiting for tool
+threads that ignore cancellation.
 
 Outer ring: may import anything in the package; one of the two modules that print.
 """
@@ -62,27 +38,27 @@ Outer ring: may import anything in the package; one of the two modules that prin
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
-import select
+import re
 import sys
 import threading
-from typing import IO, TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
+from typing import IO, TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import __version__
+from .cli_approval import Approver as Approver
 from .errors import NacelleError
 from .settings import Settings, SettingsError, resolve
 
 if TYPE_CHECKING:
     from .agent import Agent
-    from .console import Renderer
-    from .events import Event
-    from .sessions import FileStore
     from .toolsets import LocalTools
 
 __all__ = ["Approver", "build_agent", "main"]
 
-EXIT_OK, EXIT_FAILED, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 3, 130
+DISTRIBUTION = "nacelle-sdk"  # the name on PyPI; `nacelle` there is an unrelated project
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 SYSTEM = (
     "You are a capable assistant working in a local project folder through tools. "
@@ -90,24 +66,68 @@ SYSTEM = (
     "small, and say plainly what you did and what you could not do."
 )
 
+EPILOG = """\
+subcommands:
+  demo                    run the offline demo (no key, no network)
+  report RUN.jsonl        render a run recorded with --record as an HTML page
+  sessions [list|show NAME|delete NAME]
+                          the sessions saved with --session
+  help [COMMAND]          this help, or a subcommand's
+  A prompt that is exactly a subcommand's name is typed after --: nacelle -- demo
+
+prompts:
+  nacelle "prompt"        run one prompt; the answer alone on stdout
+  CMD | nacelle           stdin, when it is not a terminal, is the prompt
+  CMD | nacelle "prompt"  the prompt, then the piped text as its material
+  nacelle                 an interactive session (on a terminal; /help inside)
+
+exit codes:
+  0    a complete answer
+  1    a failure (the reason on one line of stderr)
+  2    a usage error
+  3    an incomplete answer (max tokens, iteration cap, budget, refusal, pause, no
+       valid --schema value)
+  130  interrupted (Ctrl-C)
+
+environment:
+  ANTHROPIC_API_KEY, OPENROUTER_API_KEY     the backends' keys (never in settings)
+  ANTHROPIC_BASE_URL, OPENROUTER_BASE_URL   point a backend elsewhere (a proxy)
+  NACELLE_BACKEND, NACELLE_MODEL, NACELLE_ROOT, NACELLE_BASH, NACELLE_MAX_ITERATIONS,
+  NACELLE_EFFORT, NACELLE_SHOW_THINKING, NACELLE_SEARCH_URL, NACELLE_SESSIONS_DIR
+                                            settings (flag > environment > file)
+  NACELLE_CONFIG      the settings file (default ~/.nacelle.yml)
+  XDG_DATA_HOME       sessions and history under $XDG_DATA_HOME/nacelle
+                      (default ~/.local/share/nacelle)
+  NO_COLOR            no colour
+
+defaults: backend anthropic (its default model), root ., max iterations 50, no bash,
+no web tools; write, command and web tools ask y/n/always/never before they run.
+"""
+
+
+def _version() -> str:
+    return f"{DISTRIBUTION} {__version__} (import nacelle)"
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="nacelle",
-        description="Run an agent on one prompt, interactively, or as an offline demo "
-                    "('nacelle demo'); 'nacelle report RUN.jsonl' renders a recorded run.",
-        epilog="Write, command and web tools ask y/n/always/never before they run; "
-               "always and never hold for that tool until nacelle exits.",
-        argument_default=argparse.SUPPRESS,
-    )
-    parser.add_argument("prompt", nargs="?", help="run this prompt and exit")
-    parser.add_argument("--backend", help="anthropic or openrouter")
+        prog="nacelle", formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="%(prog)s [options] [PROMPT | -]\n       %(prog)s COMMAND ...",
+        description="Run an agent on one prompt (for scripts: the answer alone on stdout), "
+                    "or interactively.",
+        epilog=EPILOG, argument_default=argparse.SUPPRESS)
+    parser.add_argument("prompt", nargs="?",
+                        help="run this prompt and exit ('-': read it from stdin)")
+    parser.add_argument("--backend", help="anthropic or openrouter (default: anthropic)")
     parser.add_argument("--model", help="the model name (required for openrouter)")
+    parser.add_argument("--system", metavar="TEXT", help="the system prompt (replaces the default)")
     parser.add_argument("--root", help="the folder the local tools work in (default: .)")
     parser.add_argument("--bash", action=argparse.BooleanOptionalAction,
                         help="allow run_command (asks before each command unless --yes)")
     parser.add_argument("--max-iterations", type=int, dest="max_iterations",
-                        help="model requests allowed per prompt (0: no cap)")
+                        help="model requests allowed per prompt (0: no cap; default 50)")
+    parser.add_argument("--max-cost", type=float, dest="max_cost", metavar="DOLLARS",
+                        help="stop a run (exit 3) once it has cost this much (needs prices)")
     parser.add_argument("--effort", help="none, minimal, low, medium, high, xhigh or max")
     parser.add_argument("--show-thinking", action=argparse.BooleanOptionalAction,
                         dest="show_thinking", help="show the model's thinking")
@@ -115,6 +135,13 @@ def _parser() -> argparse.ArgumentParser:
                         help="a SearXNG instance for web_search (also enables web_fetch)")
     parser.add_argument("--yes", action="store_true",
                         help="approve every tool call without asking")
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_const", const="json", dest="mode",
+                        help="print the result as one JSON object (cli_result.schema.json)")
+    output.add_argument("--jsonl", action="store_const", const="jsonl", dest="mode",
+                        help="print each event as one JSON object per line, then the result")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no tool lines, usage or cost on stderr (errors still show)")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--session", metavar="NAME",
                        help="continue the conversation saved as NAME, if any, and save it "
@@ -130,185 +157,64 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--schema", metavar="FILE.json",
                         help="answer with a JSON value matching this JSON Schema (printed "
                              "on stdout; needs a prompt)")
-    parser.add_argument("--version", action="version", version=f"nacelle {__version__}")
+    parser.add_argument("--version", action="version", version=_version())
     return parser
 
 
-class Approver:
-    """Asks y/n/always/never before a call :func:`nacelle.policy.secure` would not run.
-
-    Called from tool threads. The question is :func:`nacelle.policy.ask`'s, which
-    serialises questions and remembers always/never per tool name; this class gives
-    it a prompt that reads the terminal while watching the call's ``ctx.cancelled``,
-    so cancelling the run releases the question (as a no), as does end of input.
-    """
-
-    def __init__(self, tools: Sequence[Any], *, yes: bool = False,
-                 stdin: Optional[IO[str]] = None, stderr: Optional[IO[str]] = None) -> None:
-        from .policy import ask, secure
-
-        self.yes = yes
-        self.stdin = stdin if stdin is not None else sys.stdin
-        self.stderr = stderr if stderr is not None else sys.stderr
-        self._safe = secure(tools)
-        self._ask = ask(self._prompt)
-        # ask() hands its prompt only the question; the call's cancel event reaches it
-        # through this thread-local, since ask calls the prompt on the asking thread.
-        self._call = threading.local()
-
-    def __call__(self, name: str, input: Dict[str, Any], ctx: Any) -> Any:
-        if self.yes or self._safe(name, input, ctx) is True:
-            return True
-        self._call.cancelled = ctx.cancelled
-        return self._ask(name, input, ctx)
-
-    def _prompt(self, question: str) -> str:
-        cancelled: threading.Event = self._call.cancelled
-        if cancelled.is_set():
-            raise EOFError
-        self.stderr.write(question)
-        self.stderr.flush()
-        answer = self._read_line(cancelled)
-        if answer is None:
-            self.stderr.write("(cancelled)\n")
-            raise EOFError
-        if not answer:
-            self.stderr.write("(end of input: no)\n")
-            raise EOFError
-        return answer
-
-    def _read_line(self, cancelled: threading.Event) -> Optional[str]:
-        try:
-            fd = self.stdin.fileno()
-        except (AttributeError, OSError, ValueError):
-            fd = None
-        while fd is not None:
-            if cancelled.is_set():
-                return None
-            ready, _, _ = select.select([fd], [], [], 0.1)
-            if ready:
-                break
-        return self.stdin.readline()  # "" at end of input
-
-
-def _base_url(variable: str) -> Dict[str, Any]:
-    # The official SDKs honour ANTHROPIC_BASE_URL / OPENAI_BASE_URL; the CLI does the
-    # same for proxies and compatible servers. The library's defaults stay explicit.
-    url = os.environ.get(variable, "").strip()
-    return {"base_url": url} if url else {}
-
-
-def build_agent(settings: Settings, *, yes: bool = False,
-                observers: Sequence[Any] = ()) -> Tuple["Agent", "LocalTools"]:
-    """The Agent the CLI runs, and the tool sets to close afterwards."""
+def build_agent(settings: Settings, *, yes: bool = False, observers: Sequence[Any] = (),
+                system: Optional[str] = None, max_cost: Optional[float] = None,
+                approver: Optional[Callable[[Sequence[Any], str], Any]] = None,
+                ) -> Tuple["Agent", "LocalTools"]:
+    """The Agent the CLI runs, and the tool sets to close afterwards. ``approver``
+    makes the approval policy from the tools and the root (default: an
+    :class:`Approver` on this terminal)."""
     from .agent import Agent
     from .backend import Effort, Thinking
+    from .context import Budget
     from .retry import Retry
 
     if settings.backend == "openrouter":
         from .backends import openrouter
         if not settings.model:
             raise SettingsError("the openrouter backend needs a model (--model or NACELLE_MODEL)")
-        extra = _base_url("OPENROUTER_BASE_URL")
-        backend: Any = openrouter.Backend(model=settings.model, **extra)
+        backend: Any = openrouter.Backend(model=settings.model)
     else:
         from .backends import anthropic
-        extra = _base_url("ANTHROPIC_BASE_URL")
-        if settings.model:
-            extra["model"] = settings.model
-        backend = anthropic.Backend(**extra)
+        backend = anthropic.Backend(model=settings.model) if settings.model else anthropic.Backend()
     from .toolsets import LocalTools
 
-    local = LocalTools(os.path.abspath(os.path.expanduser(settings.root)), allow_bash=settings.bash)
+    root = os.path.abspath(os.path.expanduser(settings.root))
+    local = LocalTools(root, allow_bash=settings.bash)
     tools: List[Any] = list(local.tools())
     if settings.search_url:
         from .toolsets import web_fetch, web_search
         tools += web_search(settings.search_url) + web_fetch()
     thinking = Thinking(effort=Effort(settings.effort) if settings.effort else None,
                         show=settings.show_thinking)
-    agent = Agent(Retry(backend), SYSTEM, thinking=thinking, tools=tools,
-                  max_iterations=settings.max_iterations, approve=Approver(tools, yes=yes),
-                  observers=observers)
+    if max_cost is not None and not backend.capabilities.cost:
+        local.close()
+        raise SettingsError(f"--max-cost needs prices, and the price table has none for "
+                            f"{backend.name} model {getattr(backend, 'model', '?')!r}")
+    approve = approver(tools, root) if approver is not None else Approver(tools, yes=yes, root=root)
+    try:
+        agent = Agent(Retry(backend), SYSTEM if system is None else system, thinking=thinking,
+                      tools=tools, max_iterations=settings.max_iterations, approve=approve,
+                      observers=observers,
+                      budget=Budget(cost=max_cost) if max_cost is not None else None)
+    except (NacelleError, ValueError):
+        local.close()
+        raise
     return agent, local
 
 
-def _fail(message: str) -> int:
+def _fail(message: str, code: int = EXIT_FAILED) -> int:
     print(f"nacelle: error: {message}", file=sys.stderr)
-    return EXIT_FAILED
+    return code
 
 
-class _Session:
-    """One named conversation in a FileStore: loaded when opened, saved after answers."""
-
-    def __init__(self, store: "FileStore", name: str) -> None:
-        from .sessions import SessionNotFound
-
-        self.store, self.name = store, name
-        try:
-            self.messages: List[Any] = store.load(name)
-        except SessionNotFound:
-            self.messages = []
-
-
-def _sessions_dir(settings: Settings) -> str:
-    if settings.sessions_dir:
-        return os.path.abspath(os.path.expanduser(settings.sessions_dir))
-    # The XDG Base Directory spec calls a relative XDG_DATA_HOME invalid, to be ignored.
-    data = os.environ.get("XDG_DATA_HOME", "")
-    if not os.path.isabs(data):
-        data = os.path.join(os.path.expanduser("~"), ".local", "share")
-    return os.path.join(data, "nacelle", "sessions")
-
-
-def _mtime(path: str) -> int:
-    try:
-        return os.stat(path).st_mtime_ns
-    except OSError:  # deleted since it was listed
-        return -1
-
-
-def _open_session(settings: Settings, name: Optional[str], latest: bool) -> Optional[_Session]:
-    """The session ``--session NAME`` or ``--continue`` means, loaded; None for neither."""
-    if name is None and not latest:
-        return None
-    from .sessions import FileStore, SessionNotFound, check_name
-
-    if name is not None:
-        check_name(name)  # before a directory is made for a name that cannot be used
-    directory = _sessions_dir(settings)
-    try:
-        store = FileStore(directory)
-    except OSError as err:
-        raise SettingsError(f"cannot use the sessions directory {directory}: "
-                            f"{err.strerror}") from None
-    if name is None:
-        saved = store.names()
-        if not saved:
-            raise SessionNotFound(f"no saved session to continue in {directory}")
-        name = max(saved, key=lambda n: (_mtime(store.path(n)), n))
-    return _Session(store, name)
-
-
-def _after(done: "Event", session: Optional[_Session]) -> bool:
-    """Keep what a finished run leaves; False when it paused, since its conversation
-    ends in calls nobody answered and cannot be sent again."""
-    from .events import Stop
-
-    if done.stop is Stop.PAUSED:
-        if session is None or done.checkpoint is None:
-            print("nacelle: the run paused for approval; its checkpoint is kept only "
-                  "with --session NAME", file=sys.stderr)
-            return False
-        session.store.save_checkpoint(session.name, done.checkpoint)
-        print(f"nacelle: the run paused for approval; checkpoint saved as "
-              f"{session.name!r} in {session.store.directory}; resume it with "
-              f"agent.resume(FileStore(directory).load_checkpoint({session.name!r}), "
-              "decisions)", file=sys.stderr)
-        return False
-    if session is not None:
-        session.store.save(session.name, done.messages)
-        session.messages = list(done.messages)
-    return True
+def _one_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
 
 
 def _recorder(path: Optional[str]) -> Any:
@@ -324,19 +230,8 @@ def _recorder(path: Optional[str]) -> Any:
     return Recorder(path)
 
 
-def _run_once(agent: "Agent", conversation: List[Any],
-              renderer: "Renderer") -> Tuple[int, Optional["Event"]]:
-    """Render one run; returns (exit code, the DONE event or None)."""
-    done = renderer.render(agent.stream(conversation))
-    if done is None or done.stop is None:
-        return EXIT_FAILED, done
-    return (EXIT_OK if done.stop.complete else EXIT_INCOMPLETE), done
-
-
 def _load_schema(path: str) -> Any:
     """The ``nacelle.Schema`` in a JSON Schema file, or a SettingsError saying why not."""
-    import re
-
     from .output import Schema
 
     try:
@@ -351,60 +246,27 @@ def _load_schema(path: str) -> Any:
     return Schema(name, schema)
 
 
-def _run_structured(agent: "Agent", conversation: List[Any],
-                    schema: Any) -> Tuple[int, Optional["Event"]]:
-    """Run for a value of ``schema``: the run on stderr, the value on stdout."""
-    from .console import Renderer
-    from .output import to_jsonable
-
-    done = Renderer(sys.stderr).render(agent.stream(conversation, output=schema))
-    if done is None or done.stop is None:
-        return EXIT_FAILED, done
-    if done.output is None:
-        print(f"nacelle: no valid value ({done.stop.value})", file=sys.stderr)
-        return EXIT_INCOMPLETE, done
-    print(json.dumps(to_jsonable(done.output), ensure_ascii=False, indent=2))
-    return EXIT_OK, done
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
 
 
-def _one_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
+def _terminal() -> Optional[IO[str]]:
+    """Where approvals read answers when stdin carried the prompt: the controlling
+    terminal, or None when there is none (a job, a CI step)."""
+    try:
+        return open("/dev/tty", encoding="utf-8", errors="replace")
+    except OSError:
+        return None
 
 
-def _interactive(agent: "Agent", renderer: "Renderer", session: Optional[_Session]) -> int:
-    from .messages import user_text
+# -- subcommands -----------------------------------------------------------------------
 
-    conversation: List[Any] = list(session.messages) if session is not None else []
-    print(f"nacelle {__version__} - an empty line does nothing; 'exit' or Ctrl-D leaves; "
-          "Ctrl-C cancels a run.", file=sys.stderr)
-    if session is not None:
-        print(f"(session {session.name}: {len(conversation)} messages so far)", file=sys.stderr)
-    while True:
-        try:
-            line = input("> ")
-        except EOFError:
-            print(file=sys.stderr)
-            return EXIT_OK
-        except KeyboardInterrupt:
-            print(file=sys.stderr)
-            return EXIT_INTERRUPTED
-        if not line.strip():
-            continue
-        if line.strip() in ("exit", "quit"):
-            return EXIT_OK
-        try:
-            _, done = _run_once(agent, conversation + [user_text(line)], renderer)
-            if done is not None and _after(done, session):
-                conversation = list(done.messages)
-        except KeyboardInterrupt:
-            print("\n(cancelled)", file=sys.stderr)
-        except (NacelleError, OSError) as err:
-            print(f"\nnacelle: error: {_one_line(err)}", file=sys.stderr)
-        print()
-
-
-def _demo() -> int:
+def _demo(argv: Sequence[str]) -> int:
+    if argv:
+        return _fail("'nacelle demo' takes no options", EXIT_USAGE)
     from .console import Renderer
     from .demo import demo_run
 
@@ -437,6 +299,64 @@ def _report(argv: Sequence[str]) -> int:
     return EXIT_OK
 
 
+def _sessions(argv: Sequence[str]) -> int:
+    from .cli_sessions import sessions_command, sessions_dir
+
+    try:
+        directory = sessions_dir(resolve().sessions_dir)
+    except NacelleError as err:
+        return _fail(_one_line(err))
+    return sessions_command(argv, directory, sys.stdout, sys.stderr)
+
+
+def _help(argv: Sequence[str]) -> int:
+    if argv and argv[0] in COMMANDS and argv[0] != "help":
+        return COMMANDS[argv[0]](["--help"])
+    _parser().print_help()
+    return EXIT_OK
+
+
+COMMANDS: Dict[str, Callable[[Sequence[str]], int]] = {
+    "demo": _demo, "report": _report, "sessions": _sessions, "help": _help,
+}
+
+
+def _looks_like_command(word: str) -> Optional[str]:
+    """The subcommand a single lowercase word probably meant, or None."""
+    if not re.fullmatch(r"[a-z]{3,12}", word):
+        return None
+    close = difflib.get_close_matches(word, list(COMMANDS), n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
+# -- one prompt ------------------------------------------------------------------------
+
+def _run_prompt(agent: "Agent", conversation: List[Any], *, mode: str, quiet: bool,
+                schema: Any, session: Any) -> Tuple[int, Any]:
+    """Run one prompt for a script; returns (exit code, the DONE event or None)."""
+    from .cli_script import ScriptOutput
+    from .console import Renderer
+
+    narrate = None if quiet else Renderer(sys.stderr).event
+    output = ScriptOutput(sys.stdout, sys.stderr, mode=mode, narrate=narrate,
+                          live=mode == "text" and _isatty(sys.stdout),
+                          structured=schema is not None,
+                          session=session.name if session is not None else None)
+    events = agent.stream(conversation, output=schema) if schema is not None \
+        else agent.stream(conversation)
+    done = None
+    for event in events:
+        output.event(event)
+        if event.kind.value == "done":
+            done = event
+    if done is None or done.stop is None:
+        return EXIT_FAILED, done
+    if schema is not None and done.output is None:
+        print(f"nacelle: no valid value ({done.stop.value})", file=sys.stderr)
+        return EXIT_INCOMPLETE, done
+    return (EXIT_OK if done.stop.complete else EXIT_INCOMPLETE), done
+
+
 def _exit_now(code: int) -> int:
     """Exit without waiting for tool threads that ignore cancellation."""
     sys.stdout.flush()
@@ -449,46 +369,67 @@ def _exit_now(code: int) -> int:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["demo"]:
-        if len(argv) > 1:
-            return _fail("'nacelle demo' takes no options")
-        return _demo()
-    if argv[:1] == ["report"]:
-        return _report(argv[1:])
+    if argv[:1] and argv[0] in COMMANDS:
+        return COMMANDS[argv[0]](argv[1:])
+    if len(argv) == 1 and not argv[0].startswith("-"):
+        meant = _looks_like_command(argv[0])
+        if meant is not None:
+            return _fail(f"unknown command {argv[0]!r}; did you mean {meant!r}? "
+                         f"(to send it as a prompt: nacelle -- {argv[0]})", EXIT_USAGE)
     args = vars(_parser().parse_args(argv))
-    prompt = args.pop("prompt", None)
-    yes = args.pop("yes", False)
-    schema_file = args.pop("schema", None)
+    argument = args.pop("prompt", None)
+    yes, quiet, mode = args.pop("yes", False), args.pop("quiet", False), args.pop("mode", "text")
+    schema_file, system = args.pop("schema", None), args.pop("system", None)
+    max_cost = args.pop("max_cost", None)
     name, latest = args.pop("session", None), args.pop("continue_", False)
-    if schema_file is not None and prompt is None:
-        return _fail("--schema needs a prompt")
+    if max_cost is not None and not max_cost >= 0:
+        return _fail("--max-cost must be a number of dollars of at least 0", EXIT_USAGE)
+    stdin_is_terminal = _isatty(sys.stdin)
+    piped = sys.stdin if not stdin_is_terminal or argument == "-" else None
+    from .cli_script import read_prompt
+
+    try:
+        prompt = read_prompt(argument, piped)
+    except (OSError, UnicodeDecodeError) as err:
+        return _fail(f"cannot read the prompt from stdin: {err}")
+    if prompt is not None and not prompt.strip():
+        return _fail("the prompt is empty" + ("" if argument else " (stdin had nothing)"),
+                     EXIT_USAGE)
+    if prompt is None and (schema_file is not None or mode != "text"):
+        return _fail(f"{'--schema' if schema_file else '--' + mode} needs a prompt", EXIT_USAGE)
+    terminal = sys.stdin if stdin_is_terminal else (None if yes else _terminal())
     try:
         schema = _load_schema(schema_file) if schema_file is not None else None
         recorder = _recorder(args.pop("record", None))
         settings = resolve(args)
-        session = _open_session(settings, name, latest)
-        agent, local = build_agent(settings, yes=yes,
-                                   observers=[recorder] if recorder is not None else [])
+        from .cli_sessions import open_session, sessions_dir
+
+        session = open_session(sessions_dir(settings.sessions_dir), name, latest)
+        agent, local = build_agent(
+            settings, observers=[recorder] if recorder is not None else [], system=system,
+            max_cost=max_cost,
+            approver=lambda tools, root: Approver(tools, yes=yes, root=root, stdin=terminal,
+                                                  no_terminal=terminal is None))
     except NacelleError as err:
         return _fail(_one_line(err))
-    from .console import Renderer
-
-    renderer = Renderer()
     # The Recorder flushes at each run's end, so _exit_now's os._exit loses nothing
     # of a finished run even when it skips the close below.
     try:
         if prompt is None:
-            return _exit_now(_interactive(agent, renderer, session))
+            from .cli_interactive import interactive
+            from .console import Renderer
+
+            return _exit_now(interactive(agent, lambda: Renderer(), session,
+                                         version=_version()))
+        from .cli_sessions import after
         from .messages import user_text
 
         conversation = (session.messages if session is not None else []) + [user_text(prompt)]
         try:
-            if schema is not None:
-                code, done = _run_structured(agent, conversation, schema)
-            else:
-                code, done = _run_once(agent, conversation, renderer)
+            code, done = _run_prompt(agent, conversation, mode=mode, quiet=quiet,
+                                     schema=schema, session=session)
             if done is not None and done.stop is not None:
-                _after(done, session)
+                after(done, session, sys.stderr)
         except KeyboardInterrupt:
             print("\n(cancelled)", file=sys.stderr)
             return _exit_now(EXIT_INTERRUPTED)
@@ -500,3 +441,5 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         local.close()
         if recorder is not None:
             recorder.close()
+        if terminal is not None and terminal is not sys.stdin:
+            terminal.close()

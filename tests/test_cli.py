@@ -31,9 +31,11 @@ def nacelle(*args, server=None, stdin="", env=None, timeout=60, cwd=None):
     if server is not None:
         environ["ANTHROPIC_BASE_URL"] = server.url
     environ.update(env or {})
+    # A new session has no controlling terminal, so approvals cannot reach the
+    # terminal pytest runs in: with stdin piped, every question is a no.
     return subprocess.run([sys.executable, "-m", "nacelle", *args], input=stdin,
                           capture_output=True, text=True, env=environ, timeout=timeout,
-                          cwd=cwd)
+                          cwd=cwd, start_new_session=True)
 
 
 @pytest.fixture
@@ -75,7 +77,7 @@ def test_one_prompt_uses_the_root_for_local_tools(server, tmp_path):
                  Reply(chunks=anthropic_stream(["It says 42."])))
     out = nacelle("What do the notes say?", "--root", str(tmp_path), server=server)
     assert out.returncode == 0, out.stderr
-    assert "   ok read_file" in out.stdout
+    assert "   ok read_file" in out.stderr and out.stdout == "It says 42.\n"
     second = json.dumps(server.requests[1].json())
     assert "the launch code is 42" in second
 
@@ -92,15 +94,16 @@ def test_a_root_under_home_is_expanded(server, tmp_path):
     assert "found me" in json.dumps(server.requests[1].json())
 
 
-def test_a_write_asks_first_and_a_no_refuses_it(server, tmp_path):
+def test_a_write_with_no_terminal_to_ask_is_refused(server, tmp_path):
     server.queue("/v1/messages",
                  Reply(chunks=anthropic_stream([], tool_calls=[
                      ("toolu_1", "write_file", '{"path": "x.txt", "content": "hi"}')])),
                  Reply(chunks=anthropic_stream(["Understood."])))
-    out = nacelle("Write x", "--root", str(tmp_path), server=server, stdin="n\n")
+    out = nacelle("Write x", "--root", str(tmp_path), server=server)
     assert out.returncode == 0, out.stderr
-    assert "Allow write_file" in out.stderr
-    assert "   refused write_file" in out.stdout
+    assert "Allow write_file" in out.stderr and "no (no terminal to ask; --yes approves)" in out.stderr
+    assert "   refused write_file" in out.stderr
+    assert out.stdout == "Understood.\n"
     assert not (tmp_path / "x.txt").exists()
 
 
@@ -130,7 +133,7 @@ def test_an_incomplete_answer_exits_three(server, tmp_path):
     server.queue("/v1/messages", Reply(chunks=anthropic_stream(["cut"], stop_reason="max_tokens")))
     out = nacelle("hi", "--root", str(tmp_path), server=server)
     assert out.returncode == 3
-    assert "INCOMPLETE ANSWER" in out.stdout
+    assert "INCOMPLETE ANSWER" in out.stderr and out.stdout == "cut\n"
 
 
 def test_a_bad_setting_exits_nonzero_naming_it(tmp_path):
@@ -144,57 +147,170 @@ def test_openrouter_needs_a_model(tmp_path):
     assert out.returncode == 1 and "needs a model" in out.stderr
 
 
-def test_the_interactive_session_carries_the_conversation(server, tmp_path):
-    server.queue("/v1/messages",
-                 Reply(chunks=anthropic_stream(["Nice to meet you, Ada."])),
-                 Reply(chunks=anthropic_stream(["Your name is Ada."])))
-    out = nacelle("--root", str(tmp_path), server=server,
-                  stdin="My name is Ada.\nWhat is my name?\nexit\n")
+
+
+
+
+
+
+# -- for scripts: stdin, stdout, --json, --jsonl, exit codes ------------------------
+
+RESULT_SCHEMA = json.loads((ROOT / "nacelle" / "cli_result.schema.json").read_text())
+
+
+def look_then_answer(*answer):
+    return (Reply(chunks=anthropic_stream(["Let me look first."], tool_calls=[
+                ("toolu_1", "list_directory", '{"path": "."}')])),
+            Reply(chunks=anthropic_stream(list(answer))))
+
+
+def test_a_piped_diff_and_a_prompt_print_only_the_commit_message_on_stdout(server, tmp_path):
+    server.queue("/v1/messages", *look_then_answer("Fix the ", "greeting typo"))
+    diff = "diff --git a/greet.py b/greet.py\n-print('helo')\n+print('hello')\n"
+    out = nacelle("write a commit message", "--root", str(tmp_path), server=server, stdin=diff)
     assert out.returncode == 0, out.stderr
-    assert "Nice to meet you, Ada." in out.stdout and "Your name is Ada." in out.stdout
-    second = server.requests[1].json()["messages"]
-    texts = [block.get("text") for m in second for block in m["content"]]
-    assert texts[:3] == ["My name is Ada.", "Nice to meet you, Ada.", "What is my name?"]
+    assert out.stdout == "Fix the greeting typo\n"
+    assert "Let me look first." in out.stderr and "-> list_directory" in out.stderr
+    assert "== done:" in out.stderr and "$" in out.stderr
+    sent = server.requests[0].json()["messages"][0]["content"][0]["text"]
+    assert sent == "write a commit message\n\n" + diff
 
 
-def test_the_interactive_session_survives_a_failed_run(server, tmp_path):
-    server.queue("/v1/messages",
-                 Reply(chunks=anthropic_stream([], error=("invalid_request_error", "bad"))),
-                 Reply(chunks=anthropic_stream(["Recovered."])))
-    out = nacelle("--root", str(tmp_path), server=server, stdin="one\ntwo\n")
+def test_piped_stdin_without_a_prompt_is_one_whole_prompt(server, tmp_path):
+    server.queue("/v1/messages", Reply(chunks=anthropic_stream(["Two lines."])))
+    out = nacelle("--root", str(tmp_path), server=server, stdin="first line\nsecond line\n")
     assert out.returncode == 0, out.stderr
-    assert "nacelle: error: StreamError" in out.stderr and "Recovered." in out.stdout
+    assert out.stdout == "Two lines.\n"
+    assert len(server.requests) == 1
+    assert request_texts(server.requests[0]) == ["first line\nsecond line\n"]
 
 
-def test_ctrl_c_cancels_the_run_and_returns_to_the_prompt(server, tmp_path):
-    import signal
+def test_a_dash_reads_the_prompt_from_stdin(server, tmp_path):
+    server.queue("/v1/messages", Reply(chunks=anthropic_stream(["ok"])))
+    out = nacelle("-", "--root", str(tmp_path), server=server, stdin="from stdin")
+    assert out.returncode == 0, out.stderr
+    assert request_texts(server.requests[0]) == ["from stdin"]
 
-    server.queue("/v1/messages",
-                 Reply(chunks=[(anthropic_stream(["slow"])[0], 0.0), (b": wait\n\n", 30.0)]),
-                 Reply(chunks=anthropic_stream(["Second answer."])))
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("NACELLE_")}
-    environ.update({"PYTHONPATH": str(ROOT), "NO_COLOR": "1", "ANTHROPIC_API_KEY": KEY,
-                    "NACELLE_CONFIG": os.devnull, "ANTHROPIC_BASE_URL": server.url})
-    proc = subprocess.Popen([sys.executable, "-m", "nacelle", "--root", str(tmp_path)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=environ)
-    try:
-        proc.stdin.write("first\n")
-        proc.stdin.flush()
-        deadline = time.monotonic() + 20
-        while len(server.requests) < 1 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.3)
-        proc.send_signal(signal.SIGINT)
-        time.sleep(0.3)
-        proc.stdin.write("second\nexit\n")
-        proc.stdin.flush()
-        out, err = proc.communicate(timeout=20)
-    finally:
-        proc.kill()
-    assert proc.returncode == 0, err
-    assert "(cancelled)" in err
-    assert "Second answer." in out
+
+def test_an_empty_prompt_is_a_usage_error(server):
+    out = nacelle(server=server, stdin="  \n")
+    assert out.returncode == 2 and "the prompt is empty" in out.stderr
+    assert server.requests == []
+
+
+def test_quiet_leaves_only_the_answer(server, tmp_path):
+    server.queue("/v1/messages", *look_then_answer("Done."))
+    out = nacelle("go", "-q", "--root", str(tmp_path), server=server)
+    assert out.returncode == 0, out.stderr
+    assert (out.stdout, out.stderr) == ("Done.\n", "")
+
+
+def test_json_prints_one_result_object_valid_against_the_schema(server, tmp_path):
+    jsonschema = pytest.importorskip("jsonschema")
+    server.queue("/v1/messages", *look_then_answer("All ", "good."))
+    out = nacelle("check", "--json", "--root", str(tmp_path), server=server)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    jsonschema.validate(result, RESULT_SCHEMA)
+    assert result["text"] == "All good." and result["stop"] == "end" and result["complete"]
+    assert result["turns"] == 2 and result["usage"]["total"] == 74
+    assert isinstance(result["cost"], float) and result["cost"] > 0
+    [call] = result["tool_calls"]
+    assert call["name"] == "list_directory" and call["input"] == {"path": "."}
+    assert call["status"] == "ok" and call["error"] is None
+
+
+def test_json_says_null_for_an_unknown_cost_and_the_summary_says_cost_unknown(server, tmp_path):
+    jsonschema = pytest.importorskip("jsonschema")
+    server.queue("/v1/messages", Reply(chunks=anthropic_stream(["Hi."], model="claude-nopriced-9")))
+    out = nacelle("hi", "--json", "--model", "claude-nopriced-9", "--root", str(tmp_path),
+                  server=server)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    jsonschema.validate(result, RESULT_SCHEMA)
+    assert result["cost"] is None
+    assert "cost unknown" in out.stderr and "$0.0000" not in out.stderr
+
+
+def test_an_incomplete_json_result_exits_three(server, tmp_path):
+    jsonschema = pytest.importorskip("jsonschema")
+    server.queue("/v1/messages", Reply(chunks=anthropic_stream(["cut"], stop_reason="max_tokens")))
+    out = nacelle("hi", "--json", "--root", str(tmp_path), server=server)
+    assert out.returncode == 3
+    result = json.loads(out.stdout)
+    jsonschema.validate(result, RESULT_SCHEMA)
+    assert result["stop"] == "max_tokens" and result["complete"] is False
+
+
+def test_jsonl_streams_one_event_per_line_and_ends_with_the_result(server, tmp_path):
+    jsonschema = pytest.importorskip("jsonschema")
+    server.queue("/v1/messages", *look_then_answer("Fi", "ne."))
+    out = nacelle("go", "--jsonl", "-q", "--root", str(tmp_path), server=server)
+    assert out.returncode == 0, out.stderr
+    lines = [json.loads(line) for line in out.stdout.splitlines()]
+    kinds = [line["kind"] for line in lines]
+    assert kinds == ["text", "tool_call", "turn", "tool_result", "text", "text", "turn",
+                     "done"] or kinds.index("tool_call") < kinds.index("tool_result")
+    assert kinds[-1] == "done" and kinds.count("done") == 1
+    assert [line["text"] for line in lines if line["kind"] == "text"] == [
+        "Let me look first.", "Fi", "ne."]
+    jsonschema.validate(lines[-1], RESULT_SCHEMA)
+    assert lines[-1]["text"] == "Fine." and out.stderr == ""
+
+
+def test_system_replaces_the_system_prompt(server, tmp_path):
+    server.queue("/v1/messages", Reply(chunks=anthropic_stream(["ok"])))
+    out = nacelle("hi", "--system", "You answer in French.", "--root", str(tmp_path),
+                  server=server)
+    assert out.returncode == 0, out.stderr
+    assert "You answer in French." in json.dumps(server.requests[0].json()["system"])
+
+
+def test_max_cost_stops_a_run_that_spent_it(server, tmp_path):
+    server.queue("/v1/messages", *look_then_answer("never reached"))
+    out = nacelle("go", "--max-cost", "0.0000001", "--root", str(tmp_path), server=server)
+    assert out.returncode == 3
+    assert "budget" in out.stderr and len(server.requests) == 1
+
+
+def test_max_cost_without_prices_is_a_one_line_error(server, tmp_path):
+    out = nacelle("hi", "--max-cost", "1", "--model", "claude-nopriced-9", server=server)
+    assert out.returncode == 1
+    assert out.stderr.count("\n") == 1 and "--max-cost needs prices" in out.stderr
+    assert server.requests == []
+
+
+def test_help_documents_exit_codes_the_environment_and_the_defaults():
+    out = nacelle("--help")
+    assert out.returncode == 0
+    for text in ("exit codes:", "130", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
+                 "NACELLE_CONFIG", "XDG_DATA_HOME", "defaults:", "--json", "--jsonl",
+                 "--max-cost", "--system", "--schema", "--quiet", "sessions"):
+        assert text in out.stdout, text
+    assert nacelle("help").stdout == out.stdout
+
+
+def test_a_word_close_to_a_subcommand_asks_did_you_mean(server):
+    out = nacelle("sesions", server=server)
+    assert out.returncode == 2
+    assert "did you mean 'sessions'?" in out.stderr and "nacelle -- sesions" in out.stderr
+    assert server.requests == []
+
+
+def test_a_double_dash_forces_a_prompt(server, tmp_path):
+    server.queue("/v1/messages", Reply(chunks=anthropic_stream(["A demo is..."])),
+                 Reply(chunks=anthropic_stream(["Hi."])))
+    out = nacelle("--root", str(tmp_path), "--", "demo", server=server)
+    assert out.returncode == 0, out.stderr
+    assert request_texts(server.requests[0]) == ["demo"]
+    out = nacelle("--root", str(tmp_path), "--", "sesions", server=server)
+    assert out.returncode == 0 and request_texts(server.requests[1]) == ["sesions"]
+
+
+def test_a_prompt_that_is_no_command_word_runs(server, tmp_path):
+    server.queue("/v1/messages", Reply(chunks=anthropic_stream(["Hello."])))
+    out = nacelle("hello", "--root", str(tmp_path), server=server)
+    assert out.returncode == 0 and out.stdout == "Hello.\n"
 
 
 # -- approvals ---------------------------------------------------------------------
@@ -298,7 +414,7 @@ def test_schema_without_a_value_exits_three_and_a_bad_file_or_no_prompt_fails(se
     bad = tmp_path / "bad.json"
     bad.write_text("[1]")
     assert nacelle("--schema", str(bad), "x", server=server).returncode == 1
-    assert nacelle("--schema", str(schema), server=server).returncode == 1
+    assert nacelle("--schema", str(schema), server=server).returncode == 2
 
 
 # -- y/n/always/never at the terminal -----------------------------------------------
@@ -365,12 +481,6 @@ def two_writes():
             Reply(chunks=anthropic_stream(["Both written."])))
 
 
-def test_always_at_the_terminal_approves_the_rest_of_the_run(server, tmp_path):
-    server.queue("/v1/messages", *two_writes())
-    out = nacelle("Write two files", "--root", str(tmp_path), server=server, stdin="a\n")
-    assert out.returncode == 0, out.stderr
-    assert out.stderr.count("Allow write_file") == 1
-    assert (tmp_path / "a.txt").read_text() == "1" and (tmp_path / "b.txt").read_text() == "2"
 
 
 # -- sessions ------------------------------------------------------------------------
@@ -401,20 +511,6 @@ def test_a_session_is_saved_and_the_next_run_continues_it(server, tmp_path):
     assert len(saved) == 4
 
 
-def test_an_interactive_session_is_saved_after_each_answer(server, tmp_path):
-    server.queue("/v1/messages",
-                 Reply(chunks=anthropic_stream(["Noted."])),
-                 Reply(chunks=anthropic_stream(["Blue."])))
-    env = sessions_env(tmp_path)
-    out = nacelle("--session", "chat", "--root", str(tmp_path), server=server, env=env,
-                  stdin="My colour is blue.\n")
-    assert out.returncode == 0, out.stderr
-    out = nacelle("--session", "chat", "--root", str(tmp_path), server=server, env=env,
-                  stdin="What is my colour?\n")
-    assert out.returncode == 0, out.stderr
-    assert "(session chat: 2 messages so far)" in out.stderr
-    assert request_texts(server.requests[1])[:3] == ["My colour is blue.", "Noted.",
-                                                     "What is my colour?"]
 
 
 def test_continue_picks_the_session_saved_last(server, tmp_path):
@@ -479,7 +575,7 @@ def test_a_paused_run_saves_its_checkpoint_and_says_how_to_resume(monkeypatch, t
         """Look a city up."""
         return city
 
-    def paused_agent(settings, *, yes=False, observers=()):
+    def paused_agent(settings, **options):
         backend = ScriptedBackend([nacelle.Message(nacelle.Role.ASSISTANT, (
             nacelle.ToolCall("c1", "lookup", '{"city": "Paris"}'),))])
         agent = nacelle.Agent(backend, "sys", tools=[nacelle.tool(lookup)],
@@ -490,6 +586,7 @@ def test_a_paused_run_saves_its_checkpoint_and_says_how_to_resume(monkeypatch, t
     store.save("work", [user_text("before"), assistant_text("earlier")])
     monkeypatch.setattr(cli, "build_agent", paused_agent)
     monkeypatch.setattr(cli, "_exit_now", lambda code: code)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
     monkeypatch.setenv("NACELLE_SESSIONS_DIR", str(tmp_path / "sessions"))
     monkeypatch.setenv("NACELLE_CONFIG", os.devnull)
     assert cli.main(["--session", "work", "weather?"]) == 3
@@ -542,3 +639,13 @@ def test_report_of_a_missing_or_malformed_recording_exits_one_with_one_line(tmp_
         assert len(out.stderr.strip().splitlines()) == 1, out.stderr
         assert out.stderr.startswith("nacelle: error: ")
     assert not (tmp_path / "bad.html").exists()
+
+
+def test_the_result_schema_ships_as_package_data():
+    import configparser
+
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    shipped = [name.strip() for name in config["options.package_data"]["nacelle"].split(",")]
+    assert "cli_result.schema.json" in shipped
+    assert RESULT_SCHEMA["type"] == "object" and "tool_calls" in RESULT_SCHEMA["required"]

@@ -1,0 +1,158 @@
+"""The CLI's approval prompt: y/n/always/never on the terminal, with what the call
+would change shown first.
+
+:class:`Approver` is the Agent's ``approve`` policy in the ``nacelle`` command. A call
+:func:`nacelle.policy.secure` lets run (read-only, closed world) runs unasked; every
+other call asks through :func:`nacelle.policy.ask`, which serialises questions and
+remembers always/never per tool name. Before the question, the person sees what they
+are approving: for ``write_file`` and ``edit_file`` a unified diff (:mod:`difflib`)
+of the file under the tools' root as it is now against what the call would leave;
+for ``run_command`` the command itself, whole, since the one-line question cuts
+long inputs. The preview is read when the question is asked, under ``ask``'s lock,
+so two calls racing never interleave their previews, and it is a preview only: the
+tool reads the file again when it runs. An ``edit_file`` whose ``old_text`` is not
+in the file says so instead of a diff (the tool will fail the same way).
+
+Where the answer comes from. The terminal, not a pipe: when the CLI's stdin is a
+pipe (it carried the prompt) the CLI passes ``/dev/tty``, and with no terminal at
+all every question is a no, said on stderr, which ``--yes`` avoids. Reading
+watches the call's ``ctx.cancelled``, so a cancelled run releases a waiting
+question (as a no), as does end of input.
+
+Imports the standard library and :mod:`nacelle.policy`; writes only to the stream
+it is given (the CLI's stderr).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import select
+import sys
+import threading
+from typing import IO, Any, Dict, List, Optional, Sequence
+
+__all__ = ["Approver", "preview"]
+
+_PREVIEW_LINES = 60  # a diff longer than a screen is cut; the question still asks
+
+
+def _read_text(path: str) -> Optional[str]:
+    try:
+        with open(path, encoding="utf-8", errors="replace", newline="") as handle:
+            return handle.read(4 * 2**20)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        return f"(cannot read: {err.strerror})"
+
+
+def _diff(path: str, before: Optional[str], after: str) -> List[str]:
+    lines = list(difflib.unified_diff(
+        (before or "").splitlines(keepends=True), after.splitlines(keepends=True),
+        fromfile="/dev/null" if before is None else f"a/{path}", tofile=f"b/{path}"))
+    return [line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+            for line in lines]
+
+
+def preview(name: str, input: Dict[str, Any], root: Optional[str]) -> str:
+    """What approving this call would do, for a person: a diff, a command, or ""."""
+    if name == "run_command" and isinstance(input.get("command"), str):
+        return f"  $ {input['command']}\n"
+    path = input.get("path")
+    if name not in ("write_file", "edit_file") or root is None or not isinstance(path, str):
+        return ""
+    full = os.path.join(root, path)
+    if not os.path.realpath(full).startswith(os.path.realpath(root) + os.sep):
+        return ""  # the tool refuses it; no file outside the root is read for a preview
+    before = _read_text(full)
+    if name == "write_file":
+        content = input.get("content")
+        if not isinstance(content, str):
+            return ""
+        lines = _diff(path, before, content)
+    else:
+        old, new = input.get("old_text"), input.get("new_text")
+        if not isinstance(old, str) or not isinstance(new, str):
+            return ""
+        if before is None or not old or old not in before:
+            return f"  (old_text is not in {path}; the edit will fail)\n"
+        lines = _diff(path, before, before.replace(old, new, 1))
+    if not lines:
+        return f"  ({path} would not change)\n"
+    if len(lines) > _PREVIEW_LINES:
+        lines = lines[:_PREVIEW_LINES] + [f"... ({len(lines) - _PREVIEW_LINES} more lines)\n"]
+    return "".join(lines)
+
+
+class Approver:
+    """Asks y/n/always/never before a call :func:`nacelle.policy.secure` would not run.
+
+    Called from tool threads. ``stdin`` is where answers are read (None: there is no
+    terminal, and every question is a no); ``root`` is the local tools' folder, for
+    the diff previews.
+    """
+
+    def __init__(self, tools: Sequence[Any], *, yes: bool = False,
+                 stdin: Optional[IO[str]] = None, stderr: Optional[IO[str]] = None,
+                 root: Optional[str] = None, no_terminal: bool = False) -> None:
+        from .policy import ask, secure
+
+        self.yes = yes
+        self.stdin = None if no_terminal else (stdin if stdin is not None else sys.stdin)
+        self.stderr = stderr if stderr is not None else sys.stderr
+        self.root = root
+        self._safe = secure(tools)
+        self._ask = ask(self._prompt)
+        # ask() hands its prompt only the question; the call (its cancel event, name
+        # and input) reaches it through this thread-local, since ask calls the prompt
+        # on the asking thread.
+        self._call = threading.local()
+
+    def __call__(self, name: str, input: Dict[str, Any], ctx: Any) -> Any:
+        if self.yes or self._safe(name, input, ctx) is True:
+            return True
+        self._call.cancelled = ctx.cancelled
+        self._call.name, self._call.input = name, input
+        return self._ask(name, input, ctx)
+
+    def _prompt(self, question: str) -> str:
+        cancelled: threading.Event = self._call.cancelled
+        if cancelled.is_set():
+            raise EOFError
+        if self.stdin is None:
+            self.stderr.write(f"{question}no (no terminal to ask; --yes approves)\n")
+            raise EOFError
+        shown = preview(self._call.name, self._call.input, self.root)
+        if shown:
+            self.stderr.write(shown)
+        self.stderr.write(question)
+        self.stderr.flush()
+        try:
+            answer = self._read_line(cancelled)
+        except KeyboardInterrupt:
+            # Ctrl-C at the question is a no; the run goes on (its own Ctrl-C handling
+            # is for the main thread, and this may be a tool thread's question).
+            self.stderr.write("(interrupted: no)\n")
+            raise EOFError from None
+        if answer is None:
+            self.stderr.write("(cancelled)\n")
+            raise EOFError
+        if not answer:
+            self.stderr.write("(end of input: no)\n")
+            raise EOFError
+        return answer
+
+    def _read_line(self, cancelled: threading.Event) -> Optional[str]:
+        assert self.stdin is not None
+        try:
+            fd = self.stdin.fileno()
+        except (AttributeError, OSError, ValueError):
+            fd = None
+        while fd is not None:
+            if cancelled.is_set():
+                return None
+            ready, _, _ = select.select([fd], [], [], 0.1)
+            if ready:
+                break
+        return self.stdin.readline()  # "" at end of input

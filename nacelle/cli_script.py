@@ -1,0 +1,211 @@
+"""The CLI for scripts: the prompt from stdin, the answer alone on stdout, and the
+``--json`` / ``--jsonl`` encodings of a run.
+
+The prompt. With no prompt argument and stdin not a terminal, the whole of stdin is
+one prompt (not a line per prompt: a piped file is one document). ``-`` as the
+argument reads stdin even from a terminal, to end of input. A prompt argument with
+piped stdin is the argument, a blank line, then the piped text, so
+``git diff | nacelle "write a commit message"`` reads as an instruction followed by
+its material. Stdin is read only when it is not a terminal, and read to its end: a
+parent that keeps stdin open and writes nothing makes the CLI wait, as ``cat``
+would (``< /dev/null`` says there is nothing).
+
+Streams. stdout gets the answer and nothing else; tool lines, thinking, usage and
+cost go to stderr (``--quiet`` drops them; errors still show). When stdout is not a
+terminal, text a turn writes before calling tools ("Let me read the file first.")
+goes to stderr with the other narration, since that turn's text is not the answer:
+each turn's text is held until the turn ends and then sent by its stop. On a
+terminal it streams as it comes. With ``--schema`` the answer is the validated JSON
+value.
+
+``--json`` prints one object when the run ends, described by
+``cli_result.schema.json`` beside this module (package data): text, output, stop,
+complete, turns, usage, cost (null when unknown — never 0 for unknown) and the tool
+calls with their results. ``--jsonl`` prints one object per event as it happens
+(``{"kind": "text", "text": ...}``, ``tool_call``, ``tool_result``, ``turn``,
+``thinking``, ``compaction``) and ends with the result object with
+``"kind": "done"``; consumers switch on ``kind`` and ignore kinds they do not know.
+
+Imports the standard library and the core; writes only to the streams it is given.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import IO, Any, Dict, List, Optional
+
+from .events import Event, Kind, Stop, ToolEvent, Usage
+
+__all__ = ["ScriptOutput", "event_json", "read_prompt", "result_json", "usage_json"]
+
+
+def read_prompt(argument: Optional[str], stdin: Optional[IO[str]]) -> Optional[str]:
+    """The prompt to run, from the argument and stdin; None for an interactive session.
+
+    ``stdin`` is None when it is a terminal (and not asked for with ``-``).
+    """
+    if argument == "-":
+        return stdin.read() if stdin is not None else ""
+    piped = stdin.read() if stdin is not None else ""
+    if argument is None:
+        return piped if stdin is not None else None
+    if piped.strip():
+        return f"{argument}\n\n{piped}"
+    return argument
+
+
+def usage_json(usage: Usage) -> Dict[str, Any]:
+    return {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
+            "cache_read_tokens": usage.cache_read_tokens,
+            "cache_creation_tokens": usage.cache_creation_tokens,
+            "reasoning_tokens": usage.reasoning_tokens, "total": usage.total}
+
+
+def _cost(usage: Usage) -> Optional[float]:
+    return usage.cost if usage.priced else None
+
+
+def _input(raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def _status(tool: ToolEvent) -> str:
+    if tool.paused:
+        return "paused"
+    if tool.discarded:
+        return "not run"
+    if tool.refused:
+        return "refused"
+    return "failed" if tool.error is not None else "ok"
+
+
+def tool_json(tool: ToolEvent, *, result: bool = True) -> Dict[str, Any]:
+    data: Dict[str, Any] = {"id": tool.id, "name": tool.name, "input": _input(tool.input)}
+    if tool.server:
+        data["server"] = tool.server
+    if result:
+        data.update(status=_status(tool), result=tool.result, error=tool.error,
+                    duration=round(tool.duration, 6))
+    return data
+
+
+def _jsonable(value: Any) -> Any:
+    from .output import to_jsonable
+
+    return to_jsonable(value)
+
+
+def result_json(done: Event, tools: List[ToolEvent], turns: int,
+                session: Optional[str] = None) -> Dict[str, Any]:
+    """The ``--json`` object for a run that ended with ``done``."""
+    from .messages import Role
+
+    stop = done.stop or Stop.OTHER
+    text = next((m.text for m in reversed(done.messages) if m.role is Role.ASSISTANT), "")
+    data: Dict[str, Any] = {
+        "text": text, "output": _jsonable(done.output), "stop": stop.value,
+        "complete": stop.complete, "turns": turns, "usage": usage_json(done.usage),
+        "cost": _cost(done.usage), "tool_calls": [tool_json(t) for t in tools]}
+    if session is not None:
+        data["session"] = session
+    return data
+
+
+def event_json(event: Event) -> Optional[Dict[str, Any]]:
+    """One ``--jsonl`` line for an event (None for DONE, which is the result line)."""
+    kind = event.kind
+    if kind in (Kind.TEXT, Kind.THINKING):
+        return {"kind": kind.value, "text": event.text}
+    if kind in (Kind.TOOL_CALL, Kind.TOOL_RESULT) and event.tool is not None:
+        return {"kind": kind.value,
+                "tool": tool_json(event.tool, result=kind is Kind.TOOL_RESULT)}
+    if kind is Kind.TURN:
+        return {"kind": "turn", "stop": (event.stop or Stop.OTHER).value,
+                "usage": usage_json(event.usage), "cost": _cost(event.usage)}
+    if kind is Kind.COMPACTION and event.compaction is not None:
+        done = event.compaction
+        return {"kind": "compaction", "strategy": str(done.strategy), "removed": done.removed,
+                "tokens": done.tokens}
+    if kind is Kind.DONE:
+        return None
+    return {"kind": getattr(kind, "value", str(kind))}
+
+
+class ScriptOutput:
+    """Sends one run's events where they belong for ``mode`` ("text", "json", "jsonl").
+
+    ``narrate`` shows an event to a person on stderr (the console Renderer's
+    ``event``), or None for ``--quiet``. ``live`` streams text as it comes (stdout is a
+    terminal) instead of holding each turn's text until the turn says what it was.
+    """
+
+    def __init__(self, out: IO[str], err: IO[str], *, mode: str = "text",
+                 narrate: Any = None, live: bool = False, structured: bool = False,
+                 session: Optional[str] = None) -> None:
+        self.out, self.err, self.mode = out, err, mode
+        self.narrate, self.live, self.structured = narrate, live, structured
+        self.session = session
+        self.tools: List[ToolEvent] = []
+        self.turns = 0
+        self._held: List[str] = []
+        self._out_mid_line = False
+
+    def _emit(self, text: str) -> None:
+        if text:
+            self.out.write(text)
+            self.out.flush()
+            self._out_mid_line = not text.endswith("\n")
+
+    def _show(self, event: Event) -> None:
+        if self.narrate is None:
+            return
+        if self._out_mid_line and self.live:
+            self._emit("\n")  # one terminal shows both streams: start narration on its own line
+        self.narrate(event)
+
+    def event(self, event: Event) -> None:
+        kind = event.kind
+        if self.mode == "jsonl":
+            line = event_json(event)
+            if line is not None:
+                self.out.write(json.dumps(line, ensure_ascii=False) + "\n")
+                self.out.flush()
+        if kind is Kind.TOOL_RESULT and event.tool is not None:
+            self.tools.append(event.tool)
+        if kind is Kind.TEXT:
+            if self.mode != "text" or self.structured:
+                self._show(event)  # the answer is the object or the value; text is narration
+            elif self.live:
+                self._emit(event.text)
+            else:
+                self._held.append(event.text)
+            return
+        if kind is Kind.TURN:
+            self.turns += 1
+            held, self._held = "".join(self._held), []
+            if held and event.stop is Stop.TOOLS:
+                self._show(Event(Kind.TEXT, text=held))
+            else:
+                self._emit(held)
+        if kind is Kind.DONE:
+            self._finish(event)
+        self._show(event)
+
+    def _finish(self, done: Event) -> None:
+        held, self._held = "".join(self._held), []
+        if self.mode == "json":
+            self._emit(json.dumps(result_json(done, self.tools, self.turns, self.session),
+                                  ensure_ascii=False, indent=2) + "\n")
+        elif self.mode == "jsonl":
+            line = dict(result_json(done, self.tools, self.turns, self.session), kind="done")
+            self._emit(json.dumps(line, ensure_ascii=False) + "\n")
+        elif self.structured:
+            if done.output is not None:
+                self._emit(json.dumps(_jsonable(done.output), ensure_ascii=False, indent=2) + "\n")
+        else:
+            self._emit(held)
+            if self._out_mid_line:
+                self._emit("\n")

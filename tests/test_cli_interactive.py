@@ -1,0 +1,241 @@
+"""The interactive session, run as a real process on a pseudo-terminal against a
+loopback FakeServer: the conversation carried, approvals at the terminal, Ctrl-C,
+history, slash commands and the spinner."""
+
+import fcntl
+import os
+import pty
+import re
+import signal
+import struct
+import sys
+import termios
+import time
+from pathlib import Path
+
+import pytest
+
+from nacelle.sessions import FileStore
+from nacelle.testing import FakeServer, Reply
+from nacelle.testing.wire import anthropic_stream
+
+ROOT = Path(__file__).resolve().parent.parent
+KEY = "sk-ant-cli-test-key-0123456789"
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[=>]|\r")
+
+
+class Terminal:
+    """``python -m nacelle ARGS`` with a pty as its controlling terminal."""
+
+    def __init__(self, *args, env):
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # the child: never return into pytest
+            try:
+                os.execve(sys.executable, [sys.executable, "-m", "nacelle", *args], env)
+            finally:
+                os._exit(127)
+        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+        self.raw = b""
+        self.seen = 0  # where the next expect starts looking
+        self.status = None
+
+    @property
+    def text(self):
+        return ANSI.sub("", self.raw.decode("utf-8", "replace"))
+
+    def _read(self, timeout):
+        import select
+
+        ready, _, _ = select.select([self.fd], [], [], timeout)
+        if not ready:
+            return False
+        try:
+            data = os.read(self.fd, 65536)
+        except OSError:  # EIO: the child has gone and the pty is closed
+            data = b""
+        if not data:
+            raise EOFError(f"the terminal closed; it showed:\n{self.text}")
+        self.raw += data
+        return True
+
+    def expect(self, wanted, timeout=30):
+        """Wait until ``wanted`` shows after the last match; return the text up to it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            at = self.text.find(wanted, self.seen)
+            if at != -1:
+                before = self.text[self.seen:at]
+                self.seen = at + len(wanted)
+                return before
+            left = deadline - time.monotonic()
+            assert left > 0, f"{wanted!r} never showed; the terminal showed:\n{self.text}"
+            self._read(min(left, 0.5))
+
+    def send(self, text):
+        os.write(self.fd, text.encode())
+
+    def wait(self, timeout=30):
+        deadline = time.monotonic() + timeout
+        while self.status is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.status = os.waitstatus_to_exitcode(status) if hasattr(
+                    os, "waitstatus_to_exitcode") else status >> 8
+                break
+            assert time.monotonic() < deadline, f"nacelle did not exit:\n{self.text}"
+            try:
+                self._read(0.1)
+            except EOFError:
+                pass
+        return self.status
+
+    def close(self):
+        if self.status is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+        os.close(self.fd)
+
+
+@pytest.fixture
+def server():
+    with FakeServer() as s:
+        yield s
+
+
+@pytest.fixture
+def terminal(server, tmp_path):
+    opened = []
+
+    def start(*args, env=None):
+        environ = {k: v for k, v in os.environ.items()
+                   if not k.startswith(("NACELLE_", "ANTHROPIC_", "OPENROUTER_", "XDG_"))}
+        environ.update({"PYTHONPATH": str(ROOT), "NO_COLOR": "1", "ANTHROPIC_API_KEY": KEY,
+                        "NACELLE_CONFIG": os.devnull, "ANTHROPIC_BASE_URL": server.url,
+                        "HOME": str(tmp_path / "home"), "XDG_DATA_HOME": str(tmp_path / "data"),
+                        "TERM": "dumb", "INPUTRC": os.devnull})
+        environ.update(env or {})
+        term = Terminal("--root", str(tmp_path), *args, env=environ)
+        opened.append(term)
+        return term
+
+    yield start
+    for term in opened:
+        term.close()
+
+
+def request_texts(request):
+    return [block.get("text") for m in request.json()["messages"] for block in m["content"]]
+
+
+def test_the_interactive_session_carries_the_conversation(server, terminal):
+    server.queue("/v1/messages",
+                 Reply(chunks=anthropic_stream(["Nice to meet you, Ada."])),
+                 Reply(chunks=anthropic_stream(["Your name is Ada."])))
+    term = terminal()
+    term.expect("> ")
+    term.send("My name is Ada.\r")
+    term.expect("Nice to meet you, Ada.")
+    term.expect("> ")
+    term.send("What is my name?\r")
+    term.expect("Your name is Ada.")
+    term.expect("> ")
+    term.send("exit\r")
+    assert term.wait() == 0
+    assert request_texts(server.requests[1])[:3] == [
+        "My name is Ada.", "Nice to meet you, Ada.", "What is my name?"]
+
+
+def test_the_interactive_session_survives_a_failed_run(server, terminal):
+    server.queue("/v1/messages",
+                 Reply(chunks=anthropic_stream([], error=("invalid_request_error", "bad"))),
+                 Reply(chunks=anthropic_stream(["Recovered."])))
+    term = terminal()
+    term.expect("> ")
+    term.send("one\r")
+    term.expect("nacelle: error: StreamError")
+    term.expect("> ")
+    term.send("two\r")
+    term.expect("Recovered.")
+    term.expect("> ")
+    term.send("\x04")  # Ctrl-D at an empty prompt leaves
+    assert term.wait() == 0
+
+
+def test_ctrl_c_cancels_the_run_and_returns_to_the_prompt(server, terminal):
+    server.queue("/v1/messages",
+                 Reply(chunks=[(anthropic_stream(["slow"])[0], 0.0), (b": wait\n\n", 30.0)]),
+                 Reply(chunks=anthropic_stream(["Second answer."])))
+    term = terminal()
+    term.expect("> ")
+    term.send("first\r")
+    assert server.wait_requests(1, timeout=20)
+    time.sleep(0.3)
+    term.send("\x03")
+    term.expect("(cancelled)")
+    term.expect("> ")
+    term.send("second\r")
+    term.expect("Second answer.")
+    term.expect("> ")
+    term.send("exit\r")
+    assert term.wait() == 0
+
+
+def test_a_write_at_the_terminal_shows_the_diff_and_a_no_refuses_it(server, terminal, tmp_path):
+    (tmp_path / "x.txt").write_text("old line\n", encoding="utf-8")
+    server.queue("/v1/messages",
+                 Reply(chunks=anthropic_stream([], tool_calls=[
+                     ("toolu_1", "write_file", '{"path": "x.txt", "content": "new line\\n"}')])),
+                 Reply(chunks=anthropic_stream(["Understood."])))
+    term = terminal("Write x")
+    shown = term.expect("Allow write_file")
+    assert "--- a/x.txt" in shown and "-old line" in shown and "+new line" in shown
+    term.expect("ne[v]er: ")
+    term.send("n\r")
+    term.expect("refused write_file")
+    term.expect("Understood.")
+    assert term.wait() == 0
+    assert (tmp_path / "x.txt").read_text() == "old line\n"
+
+
+def test_always_at_the_terminal_approves_the_rest_of_the_run(server, terminal, tmp_path):
+    server.queue("/v1/messages",
+                 Reply(chunks=anthropic_stream([], tool_calls=[
+                     ("toolu_1", "write_file", '{"path": "a.txt", "content": "1"}')])),
+                 Reply(chunks=anthropic_stream([], tool_calls=[
+                     ("toolu_2", "write_file", '{"path": "b.txt", "content": "2"}')])),
+                 Reply(chunks=anthropic_stream(["Both written."])))
+    term = terminal("Write two files")
+    term.expect("ne[v]er: ")
+    term.send("a\r")
+    term.expect("Both written.")
+    assert term.wait() == 0
+    assert term.text.count("Allow write_file") == 1
+    assert (tmp_path / "a.txt").read_text() == "1" and (tmp_path / "b.txt").read_text() == "2"
+
+
+def test_an_interactive_session_is_saved_after_each_answer(server, terminal, tmp_path):
+    server.queue("/v1/messages",
+                 Reply(chunks=anthropic_stream(["Noted."])),
+                 Reply(chunks=anthropic_stream(["Blue."])))
+    env = {"NACELLE_SESSIONS_DIR": str(tmp_path / "sessions")}
+    term = terminal("--session", "chat", env=env)
+    term.expect("> ")
+    term.send("My colour is blue.\r")
+    term.expect("Noted.")
+    term.expect("> ")
+    term.send("exit\r")
+    assert term.wait() == 0
+    term = terminal("--session", "chat", env=env)
+    term.expect("(session chat: 2 messages so far)")
+    term.expect("> ")
+    term.send("What is my colour?\r")
+    term.expect("Blue.")
+    term.expect("> ")
+    term.send("exit\r")
+    assert term.wait() == 0
+    assert request_texts(server.requests[1])[:3] == ["My colour is blue.", "Noted.",
+                                                     "What is my colour?"]
+    assert len(FileStore(tmp_path / "sessions").load("chat")) == 4
