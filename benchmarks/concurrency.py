@@ -11,10 +11,15 @@ The tool phase is timed the same way for both, from inside the tool: the first
 call's start to the last call's end. The whole run's wall time (two HTTP turns
 included) is shown beside it.
 
+Run as a script, the module measures N simultaneous streaming runs instead (see the
+section below); ``run.py`` imports only the row-6 functions.
+
 Benchmark-only: imports the standard library, ``measure``, nacelle and the
 anthropic SDK (when installed), in this process — only sleeping is timed here.
 """
 
+import os
+import sys
 import threading
 import time
 from typing import Callable, List, Optional, Tuple
@@ -126,3 +131,235 @@ def concurrency_rows(server: ServerProcess, runs: int) -> List[Row]:
             theirs.median / ours.median if ours and theirs else None, "(none)", None, [],
             label="tools: SDK ÷ nacelle"),
     ]
+
+
+# -- Simultaneous streaming runs ------------------------------------------------------
+#
+#     benchmarks/.env/bin/python benchmarks/concurrency.py --n 100,500,1000
+#
+# N runs start at once against a loopback server in its own process (``--serve``,
+# asyncio) that streams each of them 100 text deltas 10 ms apart (one ticker writes
+# the next delta to every open stream, so the server's cost stays flat in N). Each
+# contender runs in a fresh process: the floor (threads + requests, ``raw.read1``,
+# split on newlines, ``json.loads`` of every data line), nacelle (``batch.run_many``
+# on N threads), and, where installed, the anthropic SDK's AsyncAnthropic under
+# asyncio and its sync client on N threads. Wall, client CPU, peak RSS and runs
+# completed; the median of ``--repeat`` (default 3) with its [min–max]. The ideal
+# wall is 1 s (100 × 10 ms).
+
+DELTAS = 100
+GAP = 0.01
+
+
+def _serve() -> None:
+    import asyncio
+    import json as _json
+
+    from nacelle.testing.wire import anthropic_stream
+
+    body = anthropic_stream([f" w{i}" for i in range(DELTAS)], pings=False)
+    head_events = b"".join(body[:2])
+    deltas = body[2:2 + DELTAS]
+    tail = b"".join(body[2 + DELTAS:])
+    streams: list = []
+
+    async def handle(reader: "asyncio.StreamReader", writer: "asyncio.StreamWriter") -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n"):
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":", 1)[1])
+        await reader.readexactly(length)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                     b"Connection: close\r\n\r\n" + head_events)
+        streams.append([writer, 0])
+
+    async def tick() -> None:
+        while True:
+            await asyncio.sleep(GAP)
+            for stream in list(streams):
+                writer, sent = stream
+                if sent < DELTAS:
+                    writer.write(deltas[sent])
+                    stream[1] = sent + 1
+                else:
+                    writer.write(tail)
+                    writer.close()
+                    streams.remove(stream)
+
+    async def main() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=4096)
+        print(server.sockets[0].getsockname()[1], flush=True)
+        asyncio.ensure_future(tick())
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, sys.stdin.read)  # until stdin closes
+        server.close()
+
+    del _json
+    asyncio.run(main())
+
+
+def _floor(url: str, n: int) -> int:
+    import json as _json
+    from concurrent.futures import ThreadPoolExecutor
+
+    import requests
+
+    def one() -> int:
+        with requests.Session() as session:
+            response = session.post(url + "/v1/messages", json={"stream": True}, stream=True)
+            texts, rest = 0, b""
+            read = getattr(response.raw, "read1", None) or response.raw.read
+            while True:
+                chunk = read(65536)
+                if not chunk:
+                    break
+                lines = (rest + chunk).split(b"\n")
+                rest = lines.pop()
+                for line in lines:
+                    if line.startswith(b"data: "):
+                        if _json.loads(line[6:]).get("type") == "content_block_delta":
+                            texts += 1
+            return 1 if texts == DELTAS else 0
+
+    with ThreadPoolExecutor(n) as pool:
+        return sum(pool.map(lambda _: one(), range(n)))
+
+
+def _nacelle(url: str, n: int) -> int:
+    import nacelle as _nacelle
+    from nacelle import batch
+    from nacelle.backends import anthropic
+
+    agent = _nacelle.Agent(anthropic.Backend(KEY, base_url=url, max_retries=0), "bench",
+                           max_tokens=1024)
+    items = batch.run_many(agent, ["go"] * n, max_workers=n, progress=False)
+    return sum(1 for i in items if i.ok and i.result.text.count(" w") == DELTAS)
+
+
+def _sdk_async(url: str, n: int) -> int:
+    import asyncio
+
+    import anthropic
+    import httpx
+
+    async def main() -> int:
+        limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
+        client = anthropic.AsyncAnthropic(api_key=KEY, base_url=url, max_retries=0,
+                                          http_client=anthropic.DefaultAsyncHttpxClient(
+                                              limits=limits))
+
+        async def one() -> int:
+            count = 0
+            async with client.messages.stream(model="claude-opus-5", max_tokens=1024,
+                                              messages=[{"role": "user", "content": "go"}]) as s:
+                async for _ in s.text_stream:
+                    count += 1
+            return 1 if count == DELTAS else 0
+
+        return sum(await asyncio.gather(*(one() for _ in range(n))))
+
+    return asyncio.run(main())
+
+
+def _sdk_threads(url: str, n: int) -> int:
+    from concurrent.futures import ThreadPoolExecutor
+
+    import anthropic
+    import httpx
+
+    limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
+    client = anthropic.Anthropic(api_key=KEY, base_url=url, max_retries=0,
+                                 http_client=anthropic.DefaultHttpxClient(limits=limits))
+
+    def one(_: int) -> int:
+        with client.messages.stream(model="claude-opus-5", max_tokens=1024,
+                                    messages=[{"role": "user", "content": "go"}]) as s:
+            return 1 if sum(1 for _ in s.text_stream) == DELTAS else 0
+
+    with ThreadPoolExecutor(n) as pool:
+        return sum(pool.map(one, range(n)))
+
+
+CLIENTS = {"floor": _floor, "nacelle": _nacelle, "sdk-async": _sdk_async,
+           "sdk-threads": _sdk_threads}
+
+
+def _client(kind: str, url: str, n: int) -> None:
+    import json as _json
+    import resource
+
+    try:
+        run = CLIENTS[kind]
+        before = os.times()
+        started = time.perf_counter()
+        completed = run(url, n)
+        wall = time.perf_counter() - started
+        after = os.times()
+    except ImportError as exc:
+        print(_json.dumps({"missing": str(exc)}))
+        return
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(_json.dumps({"wall": wall, "cpu": (after.user - before.user) +
+                       (after.system - before.system), "rss": rss, "completed": completed}))
+
+
+def _main(argv: List[str]) -> None:
+    import argparse
+    import json as _json
+    import subprocess
+
+    parser = argparse.ArgumentParser(description="N simultaneous streaming runs")
+    parser.add_argument("--n", default="100,500")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--serve", action="store_true")
+    parser.add_argument("--client", nargs=3, metavar=("KIND", "URL", "N"))
+    args = parser.parse_args(argv)
+    if args.serve:
+        return _serve()
+    if args.client:
+        return _client(args.client[0], args.client[1], int(args.client[2]))
+    here = os.path.abspath(__file__)
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(here)))
+    server = subprocess.Popen([sys.executable, here, "--serve"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        url = f"http://127.0.0.1:{int(server.stdout.readline())}"
+        print(f"{'N':>5} {'client':<12} {'wall s':>18} {'CPU s':>18} {'peak RSS MB':>18} "
+              f"{'done':>5} {'CPU ÷ floor':>11}")
+        for n in (int(x) for x in args.n.split(",")):
+            floor_cpu = None
+            for kind in CLIENTS:
+                samples = []
+                for _ in range(args.repeat):
+                    try:
+                        done = subprocess.run([sys.executable, here, "--client", kind, url,
+                                               str(n)], capture_output=True, text=True,
+                                              env=env, timeout=300)
+                        out = _json.loads(done.stdout.strip().splitlines()[-1])
+                    except Exception as exc:  # noqa: BLE001 - a failed contender is reported
+                        out = {"error": f"{type(exc).__name__}: {exc}"[:120]}
+                    if "wall" not in out:
+                        break
+                    samples.append(out)
+                if not samples:
+                    print(f"{n:>5} {kind:<12} {out.get('missing') or out.get('error')}")
+                    continue
+                wall, cpu, rss = (Stat.of([s[k] for s in samples]) for k in ("wall", "cpu", "rss"))
+                if kind == "floor":
+                    floor_cpu = cpu.median
+                ratio = f"{cpu.median / floor_cpu:.2f}×" if floor_cpu else "-"
+                print(f"{n:>5} {kind:<12} {wall.show('', 2):>18} {cpu.show('', 2):>18} "
+                      f"{rss.show('', 0):>18} {min(s['completed'] for s in samples):>5} "
+                      f"{ratio:>11}", flush=True)
+    finally:
+        server.stdin.close()
+        try:
+            server.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    _main(sys.argv[1:])
