@@ -7,7 +7,10 @@ is the prompt; with both, the piped text follows the prompt as its material
 stderr; ``--json`` / ``--jsonl`` encode the run instead (``cli_result.schema.json``).
 ``nacelle`` alone, on a terminal, is an interactive session
 (:mod:`nacelle.cli_interactive`). Subcommands: ``demo`` (offline), ``report``
-(a recorded run as HTML), ``sessions`` (:mod:`nacelle.cli_sessions`) and ``help``. The first word is a subcommand only when it
+(a recorded run as HTML), ``sessions`` (:mod:`nacelle.cli_sessions`), ``serve``
+(:func:`nacelle.serve.run_server`: calls that would ask pause for the page instead),
+``batch`` (:func:`nacelle.batch.main_batch`: no one to ask, so they are refused
+unless ``--yes``) and ``help``. The first word is a subcommand only when it
 is exactly one; a single lowercase word close to one (``sesions``) is refused with
 "did you mean", since a one-word prompt that is a typo of a command is more often the
 typo; ``nacelle -- WORD`` is always a prompt.
@@ -72,6 +75,9 @@ subcommands:
   report RUN.jsonl        render a run recorded with --record as an HTML page
   sessions [list|show NAME|delete NAME]
                           the sessions saved with --session
+  serve [--port 8000]     serve the agent over HTTP with a chat page
+  batch INPUT.jsonl -o RESULTS.jsonl [--workers N]
+                          run many prompts, resumably
   help [COMMAND]          this help, or a subcommand's
   A prompt that is exactly a subcommand's name is typed after --: nacelle -- demo
 
@@ -109,15 +115,8 @@ def _version() -> str:
     return f"{DISTRIBUTION} {__version__} (import nacelle)"
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="nacelle", formatter_class=argparse.RawDescriptionHelpFormatter,
-        usage="%(prog)s [options] [PROMPT | -]\n       %(prog)s COMMAND ...",
-        description="Run an agent on one prompt (for scripts: the answer alone on stdout), "
-                    "or interactively.",
-        epilog=EPILOG, argument_default=argparse.SUPPRESS)
-    parser.add_argument("prompt", nargs="?",
-                        help="run this prompt and exit ('-': read it from stdin)")
+def _agent_options(parser: argparse.ArgumentParser) -> None:
+    """The options that make the agent, shared by prompts, ``serve`` and ``batch``."""
     parser.add_argument("--backend", help="anthropic or openrouter (default: anthropic)")
     parser.add_argument("--model", help="the model name (required for openrouter)")
     parser.add_argument("--system", metavar="TEXT", help="the system prompt (replaces the default)")
@@ -135,6 +134,18 @@ def _parser() -> argparse.ArgumentParser:
                         help="a SearXNG instance for web_search (also enables web_fetch)")
     parser.add_argument("--yes", action="store_true",
                         help="approve every tool call without asking")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nacelle", formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="%(prog)s [options] [PROMPT | -]\n       %(prog)s COMMAND ...",
+        description="Run an agent on one prompt (for scripts: the answer alone on stdout), "
+                    "or interactively.",
+        epilog=EPILOG, argument_default=argparse.SUPPRESS)
+    parser.add_argument("prompt", nargs="?",
+                        help="run this prompt and exit ('-': read it from stdin)")
+    _agent_options(parser)
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_const", const="json", dest="mode",
                         help="print the result as one JSON object (cli_result.schema.json)")
@@ -309,6 +320,88 @@ def _sessions(argv: Sequence[str]) -> int:
     return sessions_command(argv, directory, sys.stdout, sys.stderr)
 
 
+def _subcommand_agent(args: Dict[str, Any], policy: Callable[[Sequence[Any], str, bool], Any],
+                      ) -> Tuple["Agent", "LocalTools"]:
+    """The agent a ``serve`` or ``batch`` command line describes (``args`` from a
+    parser given :func:`_agent_options`); ``policy(tools, root, yes)`` approves."""
+    yes, system, max_cost = args.pop("yes", False), args.pop("system", None), args.pop("max_cost", None)
+    return build_agent(resolve(args), system=system, max_cost=max_cost,
+                       approver=lambda tools, root: policy(tools, root, yes))
+
+
+def _serve(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="nacelle serve", argument_default=argparse.SUPPRESS,
+        description="Serve the agent over HTTP (nacelle.serve): GET / is a chat page, POST "
+                    "/runs streams a run as Server-Sent Events. Calls that would ask at the "
+                    "terminal pause instead, for the page to approve (--yes approves all).")
+    _agent_options(parser)
+    parser.add_argument("--host", default="127.0.0.1", help="the address to bind (default: "
+                        "127.0.0.1; anyone who reaches the port can run the agent's tools)")
+    parser.add_argument("--port", type=int, default=8000, help="the port (default: 8000)")
+    parser.add_argument("--store", metavar="DIR", default=None,
+                        help="where paused runs and sessions are kept (default: "
+                             "$XDG_DATA_HOME/nacelle/serve)")
+    args = vars(parser.parse_args(argv))
+    host, port, store = args.pop("host"), args.pop("port"), args.pop("store")
+    from .policy import secure
+
+    try:
+        # secure() pauses what it will not run, which is what the page's approvals resume.
+        agent, local = _subcommand_agent(args, lambda tools, root, yes: (
+            (lambda *a: True) if yes else secure(tools)))
+    except NacelleError as err:
+        return _fail(_one_line(err))
+    from .serve import run_server
+
+    try:
+        run_server(agent, host, port, store,
+                   on_ready=lambda url: print(f"nacelle: serving on {url} (Ctrl-C stops)",
+                                              file=sys.stderr, flush=True))
+    except OSError as err:
+        return _fail(f"cannot serve on {host}:{port}: {err.strerror or err}")
+    finally:
+        local.close()
+    return EXIT_OK
+
+
+def _batch(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="nacelle batch", argument_default=argparse.SUPPRESS,
+        description="Run every line of INPUT.jsonl ({\"prompt\": ...} or {\"messages\": "
+                    "[...]}) into RESULTS.jsonl, resuming a results file a previous batch "
+                    "left (nacelle.batch). No one is asked: calls that would ask are "
+                    "refused unless --yes. Exits 1 when a run failed.")
+    _agent_options(parser)
+    parser.add_argument("input", metavar="INPUT.jsonl")
+    parser.add_argument("-o", "--output", metavar="RESULTS.jsonl", required=True)
+    parser.add_argument("--workers", type=int, default=8, help="runs at once (default: 8)")
+    args = vars(parser.parse_args(argv))
+    input_path, output_path, workers = args.pop("input"), args.pop("output"), args.pop("workers")
+    if workers < 1:
+        return _fail("--workers must be at least 1", EXIT_USAGE)
+    try:
+        agent, local = _subcommand_agent(args, lambda tools, root, yes: Approver(
+            tools, yes=yes, root=root, stderr=sys.stderr, no_terminal=True))
+    except NacelleError as err:
+        return _fail(_one_line(err))
+    from .batch import main_batch
+    from .console import describe_usage
+
+    try:
+        done = main_batch(agent, input_path, output_path, workers)
+    except KeyboardInterrupt:
+        print("\n(cancelled; finished runs are kept in the results file)", file=sys.stderr)
+        return _exit_now(EXIT_INTERRUPTED)
+    except (NacelleError, OSError) as err:
+        return _fail(_one_line(err))
+    finally:
+        local.close()
+    print(f"nacelle: {done.count} runs, {done.failures} failed, {describe_usage(done.usage)}, "
+          f"{done.wall:.1f} s wall; results in {output_path}", file=sys.stderr)
+    return _exit_now(EXIT_FAILED if done.failures else EXIT_OK)
+
+
 def _help(argv: Sequence[str]) -> int:
     if argv and argv[0] in COMMANDS and argv[0] != "help":
         return COMMANDS[argv[0]](["--help"])
@@ -317,7 +410,8 @@ def _help(argv: Sequence[str]) -> int:
 
 
 COMMANDS: Dict[str, Callable[[Sequence[str]], int]] = {
-    "demo": _demo, "report": _report, "sessions": _sessions, "help": _help,
+    "demo": _demo, "report": _report, "sessions": _sessions, "serve": _serve,
+    "batch": _batch, "help": _help,
 }
 
 

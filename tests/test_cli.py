@@ -285,7 +285,8 @@ def test_help_documents_exit_codes_the_environment_and_the_defaults():
     assert out.returncode == 0
     for text in ("exit codes:", "130", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
                  "NACELLE_CONFIG", "XDG_DATA_HOME", "defaults:", "--json", "--jsonl",
-                 "--max-cost", "--system", "--schema", "--quiet", "sessions"):
+                 "--max-cost", "--system", "--schema", "--quiet", "sessions", "serve",
+                 "batch INPUT.jsonl"):
         assert text in out.stdout, text
     assert nacelle("help").stdout == out.stdout
 
@@ -649,3 +650,78 @@ def test_the_result_schema_ships_as_package_data():
     shipped = [name.strip() for name in config["options.package_data"]["nacelle"].split(",")]
     assert "cli_result.schema.json" in shipped
     assert RESULT_SCHEMA["type"] == "object" and "tool_calls" in RESULT_SCHEMA["required"]
+
+
+# -- subcommands ---------------------------------------------------------------------
+
+def test_sessions_lists_shows_and_deletes_what_session_saved(server, tmp_path):
+    server.queue("/v1/messages", Reply(chunks=anthropic_stream(["Saved."])))
+    env = sessions_env(tmp_path)
+    assert nacelle("--session", "work", "remember this", "--root", str(tmp_path),
+                   server=server, env=env).returncode == 0
+    listed = nacelle("sessions", env=env)
+    assert listed.returncode == 0 and listed.stdout.startswith("work\t2 messages\tremember this")
+    shown = nacelle("sessions", "show", "work", env=env)
+    assert shown.stdout == "[user] remember this\n[assistant] Saved.\n"
+    assert nacelle("sessions", "delete", "work", env=env).returncode == 0
+    assert FileStore(tmp_path / "sessions").names() == []
+
+
+def test_help_names_a_subcommand_and_shows_its_options():
+    out = nacelle("help", "batch")
+    assert out.returncode == 0 and "--workers" in out.stdout and "RESULTS.jsonl" in out.stdout
+
+
+def test_batch_runs_every_line_into_the_results_file(server, tmp_path):
+    server.queue("/v1/messages", *[Reply(chunks=anthropic_stream(["Answer."])) for _ in range(3)])
+    prompts = tmp_path / "in.jsonl"
+    prompts.write_text("".join(json.dumps({"prompt": f"q{i}"}) + "\n" for i in range(3)))
+    results = tmp_path / "out.jsonl"
+    out = nacelle("batch", str(prompts), "-o", str(results), "--workers", "2",
+                  "--root", str(tmp_path), server=server)
+    assert out.returncode == 0, out.stderr
+    lines = [json.loads(line) for line in results.read_text().splitlines()]
+    assert len(lines) == 3
+    assert sorted(r.json()["messages"][0]["content"][0]["text"] for r in server.requests) == [
+        "q0", "q1", "q2"]
+    assert "3 runs, 0 failed" in out.stderr and "$0.0000" not in out.stderr
+
+
+def test_batch_of_a_malformed_input_is_a_one_line_error(tmp_path):
+    bad = tmp_path / "in.jsonl"
+    bad.write_text("not json\n")
+    out = nacelle("batch", str(bad), "-o", str(tmp_path / "out.jsonl"))
+    assert out.returncode == 1 and out.stderr.count("\n") == 1 and "line 1" in out.stderr
+
+
+def test_serve_answers_the_page_and_a_run_over_http(server, tmp_path):
+    import urllib.request
+
+    server.queue("/v1/messages", Reply(chunks=anthropic_stream(["Served answer."])))
+    environ = {k: v for k, v in os.environ.items()
+               if not k.startswith(("NACELLE_", "ANTHROPIC_", "OPENROUTER_"))}
+    environ.update({"PYTHONPATH": str(ROOT), "ANTHROPIC_API_KEY": KEY, "NACELLE_CONFIG": os.devnull,
+                    "ANTHROPIC_BASE_URL": server.url, "XDG_DATA_HOME": str(tmp_path / "data")})
+    proc = subprocess.Popen([sys.executable, "-m", "nacelle", "serve", "--port", "0",
+                             "--root", str(tmp_path)], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=environ, start_new_session=True)
+    try:
+        lines = []
+        reader = threading.Thread(target=lambda: lines.append(proc.stderr.readline()), daemon=True)
+        reader.start()
+        reader.join(30)
+        assert lines and "serving on http://" in lines[0], lines
+        url = lines[0].split("serving on ")[1].split()[0]
+        with urllib.request.urlopen(url, timeout=30) as page:
+            assert page.status == 200 and b"<html" in page.read().lower()
+        request = urllib.request.Request(url + "runs", data=json.dumps({"prompt": "hi"}).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as stream:
+            body = stream.read().decode()
+        assert "Served answer." in body
+    finally:
+        proc.kill()
+        proc.wait(10)
+        proc.stdout.close()
+        proc.stderr.close()
