@@ -725,3 +725,18 @@ def test_serve_answers_the_page_and_a_run_over_http(server, tmp_path):
         proc.wait(10)
         proc.stdout.close()
         proc.stderr.close()
+
+
+def test_version_names_the_distribution_and_the_import():
+    import configparser
+
+    from nacelle import __version__
+
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    name = config["metadata"]["name"]
+    assert name == "nacelle-sdk"
+    out = nacelle("--version")
+    assert out.returncode == 0
+    assert out.stdout.strip() == f"{name} {__version__} (import nacelle)"
+    assert "nacelle = nacelle.cli:main" in config["options.entry_points"]["console_scripts"]
