@@ -1,8 +1,11 @@
-"""The local MCP client's protocol: handshake, tools/list pages, tools/call results and
-failures, list_changed, timeouts and cancellation — against real server processes:
-the hand-written ``bad_server.py`` (any Python) and a server written with the official
-MCP SDK (Python 3.10+ with ``mcp`` installed; skipped with a reason elsewhere)."""
+"""The MCP client: era negotiation and the handshake, tools/list pages, tools/call
+results and failures, list_changed, timeouts and cancellation, resources, prompts,
+structured results, elicitation and progress — against real server processes: the
+hand-written ``bad_server.py`` (any Python) and a server written with the official
+MCP SDK (Python 3.10+ with ``mcp`` installed; skipped with a reason elsewhere), the
+latter on both protocol generations: 2026-07-28 (negotiated) and 2025-11-25 (pinned)."""
 
+import base64
 import json
 import logging
 import pickle
@@ -24,11 +27,20 @@ def bad():
         yield client
 
 
-@pytest.fixture(scope="module")
-def sdk():
+GENERATIONS = [None, "2025-11-25"]  # None: negotiated, which is 2026-07-28 with this server
+
+
+def answer_ada(request):
+    return {"name": "Ada"} if "name" in request.message else "decline"
+
+
+@pytest.fixture(scope="module", params=GENERATIONS, ids=["2026-07-28", "2025-11-25"])
+def sdk(request):
     if needs_sdk.args[0]:
         pytest.skip(needs_sdk.kwargs["reason"])
-    with connect_stdio(sys.executable, [SDK_SERVER], timeout=20) as client:
+    with connect_stdio(sys.executable, [SDK_SERVER], timeout=20, on_elicit=answer_ada,
+                       protocol_version=request.param) as client:
+        client.pinned = request.param  # what the test asked for, to check against
         yield client
 
 
@@ -43,22 +55,23 @@ def history(client):
 # -- handshake ---------------------------------------------------------------------------
 
 
-def test_the_handshake_records_what_the_server_said_and_sends_initialized(bad):
+def test_a_server_without_discover_gets_the_handshake_which_records_what_it_said(bad):
     assert bad.protocol_version == "2025-06-18"
     assert bad.server_info == {"name": "bad", "version": "0"}
     assert bad.capabilities == {"tools": {"listChanged": True}}
-    assert history(bad)[:2] == ["initialize", "notifications/initialized"]
+    assert history(bad)[:3] == ["server/discover", "initialize", "notifications/initialized"]
 
 
 @needs_sdk
-def test_the_sdk_server_accepts_the_offered_protocol_version(sdk):
-    assert sdk.protocol_version == "2025-11-25"
+def test_the_sdk_server_speaks_2026_when_offered_and_the_2025_handshake_when_pinned(sdk):
+    assert sdk.protocol_version == (sdk.pinned or "2026-07-28")
+    assert sdk.modern is (sdk.pinned is None)
     assert sdk.server_info["name"] == "nacelle-test-server"
 
 
 @pytest.mark.parametrize("mode, expected", [
     ("refuse", "refused the handshake: .* error -32602: Unsupported protocol version"),
-    ("old-version", "answered protocol version '1999-01-01'; nacelle speaks 2025-11-25"),
+    ("old-version", "answered protocol version '1999-01-01'; nacelle speaks 2026-07-28, 2025-11-25"),
     ("not-rpc", "not JSON-RPC 2.0: {'hello': 'world'}"),
 ])
 def test_a_handshake_the_client_cannot_accept_raises_mcp_error(mode, expected):
@@ -79,7 +92,7 @@ def test_a_server_that_never_answers_the_handshake_times_out():
 def test_tools_are_listed_across_every_page_in_order(bad):
     names = [tool.remote_name for tool in bad.tools()]
     assert names == ["echo", "hang", "history", "crash", "garbage", "mixed", "dotted.name",
-                     "environment", "spawn", "deaf", "emit"]
+                     "environment", "spawn", "deaf", "ask", "emit"]
 
 
 def test_a_tool_carries_the_servers_schema_and_description_and_its_read_only_hint(bad):
@@ -319,6 +332,99 @@ def test_sdk_slow_tool_cancelled_stops_on_the_server(sdk):
     while int(sdk.call_tool("cancellations")) == before and time.monotonic() < deadline:
         time.sleep(0.05)
     assert int(sdk.call_tool("cancellations")) == before + 1
+
+
+@needs_sdk
+def test_sdk_resources_are_listed_and_read_as_text_images_and_described_blobs(sdk):
+    assert [r["uri"] for r in sdk.resources()] == ["note://readme", "image://dot", "data://bytes"]
+    assert sdk.read_resource("note://readme") == [nacelle.Text("Read me first.")]
+    [image] = sdk.read_resource("image://dot")
+    assert isinstance(image, nacelle.Image) and image.media_type == "image/png"
+    assert base64.b64decode(image.data).startswith(b"\x89PNG")
+    assert sdk.read_resource("data://bytes") == [
+        nacelle.Text("[resource <data://bytes>: application/octet-stream, 10 bytes]")]
+
+
+@needs_sdk
+def test_reading_a_resource_the_server_does_not_have_raises_mcp_error(sdk):
+    with pytest.raises(MCPError, match="error -32602"):
+        sdk.read_resource("note://missing")
+
+
+@needs_sdk
+def test_sdk_prompts_are_listed_and_filled_in_as_messages(sdk):
+    [prompt] = sdk.prompts()
+    assert prompt["name"] == "review"
+    assert [a["name"] for a in prompt["arguments"]] == ["code", "language"]
+    messages = sdk.get_prompt("review", {"code": "x = 1", "language": "rust"})
+    assert messages == [nacelle.user_text("Review this rust code:\nx = 1"),
+                        nacelle.assistant_text("Looking at it now.")]
+
+
+@needs_sdk
+def test_sdk_structured_content_comes_through_with_its_output_schema(sdk):
+    result = sdk.call_tool_result("weather", {"city": "Paris"})
+    assert result["structuredContent"] == {"city": "Paris", "celsius": 21.5}
+    tool = by_name(sdk.tools())["weather"]
+    assert tool.output_schema["properties"]["celsius"]["type"] == "number"
+    assert json.loads(tool.run({"city": "Paris"}, ToolContext())) == {"city": "Paris",
+                                                                      "celsius": 21.5}
+
+
+@needs_sdk
+def test_sdk_elicitation_is_answered_by_on_elicit_on_either_generation(sdk):
+    asked = []
+    sdk.on_elicit = lambda request: asked.append(request) or {"name": "Ada"}
+    try:
+        assert by_name(sdk.tools())["greet"].run({}, ToolContext()) == "hello Ada"
+        sdk.on_elicit = lambda request: "decline"
+        assert sdk.call_tool("greet") == "no name (decline)"
+    finally:
+        sdk.on_elicit = answer_ada
+    assert asked[0].message == "What is your name?" and asked[0].mode == "form"
+    assert asked[0].schema["properties"]["name"]["type"] == "string"
+
+
+@needs_sdk
+@pytest.mark.parametrize("generation", GENERATIONS, ids=["2026-07-28", "2025-11-25"])
+def test_without_on_elicit_the_client_declares_no_elicitation_and_the_call_fails(generation):
+    with connect_stdio(sys.executable, [SDK_SERVER], timeout=20,
+                       protocol_version=generation) as client:
+        with pytest.raises(MCPError, match="elicitation"):
+            client.call_tool("greet")
+
+
+def test_a_server_asking_for_input_without_on_elicit_is_refused_with_a_clear_error(bad):
+    answer = json.loads(bad.call_tool("ask"))
+    assert answer["error"]["code"] == -32601
+    assert "without on_elicit" in answer["error"]["message"]
+
+
+def test_a_server_asking_for_input_gets_what_on_elicit_returns():
+    seen = []
+    with connect_stdio(sys.executable, [BAD_SERVER], timeout=10,
+                       on_elicit=lambda r: seen.append(r) or {"name": "Ada"}) as client:
+        assert json.loads(client.call_tool("ask")) == {
+            "result": {"action": "accept", "content": {"name": "Ada"}}}
+    assert seen[0].message == "Your name?"
+
+
+@needs_sdk
+def test_sdk_progress_reaches_the_tools_context_progress_callback(sdk):
+    class Ctx(ToolContext):
+        def progress(self, progress, total, message):
+            steps.append((progress, total, message))
+
+    steps = []
+    assert by_name(sdk.tools())["count"].run({"to": 3}, Ctx()) == "counted to 3"
+    assert steps == [(1.0, 3.0, "step 1"), (2.0, 3.0, "step 2"), (3.0, 3.0, "step 3")]
+
+
+@needs_sdk
+def test_sdk_progress_without_a_callback_is_logged_at_debug(sdk, caplog):
+    with caplog.at_level(logging.DEBUG, logger="nacelle.mcp.toolset"):
+        by_name(sdk.tools())["count"].run({"to": 2}, ToolContext())
+    assert "progress 2/2 step 2" in caplog.text
 
 
 # -- end to end: an Agent running MCP tools on a backend without server-side MCP ---------------

@@ -13,7 +13,7 @@ import nacelle
 from mcp_servers import free_port, needs_sdk, sdk_http_server
 from mcp_servers.http_server import Answer, ScriptedEndpoint, result, sse
 from nacelle.mcp import MCPError, connect_http
-from nacelle.mcp.http import HTTPTransport
+from nacelle.mcp.http import HTTPTransport, header_value
 from nacelle.tools import ToolContext
 
 ACCEPT = "application/json, text/event-stream"
@@ -313,10 +313,15 @@ def sdk_url():
         yield url
 
 
+GENERATIONS = pytest.mark.parametrize("generation", [None, "2025-11-25"],
+                                      ids=["2026-07-28", "2025-11-25"])
+
+
 @needs_sdk
-def test_sdk_over_http_lists_calls_and_reports_errors(sdk_url):
-    with connect_http(sdk_url) as client:
-        assert client.protocol_version == "2025-11-25"
+@GENERATIONS
+def test_sdk_over_http_lists_calls_and_reports_errors(sdk_url, generation):
+    with connect_http(sdk_url, protocol_version=generation) as client:
+        assert client.protocol_version == (generation or "2026-07-28")
         tools = by_name(client.tools())
         assert tools["add"].schema["required"] == ["a", "b"]
         assert tools["add"].run({"a": 2, "b": 3}, ToolContext()) == "5"
@@ -325,19 +330,24 @@ def test_sdk_over_http_lists_calls_and_reports_errors(sdk_url):
 
 
 @needs_sdk
-def test_sdk_over_http_tool_added_at_runtime_arrives_on_the_get_stream(sdk_url):
-    with connect_http(sdk_url) as client:
-        assert "mirror" not in by_name(client.tools())
-        client.call_tool("grow", {"name": "mirror"})
+@GENERATIONS
+def test_sdk_over_http_tool_added_at_runtime_arrives_on_the_get_or_listen_stream(
+        sdk_url, generation):
+    name = "mirror_" + (generation or "modern").replace("-", "_")  # one server for both
+    with connect_http(sdk_url, protocol_version=generation) as client:
+        assert name not in by_name(client.tools())
+        client.call_tool("grow", {"name": name})
         deadline = time.monotonic() + 5
-        while "mirror" not in by_name(client.tools()) and time.monotonic() < deadline:
+        while name not in by_name(client.tools()) and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert client.call_tool("mirror", {"text": "ab"}) == "ba"
+        assert client.call_tool(name, {"text": "ab"}) == "ba"
 
 
 @needs_sdk
 def test_sdk_over_http_slow_tool_cancelled_stops_on_the_server(sdk_url):
-    with connect_http(sdk_url) as client:
+    # 2025: notifications/cancelled. (On 2026-07-28 closing the response is the
+    # cancellation, which this server sees only once it has sent its headers.)
+    with connect_http(sdk_url, protocol_version="2025-11-25") as client:
         before = int(client.call_tool("cancellations"))
         cancelled = threading.Event()
         threading.Timer(0.3, cancelled.set).start()
@@ -355,7 +365,7 @@ def test_sdk_over_http_slow_tool_cancelled_stops_on_the_server(sdk_url):
 def test_sdk_over_http_session_is_deleted_on_close_and_renewed_when_lost(sdk_url):
     import requests
 
-    client = connect_http(sdk_url)
+    client = connect_http(sdk_url, protocol_version="2025-11-25")  # 2026 has no sessions
     try:
         old = client._transport._session_id
         headers = {"Mcp-Session-Id": old, "MCP-Protocol-Version": client.protocol_version}
@@ -368,3 +378,102 @@ def test_sdk_over_http_session_is_deleted_on_close_and_renewed_when_lost(sdk_url
     gone = requests.post(sdk_url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
                          headers={"Mcp-Session-Id": new, "Accept": ACCEPT}, timeout=5)
     assert gone.status_code == 404
+
+
+@needs_sdk
+def test_sdk_over_http_on_2026_reads_resources_and_answers_input_required_rounds(sdk_url):
+    with connect_http(sdk_url, on_elicit=lambda r: {"name": "Ada"}) as client:
+        assert client.protocol_version == "2026-07-28"
+        assert client._transport._session_id is None
+        assert client.read_resource("note://readme") == [nacelle.Text("Read me first.")]
+        assert client.call_tool("greet") == "hello Ada"
+        assert client.get_prompt("review", {"code": "x"})[0].parts[0].text.endswith("x")
+
+
+# -- 2026-07-28 on the wire ----------------------------------------------------------------------
+
+
+def modern(endpoint):
+    """Make the scripted endpoint a 2026-07-28 server."""
+    endpoint.on["server/discover"] = lambda m: result(m, {
+        "supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+        "resultType": "complete", "cacheScope": "private", "ttlMs": 0,
+        "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "modern", "version": "1"}}})
+
+
+def test_a_2026_server_gets_no_handshake_and_every_post_mirrors_its_body_in_headers(endpoint):
+    modern(endpoint)
+    with connect_http(endpoint.url) as client:
+        assert (client.protocol_version, client.server_info["name"]) == ("2026-07-28", "modern")
+        assert client.call_tool("echo", {"text": "hi"}) == "hi"
+    assert not endpoint.posts("initialize")
+    assert not [s for s in endpoint.requests if s.method == "GET"]
+    for seen in [s for s in endpoint.requests if s.method == "POST"]:
+        meta = seen.body["params"]["_meta"]
+        assert meta["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
+        assert meta["io.modelcontextprotocol/clientInfo"]["name"] == "nacelle"
+        assert seen.headers["mcp-protocol-version"] == "2026-07-28"
+        assert seen.headers["mcp-method"] == seen.body["method"]
+        assert "mcp-session-id" not in seen.headers
+    [call] = endpoint.posts("tools/call")
+    assert call.headers["mcp-name"] == "echo"
+
+
+def test_a_2026_server_that_asks_for_input_gets_the_answer_on_a_retry_with_its_state(endpoint):
+    modern(endpoint)
+    rounds = []
+
+    def call(message):
+        rounds.append(message["params"])
+        if "inputResponses" not in message["params"]:
+            return result(message, {"resultType": "input_required", "requestState": "s1",
+                                    "inputRequests": {"who": {"method": "elicitation/create",
+                                                              "params": {"message": "Name?"}}}})
+        name = message["params"]["inputResponses"]["who"]["content"]["name"]
+        return result(message, {"content": [{"type": "text", "text": f"hi {name}"}]})
+
+    endpoint.on["tools/call"] = call
+    with connect_http(endpoint.url, on_elicit=lambda r: {"name": "Ada"}) as client:
+        assert client.call_tool("echo", {}) == "hi Ada"
+    assert rounds[1]["requestState"] == "s1" and "requestState" not in rounds[0]
+    assert rounds[0]["_meta"]["io.modelcontextprotocol/clientCapabilities"] == {
+        "elicitation": {"form": {}}}
+
+
+def test_a_2026_server_asking_for_sampling_is_refused_with_a_clear_error(endpoint):
+    modern(endpoint)
+    endpoint.on["tools/call"] = lambda m: result(m, {
+        "resultType": "input_required",
+        "inputRequests": {"llm": {"method": "sampling/createMessage", "params": {}}}})
+    with connect_http(endpoint.url) as client:
+        with pytest.raises(MCPError, match="asked the client for sampling/createMessage"):
+            client.call_tool("echo", {})
+
+
+def test_a_server_that_keeps_asking_for_input_is_given_up_on(endpoint):
+    modern(endpoint)
+    endpoint.on["tools/call"] = lambda m: result(m, {"resultType": "input_required",
+                                                     "requestState": "again"})
+    with connect_http(endpoint.url) as client:
+        with pytest.raises(MCPError, match="asked for more input 10 times"):
+            client.call_tool("echo", {})
+    assert len(endpoint.posts("tools/call")) == 11
+
+
+def test_a_2026_only_server_refusing_2025_is_reported_by_the_versions_it_speaks(endpoint):
+    endpoint.on["server/discover"] = lambda m: Answer(400, json.dumps({
+        "jsonrpc": "2.0", "id": m["id"], "error": {
+            "code": -32022, "message": "Unsupported protocol version",
+            "data": {"supported": ["2027-01-01"], "requested": "2026-07-28"}}}).encode())
+    with pytest.raises(MCPError, match=r"does not speak 2026-07-28 \(it speaks 2027-01-01\)"):
+        connect_http(endpoint.url)
+    assert not endpoint.posts("initialize")
+
+
+@pytest.mark.parametrize("value, sent", [
+    ("get_weather", "get_weather"), ("Hello, 世界", "=?base64?SGVsbG8sIOS4lueVjA==?="),
+    (" padded ", "=?base64?IHBhZGRlZCA=?="), ("line1\nline2", "=?base64?bGluZTEKbGluZTI=?="),
+    ("=?base64?literal?=", "=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?="),
+])
+def test_header_values_are_sent_plain_or_in_the_specs_base64_form(value, sent):
+    assert header_value(value) == sent

@@ -1,22 +1,28 @@
-"""The local MCP client: MCP servers' tools as ordinary nacelle tools.
+"""The local MCP client: MCP servers' tools, resources and prompts for nacelle.
 
 ``connect_stdio`` starts a server as a child process, ``connect_http`` talks to one
 over streamable HTTP; both return an :class:`MCPClient` whose ``tools()`` are plain
-:class:`~nacelle.tools.Tool` objects, usable on every backend. Failures raise
+:class:`~nacelle.tools.Tool` objects, usable on every backend, and which reads the
+server's resources and prompts. It speaks the stateless 2026-07-28 revision to
+servers that offer it and the 2025 handshake to the rest. Failures raise
 :class:`MCPError`.
 
-The package, by subject: ``errors`` (the error tree), ``client`` (the session:
-JSON-RPC routing, the handshake, requests, and the ``Transport`` protocol),
-``content`` (results as text), ``stdio`` and ``http`` (the two transports, each with
-its ``connect_*``). Importing it loads no third-party module: ``requests`` is
-imported by the HTTP transport when it starts.
+The package, by subject: ``errors`` (the error tree), ``session`` (JSON-RPC: ids,
+routing, waiting, and the ``Transport`` protocol), ``protocol`` (what differs between
+the two protocol generations; elicitation), ``client`` (the MCP client), ``toolset``
+(its tools), ``content`` (results as text, parts and messages), ``stdio`` and
+``http`` (the two transports, each with its ``connect_*``). Importing it loads no
+third-party module: ``requests`` is imported by the HTTP transport when it starts.
 
 Outer ring: re-exports from its own modules only.
 """
 
-from .client import MCPClient as MCPClient, MCPTool as MCPTool
+from .client import MCPClient as MCPClient
 from .errors import MCPError as MCPError
 from .http import connect_http as connect_http
+from .protocol import Elicitation as Elicitation
 from .stdio import connect_stdio as connect_stdio
+from .toolset import LiveTools as LiveTools, MCPTool as MCPTool
 
-__all__ = ["MCPClient", "MCPError", "MCPTool", "connect_http", "connect_stdio"]
+__all__ = ["Elicitation", "LiveTools", "MCPClient", "MCPError", "MCPTool", "connect_http",
+           "connect_stdio"]

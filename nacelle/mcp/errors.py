@@ -28,19 +28,22 @@ __all__ = ["MCPError", "SessionExpired"]
 class MCPError(NacelleError):
     """The MCP client failed: the server could not start, refused the handshake,
     died, sent something that is not JSON-RPC, answered with an error, or did not
-    answer in time. ``code`` is the JSON-RPC error code when the server sent one."""
+    answer in time. ``code`` is the JSON-RPC error code when the server sent one,
+    ``data`` the error's ``data`` member (the versions a server supports, say)."""
 
-    def __init__(self, message: str, *, code: Optional[int] = None) -> None:
+    def __init__(self, message: str, *, code: Optional[int] = None, data: Any = None) -> None:
         super().__init__(message)
         self.code = code
+        self.data = data
 
     def __reduce__(self) -> Tuple[Any, ...]:
-        return (rebuild_error, (type(self), str(self), self.code))
+        return (rebuild_error, (type(self), str(self), self.code, self.data))
 
 
-def rebuild_error(cls: Type["MCPError"], message: str, code: Optional[int]) -> "MCPError":
+def rebuild_error(cls: Type["MCPError"], message: str, code: Optional[int],
+                  data: Any = None) -> "MCPError":
     """A fresh copy of an error (for pickling, and for each thread that raises it)."""
-    return cls(message, code=code)
+    return cls(message, code=code, data=data)
 
 
 class SessionExpired(MCPError):

@@ -24,6 +24,16 @@ Choices, and why:
   resumed with ``GET`` and ``Last-Event-ID`` after the server's ``retry`` delay (at
   most three times, never more than 10 s apart): resumable servers close streams
   on purpose.
+- On 2026-07-28 the transport is stateless: every POST carries
+  ``MCP-Protocol-Version``, ``Mcp-Method`` and, for ``tools/call``, ``prompts/get``
+  and ``resources/read``, ``Mcp-Name`` (Base64 in the spec's ``=?base64?…?=`` form
+  when it is not plain visible ASCII), all mirrored from the body, which is where
+  the client put them; there is no session, no ``GET`` stream (change notifications
+  come on the ``subscriptions/listen`` answer, read with no read timeout), no
+  resumption, and closing a request's response is its cancellation
+  (``cancels_by_closing``). The era is probed by the client with a modern
+  ``server/discover``: a legacy server's 4xx or JSON-RPC error sends it to the
+  2025 handshake.
 - The caller's ``headers`` (credentials, typically) never appear in a log line, a
   repr or an error, and neither does the URL's query string or user info: errors
   name the server by scheme, host and path only. Nor do they ride along: an error
@@ -52,6 +62,7 @@ from ..errors import ConfigError
 from ..sse import SSEDecoder, parse_json
 from .client import MCPClient
 from .errors import MCPError, SessionExpired
+from .protocol import MODERN_VERSION, PROTOCOL_KEY, OnElicit
 
 __all__ = ["HTTPTransport", "connect_http"]
 
@@ -71,6 +82,9 @@ _HEADER_VALUE = re.compile(r"(?:\S[^\r\n]*)?")
 
 class HTTPTransport:
     """Talks to one MCP endpoint; ``describe`` names it without secrets."""
+
+    #: On 2026-07-28, closing a request's response stream cancels it.
+    cancels_by_closing = True
 
     def __init__(self, url: str, *, headers: Optional[Mapping[str, str]] = None,
                  timeout: Optional[float] = 30.0) -> None:
@@ -95,6 +109,7 @@ class HTTPTransport:
         self._timeout = timeout
         self._session_id: Optional[str] = None
         self._protocol_version: Optional[str] = None
+        self._modern = False
         self._http: Any = None
         self._deliver: Callable[..., Any] = _ignore
         self._fail: Callable[[Any, MCPError], None] = _ignore
@@ -118,7 +133,9 @@ class HTTPTransport:
 
     def opened(self, protocol_version: str) -> None:
         self._protocol_version = protocol_version
-        self._spawn(self._listen, "get")
+        self._modern = protocol_version == MODERN_VERSION
+        if not self._modern:  # 2026-07-28 has no GET stream: subscriptions/listen instead
+            self._spawn(self._listen, "get")
 
     def reset_session(self) -> None:
         self._session_id = None
@@ -199,6 +216,8 @@ class HTTPTransport:
         # the caller's, the two would race and a slow answer could read as a server
         # that cannot be reached.
         answer_timeout = None if self._timeout is None else self._timeout + ANSWER_GRACE
+        if method == "subscriptions/listen":
+            answer_timeout = None  # quiet for as long as nothing changes
         try:
             response = self._post(message, stream=True, timeout=answer_timeout)
         except MCPError as err:
@@ -270,6 +289,8 @@ class HTTPTransport:
     def _resume(self, request_id: Any, answered: bool, last_id: str,
                 retry: Optional[int]) -> None:
         attempts = 0
+        if self._modern:
+            last_id = ""  # 2026-07-28 streams are not resumable
         while not answered and last_id and attempts < RESUMES and not self._gave_up(request_id):
             attempts += 1
             delay = min(MAX_RETRY_DELAY, (retry if retry is not None else 1000) / 1000)
@@ -359,6 +380,7 @@ class HTTPTransport:
 
         body = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         headers = self._request_headers()
+        headers.update(_mirrored(message))
         headers["Content-Type"] = "application/json"
         headers["Accept"] = ACCEPT
         try:
@@ -429,6 +451,36 @@ class HTTPTransport:
             return request_id in self._abandoned or self._closing.is_set()
 
 
+def _mirrored(message: Dict[str, Any]) -> Dict[str, str]:
+    """The 2026-07-28 request headers mirrored from a request's body; none for a
+    legacy request (no ``_meta`` protocol version) or a notification."""
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    version = meta.get(PROTOCOL_KEY) if isinstance(meta, dict) else None
+    if not isinstance(version, str) or "id" not in message:
+        return {}
+    headers = {"MCP-Protocol-Version": version, "Mcp-Method": str(message["method"])}
+    assert isinstance(params, dict)
+    name = params.get("uri") if message["method"] == "resources/read" else params.get("name")
+    if message["method"] in ("tools/call", "prompts/get", "resources/read") and isinstance(
+            name, str):
+        headers["Mcp-Name"] = header_value(name)
+    return headers
+
+
+def header_value(text: str) -> str:
+    """``text`` as a header value: as it is when it is visible ASCII (inner spaces
+    and tabs allowed), else ``=?base64?…?=`` of its UTF-8, as 2026-07-28 asks; a
+    plain value that looks like that form is encoded too."""
+    plain = (all(c == "\t" or " " <= c <= "~" for c in text) and text == text.strip()
+             and not (text.startswith("=?base64?") and text.endswith("?=")))
+    if plain:
+        return text
+    import base64
+
+    return "=?base64?" + base64.b64encode(text.encode("utf-8")).decode("ascii") + "?="
+
+
 def _close(response: Any) -> None:
     """Close a response another thread may be blocked reading.
 
@@ -487,12 +539,17 @@ def connect_http(
     url: str,
     headers: Optional[Mapping[str, str]] = None,
     timeout: Optional[float] = 30.0,
+    *,
+    on_elicit: Optional[OnElicit] = None,
+    protocol_version: Optional[str] = None,
 ) -> MCPClient:
-    """Connect to an MCP server's streamable HTTP endpoint and shake hands.
+    """Connect to an MCP server's streamable HTTP endpoint and agree on a protocol.
 
     ``headers`` (an ``Authorization`` header, say) go with every request and never
     into a log line, a repr or an error. Raises :class:`MCPError` when the server
-    cannot be reached or refuses the handshake.
+    cannot be reached or refuses the handshake. ``on_elicit`` and
+    ``protocol_version`` are as for :func:`~nacelle.mcp.connect_stdio`.
     """
     transport = HTTPTransport(url, headers=headers, timeout=timeout)
-    return MCPClient(transport, name=transport.describe, timeout=timeout)._start()
+    return MCPClient(transport, name=transport.describe, timeout=timeout, on_elicit=on_elicit,
+                     protocol_version=protocol_version)._start()

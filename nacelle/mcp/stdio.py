@@ -53,8 +53,10 @@ from typing import Any, Callable, Deque, Dict, Mapping, Optional, Sequence, Unio
 
 from ..errors import ConfigError
 from ..sse import parse_json
-from .client import MCPClient, is_request_id
+from .client import MCPClient
 from .errors import MCPError
+from .protocol import OnElicit
+from .session import is_request_id
 
 __all__ = ["StdioTransport", "connect_stdio", "decode_line", "default_environment",
            "readable_id"]
@@ -382,13 +384,22 @@ def connect_stdio(
     env: Optional[Mapping[str, str]] = None,
     cwd: Optional[str] = None,
     timeout: Optional[float] = 30.0,
+    *,
+    on_elicit: Optional[OnElicit] = None,
+    protocol_version: Optional[str] = None,
 ) -> MCPClient:
-    """Start an MCP server as a child process and shake hands with it.
+    """Start an MCP server as a child process and agree on a protocol with it.
 
     The child gets a minimal environment (``PATH``, ``HOME`` and a few like them)
     plus ``env``: an MCP server is somebody else's code, and the host's API keys are
     none of its business. Raises :class:`MCPError` when the server cannot start or
     does not complete the handshake within ``timeout`` seconds.
+
+    ``on_elicit(Elicitation)`` answers a server that asks for the user's input
+    (see :mod:`nacelle.mcp.protocol`); without it such servers are refused.
+    ``protocol_version`` pins one revision instead of negotiating (2026-07-28 when
+    the server offers it, else the 2025 handshake).
     """
     transport = StdioTransport(command, args, env=env, cwd=cwd)
-    return MCPClient(transport, name=transport.describe, timeout=timeout)._start()
+    return MCPClient(transport, name=transport.describe, timeout=timeout, on_elicit=on_elicit,
+                     protocol_version=protocol_version)._start()

@@ -2,7 +2,9 @@
 on request: it crashes, prints garbage, never answers, refuses the handshake or
 speaks an unknown protocol version. It also does what the SDK server cannot be made
 to do on cue: paginate ``tools/list``, send a notification and a server-to-client
-``ping`` between a request and its answer, and report what it received.
+``ping`` between a request and its answer, ask the client for input (``ask``: an
+``elicitation/create`` whether or not the client declared it), and report what it
+received.
 
 ``python bad_server.py [MODE]``. Modes: ``ok`` (the default: behaves), ``exit-at-start``
 (complains on stderr and exits 2), ``mute`` (never answers ``initialize``),
@@ -46,6 +48,9 @@ TOOLS = [
     {"name": "spawn", "description": "Start a long-lived grandchild; return its pid.",
      "inputSchema": {"type": "object", "properties": {}}},
     {"name": "deaf", "description": "Answer, then stop reading stdin for a minute.",
+     "inputSchema": {"type": "object", "properties": {}}},
+    {"name": "ask", "description": "Ask the client for input (elicitation/create); "
+                                   "return its answer as JSON.",
      "inputSchema": {"type": "object", "properties": {}}},
     {"name": "emit", "description": "Write one of the bad lines instead of an answer.",
      "inputSchema": {"type": "object", "properties": {"line": {"type": "string"}},
@@ -100,6 +105,10 @@ def reply(request_id, result):
     send({"jsonrpc": "2.0", "id": request_id, "result": result})
 
 
+# The client's answers awaited: the id of our elicitation request -> the tools/call id.
+asking = {}
+
+
 def call(mode, request_id, name, arguments):
     if name == "echo":
         reply(request_id, {"content": [{"type": "text", "text": arguments.get("text", "")}]})
@@ -127,6 +136,12 @@ def call(mode, request_id, name, arguments):
         time.sleep(60)
     elif name == "hang":
         pass
+    elif name == "ask":
+        # Answered when the client's response to this request arrives (see main).
+        asking[f"ask-{request_id}"] = request_id
+        send({"jsonrpc": "2.0", "id": f"ask-{request_id}", "method": "elicitation/create",
+              "params": {"mode": "form", "message": "Your name?", "requestedSchema": {
+                  "type": "object", "properties": {"name": {"type": "string"}}}}})
     else:
         send({"jsonrpc": "2.0", "id": request_id,
               "error": {"code": -32602, "message": f"Unknown tool: {name}"}})
@@ -146,6 +161,11 @@ def main():
         if method == "notifications/cancelled":
             sys.stderr.write("cancelled %s\n" % message["params"]["requestId"])
             sys.stderr.flush()
+        if method is None and message.get("id") in asking:
+            answer = {k: message[k] for k in ("result", "error") if k in message}
+            reply(asking.pop(message["id"]), {"content": [{"type": "text",
+                                                           "text": json.dumps(answer)}]})
+            continue
         if "id" not in message or method is None:
             continue
         request_id = message["id"]

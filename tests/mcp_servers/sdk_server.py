@@ -2,22 +2,27 @@
 
 The client tests talk to it over stdio (``python sdk_server.py``) and over streamable
 HTTP on loopback (``python sdk_server.py --http PORT``), so nacelle's client is held
-to a server nobody on the project wrote. It needs Python 3.10+ and the ``mcp``
-package; mcp 2.x calls the high-level server ``MCPServer`` (1.x called it
-``FastMCP``), and both are accepted.
+to a server nobody on the project wrote. It needs Python 3.10+ and ``mcp`` 2.3 or
+later (the test extra's pin), which serves both protocol generations: the 2025
+handshake and the stateless 2026-07-28 revision.
+
+Beyond tools it has resources (a text one, a PNG blob, a binary blob), a prompt
+with arguments, tools that add and remove tools (announced the way the client's
+protocol generation hears it), a tool with structured output, one that asks the
+user for their name (an elicitation: a 2025 server request, or a 2026
+``input_required`` round), and one that reports progress.
 """
 
 import argparse
 import sys
+from typing import Annotated
 
 import anyio
+from pydantic import BaseModel
 
-try:
-    from mcp.server.mcpserver import Context, Image, MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
-except ImportError:  # mcp 1.x
-    from mcp.server.fastmcp import Context, FastMCP as MCPServer, Image
-    from mcp.server.fastmcp.exceptions import ToolError
+from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
+from mcp.server.mcpserver import Context, Elicit, Image, MCPServer, Resolve
+from mcp.server.mcpserver.exceptions import ToolError
 
 from mcp.types import ToolAnnotations
 
@@ -74,6 +79,14 @@ def cancellations() -> int:
     return len(CANCELLED)
 
 
+async def announce(ctx: Context) -> None:
+    """Tell the client the tool list changed, the way its protocol generation hears it."""
+    if ctx.protocol_version == "2026-07-28":
+        await ctx.notify_tools_changed()  # to subscriptions/listen streams
+    else:
+        await ctx.session.send_tool_list_changed()
+
+
 @server.tool()
 async def grow(name: str, ctx: Context) -> str:
     """Add a tool called ``name`` (it returns its input reversed) and announce it."""
@@ -82,8 +95,73 @@ async def grow(name: str, ctx: Context) -> str:
         return text[::-1]
 
     server.add_tool(reverse, name=name, description="Reverse the text.")
-    await ctx.session.send_tool_list_changed()
+    await announce(ctx)
     return f"added {name}"
+
+
+@server.tool()
+async def shrink(name: str, ctx: Context) -> str:
+    """Remove the tool called ``name`` and announce it."""
+    server.remove_tool(name)
+    await announce(ctx)
+    return f"removed {name}"
+
+
+class Weather(BaseModel):
+    city: str
+    celsius: float
+
+
+@server.tool()
+def weather(city: str) -> Weather:
+    """The weather in a city, as structured content."""
+    return Weather(city=city, celsius=21.5)
+
+
+class Name(BaseModel):
+    name: str
+
+
+def ask_name() -> Elicit[Name]:
+    return Elicit("What is your name?", Name)
+
+
+@server.tool()
+def greet(answer: Annotated[ElicitationResult[Name], Resolve(ask_name)]) -> str:
+    """Greet the user by the name they give when asked."""
+    if isinstance(answer, AcceptedElicitation):
+        return f"hello {answer.data.name}"
+    return f"no name ({answer.action})"
+
+
+@server.tool()
+async def count(to: int, ctx: Context) -> str:
+    """Count to ``to``, reporting progress at each step."""
+    for step in range(1, to + 1):
+        await ctx.report_progress(step, to, f"step {step}")
+    return f"counted to {to}"
+
+
+@server.resource("note://readme", name="readme", mime_type="text/plain",
+                 description="A short note.")
+def readme() -> str:
+    return "Read me first."
+
+
+@server.resource("image://dot", name="dot", mime_type="image/png")
+def dot() -> bytes:
+    return PNG
+
+
+@server.resource("data://bytes", name="bytes", mime_type="application/octet-stream")
+def raw() -> bytes:
+    return bytes(range(10))
+
+
+@server.prompt(description="Ask for a review of some code.")
+def review(code: str, language: str = "python") -> list:
+    return [f"Review this {language} code:\n{code}",
+            {"role": "assistant", "content": {"type": "text", "text": "Looking at it now."}}]
 
 
 def main() -> None:

@@ -1,0 +1,137 @@
+"""What differs between MCP's two protocol generations, as pure functions and values.
+
+*Legacy* revisions (2024-11-05 to 2025-11-25) open with an ``initialize`` handshake
+and keep a session; the *modern* one, 2026-07-28, is stateless: every request carries
+its protocol version, the client's capabilities and identity in ``params._meta``
+(``io.modelcontextprotocol/protocolVersion``, ``…/clientCapabilities``,
+``…/clientInfo``), ``server/discover`` tells what a server speaks, change
+notifications come on a ``subscriptions/listen`` stream, and a server that needs the
+user's input answers ``tools/call``, ``prompts/get`` or ``resources/read`` with
+``resultType: "input_required"`` and its ``inputRequests``, which the client answers
+by retrying the request with ``inputResponses`` and the opaque ``requestState``
+(Multi Round-Trip Requests). Sources, read on the date of this module:
+https://modelcontextprotocol.io/specification/2026-07-28/changelog,
+…/basic/versioning, …/basic/patterns/mrtr, …/basic/transports/streamable-http; and
+the official Python SDK ``mcp`` 2.3.0 (``mcp_types/version.py``, ``mcp/client/_probe.py``,
+``mcp/client/_input_required.py``), whose server serves both generations.
+
+Choices where the text leaves room:
+
+- Era detection follows the SDK's probe: ``server/discover`` at 2026-07-28; only a
+  result naming 2026-07-28, or ``UnsupportedProtocolVersion`` (-32022, and the
+  draft's -32004) naming versions of neither kind we speak, counts as modern
+  evidence; anything else (``-32601`` from a legacy server, an HTTP 4xx without a
+  JSON-RPC body) falls back to ``initialize``.
+- The client asks for no server log messages on modern requests (no
+  ``io.modelcontextprotocol/logLevel``): logging is deprecated in 2026-07-28 and
+  nacelle's tools report through their results.
+- The client declares ``elicitation`` (form) only when it was given ``on_elicit``,
+  and neither sampling nor roots (both deprecated in 2026-07-28): a server asking
+  for them is refused with an error naming what it asked for.
+- An elicitation callback returns the content (a ``dict``: *accept*), ``"accept"``
+  (a URL-mode consent, no content), ``"decline"`` or ``None`` (*decline*), or
+  ``"cancel"``.
+
+Outer ring (with the rest of the MCP client); imports the standard library and the
+package's ``errors``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, Optional, Union
+
+from .errors import MCPError
+
+__all__ = ["CLIENT_INFO", "Elicitation", "LEGACY_VERSIONS", "MODERN_VERSION",
+           "OnElicit", "answer_elicitation", "capabilities", "modern_meta",
+           "unsupported_versions"]
+
+MODERN_VERSION = "2026-07-28"
+#: The handshake revisions, newest first: the first is what the handshake offers.
+LEGACY_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+CLIENT_INFO = {"name": "nacelle", "version": "0.1.0"}
+#: ``UnsupportedProtocolVersion``: -32022 in the final text, -32004 in the draft.
+UNSUPPORTED_VERSION_CODES = (-32022, -32004)
+#: How many ``input_required`` answers one request may get before the client gives up.
+MAX_INPUT_ROUNDS = 10
+
+PROTOCOL_KEY = "io.modelcontextprotocol/protocolVersion"
+CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
+CLIENT_INFO_KEY = "io.modelcontextprotocol/clientInfo"
+SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
+
+
+@dataclass(frozen=True)
+class Elicitation:
+    """A server's request for the user's input, as ``on_elicit`` gets it.
+
+    ``mode`` is ``"form"`` (answer with a ``dict`` matching ``schema``, the
+    server's ``requestedSchema``) or ``"url"`` (the user is sent to ``url``; answer
+    ``"accept"`` once they agreed). ``server`` names the MCP server asking.
+    """
+
+    server: str
+    message: str
+    schema: Mapping[str, Any] = field(default_factory=dict)
+    mode: str = "form"
+    url: str = ""
+
+
+Answer = Union[Mapping[str, Any], str, None]
+OnElicit = Callable[[Elicitation], Answer]
+
+
+def capabilities(elicit: bool) -> Dict[str, Any]:
+    """The client capabilities nacelle declares, in either generation."""
+    return {"elicitation": {"form": {}}} if elicit else {}
+
+
+def modern_meta(elicit: bool) -> Dict[str, Any]:
+    """The ``_meta`` every 2026-07-28 request carries."""
+    return {PROTOCOL_KEY: MODERN_VERSION, CAPABILITIES_KEY: capabilities(elicit),
+            CLIENT_INFO_KEY: dict(CLIENT_INFO)}
+
+
+def unsupported_versions(err: MCPError) -> Optional[List[str]]:
+    """The versions an ``UnsupportedProtocolVersion`` error names, or None when
+    ``err`` is not one (or names none)."""
+    if err.code not in UNSUPPORTED_VERSION_CODES or not isinstance(err.data, dict):
+        return None
+    supported = err.data.get("supported")
+    if not isinstance(supported, list):
+        return None
+    return [v for v in supported if isinstance(v, str)]
+
+
+def elicitation(server: str, params: Any) -> Elicitation:
+    """An ``elicitation/create`` request's params as an :class:`Elicitation`."""
+    params = params if isinstance(params, dict) else {}
+    schema = params.get("requestedSchema")
+    return Elicitation(server=server, message=str(params.get("message") or ""),
+                       schema=schema if isinstance(schema, dict) else {},
+                       mode=str(params.get("mode") or "form"), url=str(params.get("url") or ""))
+
+
+def answer_elicitation(on_elicit: Optional[OnElicit], server: str, params: Any) -> Dict[str, Any]:
+    """Ask ``on_elicit`` and return the ``ElicitResult``; raise :class:`MCPError`
+    when there is no callback or its answer is not one of the accepted forms."""
+    request = elicitation(server, params)
+    if on_elicit is None:
+        raise MCPError(f"MCP server {server} asked for the user's input ({request.message!r}), "
+                       f"but this client was connected without on_elicit", code=-32601)
+    answer = on_elicit(request)
+    if isinstance(answer, Mapping):
+        return {"action": "accept", "content": dict(answer)}
+    if answer is None or answer == "decline":
+        return {"action": "decline"}
+    if answer in ("accept", "cancel"):
+        return {"action": answer}
+    raise MCPError(f"on_elicit must return a dict, 'accept', 'decline', 'cancel' or None, "
+                   f"not {type(answer).__name__}", code=-32603)
+
+
+def refusal(server: str, method: str) -> MCPError:
+    """The error for a server request nacelle does not serve (sampling, roots...)."""
+    return MCPError(f"MCP server {server} asked the client for {method}, which nacelle "
+                    f"does not offer", code=-32601)
