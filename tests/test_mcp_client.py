@@ -496,3 +496,52 @@ def test_an_agent_runs_sdk_tools_with_results_errors_and_a_timed_out_slow_call(s
     assert outcome["call_2"].error and not outcome["call_2"].result
     assert outcome["call_3"].error  # the server's schema refused it before any call
     assert events[-1].stop is nacelle.Stop.END
+
+
+# -- the reference "everything" server from npm (a 2025 server: no server/discover) ------------
+
+
+@pytest.fixture(scope="module")
+def everything():
+    import shutil
+
+    npx = shutil.which("npx")
+    if npx is None:
+        pytest.skip("needs npx (Node.js) to run @modelcontextprotocol/server-everything")
+    try:
+        client = connect_stdio(npx, ["-y", "@modelcontextprotocol/server-everything", "stdio"],
+                               env={"npm_config_loglevel": "silent"}, timeout=180,
+                               on_elicit=lambda request: {"color": "blue"})
+    except MCPError as err:
+        pytest.skip(f"@modelcontextprotocol/server-everything could not be installed or "
+                    f"started: {str(err)[:200]}")
+    with client:
+        yield client
+
+
+def test_the_everything_server_falls_back_to_the_2025_handshake(everything):
+    assert everything.protocol_version == "2025-11-25"
+    assert everything.server_info["name"] == "mcp-servers/everything"
+    assert {"echo", "get-sum", "trigger-elicitation-request"} <= set(by_name(everything.tools()))
+
+
+def test_the_everything_server_reads_resources_and_fills_prompts(everything):
+    first = everything.resources()[0]
+    [text] = everything.read_resource(first["uri"])
+    assert isinstance(text, nacelle.Text) and text.text
+    [message] = everything.get_prompt("simple-prompt")
+    assert message.role is nacelle.Role.USER and "simple prompt" in message.parts[0].text
+
+
+def test_the_everything_server_reports_progress_and_structured_content(everything):
+    steps = []
+    text = everything.call_tool("trigger-long-running-operation", {"duration": 1, "steps": 2},
+                                progress=lambda *step: steps.append(step))
+    assert "completed" in text and [s[:2] for s in steps] == [(1.0, 2.0), (2.0, 2.0)]
+    result = everything.call_tool_result("get-structured-content", {"location": "New York"})
+    assert set(result["structuredContent"]) >= {"temperature", "conditions"}
+
+
+def test_the_everything_servers_elicitation_request_gets_on_elicits_answer(everything):
+    text = everything.call_tool("trigger-elicitation-request")
+    assert "accept" in text.lower()

@@ -1,0 +1,83 @@
+"""What differs between MCP's protocol generations, as pure functions: the 2026-07-28
+``_meta`` envelope, the capabilities declared, ``UnsupportedProtocolVersion`` errors,
+and elicitation answers and refusals."""
+
+import pickle
+
+import pytest
+
+from nacelle.mcp import Elicitation, MCPError
+from nacelle.mcp.protocol import (
+    LEGACY_VERSIONS, MODERN_VERSION, answer_elicitation, capabilities, elicitation, modern_meta,
+    refusal, unsupported_versions)
+
+FORM = {"mode": "form", "message": "Name?", "requestedSchema": {
+    "type": "object", "properties": {"name": {"type": "string"}}}}
+
+
+def test_the_versions_are_2026_07_28_and_the_four_handshake_revisions_newest_first():
+    assert MODERN_VERSION == "2026-07-28"
+    assert LEGACY_VERSIONS == ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+
+
+def test_every_2026_request_carries_version_capabilities_and_client_info():
+    meta = modern_meta(elicit=True)
+    assert meta["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
+    assert meta["io.modelcontextprotocol/clientCapabilities"] == {"elicitation": {"form": {}}}
+    assert meta["io.modelcontextprotocol/clientInfo"]["name"] == "nacelle"
+    assert modern_meta(elicit=False)["io.modelcontextprotocol/clientCapabilities"] == {}
+
+
+def test_elicitation_is_declared_only_with_a_callback():
+    assert capabilities(True) == {"elicitation": {"form": {}}} and capabilities(False) == {}
+
+
+@pytest.mark.parametrize("data, expected", [
+    ({"supported": ["2026-07-28", "2025-11-25"], "requested": "1900-01-01"},
+     ["2026-07-28", "2025-11-25"]),
+    ({"requested": "x"}, None), ("not an object", None),
+])
+def test_unsupported_version_errors_give_the_versions_they_name(data, expected):
+    assert unsupported_versions(MCPError("no", code=-32022, data=data)) == expected
+    assert unsupported_versions(MCPError("no", code=-32601, data=data)) is None
+
+
+def test_the_draft_code_for_an_unsupported_version_is_understood_too():
+    assert unsupported_versions(MCPError("no", code=-32004, data={"supported": ["a"]})) == ["a"]
+
+
+def test_an_mcp_error_keeps_its_data_through_pickling():
+    err = pickle.loads(pickle.dumps(MCPError("no", code=-32022, data={"supported": ["a"]})))
+    assert (err.code, err.data) == (-32022, {"supported": ["a"]})
+
+
+def test_an_elicitation_request_becomes_an_elicitation_value():
+    request = elicitation("srv", FORM)
+    assert request == Elicitation("srv", "Name?", FORM["requestedSchema"], "form", "")
+    assert elicitation("srv", None) == Elicitation("srv", "")
+
+
+@pytest.mark.parametrize("answer, result", [
+    ({"name": "Ada"}, {"action": "accept", "content": {"name": "Ada"}}),
+    ("accept", {"action": "accept"}), ("decline", {"action": "decline"}),
+    (None, {"action": "decline"}), ("cancel", {"action": "cancel"}),
+])
+def test_what_on_elicit_returns_becomes_the_elicit_result(answer, result):
+    assert answer_elicitation(lambda request: answer, "srv", FORM) == result
+
+
+def test_an_answer_of_another_kind_is_an_error_naming_the_accepted_forms():
+    with pytest.raises(MCPError, match="must return a dict, 'accept', 'decline', 'cancel'"):
+        answer_elicitation(lambda request: 42, "srv", FORM)
+
+
+def test_without_on_elicit_the_server_is_refused_with_the_question_it_asked():
+    with pytest.raises(MCPError, match=r"asked for the user's input \('Name\?'\), but this "
+                                       r"client was connected without on_elicit") as raised:
+        answer_elicitation(None, "srv", FORM)
+    assert raised.value.code == -32601
+
+
+def test_sampling_and_roots_are_refused_by_name():
+    err = refusal("srv", "sampling/createMessage")
+    assert err.code == -32601 and "sampling/createMessage" in str(err)
