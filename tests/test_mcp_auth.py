@@ -27,8 +27,8 @@ import pytest
 import requests
 
 from nacelle.errors import NacelleError
-from nacelle.mcp_auth import FileTokenStore, MCPAuthError, MemoryTokenStore, OAuth
-from nacelle.mcp_auth_flows import (
+from nacelle.mcp.auth import FileTokenStore, MCPAuthError, MemoryTokenStore, OAuth
+from nacelle.mcp.auth_flows import (
     Client, canonical, covers, metadata_urls, parse_challenge, pkce_pair,
     resource_metadata_urls, token_request,
 )
@@ -507,7 +507,7 @@ def test_no_token_or_secret_appears_in_reprs_logs_or_errors(servers, tmp_path, c
     # holds the code: that is the browser's log, not nacelle's, so it is left out.
     logged = "\n".join(r.getMessage() for r in caplog.records
                        if not ("/authorize?" in r.getMessage() or "/callback?" in r.getMessage()))
-    assert "nacelle.mcp_auth" in {r.name for r in caplog.records}
+    assert "nacelle.mcp.auth" in {r.name for r in caplog.records}
     texts = [logged, repr(interactive_auth), repr(service), repr(wrong), repr(store),
              repr(Client("id", SERVICE_SECRET)), repr(MemoryTokenStore())]
     texts += [f"{e!s} {e!r} {e.error}" for error in errors for e in _chain(error)]

@@ -49,12 +49,11 @@ Choices where the specs leave room, and why:
   cannot keep the client refreshing forever.
 
 Tokens and client secrets never appear in a repr (``<hidden>``), a log record or an
-error (see :mod:`nacelle.mcp_auth_flows`). :class:`MCPAuthError` is a
-``NacelleError`` for now; it is to become an ``MCPError`` when the MCP modules move
-into one package (this module and ``mcp_auth_flows`` move with them as they are).
+error (see :mod:`nacelle.mcp.auth_flows`). :class:`MCPAuthError` is an
+:class:`~nacelle.mcp.MCPError`.
 
 Outer ring: imports the standard library, ``nacelle.errors`` and
-``nacelle.mcp_auth_flows``; ``requests`` only there, inside functions.
+``nacelle.mcp.auth_flows``; ``requests`` only there, inside functions.
 """
 
 from __future__ import annotations
@@ -69,8 +68,8 @@ import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple
 
-from nacelle.errors import ConfigError
-from nacelle.mcp_auth_flows import (
+from ..errors import ConfigError
+from .auth_flows import (
     Client, LoopbackRedirect, MCPAuthError, authorization_url, canonical,
     check_authorization_response, check_url, covers, get_json, metadata_urls,
     parse_challenge, pkce_pair, register, resource_metadata_urls, safe_url, token_request,

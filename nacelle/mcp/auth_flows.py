@@ -1,8 +1,8 @@
-"""The OAuth 2.1 wire of the MCP client's authorization (:mod:`nacelle.mcp_auth`):
+"""The OAuth 2.1 wire of the MCP client's authorization (:mod:`nacelle.mcp.auth`):
 the error it raises, the ``WWW-Authenticate`` parser, the discovery requests, dynamic
 client registration, PKCE, the token endpoint and the loopback redirect receiver.
 
-:mod:`nacelle.mcp_auth` decides *when* to discover, refresh or re-authorize; this
+:mod:`nacelle.mcp.auth` decides *when* to discover, refresh or re-authorize; this
 module knows *how*, one function a step, so each step is tested alone. The choices
 where the specifications are silent:
 
@@ -31,7 +31,7 @@ where the specifications are silent:
   list a code challenge method; ``plain`` is refused as well, since it protects
   nothing a network observer cannot see.
 
-Outer ring: imports the standard library and ``nacelle.errors``, and ``requests``
+Outer ring: imports the standard library and the package's ``errors``, and ``requests``
 inside the functions that send (``import nacelle`` never imports it). It imports no
 other ``nacelle.mcp*`` module, so moving it into ``nacelle/mcp/`` is a rename.
 """
@@ -51,7 +51,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Type
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 # Absolute, not relative: this module moves into nacelle/mcp/ and the import must not change.
-from nacelle.errors import NacelleError
+from .errors import MCPError
 
 __all__ = [
     "Client", "LoopbackRedirect", "MCPAuthError", "authorization_url", "canonical",
@@ -69,14 +69,14 @@ _ITEM = re.compile(rf'[\s,]*(?:(?P<key>{_TOKEN})\s*=\s*(?P<value>"(?:[^"\\]|\\.)
                    rf'|(?P<scheme>{_TOKEN}))')
 
 
-class MCPAuthError(NacelleError):
+class MCPAuthError(MCPError):
     """Authorizing with an MCP server failed: discovery found no usable metadata, the
     user refused or did not answer in time, or a token endpoint refused.
 
     ``status`` is the HTTP status of a refusal (0 when none arrived); ``error`` the
     OAuth error code (``invalid_grant``…) when the server gave one. The message never
-    holds a token or a client secret. A subclass of ``NacelleError`` for now; it is to
-    become an ``MCPError`` when the MCP modules move into one package.
+    holds a token or a client secret. An :class:`~nacelle.mcp.MCPError`, so a transport
+    that meets it fails the request like any other MCP failure.
     """
 
     def __init__(self, message: str, *, status: int = 0, error: str = "") -> None:
