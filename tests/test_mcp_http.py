@@ -477,3 +477,55 @@ def test_a_2026_only_server_refusing_2025_is_reported_by_the_versions_it_speaks(
 ])
 def test_header_values_are_sent_plain_or_in_the_specs_base64_form(value, sent):
     assert header_value(value) == sent
+
+
+class FakeAuth:
+    """What connect_http needs of nacelle.mcp.auth.OAuth: a token after one challenge."""
+
+    def __init__(self, grant=True):
+        self.grant, self.token, self.challenges = grant, None, []
+
+    def headers(self, server_url):
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    def unauthorized(self, server_url, www_authenticate):
+        self.challenges.append(www_authenticate)
+        self.token = "t0ken" if self.grant else None
+        return self.grant
+
+
+def guarded(endpoint):
+    """Answer 401 with a challenge to every request without the bearer token."""
+    def check(default):
+        def answer(message):
+            if endpoint.requests[-1].headers.get("authorization") != "Bearer t0ken":
+                return Answer(401, b"", headers={"WWW-Authenticate": 'Bearer scope="mcp"'})
+            return default(message)
+        return answer
+    endpoint.on["server/discover"] = check(lambda m: Answer(200, json.dumps({
+        "jsonrpc": "2.0", "id": m["id"], "error": {"code": -32601, "message": "nope"}}).encode()))
+    endpoint.on["initialize"] = check(lambda m: result(m, {
+        "protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+        "serverInfo": {"name": "scripted", "version": "0"}}))
+
+
+def test_a_401_runs_the_auth_flow_and_the_request_is_resent_with_its_token(endpoint):
+    guarded(endpoint)
+    auth = FakeAuth()
+    with connect_http(endpoint.url, auth=auth) as client:
+        assert client.protocol_version == "2025-06-18"
+        assert client.call_tool("echo", {"text": "in"}) == "in"
+    assert auth.challenges == ['Bearer scope="mcp"']
+    assert all(s.headers.get("authorization") == "Bearer t0ken" for s in endpoint.requests[1:])
+    assert "t0ken" not in repr(client)
+
+
+def test_an_authorization_the_flow_cannot_fix_fails_the_connection(endpoint):
+    guarded(endpoint)
+    with pytest.raises(MCPError, match="refused the authorization"):
+        connect_http(endpoint.url, auth=FakeAuth(grant=False))
+
+
+def test_auth_without_the_oauth_interface_is_a_config_error(endpoint):
+    with pytest.raises(nacelle.ConfigError, match="auth must have headers"):
+        connect_http(endpoint.url, auth="a token")

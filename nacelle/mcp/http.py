@@ -34,6 +34,10 @@ Choices, and why:
   (``cancels_by_closing``). The era is probed by the client with a modern
   ``server/discover``: a legacy server's 4xx or JSON-RPC error sends it to the
   2025 handshake.
+- With ``auth`` (:class:`nacelle.mcp.auth.OAuth`), every request gets its headers,
+  and a POST answered 401 or 403 calls its ``unauthorized`` with the
+  ``WWW-Authenticate`` challenge and is resent once when that says so; a GET stream
+  refused that way is simply not listened to.
 - The caller's ``headers`` (credentials, typically) never appear in a log line, a
   repr or an error, and neither does the URL's query string or user info: errors
   name the server by scheme, host and path only. Nor do they ride along: an error
@@ -87,7 +91,7 @@ class HTTPTransport:
     cancels_by_closing = True
 
     def __init__(self, url: str, *, headers: Optional[Mapping[str, str]] = None,
-                 timeout: Optional[float] = 30.0) -> None:
+                 timeout: Optional[float] = 30.0, auth: Any = None) -> None:
         parts = urlsplit(url) if isinstance(url, str) else None
         if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"an MCP server URL must be an http:// or https:// URL, "
@@ -105,7 +109,13 @@ class HTTPTransport:
         self.url = url
         netloc = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
         self.describe = repr(f"{parts.scheme}://{netloc}{parts.path}")
+        if auth is not None and not (callable(getattr(auth, "headers", None))
+                                     and callable(getattr(auth, "unauthorized", None))):
+            raise ConfigError("auth must have headers(server_url) and "
+                              "unauthorized(server_url, www_authenticate), as "
+                              "nacelle.mcp.auth.OAuth has")
         self._headers = headers
+        self._auth = auth
         self._timeout = timeout
         self._session_id: Optional[str] = None
         self._protocol_version: Optional[str] = None
@@ -379,16 +389,27 @@ class HTTPTransport:
         import requests
 
         body = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        headers = self._request_headers()
-        headers.update(_mirrored(message))
-        headers["Content-Type"] = "application/json"
-        headers["Accept"] = ACCEPT
-        try:
-            read = self._timeout if timeout == -1.0 else timeout
-            return self._http.post(self.url, data=body, headers=headers, stream=stream,
-                                   timeout=self._timeouts(read))
-        except (requests.RequestException, ValueError) as err:  # http.client's: ValueError
-            reason = _reason(err)
+        read = self._timeout if timeout == -1.0 else timeout
+        for attempt in (1, 2):
+            headers = self._request_headers()
+            headers.update(_mirrored(message))
+            headers["Content-Type"] = "application/json"
+            headers["Accept"] = ACCEPT
+            try:
+                response = self._http.post(self.url, data=body, headers=headers, stream=stream,
+                                           timeout=self._timeouts(read))
+            except (requests.RequestException, ValueError) as err:  # http.client's: ValueError
+                reason = _reason(err)
+                break
+            if not (attempt == 1 and self._auth is not None and response.status_code in (401, 403)):
+                return response
+            challenge = response.headers.get("www-authenticate", "")
+            response.close()
+            # The OAuth flow (discovery, a browser, a token request) runs here, on the
+            # thread of the request that met the challenge; MCPAuthError is an MCPError.
+            if not self._auth.unauthorized(self.url, challenge):
+                raise MCPError(f"MCP server {self.describe} refused the authorization "
+                               f"(HTTP {response.status_code})")
         raise MCPError(f"cannot reach MCP server {self.describe}: {reason}")
 
     def _get(self, extra: Dict[str, str], read_timeout: Optional[float] = -1.0) -> Any:
@@ -406,6 +427,8 @@ class HTTPTransport:
 
     def _request_headers(self) -> Dict[str, str]:
         headers = dict(self._headers)
+        if self._auth is not None:
+            headers.update(self._auth.headers(self.url))
         if self._session_id:
             headers["Mcp-Session-Id"] = self._session_id
         if self._protocol_version:
@@ -542,14 +565,17 @@ def connect_http(
     *,
     on_elicit: Optional[OnElicit] = None,
     protocol_version: Optional[str] = None,
+    auth: Any = None,
 ) -> MCPClient:
     """Connect to an MCP server's streamable HTTP endpoint and agree on a protocol.
 
     ``headers`` (an ``Authorization`` header, say) go with every request and never
     into a log line, a repr or an error. Raises :class:`MCPError` when the server
     cannot be reached or refuses the handshake. ``on_elicit`` and
-    ``protocol_version`` are as for :func:`~nacelle.mcp.connect_stdio`.
+    ``protocol_version`` are as for :func:`~nacelle.mcp.connect_stdio`. ``auth``
+    (a :class:`nacelle.mcp.auth.OAuth`) adds its ``Authorization`` header to every
+    request and, on a 401 or 403, runs its flow and resends the request once.
     """
-    transport = HTTPTransport(url, headers=headers, timeout=timeout)
+    transport = HTTPTransport(url, headers=headers, timeout=timeout, auth=auth)
     return MCPClient(transport, name=transport.describe, timeout=timeout, on_elicit=on_elicit,
                      protocol_version=protocol_version)._start()
