@@ -13,7 +13,8 @@ import nacelle
 from mcp_servers import free_port, needs_sdk, sdk_http_server
 from mcp_servers.http_server import Answer, ScriptedEndpoint, result, sse
 from nacelle.mcp import MCPError, connect_http
-from nacelle.mcp.http import HTTPTransport, header_value
+from nacelle.mcp.http import HTTPTransport
+from nacelle.mcp.protocol import header_value
 from nacelle.tools import ToolContext
 
 ACCEPT = "application/json, text/event-stream"
@@ -468,6 +469,27 @@ def test_a_2026_only_server_refusing_2025_is_reported_by_the_versions_it_speaks(
     with pytest.raises(MCPError, match=r"does not speak 2026-07-28 \(it speaks 2027-01-01\)"):
         connect_http(endpoint.url)
     assert not endpoint.posts("initialize")
+
+
+def test_a_2026_tool_call_mirrors_x_mcp_header_parameters_and_bad_annotations_drop_the_tool(
+        endpoint, caplog):
+    modern(endpoint)
+    sql = {"name": "sql", "description": "", "inputSchema": {"type": "object", "properties": {
+        "region": {"type": "string", "x-mcp-header": "Region"},
+        "opts": {"type": "object", "properties": {"dry": {"type": "boolean",
+                                                          "x-mcp-header": "Dry"}}},
+        "query": {"type": "string"}}}}
+    bad = {"name": "bad", "description": "", "inputSchema": {"type": "object", "properties": {
+        "n": {"type": "number", "x-mcp-header": "N"}}}}
+    endpoint.on["tools/list"] = lambda m: result(m, {"tools": [sql, bad]})
+    endpoint.on["tools/call"] = lambda m: result(m, {"content": [{"type": "text", "text": "ok"}]})
+    with connect_http(endpoint.url) as client:
+        assert [t.name for t in client.tools()] == ["sql"]
+        client.call_tool("sql", {"region": "Zürich", "opts": {"dry": True}, "query": "x"})
+    [call] = endpoint.posts("tools/call")
+    assert call.headers["mcp-param-region"] == "=?base64?WsO8cmljaA==?="
+    assert call.headers["mcp-param-dry"] == "true"
+    assert "tool 'bad' left out" in caplog.text
 
 
 @pytest.mark.parametrize("value, sent", [

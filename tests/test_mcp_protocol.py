@@ -1,6 +1,6 @@
 """What differs between MCP's protocol generations, as pure functions: the 2026-07-28
 ``_meta`` envelope, the capabilities declared, ``UnsupportedProtocolVersion`` errors,
-and elicitation answers and refusals."""
+``x-mcp-header`` rules, and elicitation answers and refusals."""
 
 import pickle
 
@@ -9,7 +9,7 @@ import pytest
 from nacelle.mcp import Elicitation, MCPError
 from nacelle.mcp.protocol import (
     LEGACY_VERSIONS, MODERN_VERSION, answer_elicitation, capabilities, elicitation, modern_meta,
-    refusal, unsupported_versions)
+    param_headers, param_values, refusal, unsupported_versions)
 
 FORM = {"mode": "form", "message": "Name?", "requestedSchema": {
     "type": "object", "properties": {"name": {"type": "string"}}}}
@@ -81,3 +81,30 @@ def test_without_on_elicit_the_server_is_refused_with_the_question_it_asked():
 def test_sampling_and_roots_are_refused_by_name():
     err = refusal("srv", "sampling/createMessage")
     assert err.code == -32601 and "sampling/createMessage" in str(err)
+
+
+def test_x_mcp_header_names_are_found_with_the_path_to_their_value():
+    schema = {"type": "object", "properties": {
+        "region": {"type": "string", "x-mcp-header": "Region"},
+        "nested": {"type": "object", "properties": {"id": {"type": "integer",
+                                                          "x-mcp-header": "Id"}}}}}
+    params = param_headers(schema)
+    assert params == {"Region": ("region",), "Id": ("nested", "id")}
+    assert param_values(params, {"region": "eu", "nested": {"id": 7}}) == {
+        "Mcp-Param-Region": "eu", "Mcp-Param-Id": "7"}
+    assert param_values(params, {"region": None}) == {}  # absent or null: no header
+
+
+@pytest.mark.parametrize("schema, why", [
+    ({"properties": {"n": {"type": "number", "x-mcp-header": "N"}}}, "only string"),
+    ({"properties": {"a": {"type": "string", "x-mcp-header": "A"},
+                     "b": {"type": "string", "x-mcp-header": "a"}}}, "given twice"),
+    ({"properties": {"a": {"type": "string", "x-mcp-header": "Not A Token"}}}, "token"),
+    ({"properties": {"a": {"type": "array", "items": {"type": "string",
+                                                     "x-mcp-header": "A"}}}}, "properties alone"),
+    ({"oneOf": [{"properties": {"a": {"type": "string", "x-mcp-header": "A"}}}]},
+     "properties alone"),
+])
+def test_x_mcp_header_annotations_that_break_the_rules_are_refused(schema, why):
+    with pytest.raises(ValueError, match=why):
+        param_headers(schema)

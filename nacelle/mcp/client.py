@@ -321,7 +321,20 @@ class MCPClient(Session):
                     and isinstance(spec.get("inputSchema"), dict)):
                 raise MCPError(f"MCP server {self.name} listed a malformed tool: "
                                f"{_preview(spec)}")
-        return tools
+        mirrors = getattr(self._transport, "tool_params", None)
+        if not (self.modern and isinstance(mirrors, dict)):
+            return tools  # x-mcp-header is 2026-07-28 Streamable HTTP's; stdio may ignore it
+        kept, params = [], {}
+        for spec in tools:
+            try:
+                params[spec["name"]] = protocol.param_headers(spec["inputSchema"])
+            except ValueError as err:
+                logger.warning("MCP server %s: tool %r left out: %s", self.name,
+                               spec["name"], err)
+                continue
+            kept.append(spec)
+        self._transport.tool_params = params  # type: ignore[attr-defined]
+        return kept
 
     def _prepare(self, method: str, params: Dict[str, Any]) -> Dict[str, Any]:
         if not (self.modern or method == "server/discover"):

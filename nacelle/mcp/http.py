@@ -27,7 +27,8 @@ Choices, and why:
 - On 2026-07-28 the transport is stateless: every POST carries
   ``MCP-Protocol-Version``, ``Mcp-Method`` and, for ``tools/call``, ``prompts/get``
   and ``resources/read``, ``Mcp-Name`` (Base64 in the spec's ``=?base64?…?=`` form
-  when it is not plain visible ASCII), all mirrored from the body, which is where
+  when it is not plain visible ASCII) and a tool's ``x-mcp-header`` parameters as
+  ``Mcp-Param-*`` (see ``protocol``), all mirrored from the body, which is where
   the client put them; there is no session, no ``GET`` stream (change notifications
   come on the ``subscriptions/listen`` answer, read with no read timeout), no
   resumption, and closing a request's response is its cancellation
@@ -66,7 +67,7 @@ from ..errors import ConfigError
 from ..sse import SSEDecoder, parse_json
 from .client import MCPClient
 from .errors import MCPError, SessionExpired
-from .protocol import MODERN_VERSION, PROTOCOL_KEY, OnElicit
+from .protocol import MODERN_VERSION, PROTOCOL_KEY, OnElicit, header_value, param_values
 
 __all__ = ["HTTPTransport", "connect_http"]
 
@@ -89,6 +90,9 @@ class HTTPTransport:
 
     #: On 2026-07-28, closing a request's response stream cancels it.
     cancels_by_closing = True
+    #: Tool name -> its ``x-mcp-header`` names and value paths, set by the client
+    #: from the tool list (2026-07-28: mirrored as ``Mcp-Param-*`` headers).
+    tool_params: Dict[str, Dict[str, Tuple[str, ...]]]
 
     def __init__(self, url: str, *, headers: Optional[Mapping[str, str]] = None,
                  timeout: Optional[float] = 30.0, auth: Any = None) -> None:
@@ -116,6 +120,7 @@ class HTTPTransport:
                               "nacelle.mcp.auth.OAuth has")
         self._headers = headers
         self._auth = auth
+        self.tool_params = {}
         self._timeout = timeout
         self._session_id: Optional[str] = None
         self._protocol_version: Optional[str] = None
@@ -392,7 +397,7 @@ class HTTPTransport:
         read = self._timeout if timeout == -1.0 else timeout
         for attempt in (1, 2):
             headers = self._request_headers()
-            headers.update(_mirrored(message))
+            headers.update(_mirrored(message, self.tool_params))
             headers["Content-Type"] = "application/json"
             headers["Accept"] = ACCEPT
             try:
@@ -474,9 +479,11 @@ class HTTPTransport:
             return request_id in self._abandoned or self._closing.is_set()
 
 
-def _mirrored(message: Dict[str, Any]) -> Dict[str, str]:
-    """The 2026-07-28 request headers mirrored from a request's body; none for a
-    legacy request (no ``_meta`` protocol version) or a notification."""
+def _mirrored(message: Dict[str, Any],
+              tool_params: Mapping[str, Mapping[str, Tuple[str, ...]]]) -> Dict[str, str]:
+    """The 2026-07-28 request headers mirrored from a request's body (with a tool's
+    ``x-mcp-header`` parameters from ``tool_params``); none for a legacy request (no
+    ``_meta`` protocol version) or a notification."""
     params = message.get("params")
     meta = params.get("_meta") if isinstance(params, dict) else None
     version = meta.get(PROTOCOL_KEY) if isinstance(meta, dict) else None
@@ -488,20 +495,10 @@ def _mirrored(message: Dict[str, Any]) -> Dict[str, str]:
     if message["method"] in ("tools/call", "prompts/get", "resources/read") and isinstance(
             name, str):
         headers["Mcp-Name"] = header_value(name)
+    arguments = params.get("arguments")
+    if message["method"] == "tools/call" and isinstance(arguments, dict):
+        headers.update(param_values(tool_params.get(str(name), {}), arguments))
     return headers
-
-
-def header_value(text: str) -> str:
-    """``text`` as a header value: as it is when it is visible ASCII (inner spaces
-    and tabs allowed), else ``=?base64?…?=`` of its UTF-8, as 2026-07-28 asks; a
-    plain value that looks like that form is encoded too."""
-    plain = (all(c == "\t" or " " <= c <= "~" for c in text) and text == text.strip()
-             and not (text.startswith("=?base64?") and text.endswith("?=")))
-    if plain:
-        return text
-    import base64
-
-    return "=?base64?" + base64.b64encode(text.encode("utf-8")).decode("ascii") + "?="
 
 
 def _close(response: Any) -> None:

@@ -28,6 +28,9 @@ Choices where the text leaves room:
 - The client declares ``elicitation`` (form) only when it was given ``on_elicit``,
   and neither sampling nor roots (both deprecated in 2026-07-28): a server asking
   for them is refused with an error naming what it asked for.
+- ``x-mcp-header`` (2026-07-28 Streamable HTTP): a tool whose schema breaks one of
+  its rules is left out of the tool list, with a warning, as the spec asks; a value
+  of the wrong type for its declared type is not mirrored.
 - An elicitation callback returns the content (a ``dict``: *accept*), ``"accept"``
   (a URL-mode consent, no content), ``"decline"`` or ``None`` (*decline*), or
   ``"cancel"``.
@@ -38,14 +41,16 @@ package's ``errors``.
 
 from __future__ import annotations
 
+import base64
+import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 from .errors import MCPError
 
 __all__ = ["CLIENT_INFO", "Elicitation", "LEGACY_VERSIONS", "MODERN_VERSION",
-           "OnElicit", "answer_elicitation", "capabilities", "modern_meta",
-           "unsupported_versions"]
+           "OnElicit", "answer_elicitation", "capabilities", "header_value", "modern_meta",
+           "param_headers", "param_values", "unsupported_versions"]
 
 MODERN_VERSION = "2026-07-28"
 #: The handshake revisions, newest first: the first is what the handshake offers.
@@ -135,3 +140,75 @@ def refusal(server: str, method: str) -> MCPError:
     """The error for a server request nacelle does not serve (sampling, roots...)."""
     return MCPError(f"MCP server {server} asked the client for {method}, which nacelle "
                     f"does not offer", code=-32601)
+
+
+# RFC 9110 token characters: what an x-mcp-header name may hold.
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+
+
+def param_headers(schema: Any) -> Dict[str, Tuple[str, ...]]:
+    """The ``x-mcp-header`` names of a tool's ``inputSchema``, each with the path of
+    ``properties`` keys to its value; ``ValueError`` saying what is wrong when the
+    annotations break the spec's rules (then the tool must not be offered)."""
+    found: Dict[str, Tuple[str, ...]] = {}
+
+    def walk(node: Any, path: Tuple[str, ...], static: bool) -> None:
+        if isinstance(node, list):
+            for item in node:
+                walk(item, path, False)
+            return
+        if not isinstance(node, dict):
+            return
+        if "x-mcp-header" in node:
+            name = node["x-mcp-header"]
+            if not static or not path:
+                raise ValueError("x-mcp-header on a value not reached through properties alone")
+            if not isinstance(name, str) or not _TOKEN.fullmatch(name):
+                raise ValueError(f"x-mcp-header {name!r} is not an HTTP header name token")
+            if node.get("type") not in ("string", "integer", "boolean"):
+                raise ValueError(f"x-mcp-header {name!r} on a {node.get('type')!r} value; "
+                                 f"only string, integer and boolean may be mirrored")
+            if name.lower() in {other.lower() for other in found}:
+                raise ValueError(f"x-mcp-header {name!r} is given twice")
+            found[name] = path
+        for key, value in node.items():
+            if key == "properties" and isinstance(value, dict):
+                for prop, sub in value.items():
+                    walk(sub, path + (str(prop),), static)
+            elif key != "x-mcp-header":
+                walk(value, path, False)
+
+    walk(schema, (), True)
+    return found
+
+
+def param_values(params: Mapping[str, Tuple[str, ...]],
+                 arguments: Mapping[str, Any]) -> Dict[str, str]:
+    """The ``Mcp-Param-*`` headers for one call: each annotated value that is there
+    and of a mirrored type, encoded as :func:`header_value` says."""
+    headers = {}
+    for name, path in params.items():
+        value: Any = arguments
+        for key in path:
+            value = value.get(key) if isinstance(value, Mapping) else None
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, int) and abs(value) <= 2**53 - 1:
+            text = str(value)
+        elif isinstance(value, str):
+            text = value
+        else:
+            continue  # absent, null, or not a type the spec lets a header carry
+        headers[f"Mcp-Param-{name}"] = header_value(text)
+    return headers
+
+
+def header_value(text: str) -> str:
+    """``text`` as a header value: as it is when it is visible ASCII (inner spaces
+    and tabs allowed), else ``=?base64?…?=`` of its UTF-8, as 2026-07-28 asks; a
+    plain value that looks like that form is encoded too."""
+    plain = (all(c == "\t" or " " <= c <= "~" for c in text) and text == text.strip()
+             and not (text.startswith("=?base64?") and text.endswith("?=")))
+    if plain:
+        return text
+    return "=?base64?" + base64.b64encode(text.encode("utf-8")).decode("ascii") + "?="
