@@ -499,22 +499,42 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from .cli_sessions import open_session, sessions_dir
 
         session = open_session(sessions_dir(settings.sessions_dir), name, latest)
-        agent, local = build_agent(
-            settings, observers=[recorder] if recorder is not None else [], system=system,
-            max_cost=max_cost,
-            approver=lambda tools, root: Approver(tools, yes=yes, root=root, stdin=terminal,
-                                                  no_terminal=terminal is None))
+        approvers: List[Approver] = []
+
+        def approver(tools: Sequence[Any], root: str) -> Approver:
+            approvers.append(Approver(tools, yes=yes, root=root, stdin=terminal,
+                                      no_terminal=terminal is None))
+            return approvers[-1]
+
+        options: Dict[str, Any] = dict(
+            observers=[recorder] if recorder is not None else [], system=system,
+            max_cost=max_cost, approver=approver)
+        agent, local = build_agent(settings, **options)
     except NacelleError as err:
         return _fail(_one_line(err))
+    opened = [local]
+
+    def switch_model(name: str) -> "Agent":
+        import dataclasses
+
+        new, tools = build_agent(dataclasses.replace(settings, model=name), **options)
+        opened.append(tools)
+        return new
+
     # The Recorder flushes at each run's end, so _exit_now's os._exit loses nothing
     # of a finished run even when it skips the close below.
     try:
         if prompt is None:
             from .cli_interactive import interactive
-            from .console import Renderer
+            from .cli_sessions import data_dir
+            from .console import Renderer, describe_usage
 
-            return _exit_now(interactive(agent, lambda: Renderer(), session,
-                                         version=_version()))
+            return _exit_now(interactive(
+                agent, make_renderer=Renderer, describe_usage=describe_usage, session=session,
+                sessions_directory=sessions_dir(settings.sessions_dir),
+                switch_model=switch_model, version=_version(),
+                settle=lambda: [a.wait_idle() for a in approvers],
+                history_path=os.path.join(data_dir(), "history")))
         from .cli_sessions import after
         from .messages import user_text
 
@@ -532,7 +552,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return _exit_now(_fail(_one_line(err)))
         return _exit_now(code)
     finally:
-        local.close()
+        for tools in opened:
+            tools.close()
         if recorder is not None:
             recorder.close()
         if terminal is not None and terminal is not sys.stdin:

@@ -108,6 +108,13 @@ class Approver:
         # and input) reaches it through this thread-local, since ask calls the prompt
         # on the asking thread.
         self._call = threading.local()
+        self._idle = threading.Event()  # no question open (ask's lock allows one at a time)
+        self._idle.set()
+
+    def wait_idle(self, timeout: float = 2.0) -> bool:
+        """Wait until no question is reading the terminal (after a cancel, so the next
+        prompt's input is not read as an answer); False if one still is."""
+        return self._idle.wait(timeout)
 
     def __call__(self, name: str, input: Dict[str, Any], ctx: Any) -> Any:
         if self.yes or self._safe(name, input, ctx) is True:
@@ -123,6 +130,13 @@ class Approver:
         if self.stdin is None:
             self.stderr.write(f"{question}no (no terminal to ask; --yes approves)\n")
             raise EOFError
+        self._idle.clear()
+        try:
+            return self._question(question, cancelled)
+        finally:
+            self._idle.set()
+
+    def _question(self, question: str, cancelled: threading.Event) -> str:
         shown = preview(self._call.name, self._call.input, self.root)
         if shown:
             self.stderr.write(shown)
@@ -152,7 +166,9 @@ class Approver:
         while fd is not None:
             if cancelled.is_set():
                 return None
-            ready, _, _ = select.select([fd], [], [], 0.1)
+            ready, _, _ = select.select([fd], [], [], 0.05)
             if ready:
+                if cancelled.is_set():
+                    return None
                 break
         return self.stdin.readline()  # "" at end of input

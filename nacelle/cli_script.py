@@ -183,6 +183,10 @@ class ScriptOutput:
             else:
                 self._held.append(event.text)
             return
+        if kind is Kind.TOOL_CALL and self._held:
+            # A turn that calls a tool was narrating: its text so far goes out first.
+            held, self._held = "".join(self._held), []
+            self._show(Event(Kind.TEXT, text=held))
         if kind is Kind.TURN:
             self.turns += 1
             held, self._held = "".join(self._held), []

@@ -239,3 +239,146 @@ def test_an_interactive_session_is_saved_after_each_answer(server, terminal, tmp
     assert request_texts(server.requests[1])[:3] == ["My colour is blue.", "Noted.",
                                                      "What is my colour?"]
     assert len(FileStore(tmp_path / "sessions").load("chat")) == 4
+
+
+def test_history_is_kept_across_sessions_in_the_data_directory(server, terminal, tmp_path):
+    server.queue("/v1/messages", Reply(chunks=anthropic_stream(["One."])),
+                 Reply(chunks=anthropic_stream(["Again."])))
+    term = terminal()
+    term.expect("> ")
+    term.send("remember me\r")
+    term.expect("One.")
+    term.expect("> ")
+    term.send("/exit\r")
+    assert term.wait() == 0
+    history = tmp_path / "data" / "nacelle" / "history"
+    assert "remember me" in history.read_text()
+    assert history.stat().st_mode & 0o777 == 0o600
+    assert not (tmp_path / "home").exists() or not any((tmp_path / "home").rglob("*history*"))
+    term = terminal()
+    term.expect("> ")
+    term.send("\x10")  # Ctrl-P: the previous line of history, /exit
+    term.expect("/exit")
+    term.send("\x10")  # and the one before it
+    term.expect("remember me")
+    term.send("\r")
+    term.expect("Again.")
+    term.expect("> ")
+    term.send("/exit\r")
+    assert term.wait() == 0
+    assert request_texts(server.requests[1]) == ["remember me"]
+
+
+def test_a_trailing_backslash_continues_the_prompt(server, terminal):
+    server.queue("/v1/messages", Reply(chunks=anthropic_stream(["Got both."])))
+    term = terminal()
+    term.expect("> ")
+    term.send("line one\\\r")
+    term.expect("... ")
+    term.send("line two\r")
+    term.expect("Got both.")
+    term.expect("> ")
+    term.send("/exit\r")
+    assert term.wait() == 0
+    assert request_texts(server.requests[0]) == ["line one\nline two"]
+
+
+def test_slash_commands_help_cost_clear_model_save_and_load(server, terminal, tmp_path):
+    server.queue("/v1/messages", *[Reply(chunks=anthropic_stream([f"Answer {i}."]))
+                                   for i in range(3)])
+    env = {"NACELLE_SESSIONS_DIR": str(tmp_path / "sessions")}
+    term = terminal(env=env)
+    term.expect("> ")
+    term.send("/help\r")
+    term.expect("/model NAME")
+    term.expect("> ")
+    term.send("first\r")
+    term.expect("Answer 0.")
+    term.expect("> ")
+    term.send("/cost\r")
+    term.expect("this session: 37 tokens (in 25, out 12), $")
+    term.expect("> ")
+    term.send("/save keep\r")
+    term.expect("(saved as keep")
+    term.expect("> ")
+    term.send("/clear\r")
+    term.expect("(conversation cleared)")
+    term.expect("> ")
+    term.send("/model claude-other-1\r")
+    term.expect("(model: claude-other-1)")
+    term.expect("> ")
+    term.send("second\r")
+    term.expect("Answer 1.")
+    term.expect("> ")
+    term.send("/load keep\r")
+    term.expect("(session keep: 2 messages)")
+    term.expect("> ")
+    term.send("third\r")
+    term.expect("Answer 2.")
+    term.expect("> ")
+    term.send("/nonsense\r")
+    term.expect("unknown command /nonsense")
+    term.expect("> ")
+    term.send("/exit\r")
+    assert term.wait() == 0
+    assert request_texts(server.requests[1]) == ["second"]
+    assert server.requests[1].json()["model"] == "claude-other-1"
+    # /save made keep the current session, so the answer after /clear was saved there
+    assert request_texts(server.requests[2])[:3] == ["second", "Answer 1.", "third"]
+    assert len(FileStore(tmp_path / "sessions").load("keep")) == 4
+
+
+def test_ctrl_c_at_the_prompt_drops_the_line_and_leaves_a_prompt(server, terminal):
+    server.queue("/v1/messages", Reply(chunks=anthropic_stream(["Clean."])))
+    term = terminal()
+    term.expect("> ")
+    time.sleep(0.3)  # readline has the terminal (a Ctrl-C racing its set-up can be lost)
+    term.send("half a thou")
+    term.expect("half a thou")
+    time.sleep(0.3)
+    term.send("\x03")
+    term.expect("^C")
+    term.expect("> ")
+    term.send("whole\r")
+    term.expect("Clean.")
+    term.expect("> ")
+    term.send("/exit\r")
+    assert term.wait() == 0
+    assert request_texts(server.requests[0]) == ["whole"]
+
+
+def test_ctrl_c_at_an_approval_cancels_the_run_and_leaves_a_prompt(server, terminal, tmp_path):
+    server.queue("/v1/messages",
+                 Reply(chunks=anthropic_stream([], tool_calls=[
+                     ("toolu_1", "edit_file",
+                      '{"path": "a.txt", "old_text": "one", "new_text": "two"}')])),
+                 Reply(chunks=anthropic_stream(["After."])))
+    (tmp_path / "a.txt").write_text("line one\n", encoding="utf-8")
+    term = terminal()
+    term.expect("> ")
+    term.send("edit it\r")
+    shown = term.expect("Allow edit_file")
+    assert "-line one" in shown and "+line two" in shown
+    term.expect("ne[v]er: ")
+    term.send("\x03")
+    term.expect("(cancelled)")
+    term.expect("> ")
+    term.send("next\r")
+    term.expect("After.")
+    term.expect("> ")
+    term.send("/exit\r")
+    assert term.wait() == 0
+    assert (tmp_path / "a.txt").read_text() == "line one\n"
+
+
+def test_a_spinner_turns_on_the_terminal_until_the_first_token(server, terminal):
+    first, *rest = anthropic_stream(["Slow answer."])
+    server.queue("/v1/messages", Reply(chunks=[(first, 1.5)] + [(c, 0.0) for c in rest]))
+    term = terminal()
+    term.expect("> ")
+    term.send("take your time\r")
+    term.expect("waiting for the model")
+    term.expect("Slow answer.")
+    term.expect("> ")
+    term.send("/exit\r")
+    assert term.wait() == 0

@@ -1,0 +1,66 @@
+"""The CLI for scripts: the prompt from stdin, and the --json / --jsonl encodings."""
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from nacelle.cli_script import ScriptOutput, event_json, read_prompt, result_json
+from nacelle.events import Event, Kind, Stop, ToolEvent, Usage
+from nacelle.messages import assistant_text, user_text
+
+SCHEMA = json.loads((Path(__file__).resolve().parent.parent / "nacelle" /
+                     "cli_result.schema.json").read_text())
+
+
+def test_the_prompt_comes_from_the_argument_stdin_or_both():
+    assert read_prompt("hi", None) == "hi"
+    assert read_prompt(None, None) is None
+    assert read_prompt(None, io.StringIO("a\nb\n")) == "a\nb\n"
+    assert read_prompt("-", io.StringIO("piped")) == "piped"
+    assert read_prompt("explain", io.StringIO("the text")) == "explain\n\nthe text"
+    assert read_prompt("explain", io.StringIO("  \n")) == "explain"
+
+
+def events():
+    call = ToolEvent("c1", 0, "read_file", '{"path": "a"}')
+    return [Event(Kind.TEXT, text="Reading."), Event(Kind.TOOL_CALL, tool=call),
+            Event(Kind.TURN, usage=Usage(5, 5), stop=Stop.TOOLS),
+            Event(Kind.TOOL_RESULT, tool=ToolEvent("c1", 0, "read_file", '{"path": "a"}',
+                                                   result="text", duration=0.5)),
+            Event(Kind.TEXT, text="The "), Event(Kind.TEXT, text="answer."),
+            Event(Kind.TURN, usage=Usage(5, 5), stop=Stop.END),
+            Event(Kind.DONE, usage=Usage(10, 10), stop=Stop.END,
+                  messages=(user_text("q"), assistant_text("The answer.")))]
+
+
+def test_on_a_pipe_text_before_tool_calls_is_narration_and_the_answer_is_alone():
+    out, narrated = io.StringIO(), []
+    script = ScriptOutput(out, io.StringIO(), narrate=narrated.append)
+    for event in events():
+        script.event(event)
+    assert out.getvalue() == "The answer.\n"
+    assert narrated[0].kind is Kind.TEXT and narrated[0].text == "Reading."
+
+
+def test_the_result_object_matches_the_schema_and_an_unknown_cost_is_null():
+    jsonschema = pytest.importorskip("jsonschema")
+    done = events()[-1]
+    tool = events()[3].tool
+    result = result_json(done, [tool], 2)
+    jsonschema.validate(result, SCHEMA)
+    assert result["cost"] is None and result["tool_calls"][0]["input"] == {"path": "a"}
+    priced = result_json(Event(Kind.DONE, usage=Usage(1, 1, cost=0.5, priced=True),
+                               stop=Stop.MAX_TOKENS), [], 1, session="s")
+    jsonschema.validate(priced, SCHEMA)
+    assert priced["cost"] == 0.5 and priced["complete"] is False and priced["session"] == "s"
+
+
+def test_every_event_has_a_jsonl_line_but_done_which_is_the_result():
+    lines = [event_json(e) for e in events()]
+    assert lines[-1] is None
+    assert [line["kind"] for line in lines[:-1]] == [
+        "text", "tool_call", "turn", "tool_result", "text", "text", "turn"]
+    assert "result" not in lines[1]["tool"] and lines[3]["tool"]["status"] == "ok"
+    json.dumps(lines[:-1])
