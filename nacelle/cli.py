@@ -7,7 +7,8 @@ is the prompt; with both, the piped text follows the prompt as its material
 stderr; ``--json`` / ``--jsonl`` encode the run instead (``cli_result.schema.json``).
 ``nacelle`` alone, on a terminal, is an interactive session
 (:mod:`nacelle.cli_interactive`). Subcommands: ``demo`` (offline), ``report``
-(a recorded run as HTML), ``sessions`` (:mod:`nacelle.cli_sessions`), ``serve``
+(a recorded run as HTML), ``sessions`` (:mod:`nacelle.cli_sessions`), ``models``
+(:mod:`nacelle.cli_models`), ``serve``
 (:func:`nacelle.serve.run_server`: calls that would ask pause for the page instead),
 ``batch`` (:func:`nacelle.batch.main_batch`: no one to ask, so they are refused
 unless ``--yes``) and ``help``. The first word is a subcommand only when it
@@ -75,6 +76,8 @@ subcommands:
   report RUN.jsonl        render a run recorded with --record as an HTML page
   sessions [list|show NAME|delete NAME]
                           the sessions saved with --session
+  models [--provider P]   the models the provider lists (anthropic, openrouter, openai,
+                          ollama; cached for 10 minutes)
   serve [--port 8000]     serve the agent over HTTP with a chat page
   batch INPUT.jsonl -o RESULTS.jsonl [--workers N]
                           run many prompts, resumably
@@ -104,6 +107,8 @@ environment:
   NACELLE_CONFIG      the settings file (default ~/.nacelle.yml)
   XDG_DATA_HOME       sessions and history under $XDG_DATA_HOME/nacelle
                       (default ~/.local/share/nacelle)
+  XDG_CACHE_HOME      the models cache under $XDG_CACHE_HOME/nacelle (default ~/.cache)
+  OPENAI_API_KEY, OPENAI_BASE_URL, OLLAMA_HOST   for 'nacelle models'
   NO_COLOR            no colour
 
 defaults: backend anthropic (its default model), root ., max iterations 50, no bash,
@@ -402,6 +407,16 @@ def _batch(argv: Sequence[str]) -> int:
     return _exit_now(EXIT_FAILED if done.failures else EXIT_OK)
 
 
+def _models(argv: Sequence[str]) -> int:
+    from .cli_models import models_command
+
+    try:
+        backend = resolve().backend
+    except NacelleError as err:
+        return _fail(_one_line(err))
+    return models_command(list(argv), lambda: backend, sys.stdout, sys.stderr)
+
+
 def _help(argv: Sequence[str]) -> int:
     if argv and argv[0] in COMMANDS and argv[0] != "help":
         return COMMANDS[argv[0]](["--help"])
@@ -410,7 +425,7 @@ def _help(argv: Sequence[str]) -> int:
 
 
 COMMANDS: Dict[str, Callable[[Sequence[str]], int]] = {
-    "demo": _demo, "report": _report, "sessions": _sessions, "serve": _serve,
+    "demo": _demo, "report": _report, "sessions": _sessions, "models": _models, "serve": _serve,
     "batch": _batch, "help": _help,
 }
 

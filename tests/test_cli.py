@@ -285,7 +285,7 @@ def test_help_documents_exit_codes_the_environment_and_the_defaults():
     assert out.returncode == 0
     for text in ("exit codes:", "130", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
                  "NACELLE_CONFIG", "XDG_DATA_HOME", "defaults:", "--json", "--jsonl",
-                 "--max-cost", "--system", "--schema", "--quiet", "sessions", "serve",
+                 "--max-cost", "--system", "--schema", "--quiet", "sessions", "serve", "models",
                  "batch INPUT.jsonl"):
         assert text in out.stdout, text
     assert nacelle("help").stdout == out.stdout
@@ -740,3 +740,12 @@ def test_version_names_the_distribution_and_the_import():
     assert out.returncode == 0
     assert out.stdout.strip() == f"{name} {__version__} (import nacelle)"
     assert "nacelle = nacelle.cli:main" in config["options.entry_points"]["console_scripts"]
+
+
+def test_models_lists_the_backends_models_from_its_endpoint(server, tmp_path):
+    server.queue("/v1/models", Reply.json({"data": [{"id": "claude-x-1", "display_name": "X"}],
+                                           "has_more": False}))
+    out = nacelle("models", server=server, env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "claude-x-1\tX\n"
+    assert list((tmp_path / "cache" / "nacelle").glob("models-anthropic-*.json"))

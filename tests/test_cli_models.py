@@ -1,0 +1,79 @@
+"""``nacelle models``: each provider's listing endpoint on a FakeServer, and the cache."""
+
+import io
+
+import pytest
+
+from nacelle.cli_models import TTL, ListingError, fetch_models, models_command
+from nacelle.testing import FakeServer, Reply
+
+KEY = "sk-ant-models-test-0123456789"
+
+
+@pytest.fixture
+def server(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    with FakeServer() as s:
+        for variable in ("ANTHROPIC_BASE_URL", "OPENROUTER_BASE_URL", "OPENAI_BASE_URL"):
+            monkeypatch.setenv(variable, s.url)
+        monkeypatch.setenv("OLLAMA_HOST", s.url)
+        yield s
+
+
+def test_anthropic_models_follow_pages_with_the_key_and_show_known_prices(server):
+    server.queue("/v1/models",
+                 Reply.json({"data": [{"id": "claude-opus-4-1", "display_name": "Claude Opus 4.1"}],
+                             "has_more": True, "last_id": "claude-opus-4-1"}),
+                 Reply.json({"data": [{"id": "claude-new-9", "display_name": "New"}],
+                             "has_more": False, "last_id": "claude-new-9"}))
+    models, cached = fetch_models("anthropic")
+    assert not cached
+    assert [name for name, _ in models] == ["claude-opus-4-1", "claude-new-9"]
+    assert "per Mtok" in models[0][1] and models[1][1] == "New"
+    assert server.requests[0].headers["x-api-key"] == KEY
+    assert "after_id=claude-opus-4-1" in server.requests[1].query
+
+
+def test_a_listing_is_reused_from_the_cache_until_it_is_ten_minutes_old(server):
+    server.queue("/models", *[Reply.json({"data": [{"id": f"m{i}"}]}) for i in range(3)])
+    now = 1_000_000.0
+    assert fetch_models("openai", clock=lambda: now) == ([("m0", "")], False)
+    assert fetch_models("openai", clock=lambda: now + TTL - 1) == ([("m0", "")], True)
+    assert fetch_models("openai", clock=lambda: now + TTL + 1) == ([("m1", "")], False)
+    assert fetch_models("openai", refresh=True, clock=lambda: now + TTL + 2)[0] == [("m2", "")]
+    assert len(server.requests) == 3
+
+
+def test_openrouter_shows_its_own_prices_per_million_tokens(server):
+    server.queue("/models", Reply.json({"data": [{
+        "id": "vendor/model", "name": "Model", "context_length": 128000,
+        "pricing": {"prompt": "0.000003", "completion": "0.000015"}}]}))
+    [(name, about)] = fetch_models("openrouter")[0]
+    assert name == "vendor/model"
+    assert about == "Model - 128,000 context - $3/$15 per Mtok"
+
+
+def test_ollama_lists_its_local_tags(server):
+    server.queue("/api/tags", Reply.json({"models": [{"name": "qwen3:8b", "size": 5_200_000_000}]}))
+    assert fetch_models("ollama")[0] == [("qwen3:8b", "5.2 GB")]
+
+
+def test_a_failed_listing_is_one_line_without_the_key(server):
+    server.queue("/v1/models", Reply.json({"error": "no"}, status=401))
+    out, err = io.StringIO(), io.StringIO()
+    assert models_command(["--provider", "anthropic"], lambda: "anthropic", out, err) == 1
+    assert err.getvalue().count("\n") == 1 and "401" in err.getvalue()
+    assert KEY not in err.getvalue()
+    with pytest.raises(ListingError):
+        fetch_models("anthropic", refresh=True)
+
+
+def test_the_command_prints_one_model_a_line_with_a_tab(server):
+    server.queue("/api/tags", Reply.json({"models": [{"name": "a"}, {"name": "b", "size": 1e9}]}))
+    out, err = io.StringIO(), io.StringIO()
+    assert models_command(["--provider", "ollama"], lambda: "anthropic", out, err) == 0
+    assert out.getvalue() == "a\nb\t1.0 GB\n"
+    out = io.StringIO()
+    assert models_command(["--provider", "ollama"], lambda: "anthropic", out, err) == 0
+    assert "from the cache" in err.getvalue() and out.getvalue() == "a\nb\t1.0 GB\n"
