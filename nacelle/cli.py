@@ -445,6 +445,7 @@ def _run_prompt(agent: "Agent", conversation: List[Any], *, mode: str, quiet: bo
     """Run one prompt for a script; returns (exit code, the DONE event or None)."""
     from .cli_script import ScriptOutput
     from .console import Renderer
+    from .events import Kind
 
     narrate = None if quiet else Renderer(sys.stderr).event
     output = ScriptOutput(sys.stdout, sys.stderr, mode=mode, narrate=narrate,
@@ -456,7 +457,7 @@ def _run_prompt(agent: "Agent", conversation: List[Any], *, mode: str, quiet: bo
     done = None
     for event in events:
         output.event(event)
-        if event.kind.value == "done":
+        if event.kind is Kind.DONE:
             done = event
     if done is None or done.stop is None:
         return EXIT_FAILED, done
