@@ -111,7 +111,8 @@ def test_a_tool_added_mid_run_is_offered_at_the_next_turn_of_the_same_run(sdk):
     backend = ScriptedBackend([calling(("grow", {"name": "midrun"})),
                                calling(("midrun", {"text": "ab"})),
                                nacelle.assistant_text("ok")])
-    events = list(nacelle.Agent(backend, "Use the tools.", tools=live)
+    # The toolset itself, not its tools of this moment: the loop would ask it each turn.
+    events = list(nacelle.Agent(backend, "Use the tools.", tools=[live])
                   .stream([nacelle.user_text("go")]))
     assert results(events)["call_0"].error is None
     assert "midrun" in [t.name for t in backend.requests[1].tools]
