@@ -13,7 +13,13 @@ by retrying the request with ``inputResponses`` and the opaque ``requestState``
 https://modelcontextprotocol.io/specification/2026-07-28/changelog,
 …/basic/versioning, …/basic/patterns/mrtr, …/basic/transports/streamable-http; and
 the official Python SDK ``mcp`` 2.3.0 (``mcp_types/version.py``, ``mcp/client/_probe.py``,
-``mcp/client/_input_required.py``), whose server serves both generations.
+``mcp/client/_input_required.py``), whose server serves both generations. The
+pages on the stdio transport, ``server/discover``, subscriptions and cancellation were
+not available here: the shapes of ``DiscoverResult``, the ``subscriptions/listen``
+filter and ``notifications/subscriptions/acknowledged`` are taken from that SDK's
+``mcp_types`` for 2026-07-28, and the stdio probe follows the versioning page's
+summary ("probe with ``server/discover`` and fall back on any error that is not a
+recognized modern error").
 
 Choices where the text leaves room:
 
