@@ -58,7 +58,7 @@ from .messages import Image, Message, Role, ToolCall
 from .observe import Observer, Observers
 from .observe import checked as checked_observers
 from .output import FINAL_ANSWER, Output, check_options, make_output
-from .tools import tools_by_name
+from .tools import expand_tools, is_toolset, tools_by_name
 
 __all__ = ["Agent", "Result"]
 
@@ -198,7 +198,7 @@ class Agent:
                               f"{type(compaction).__name__}")
         _check_int("loop_guard", loop_guard, 0)
         tools = tuple(tools)
-        tools_by_name(tools)
+        tools_by_name(expand_tools(tools))
         mcp = tuple(mcp)
         self.backend = backend
         self.system = system
@@ -230,7 +230,8 @@ class Agent:
             return None
         compiled = make_output(output, self.output_mode, self.output_retries,
                                capabilities=self.backend.capabilities, backend=self.backend.name)
-        if compiled.tool is not None and any(t.name == FINAL_ANSWER for t in self.tools):
+        if compiled.tool is not None and any(t.name == FINAL_ANSWER
+                                             for t in expand_tools(self.tools)):
             raise ConfigError(f"a tool is named {FINAL_ANSWER!r}, the name output_mode='tool' "
                               "gives its final-answer tool; rename the tool")
         return compiled
@@ -264,7 +265,7 @@ class Agent:
                               f"max_tokens ({self.max_tokens})")
 
     def __repr__(self) -> str:
-        tools = [t.name for t in self.tools]
+        tools = [getattr(t, "name", repr(t)) for t in self.tools]
         return (f"Agent(backend={self.backend.name!r}, tools={tools!r}, "
                 f"mcp={[s.name for s in self.mcp]!r}, max_iterations={self.max_iterations})")
 
@@ -280,7 +281,7 @@ class Agent:
             if not images and any(isinstance(p, Image) for p in message.parts):
                 raise Unsupported(self.backend.name, f"images (conversation[{i}] has one)")
         compiled = self._output if output is _AGENT_OUTPUT else self._compile_output(output)
-        system, tools = self.system, self.tools
+        system, tools = self.system, expand_tools(self.tools)
         if compiled is not None and compiled.mode == "prompted":
             system = f"{system}\n\n{compiled.instructions()}"
         elif compiled is not None and compiled.tool is not None:
@@ -292,6 +293,7 @@ class Agent:
             max_parallel_tools=self.max_parallel_tools, tool_timeout=self.tool_timeout,
             budget=self.budget, output=compiled, profile=self.profile,
             compaction=self.compaction, loop_guard=self.loop_guard,
+            toolsets=self.tools if any(is_toolset(t) for t in self.tools) else (),
         )
 
     def stream(self, conversation: Iterable[Message], *,

@@ -153,7 +153,9 @@ class Request:
     continues the paused run's counts. ``profile`` says what the request is for
     (:class:`CallProfile`); ``compaction`` is the run's ``nacelle.Compaction`` or None;
     ``loop_guard`` is how many identical calls a run may make before they are refused
-    (0: no guard).
+    (0: no guard). ``toolsets`` is the Agent's ``tools`` as given when any of them is a
+    toolset (``tools.is_toolset``): ``tools`` holds their tools as of the request, and
+    the loop asks the toolsets again before each model turn.
     """
 
     system: str
@@ -173,9 +175,10 @@ class Request:
     profile: CallProfile = CallProfile.AGENT_TURN
     compaction: Optional[Any] = None
     loop_guard: int = 0
+    toolsets: Tuple[Any, ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("messages", "tools", "mcp"):
+        for name in ("messages", "tools", "mcp", "toolsets"):
             value = getattr(self, name)
             if not isinstance(value, tuple):
                 object.__setattr__(self, name, tuple(value))

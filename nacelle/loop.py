@@ -44,6 +44,9 @@ Entry point for backends — every backend's ``stream(request, ctx)`` is one lin
   first: the pending calls are announced again, the refused ones closed, the
   approved ones run without their before-hooks or approval being asked again, and the
   round's earlier results recorded as they were — then the next model turn.
+- A toolset among the Agent's tools (``client.tools(live=True)`` from ``nacelle.mcp``)
+  is asked for its tools before every model turn after the first: a server whose list
+  changed offers the new list at the next turn.
 - A ``TurnEnd(resume=True)`` (a provider pause) is recorded and followed at once by
   another turn; it counts as an iteration and may not carry local calls.
 - Every assistant message recorded ends with ``Finish(stop)``; after a tool round,
@@ -78,6 +81,7 @@ Core module: imports the standard library and nacelle's core modules only.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any, Dict, Generator, Iterator, List, Optional, Sequence, Set, Tuple
 
@@ -89,7 +93,7 @@ from .errors import Cancelled, StreamError
 from .events import Event, Kind, Stop, ToolEvent, Usage
 from .messages import Finish, Message, Part, Role, Text, ToolCall, ToolResult
 from .toolcalls import Call, Round, ToolSink, as_result, closing
-from .tools import tools_by_name
+from .tools import expand_tools, tools_by_name
 
 __all__ = ["run"]
 
@@ -177,6 +181,8 @@ class _Run:
         while True:
             self.ctx.check()
             self.iterations += 1
+            if self.request.toolsets and self.iterations > 1:
+                self._refresh_tools()
             try:
                 if self.compact_next:
                     self.compact_next = False
@@ -216,6 +222,23 @@ class _Run:
             stopped = yield from self._tool_round(calls, settled)
             if stopped is not None:
                 return stopped
+
+    def _refresh_tools(self) -> None:
+        """Ask the run's toolsets for their tools of now (a server's list may have
+        changed since the last turn); a list that is no longer valid (two tools of one
+        name, say) keeps the last one, logged."""
+        request = self.request
+        extra = (self.output.tool,) if self.output is not None and self.output.tool else ()
+        try:
+            tools = expand_tools(request.toolsets) + extra
+            by_name = tools_by_name(tools)
+        except Exception:  # noqa: BLE001 - a toolset's failure must not end the run
+            log.warning("a toolset could not list its tools; the last list stays",
+                        exc_info=True)
+            return
+        if _signature(tools) != _signature(request.tools):
+            self.request = dataclasses.replace(request, tools=tools)
+            self.tools = by_name
 
     def _turn_with_room(self) -> Generator[Event, None, TurnEnd]:
         """One turn; with compaction, a turn the provider refused or cut because the
@@ -504,6 +527,12 @@ def _tool(event: Event) -> ToolEvent:
     """The ToolEvent of a TOOL_CALL or TOOL_RESULT event (which always carry one)."""
     assert event.tool is not None
     return event.tool
+
+
+def _signature(tools: Sequence[Any]) -> List[Tuple[str, str, str]]:
+    """What a model sees of a tool list; a toolset makes new tool objects each time it
+    is asked, so the list is compared by this rather than by identity."""
+    return [(t.name, t.description, repr(t.schema)) for t in tools]
 
 
 def _budget_spent(budget: Budget, total: Usage, calls: int) -> str:

@@ -131,7 +131,7 @@ def subagent_tool(
         thinking=agent.thinking,
         max_tokens=agent.max_tokens,
         max_iterations=max_iterations,
-        tools=[t for t in agent.tools if t.name != name],
+        tools=[t for t in agent.tools if getattr(t, "name", None) != name],
         mcp=agent.mcp,
         approve=approve if approve is not None else deny_all,
         hooks=agent.hooks,

@@ -28,7 +28,8 @@ import importlib
 import json
 import re
 from typing import (
-    TYPE_CHECKING, Any, Callable, Dict, Iterable, Optional, Protocol, Tuple, runtime_checkable,
+    TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Protocol, Tuple,
+    runtime_checkable,
 )
 
 from .context import ToolContext
@@ -37,7 +38,8 @@ from .errors import ConfigError
 if TYPE_CHECKING:
     from .schema import Converter
 
-__all__ = ["FunctionTool", "Tool", "from_hints", "metadata", "tool", "tools_by_name"]
+__all__ = ["FunctionTool", "Tool", "expand_tools", "from_hints", "is_toolset", "metadata", "tool",
+           "tools_by_name"]
 
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -260,6 +262,26 @@ def _check_schema(tool_: Any) -> None:
     properties = schema.get("properties", {})
     if not isinstance(properties, dict):
         raise ConfigError(f"tool {tool_.name!r}: schema properties must be an object")
+
+
+def is_toolset(item: Any) -> bool:
+    """True for a toolset: something with a callable ``current()`` listing its tools of
+    the moment (``client.tools(live=True)`` from ``nacelle.mcp``), and no ``run``."""
+    return callable(getattr(item, "current", None)) and not callable(getattr(item, "run", None))
+
+
+def expand_tools(items: Iterable[Any]) -> Tuple[Any, ...]:
+    """``items`` with each toolset replaced by the tools it lists now, in order.
+
+    A toolset in an Agent's ``tools`` is asked again before every model request, so a
+    server whose tool list changed mid-run offers the new list at the next turn."""
+    found: List[Any] = []
+    for item in items:
+        if is_toolset(item):
+            found.extend(item.current())
+        else:
+            found.append(item)
+    return tuple(found)
 
 
 def tools_by_name(tools: Iterable[Any]) -> Dict[str, Any]:

@@ -730,3 +730,54 @@ def test_a_cost_budget_needs_a_backend_that_knows_prices():
     with pytest.raises(nacelle.ConfigError, match="a cost budget needs prices"):
         Agent(backend, "sys", budget=nacelle.Budget(cost=1.0))
     Agent(backend, "sys", budget=nacelle.Budget(tokens=10))
+
+
+# -- toolsets -----------------------------------------------------------------------
+
+class ChangingToolset:
+    """A toolset whose list a tool changes, as a server's list may change mid-run."""
+
+    def __init__(self, later):
+        self.grown = False
+        self.later = later
+
+    def current(self):
+        return [grow_tool(self), echo] + (self.later if self.grown else [])
+
+
+def grow_tool(toolset):
+    @nacelle.tool(name="grow")
+    def grow() -> str:
+        """Change the toolset's list."""
+        toolset.grown = True
+        return "grown"
+    return grow
+
+
+def test_a_toolset_is_asked_again_before_each_turn_so_the_next_turn_sees_its_new_list():
+    toolset = ChangingToolset([nap])
+    agent, backend = agent_for([assistant(ToolCall("a", "grow", "{}")),
+                                assistant(ToolCall("b", "nap", '{"seconds": 0}')),
+                                assistant(Text("done"))], tools=[toolset, fail])
+    events = list(agent.stream([user_text("go")]))
+    assert [[t.name for t in r.tools] for r in backend.requests] == [
+        ["grow", "echo", "fail"], ["grow", "echo", "nap", "fail"],
+        ["grow", "echo", "nap", "fail"]]
+    results = [e.tool for e in events if e.kind is Kind.TOOL_RESULT]
+    assert [(r.result, r.error) for r in results] == [("grown", None), ("slept 0.0", None)]
+    assert events[-1].stop is Stop.END
+
+
+def test_a_toolset_whose_new_list_is_invalid_keeps_the_last_list(caplog):
+    agent, backend = agent_for([assistant(ToolCall("a", "grow", "{}")),
+                                assistant(Text("done"))], tools=[ChangingToolset([echo])])
+    assert list(agent.stream([user_text("go")]))[-1].stop is Stop.END
+    assert [t.name for t in backend.requests[1].tools] == ["grow", "echo"]
+    assert "the last list stays" in caplog.text
+
+
+def test_an_agent_with_a_toolset_checks_its_tools_and_names_it_in_its_repr():
+    agent, _ = agent_for([], tools=[ChangingToolset([])])
+    assert "ChangingToolset" in repr(agent)
+    with pytest.raises(nacelle.ConfigError, match="two tools are named 'echo'"):
+        agent_for([], tools=[ChangingToolset([]), echo])

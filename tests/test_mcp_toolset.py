@@ -103,9 +103,6 @@ def test_a_tool_added_in_one_run_is_called_in_the_next_agent_run(sdk):
 
 
 @needs_sdk
-@pytest.mark.xfail(strict=True, reason="the loop takes its tool list once per run; following "
-                   "a live list at the next turn needs the loop to resolve it per turn "
-                   "(a core change, proposed in the MCP issue's report)")
 def test_a_tool_added_mid_run_is_offered_at_the_next_turn_of_the_same_run(sdk):
     live = sdk.tools(live=True)
     backend = ScriptedBackend([calling(("grow", {"name": "midrun"})),
