@@ -400,7 +400,7 @@ def ray_executor(**options: Any) -> Executor:
     try:
         ray = importlib.import_module("ray")
     except ImportError:
-        raise ConfigError("batch.ray_executor needs Ray: pip install 'nacelle[ray]'") from None
+        raise ConfigError("batch.ray_executor needs Ray: pip install 'nacelle-sdk[ray]'") from None
     return _RayExecutor(ray, options)
 
 

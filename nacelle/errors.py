@@ -19,8 +19,9 @@ happened rather than where::
     │   ├── sessions.SessionNotFound (also LookupError)  no session by that name
     │   └── sessions.CorruptSession     a saved file that cannot be read (left as it is)
     ├── mcp.MCPError                    the local MCP client failed
-    │   └── mcp.SessionExpired          an HTTP server no longer knows the session
-    ├── mcp_auth_flows.MCPAuthError     authorizing with an HTTP MCP server failed
+    │   ├── mcp.SessionExpired          an HTTP server no longer knows the session
+    │   └── mcp.auth_flows.MCPAuthError  authorizing with an HTTP MCP server failed
+    ├── cli_models.ListingError         a provider's model list could not be read
     ├── toolsets.confine.PathError      a tool's path cannot be used
     │   └── toolsets.confine.PathRefused  the path would leave the root
     ├── toolsets.ssrf.FetchError        a fetch failed

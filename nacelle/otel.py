@@ -158,7 +158,7 @@ class Instrumentation:
     ``tracer_provider`` and ``meter_provider`` default to the global ones.
     ``capture_content`` None reads ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``
     now. ``agent_name`` names the agent span and sets ``gen_ai.agent.name``. Needs
-    opentelemetry-api (``pip install "nacelle[otel]"``); thread-safe.
+    opentelemetry-api (``pip install "nacelle-sdk[otel]"``); thread-safe.
     """
 
     def __init__(self, tracer_provider: Optional["TracerProvider"] = None,
@@ -168,7 +168,7 @@ class Instrumentation:
         try:
             from opentelemetry import metrics, trace
         except ImportError:
-            raise ConfigError('nacelle.otel needs OpenTelemetry: pip install "nacelle[otel]"'
+            raise ConfigError('nacelle.otel needs OpenTelemetry: pip install "nacelle-sdk[otel]"'
                               ) from None
         from . import __version__
 

@@ -402,5 +402,5 @@ def test_ray_executor_without_ray_names_the_extra(monkeypatch):
         return real(name, *args)
 
     monkeypatch.setattr(importlib, "import_module", no_ray)
-    with pytest.raises(nacelle.ConfigError, match=r"nacelle\[ray\]"):
+    with pytest.raises(nacelle.ConfigError, match=r"nacelle-sdk\[ray\]"):
         batch.ray_executor()

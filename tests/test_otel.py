@@ -373,4 +373,4 @@ def test_instrumentation_without_opentelemetry_is_a_config_error_naming_the_extr
         "except nacelle.ConfigError as exc:\n"
         "    print(exc)\n")
     assert done.returncode == 0, done.stderr
-    assert 'pip install "nacelle[otel]"' in done.stdout
+    assert 'pip install "nacelle-sdk[otel]"' in done.stdout
