@@ -49,7 +49,8 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["CorruptSession", "FileStore", "SessionError", "SessionNotFound"]
+__all__ = ["CorruptSession", "FileStore", "SessionError", "SessionNotFound", "file_lock",
+           "write_private"]
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 _SUFFIX = ".json"
@@ -190,31 +191,46 @@ class FileStore:
                 f"session {name!r} ({path}) cannot be read: not UTF-8 at byte {exc.start}") from None
 
     def _write(self, path: str, text: str) -> None:
-        data = text.encode("utf-8")
         with self._locked():
-            # mkstemp makes the file 0600 and a name no other writer can pick.
-            fd, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=self.directory)
-            try:
-                with os.fdopen(fd, "wb") as handle:
-                    _write_all(handle, data)
-                os.replace(temporary, path)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.remove(temporary)
-                raise
-            _fsync_directory(self.directory)
+            write_private(path, text.encode("utf-8"))
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        if fcntl is None:  # pragma: no cover - not POSIX: atomic, not serialised
-            yield
-            return
-        fd = os.open(os.path.join(self.directory, _LOCK), os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)  # closing the descriptor releases the lock
+    def _locked(self) -> "contextlib.AbstractContextManager[None]":
+        return file_lock(os.path.join(self.directory, _LOCK))
+
+
+def write_private(path: str, data: bytes) -> None:
+    """Replace ``path`` with ``data`` all at once, readable by its owner only: a
+    temporary file in the same directory (``mkstemp`` makes it 0600, under a name no
+    other writer can pick), fsynced, renamed over ``path``, and the directory fsynced.
+    The store's writes, and any other private file nacelle keeps (OAuth tokens), go
+    through here."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            _write_all(handle, data)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(temporary)
+        raise
+    _fsync_directory(directory)
+
+
+@contextlib.contextmanager
+def file_lock(path: str) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on the file ``path`` (made 0600 if missing), so
+    writers in several processes take turns; without ``fcntl`` (Windows) nothing is
+    held and writes stay atomic but unserialised."""
+    if fcntl is None:  # pragma: no cover - not POSIX: atomic, not serialised
+        yield
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 def _write_all(handle: IO[bytes], data: bytes) -> None:

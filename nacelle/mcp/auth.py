@@ -52,7 +52,8 @@ Tokens and client secrets never appear in a repr (``<hidden>``), a log record or
 error (see :mod:`nacelle.mcp.auth_flows`). :class:`MCPAuthError` is an
 :class:`~nacelle.mcp.MCPError`.
 
-Outer ring: imports the standard library, ``nacelle.errors`` and
+Outer ring: imports the standard library, ``nacelle.errors``, ``nacelle.sessions``
+(whose private-file writing and lock the token file shares) and
 ``nacelle.mcp.auth_flows``; ``requests`` only there, inside functions.
 """
 
@@ -63,22 +64,17 @@ import json
 import logging
 import os
 import secrets
-import tempfile
 import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple
 
 from ..errors import ConfigError
+from ..sessions import file_lock, write_private
 from .auth_flows import (
     Client, LoopbackRedirect, MCPAuthError, authorization_url, canonical,
     check_authorization_response, check_url, covers, get_json, metadata_urls,
     parse_challenge, pkce_pair, register, resource_metadata_urls, safe_url, token_request,
 )
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - not POSIX
-    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["FileTokenStore", "MCPAuthError", "MemoryTokenStore", "OAuth", "TokenStore"]
 
@@ -170,32 +166,12 @@ class FileTokenStore:
         return value
 
     def _write(self, entries: Dict[str, Any]) -> None:
-        data = json.dumps(entries, indent=1, sort_keys=True).encode("utf-8")
-        fd, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=self.directory)
-        try:  # mkstemp makes the file 0600, whatever the umask
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temporary, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.remove(temporary)
-            raise
-        _fsync_directory(self.directory)
+        write_private(self.path, json.dumps(entries, indent=1, sort_keys=True).encode("utf-8"))
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        with self._lock:
-            if fcntl is None:  # pragma: no cover - not POSIX: atomic, not serialised
-                yield
-                return
-            fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                yield
-            finally:
-                os.close(fd)
+        with self._lock, file_lock(self.path + ".lock"):
+            yield
 
 
 class OAuth:
@@ -458,15 +434,3 @@ def _open_in_browser(url: str) -> None:
 
     if not webbrowser.open(url):
         logger.warning("no browser could be opened for the authorization page")
-
-
-def _fsync_directory(directory: str) -> None:
-    fd: Optional[int] = None
-    try:
-        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        if fd is not None:
-            os.close(fd)
