@@ -5,16 +5,8 @@ to scale, screenshots at 1280 and 390 px saved under NACELLE_ARTIFACTS)."""
 
 import base64
 import json
-import os
 import re
-import shutil
-import socket
-import struct
-import subprocess
-import tempfile
 import time
-import urllib.request
-from pathlib import Path
 
 import pytest
 
@@ -24,6 +16,8 @@ from nacelle.backends import anthropic
 from nacelle.observe import Recorder
 from nacelle.testing.server import FakeServer, Reply
 from nacelle.testing.wire import anthropic_stream
+
+from browser import artifacts, chromium, launched
 
 HOSTILE = '<script>alert("x")</script><img src=http://evil.example/x.png onerror=alert(1)>'
 SLOW, QUICK = 0.3, 0.1
@@ -177,121 +171,16 @@ def test_write_saves_the_page(tmp_path, recording):
 # -- the page, in a browser -------------------------------------------------------------
 
 
-def chromium():
-    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
-
-
-class DevTools:
-    """The smallest DevTools client: one page target over a stdlib WebSocket."""
-
-    def __init__(self, url):
-        host, port, path = re.match(r"ws://([^:/]+):(\d+)(/.*)", url).groups()
-        self.sock = socket.create_connection((host, int(port)), timeout=30)
-        key = base64.b64encode(os.urandom(16)).decode()
-        self.sock.sendall((f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\n"
-                           f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
-                           "Sec-WebSocket-Version: 13\r\n\r\n").encode())
-        head = b""
-        while b"\r\n\r\n" not in head:
-            head += self.sock.recv(1)
-        assert head.startswith(b"HTTP/1.1 101"), head
-        self.next_id, self.events = 0, []
-
-    def _send(self, text):
-        data, mask = text.encode(), os.urandom(4)
-        size = len(data)
-        head = struct.pack("!BB", 0x81, 0x80 | size) if size < 126 else (
-            struct.pack("!BBH", 0x81, 0x80 | 126, size) if size < 65536 else
-            struct.pack("!BBQ", 0x81, 0x80 | 127, size))
-        self.sock.sendall(head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(data)))
-
-    def _exact(self, n):
-        out = b""
-        while len(out) < n:
-            chunk = self.sock.recv(n - len(out))
-            assert chunk, "DevTools closed the connection"
-            out += chunk
-        return out
-
-    def _receive(self):
-        message = b""
-        while True:
-            first, second = self._exact(2)
-            size = second & 0x7F
-            if size == 126:
-                size = struct.unpack("!H", self._exact(2))[0]
-            elif size == 127:
-                size = struct.unpack("!Q", self._exact(8))[0]
-            message += self._exact(size)
-            if first & 0x80:
-                return json.loads(message)
-
-    def call(self, method, **params):
-        self.next_id += 1
-        self._send(json.dumps({"id": self.next_id, "method": method, "params": params}))
-        while True:
-            message = self._receive()
-            if message.get("id") == self.next_id:
-                assert "error" not in message, message
-                return message["result"]
-            self.events.append(message)
-
-    def wait_for(self, method, timeout=20):
-        deadline = time.monotonic() + timeout
-        while not any(m.get("method") == method for m in self.events):
-            assert time.monotonic() < deadline, f"no {method} within {timeout} s"
-            self.events.append(self._receive())
-
-    def evaluate(self, expression):
-        return self.call("Runtime.evaluate", expression=expression,
-                         returnByValue=True)["result"]["value"]
-
-
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
     binary = chromium()
     if binary is None:
         pytest.skip("no Chromium binary on PATH (chromium, chromium-browser, google-chrome): "
                     "install Debian's chromium package to run the browser checks")
-    profile = tmp_path_factory.mktemp("chromium-profile")
-    dead = socket.socket()
-    dead.bind(("127.0.0.1", 0))  # bound, never listening: every proxied request fails
-    process = subprocess.Popen(
-        [binary, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-         "--hide-scrollbars", "--disable-extensions", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-         f"--proxy-server=127.0.0.1:{dead.getsockname()[1]}", "--proxy-bypass-list=<-loopback>",
-         "--remote-debugging-port=0", f"--user-data-dir={profile}", "about:blank"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        port_file = profile / "DevToolsActivePort"
-        deadline = time.monotonic() + 30
-        while not (port_file.exists() and port_file.read_text().count("\n") >= 1):
-            assert process.poll() is None, "Chromium exited at start"
-            assert time.monotonic() < deadline, "Chromium gave no DevTools port in 30 s"
-            time.sleep(0.05)
-        port = int(port_file.read_text().split()[0])
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        targets = json.loads(opener.open(f"http://127.0.0.1:{port}/json/list", timeout=10).read())
-        page = next(t for t in targets if t["type"] == "page")
-        yield DevTools(page["webSocketDebuggerUrl"])
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        dead.close()
+    # Nothing but the page itself may load: even loopback goes to the dead proxy.
+    with launched(binary, tmp_path_factory.mktemp("chromium-profile"), "<-loopback>") as page:
+        yield page
 
-
-def artifacts():
-    path = Path(os.environ.get("NACELLE_ARTIFACTS") or Path(tempfile.gettempdir()) / "nacelle-artifacts")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 BARS = """JSON.stringify([...document.querySelectorAll('.bar.tool')].map(b => [

@@ -1,18 +1,14 @@
 """The chat page (nacelle/serve/page.html) in a real headless Chromium, driven over its
-DevTools protocol (the client and the browser fixture of tests/test_report.py): a
+DevTools protocol (the launcher and client in tests/browser.py): a
 prompt typed in, its text streaming in while the tool still runs, a paused call
 approved by a click, its result and the answer shown, nothing fetched but the page's
 own loopback origin, hostile text shown as text. Screenshots go to NACELLE_ARTIFACTS
 and, at 1000 px, to docs/serve.png."""
 
 import base64
-import json
 import os
-import socket
-import subprocess
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -20,7 +16,7 @@ import pytest
 import serve_app
 from nacelle.serve import make_server, wsgi_app
 from nacelle.sessions import FileStore
-from test_report import DevTools, artifacts, chromium
+from browser import artifacts, chromium, launched
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
@@ -48,36 +44,9 @@ def browser(tmp_path_factory):
     if binary is None:
         pytest.skip("no Chromium binary on PATH (chromium, chromium-browser, google-chrome): "
                     "install Debian's chromium package to run the browser checks")
-    profile = tmp_path_factory.mktemp("chromium-profile")
-    dead = socket.socket()
-    dead.bind(("127.0.0.1", 0))
-    process = subprocess.Popen(
-        [binary, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-         "--hide-scrollbars", "--disable-extensions", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-         f"--proxy-server=127.0.0.1:{dead.getsockname()[1]}", "--proxy-bypass-list=127.0.0.1",
-         "--remote-debugging-port=0", f"--user-data-dir={profile}", "about:blank"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        port_file = profile / "DevToolsActivePort"
-        deadline = time.monotonic() + 30
-        while not (port_file.exists() and port_file.read_text().count("\n") >= 1):
-            assert process.poll() is None, "Chromium exited at start"
-            assert time.monotonic() < deadline, "Chromium gave no DevTools port in 30 s"
-            time.sleep(0.05)
-        port = int(port_file.read_text().split()[0])
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        targets = json.loads(opener.open(f"http://127.0.0.1:{port}/json/list", timeout=10).read())
-        page = next(t for t in targets if t["type"] == "page")
-        yield DevTools(page["webSocketDebuggerUrl"])
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
-        dead.close()
+    with launched(binary, tmp_path_factory.mktemp("chromium-profile"), "127.0.0.1") as page:
+        yield page
+
 
 
 def until(browser, expression, timeout=10):
