@@ -11,7 +11,10 @@ The file is ``~/.nacelle.yml`` (or the path in ``NACELLE_CONFIG``), a flat
 ``key: value`` subset of YAML parsed here rather than by a YAML library, to keep the
 dependency list at two: comments, quoted strings, booleans, integers and unquoted
 strings; anything else is an error naming the line. Environment variables are
-``NACELLE_<KEY>`` (``NACELLE_MODEL``, ``NACELLE_MAX_ITERATIONS``, …).
+``NACELLE_<KEY>`` (``NACELLE_MODEL``, ``NACELLE_MAX_ITERATIONS``, …). Other
+``NACELLE_`` variables are left alone — the library's own (``NACELLE_CASSETTE``) and a
+user's are no settings — unless the name is a near miss of a setting's
+(``NACELLE_MODLE``) or looks like a credential, which is an error naming it.
 
 Credentials never live in settings: a key that looks like one (``api_key``,
 ``*_api_key``, ``key``, ``token``, ``*_token``, ``*secret*``, ``password``) is
@@ -23,6 +26,7 @@ Outer ring: imports the standard library and the core.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -231,8 +235,13 @@ def resolve(
     for var, value in env.items():
         if var.startswith("NACELLE_") and var != "NACELLE_CONFIG":
             key = var[len("NACELLE_"):].lower()
-            _check_key(key, f"environment variable {var}")
-            from_env[key] = value
+            if key in _CONVERT:
+                from_env[key] = value
+            elif (_CREDENTIAL.match(key)
+                  or difflib.get_close_matches(key, KEYS, n=1, cutoff=0.8)):
+                # A credential or a typo of a setting is an error; other NACELLE_
+                # variables (NACELLE_CASSETTE, a test suite's own) are no settings.
+                _check_key(key, f"environment variable {var}")
 
     chosen: Dict[str, Any] = {}
     sources = []

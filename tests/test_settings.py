@@ -113,9 +113,15 @@ def test_a_credential_value_never_appears_in_the_error():
     assert "sk-live-abcdef" not in str(info.value)
 
 
-def test_an_unknown_environment_variable_is_named():
+def test_an_environment_variable_that_misspells_a_setting_is_named():
     with pytest.raises(SettingsError, match="NACELLE_MODLE"):
         resolve({}, {"NACELLE_MODLE": "x"}, "")
+
+
+def test_other_nacelle_variables_are_not_settings_and_are_left_alone():
+    settings = resolve({}, {"NACELLE_ARTIFACTS": "/tmp/a", "NACELLE_CASSETTE": "replay",
+                            "NACELLE_LLAMA_SERVER": "/bin/x", "NACELLE_MODEL": "m"}, "")
+    assert settings.model == "m"
 
 
 @pytest.mark.parametrize("text,message", [
