@@ -291,6 +291,16 @@ class ToolContext(RunContext):
         if self.expired():
             raise self._deadline_passed()
 
+    def progress(self, progress: float, total: Optional[float] = None, message: str = "") -> None:
+        """Say how far the call has got (``progress`` of ``total``, when known): a
+        ``tool.progress`` observation for the run's observers and a DEBUG log line. A
+        long tool calls it as it goes; an MCP tool passes on what its server reports."""
+        of = f"/{total:g}" if total is not None else ""
+        log.debug("tool %s (%s): progress %g%s %s", self.name, self.call_id, progress, of,
+                  message)
+        self.observe("tool.progress", id=self.call_id, index=self.index, name=self.name,
+                     progress=progress, total=total, message=message)
+
     def release(self) -> None:
         """Stop following the run's cancellation (the call is over)."""
         unlink = getattr(self.cancelled, "unlink", None)

@@ -28,6 +28,9 @@ observers, and so is any callable taking an Observation.
                        ``stop``, ``request_id``, ``response_id``,
                        ``response_model``, ``error`` (None, or the exception)
 ``tool.start``         ``id``, ``index``, ``name``, ``input``, ``description``
+``tool.progress``      ``id``, ``index``, ``name``, ``progress``, ``total`` (None
+                       when unknown), ``message``: what ``ToolContext.progress``
+                       was told (an MCP server's progress reports included)
 ``tool.end``           ``id``, ``index``, ``name``, ``duration``, ``result``,
                        ``error`` (the text the model read, or None), ``refused``,
                        ``paused``
@@ -92,7 +95,7 @@ log = logging.getLogger(__name__)
 
 #: Every ``Observation.kind`` the library emits, in the table's order.
 KINDS = ("run.start", "request.start", "request.first_byte", "request.retry", "request.end",
-         "tool.start", "tool.end", "compaction", "pause", "fallback", "event", "run.end")
+         "tool.start", "tool.progress", "tool.end", "compaction", "pause", "fallback", "event", "run.end")
 
 
 @dataclass(frozen=True)

@@ -336,3 +336,30 @@ def test_the_recorder_writes_messages_in_dumps_form_usage_with_its_uncached_cost
     done = records[-2]["data"]["event"]
     assert done["kind"] == "done" and "cost_without_cache" in done["usage"]
     assert nacelle.loads(json.dumps(done["messages"]))[-1].text == "Hi."
+
+
+def test_a_tool_reports_its_progress_to_observers_on_its_own_thread():
+    @nacelle.tool
+    def crunch(ctx: ToolContext) -> str:
+        """Crunch in steps."""
+        for step in (1, 2):
+            ctx.progress(step, 2, f"step {step}")
+        return "done"
+
+    seen = Seen()
+    backend = ScriptedBackend([nacelle.Message(nacelle.Role.ASSISTANT, (
+        nacelle.ToolCall("c1", "crunch", "{}"),)), "Crunched."])
+    Agent(backend, "sys", tools=[crunch], observers=[seen]).run([user_text("go")])
+    reports = [(o, thread) for o, thread in seen.items if o.kind == "tool.progress"]
+    assert [(o.data["progress"], o.data["total"], o.data["message"]) for o, _ in reports] == [
+        (1, 2, "step 1"), (2, 2, "step 2")]
+    assert all(o.data["id"] == "c1" and o.data["name"] == "crunch" for o, _ in reports)
+    assert all(thread.startswith("nacelle-tool-crunch") for _, thread in reports)
+    kinds = seen.kinds()
+    assert kinds.index("tool.start") < kinds.index("tool.progress") < kinds.index("tool.end")
+
+
+def test_progress_outside_a_run_is_only_a_log_line(caplog):
+    with caplog.at_level(logging.DEBUG, logger="nacelle.context"):
+        ToolContext("c9", 0, "solo").progress(3, None, "three")
+    assert "tool solo (c9): progress 3 three" in caplog.text
