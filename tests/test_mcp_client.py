@@ -421,10 +421,12 @@ def test_sdk_progress_reaches_the_tools_context_progress_callback(sdk):
 
 
 @needs_sdk
-def test_sdk_progress_without_a_callback_is_logged_at_debug(sdk, caplog):
-    with caplog.at_level(logging.DEBUG, logger="nacelle.mcp.toolset"):
-        by_name(sdk.tools())["count"].run({"to": 2}, ToolContext())
-    assert "progress 2/2 step 2" in caplog.text
+def test_sdk_progress_reaches_a_plain_tool_context_as_its_progress_line(sdk, caplog):
+    # ToolContext.progress turns it into a tool.progress observation within a run,
+    # and a DEBUG line always.
+    with caplog.at_level(logging.DEBUG, logger="nacelle.context"):
+        by_name(sdk.tools())["count"].run({"to": 2}, ToolContext("c1", 0, "count"))
+    assert "tool count (c1): progress 2/2 step 2" in caplog.text
 
 
 # -- end to end: an Agent running MCP tools on a backend without server-side MCP ---------------
