@@ -108,9 +108,8 @@ def test_the_chat_page_streams_text_and_asks_for_approval(browser, served):
     assert "slept 1.5" in browser.evaluate("document.querySelector('.tool .result').textContent")
 
     type_and_send(browser, "pause Ada Lovelace")
-    until(browser, "!!document.querySelector('button.approve')")
-    assert browser.evaluate("document.querySelector('#status').textContent") == \
-        "waiting for your decision"
+    until(browser, "document.querySelector('#status').textContent === 'waiting for your decision'")
+    assert browser.evaluate("!!document.querySelector('button.approve')")
     screenshot(browser, "serve-approval.png")
     click(browser, "button.approve")
     until(browser, "[...document.querySelectorAll('.tool.ok .result')].some("
@@ -133,3 +132,22 @@ def test_the_chat_page_streams_text_and_asks_for_approval(browser, served):
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) < 200_000
     if DOCS.is_dir():
         (DOCS / "serve.png").write_bytes(data)
+
+
+def test_an_approval_clicked_before_the_run_is_named_is_sent_once_it_is(browser, served):
+    """The button shows when the call's paused result arrives; the run to resume is named
+    by the "done" event after it. A click in between is kept and sent, not dropped."""
+    browser.call("Page.navigate", url=served)
+    browser.wait_for("Page.loadEventFired")
+    # Click inside the same task that drew the button, so "done" cannot have arrived yet.
+    browser.evaluate("""(() => { const draw = View.prototype.result;
+        View.prototype.result = function (data) {
+          draw.call(this, data);
+          if (data.paused) { window.clickedEarly = !this.run;
+                             document.querySelector('button.approve').click(); } };
+        return true; })()""")
+    type_and_send(browser, "pause Grace Hopper")
+    until(browser, "[...document.querySelectorAll('.msg.assistant')].some(m => m.textContent === 'Sent.')")
+    until(browser, "document.querySelector('#status').textContent.startsWith('end')")
+    assert browser.evaluate("window.clickedEarly") is True
+    assert Path(os.environ["NACELLE_SERVE_NOTES"]).read_text() == "send Grace Hopper\n"
