@@ -32,7 +32,10 @@ observers, and so is any callable taking an Observation.
                        when unknown), ``message``: what ``ToolContext.progress``
                        was told (an MCP server's progress reports included)
 ``tool.end``           ``id``, ``index``, ``name``, ``duration``, ``result``,
-                       ``error`` (the text the model read, or None), ``refused``,
+                       ``error`` (the text the model read, or None),
+                       ``error_type`` (None, the class name of the exception the
+                       tool raised, or ``unknown_tool``, ``invalid_input``,
+                       ``hook_denied``, ``refused``, ``cancelled``), ``refused``,
                        ``paused``
 ``compaction``         ``strategy``, ``reason`` (``"threshold"`` or
                        ``"context"``), ``removed``, ``tokens``, ``summary``

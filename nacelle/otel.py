@@ -41,10 +41,12 @@ Where the conventions leave a choice, the choices made:
   ``length``, REFUSAL ``content_filter``, OTHER ``error``; the run-level stops on the
   agent span (ITERATIONS, BUDGET, LOOP, PAUSED, INVALID_OUTPUT) keep nacelle's value.
 - ``error.type`` (span status ERROR): an APIError's HTTP status (``"400"``), any
-  other exception's class name (``TransportError``, ``Cancelled``); a tool the model
-  read a failure from is ``tool_error``, a refused one ``refused`` (tool.end carries
-  the text the model read, not the exception); a span still open at ``run.end`` (a
-  tool thread abandoned on cancel) ``abandoned``.
+  other exception's class name (``TransportError``, ``Cancelled``); a failed tool
+  call is tool.end's ``error_type``: the class name of the exception the tool raised
+  (``LookupError``), else ``unknown_tool``, ``invalid_input``, ``hook_denied``,
+  ``refused`` or ``cancelled``, and ``tool_error`` from an observation without one (a
+  recording made before it existed); a span still open at ``run.end`` (a tool thread
+  abandoned on cancel) ``abandoned``.
 - Retries are span events named ``retry`` (``nacelle.retry.attempt``, ``.delay``,
   ``.level``, ``error.type``): on the open chat span when the transport resent it, on
   the agent span when ``Retry`` reran the turn. ``fallback``, ``compaction`` and
@@ -398,7 +400,8 @@ class Instrumentation:
         span, metric = open_.span, dict(open_.metric)
         failed = data.get("error") is not None
         if data.get("refused") or failed:
-            metric["error.type"] = "refused" if data.get("refused") else "tool_error"
+            metric["error.type"] = str(data.get("error_type") or (
+                "refused" if data.get("refused") else "tool_error"))
             _fail(span, metric["error.type"], str(data.get("error") or "refused"))
         elif self.capture_content and not data.get("paused"):
             span.set_attribute("gen_ai.tool.call.result", str(data.get("result") or ""))

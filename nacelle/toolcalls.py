@@ -179,7 +179,9 @@ def run_tool(tool: Any, call: ToolCall, index: int, sink: ToolSink, ctx: ToolCon
 
     With observers on ``ctx`` (``observe.py``) the call is one span: ``tool.start``
     before anything is asked, ``tool.end`` when its result is made (or when a hook
-    raised out of it), both on the calling thread.
+    raised out of it), both on the calling thread. ``tool.end`` names what kind of
+    failure the model read (``error_type``): the class of the exception the tool
+    raised, or one of the words in :data:`FAILURES`.
     """
     if getattr(ctx, "observer", None) is None:
         return _run_tool(tool, call, index, sink, ctx, decided)[0]
@@ -190,26 +192,35 @@ def run_tool(tool: Any, call: ToolCall, index: int, sink: ToolSink, ctx: ToolCon
     clock = getattr(ctx, "clock", time.monotonic)
     started = clock()
     try:
-        result, event = _run_tool(tool, call, index, sink, ctx, decided)
+        result, event, error_type = _run_tool(tool, call, index, sink, ctx, decided)
     except BaseException as exc:
         ctx.observe("tool.end", **base, duration=clock() - started, result="",
-                    error=f"{type(exc).__name__}: {exc}", refused=False, paused=False)
+                    error=f"{type(exc).__name__}: {exc}", error_type=type(exc).__qualname__,
+                    refused=False, paused=False)
         raise
     ctx.observe("tool.end", **base, duration=event.duration, result=event.result,
-                error=event.error, refused=event.refused, paused=event.paused)
+                error=event.error, error_type=error_type, refused=event.refused,
+                paused=event.paused)
     return result
 
 
+#: The ``error_type`` of a failed call that no exception of the tool's explains.
+FAILURES = ("unknown_tool", "invalid_input", "hook_denied", "refused", "cancelled")
+
+
 def _run_tool(tool: Any, call: ToolCall, index: int, sink: ToolSink, ctx: ToolContext,
-              decided: Optional[Sequence[str]]) -> Tuple[ToolResult, ToolEvent]:
+              decided: Optional[Sequence[str]]) -> Tuple[ToolResult, ToolEvent, Optional[str]]:
+    """The call's result, its event and the kind of failure (None when it ran well)."""
     clock = getattr(ctx, "clock", time.monotonic)
     started = clock()
     injects: List[str] = list(decided) if decided is not None else []
     refused = False
     result = ""
     arguments, error = _checked_input(tool, call)
+    kind = None if error is None else "unknown_tool" if tool is None else "invalid_input"
     if error is None and decided is None:
         error = _ask_before(sink, call, injects)
+        kind = None if error is None else "hook_denied"
         if error is None and sink.approve is not None:
             verdict = _approval(sink.approve, call, ctx)
             if verdict is PAUSE:
@@ -217,27 +228,29 @@ def _run_tool(tool: Any, call: ToolCall, index: int, sink: ToolSink, ctx: ToolCo
                 event = ToolEvent(call.id, index, call.name, call.input, error=PAUSED_TEXT,
                                   duration=clock() - started, paused=True)
                 sink.report(Event(_TOOL_RESULT, tool=event))
-                return as_result(event), event
+                return as_result(event), event, None
             if verdict is not True:
-                refused = True
+                refused, kind = True, "refused"
                 error = (verdict if isinstance(verdict, str) and verdict else
                          f"the user did not approve this call of {call.name}; "
                          "do not retry it unchanged")
     if error is None and ctx.cancelled.is_set():
-        error = "cancelled: the run was cancelled before this call started"
+        error, kind = "cancelled: the run was cancelled before this call started", "cancelled"
     if error is None:
-        result, error = _invoke(tool, call.name, arguments, ctx)
+        result, error, kind = _invoke(tool, call.name, arguments, ctx)
         if error is None and ctx.cancelled.is_set():
             # Whatever a cancelled call returns was cut short (a wait that woke early),
             # so it closes as cancelled, as the generator would have closed it.
             result, error = "", "cancelled: the run was cancelled before this call finished"
-        result, error = _ask_after(sink, call, result, error, injects)
+            kind = "cancelled"
+        result, error, denied = _ask_after(sink, call, result, error, injects)
+        kind = "hook_denied" if denied else kind
     if injects:
         result, error = _with_injects(result, error, injects)
     event = ToolEvent(call.id, index, call.name, call.input, result=result, error=error,
                       duration=clock() - started, refused=refused)
     sink.report(Event(_TOOL_RESULT, tool=event))
-    return as_result(event), event
+    return as_result(event), event, kind
 
 
 #: What the model reads for a paused call if the paused run's DONE conversation is
@@ -292,29 +305,31 @@ def _approval(approve: Callable[..., Any], call: ToolCall, ctx: ToolContext) -> 
 
 
 def _invoke(tool: Any, name: str, arguments: Dict[str, Any],
-            ctx: ToolContext) -> Tuple[str, Optional[str]]:
+            ctx: ToolContext) -> Tuple[str, Optional[str], Optional[str]]:
+    """The tool's answer, or the failure the model reads and the exception's class."""
     try:
         answer = tool.run(arguments, ctx)
-        return (answer if isinstance(answer, str) else result_text(answer)), None
+        return (answer if isinstance(answer, str) else result_text(answer)), None, None
     except Cancelled as exc:
-        return "", f"cancelled: {exc}"
+        return "", f"cancelled: {exc}", "cancelled"
     except Exception as exc:  # noqa: BLE001 - a tool failure is the model's to read
         log.debug("tool %s raised", name, exc_info=True)
-        return "", str(exc) or type(exc).__name__
+        return "", str(exc) or type(exc).__name__, type(exc).__qualname__
 
 
 def _ask_after(sink: ToolSink, call: ToolCall, result: str, error: Optional[str],
-               injects: List[str]) -> Tuple[str, Optional[str]]:
+               injects: List[str]) -> Tuple[str, Optional[str], bool]:
+    """Run the after-hooks: the result and error the model reads, and whether one denied."""
     if not sink.after:
-        return result, error
+        return result, error, False
     deny, inject = run_after(sink.after, HookEvent(
         HookPoint.AFTER_TOOL_CALL, call.name, call.input, result=result, error=error,
         retry=sink.was_denied(call.name)))
     if deny:
-        return "", deny
+        return "", deny, True
     if inject:
         injects.append(inject)
-    return result, error
+    return result, error, False
 
 
 def _with_injects(result: str, error: Optional[str], injects: List[str]) -> Tuple[str, Optional[str]]:

@@ -127,6 +127,7 @@ def test_tools_report_on_their_own_threads_with_paired_spans_and_their_outcome()
     ends = {o.data["id"]: o.data for o in seen.of("tool.end")}
     assert ends["toolu_1"]["result"] == "Paris: sunny" and ends["toolu_1"]["error"] is None
     assert "no such city" in ends["toolu_2"]["error"]
+    assert (ends["toolu_1"]["error_type"], ends["toolu_2"]["error_type"]) == (None, "LookupError")
 
 
 def test_a_retried_request_reports_the_retry_with_its_delay_and_failure():
@@ -211,6 +212,46 @@ def test_a_pause_is_reported_with_the_paused_call_ids():
     assert result.stop is Stop.PAUSED
     assert seen.of("pause")[0].data["pending"] == ("c1",)
     assert seen.of("tool.end")[0].data["paused"] is True
+
+
+class Outage:
+    class Refusal(Exception):
+        """Nested, so its qualified name says where it lives."""
+
+
+@nacelle.tool
+def flaky_lookup(city: str) -> str:
+    """Look a city up, with an after-hook that may deny the answer."""
+    if city == "Gotham":
+        raise Outage.Refusal("the city will not answer")
+    return f"{city}: rain"
+
+
+def test_a_failed_call_reports_what_kind_of_failure_the_model_read():
+    calls = [("c1", "no_such_tool", "{}"), ("c2", "lookup", '{"town": "Paris"}'),
+             ("c3", "lookup", '{"city": "Rome"}'), ("c4", "lookup", '{"city": "Oslo"}'),
+             ("c5", "flaky_lookup", '{"city": "Gotham"}'), ("c6", "flaky_lookup", '{"city": "Lima"}'),
+             ("c7", "flaky_lookup", '{"city": "Kyiv"}')]
+    backend = ScriptedBackend([nacelle.Message(nacelle.Role.ASSISTANT, tuple(
+        nacelle.ToolCall(*call) for call in calls)), "Done."])
+
+    def before(event):
+        return nacelle.HookResult(deny="not Rome") if '"Rome"' in event.input else None
+
+    def after(event):
+        return nacelle.HookResult(deny="no Lima") if '"Lima"' in event.input else None
+
+    seen = Seen()
+    result = Agent(backend, "sys", tools=[lookup, flaky_lookup],
+                   hooks={nacelle.HookPoint.BEFORE_TOOL_CALL: [before],
+                          nacelle.HookPoint.AFTER_TOOL_CALL: [after]},
+                   approve=lambda name, args, ctx: args.get("city") != "Oslo",
+                   observers=[seen]).run([user_text("hi")])
+    assert result.stop is Stop.END
+    kinds = {o.data["id"]: o.data["error_type"] for o in seen.of("tool.end")}
+    assert kinds == {"c1": "unknown_tool", "c2": "invalid_input", "c3": "hook_denied",
+                     "c4": "refused", "c5": "Outage.Refusal", "c6": "hook_denied", "c7": None}
+    assert all(o.data["error"] is not None for o in seen.of("tool.end") if o.data["id"] != "c7")
 
 
 def test_an_observer_that_raises_is_logged_once_and_never_breaks_the_run(caplog):

@@ -191,7 +191,7 @@ def test_tool_spans_carry_the_call_and_a_failure_its_error_type(server, telemetr
         "gen_ai.tool.description": "Weather for a city."}
     assert ok.status.status_code is StatusCode.UNSET
     assert (ok.end_time - ok.start_time) / 1e9 >= 0.05
-    assert failed.attributes["error.type"] == "tool_error"
+    assert failed.attributes["error.type"] == "RuntimeError"  # what the tool raised
     assert failed.status.status_code is StatusCode.ERROR and "boom" in failed.status.description
 
 
@@ -246,7 +246,7 @@ def test_metrics_are_recorded_with_the_conventions_attributes(server, telemetry)
         "weather": {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "weather",
                     "gen_ai.tool.type": "function"},
         "broken": {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "broken",
-                   "gen_ai.tool.type": "function", "error.type": "tool_error"}}
+                   "gen_ai.tool.type": "function", "error.type": "RuntimeError"}}
     (run,) = metrics["gen_ai.invoke_agent.duration"].data.data_points
     assert run.count == 1 and metrics["gen_ai.invoke_agent.duration"].unit == "s"
 
