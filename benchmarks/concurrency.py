@@ -143,9 +143,11 @@ def concurrency_rows(server: ServerProcess, runs: int) -> List[Row]:
 # contender runs in a fresh process: the floor (threads + requests, ``raw.read1``,
 # split on newlines, ``json.loads`` of every data line), nacelle (``batch.run_many``
 # on N threads), and, where installed, the anthropic SDK's AsyncAnthropic under
-# asyncio and its sync client on N threads. Wall, client CPU, peak RSS and runs
-# completed; the median of ``--repeat`` (default 3) with its [min–max]. The ideal
-# wall is 1 s (100 × 10 ms).
+# asyncio and its sync client on N threads. Wall, client CPU, peak RSS, runs
+# completed, and "open": the most streams the server had open at once (a client that
+# starts its runs more slowly holds fewer at a time, and so less memory; RSS is
+# comparable between rows whose "open" is). The median of ``--repeat`` (default 3)
+# with its [min–max]. The ideal wall is 1 s (100 × 10 ms).
 
 DELTAS = 100
 GAP = 0.01
@@ -162,9 +164,17 @@ def _serve() -> None:
     deltas = body[2:2 + DELTAS]
     tail = b"".join(body[2 + DELTAS:])
     streams: list = []
+    peak = [0]  # the most streams open at once since the last GET /peak
 
     async def handle(reader: "asyncio.StreamReader", writer: "asyncio.StreamWriter") -> None:
         head = await reader.readuntil(b"\r\n\r\n")
+        if head.startswith(b"GET /peak "):
+            answer = str(peak[0]).encode()
+            peak[0] = 0
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
+                         % (len(answer), answer))
+            writer.close()
+            return
         length = 0
         for line in head.split(b"\r\n"):
             if line.lower().startswith(b"content-length:"):
@@ -173,6 +183,7 @@ def _serve() -> None:
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                      b"Connection: close\r\n\r\n" + head_events)
         streams.append([writer, 0])
+        peak[0] = max(peak[0], len(streams))
 
     async def tick() -> None:
         while True:
@@ -304,6 +315,14 @@ def _client(kind: str, url: str, n: int) -> None:
                        (after.system - before.system), "rss": rss, "completed": completed}))
 
 
+def _peak_open(url: str) -> float:
+    """The most streams the server held open at once since the last ask (and reset it)."""
+    from urllib.request import urlopen
+
+    with urlopen(url + "/peak", timeout=10) as answer:
+        return float(answer.read())
+
+
 def _main(argv: List[str]) -> None:
     import argparse
     import json as _json
@@ -326,7 +345,7 @@ def _main(argv: List[str]) -> None:
     try:
         url = f"http://127.0.0.1:{int(server.stdout.readline())}"
         print(f"{'N':>5} {'client':<12} {'wall s':>18} {'CPU s':>18} {'peak RSS MB':>18} "
-              f"{'done':>5} {'CPU ÷ floor':>11}")
+              f"{'done':>5} {'open':>18} {'CPU ÷ floor':>11}")
         for n in (int(x) for x in args.n.split(",")):
             floor_cpu = None
             for kind in CLIENTS:
@@ -341,17 +360,19 @@ def _main(argv: List[str]) -> None:
                         out = {"error": f"{type(exc).__name__}: {exc}"[:120]}
                     if "wall" not in out:
                         break
+                    out["open"] = _peak_open(url)
                     samples.append(out)
                 if not samples:
                     print(f"{n:>5} {kind:<12} {out.get('missing') or out.get('error')}")
                     continue
-                wall, cpu, rss = (Stat.of([s[k] for s in samples]) for k in ("wall", "cpu", "rss"))
+                wall, cpu, rss, open_ = (Stat.of([s[k] for s in samples])
+                                         for k in ("wall", "cpu", "rss", "open"))
                 if kind == "floor":
                     floor_cpu = cpu.median
                 ratio = f"{cpu.median / floor_cpu:.2f}×" if floor_cpu else "-"
                 print(f"{n:>5} {kind:<12} {wall.show('', 2):>18} {cpu.show('', 2):>18} "
                       f"{rss.show('', 0):>18} {min(s['completed'] for s in samples):>5} "
-                      f"{ratio:>11}", flush=True)
+                      f"{open_.show('', 0):>18} {ratio:>11}", flush=True)
     finally:
         server.stdin.close()
         try:

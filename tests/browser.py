@@ -88,8 +88,15 @@ class DevTools:
             self.events.append(self._receive())
 
     def evaluate(self, expression):
-        return self.call("Runtime.evaluate", expression=expression,
-                         returnByValue=True)["result"]["value"]
+        answer = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
+        assert "exceptionDetails" not in answer, answer["exceptionDetails"]
+        return answer["result"].get("value")
+
+    def load(self, url):
+        """Navigate and wait for this page's load event (not one left from a page before)."""
+        self.events.clear()
+        self.call("Page.navigate", url=url)
+        self.wait_for("Page.loadEventFired")
 
 
 def artifacts():

@@ -196,9 +196,7 @@ def test_the_page_renders_in_chromium_offline_with_bars_to_scale(browser, record
         browser.call(f"{domain}.enable")
     browser.call("Emulation.setDeviceMetricsOverride", width=width, height=900,
                  deviceScaleFactor=1, mobile=mobile)
-    browser.events.clear()
-    browser.call("Page.navigate", url=page.as_uri())
-    browser.wait_for("Page.loadEventFired")
+    browser.load(page.as_uri())
     browser.evaluate("1")  # drains what arrived before the load event's reply
 
     errors = [m for m in browser.events if m.get("method") in ("Runtime.exceptionThrown",

@@ -87,9 +87,7 @@ def test_the_chat_page_streams_text_and_asks_for_approval(browser, served):
         browser.call(f"{domain}.enable")
     browser.call("Emulation.setDeviceMetricsOverride", width=1000, height=760,
                  deviceScaleFactor=1, mobile=False)
-    browser.events.clear()
-    browser.call("Page.navigate", url=served)
-    browser.wait_for("Page.loadEventFired")
+    browser.load(served)
 
     type_and_send(browser, "hello")
     until(browser, "document.querySelector('#status').textContent.includes('end')")
@@ -137,8 +135,7 @@ def test_the_chat_page_streams_text_and_asks_for_approval(browser, served):
 def test_an_approval_clicked_before_the_run_is_named_is_sent_once_it_is(browser, served):
     """The button shows when the call's paused result arrives; the run to resume is named
     by the "done" event after it. A click in between is kept and sent, not dropped."""
-    browser.call("Page.navigate", url=served)
-    browser.wait_for("Page.loadEventFired")
+    browser.load(served)
     # Click inside the same task that drew the button, so "done" cannot have arrived yet.
     browser.evaluate("""(() => { const draw = View.prototype.result;
         View.prototype.result = function (data) {
