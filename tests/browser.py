@@ -94,6 +94,7 @@ class DevTools:
 
     def load(self, url):
         """Navigate and wait for this page's load event (not one left from a page before)."""
+        self.call("Page.enable")  # load events come only from an enabled Page domain
         self.events.clear()
         self.call("Page.navigate", url=url)
         self.wait_for("Page.loadEventFired")
