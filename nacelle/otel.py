@@ -50,7 +50,9 @@ Where the conventions leave a choice, the choices made:
 - Retries are span events named ``retry`` (``nacelle.retry.attempt``, ``.delay``,
   ``.level``, ``error.type``): on the open chat span when the transport resent it, on
   the agent span when ``Retry`` reran the turn. ``fallback``, ``compaction`` and
-  ``pause`` are agent-span events too.
+  ``pause`` are agent-span events too; a tool's ``ToolContext.progress`` reports are
+  ``progress`` events on its tool span (``nacelle.progress.value``, ``.total`` when
+  known, ``.message``).
 - Content (``gen_ai.system_instructions``, ``gen_ai.input.messages``,
   ``gen_ai.output.messages``, ``gen_ai.tool.call.arguments``,
   ``gen_ai.tool.call.result``) only with ``capture_content=True``, or when it is None
@@ -147,6 +149,7 @@ class _Run:
     agent: _Open
     provider_set: bool = False
     spans: Dict[int, _Open] = field(default_factory=dict)
+    calls: Dict[str, int] = field(default_factory=dict)  # a running call's id -> its span id
     request: Optional[int] = None  # the span id of the open request, for http retries
     history: List[Dict[str, Any]] = field(default_factory=list)
     output: List[Dict[str, Any]] = field(default_factory=list)  # the open turn's parts
@@ -384,6 +387,21 @@ class Instrumentation:
         metric = {k: v for k, v in attributes.items() if k in _TOOL_METRIC}
         with self._lock:
             run.spans[data["span"]] = _Open(span, started, metric, threading.get_ident(), token)
+            run.calls[str(data.get("id") or "")] = data["span"]
+
+    def _on_tool_progress(self, o: Observation, data: Mapping[str, Any]) -> None:
+        run = self._run(o)
+        if run is None:
+            return
+        with self._lock:
+            open_ = run.spans.get(run.calls.get(str(data.get("id") or ""), -1))
+        if open_ is None:
+            return
+        attributes: Dict[str, Any] = {"nacelle.progress.value": float(data.get("progress") or 0),
+                                      "nacelle.progress.message": str(data.get("message") or "")}
+        if data.get("total") is not None:
+            attributes["nacelle.progress.total"] = float(data["total"])
+        open_.span.add_event("progress", attributes, timestamp=_ns(o.time))
 
     def _on_tool_end(self, o: Observation, data: Mapping[str, Any]) -> None:
         from opentelemetry import context
@@ -393,6 +411,8 @@ class Instrumentation:
             return
         with self._lock:
             open_ = run.spans.pop(data.get("span", -1), None)
+            if run.calls.get(str(data.get("id") or "")) == data.get("span"):
+                del run.calls[str(data.get("id") or "")]
         if open_ is None:
             return
         if open_.thread == threading.get_ident():

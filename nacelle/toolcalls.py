@@ -187,12 +187,14 @@ def run_tool(tool: Any, call: ToolCall, index: int, sink: ToolSink, ctx: ToolCon
         return _run_tool(tool, call, index, sink, ctx, decided)[0]
     span = new_span()
     base = {"span": span, "id": call.id, "index": index, "name": call.name}
+    clock = getattr(ctx, "clock", time.monotonic)
+    # The call's duration counts from before tool.start is observed, so a span placed
+    # at tool.start's time and lasting that long covers all the call reported.
+    started = clock()
     ctx.observe("tool.start", **base, input=call.input,
                 description=getattr(tool, "description", "") or "")
-    clock = getattr(ctx, "clock", time.monotonic)
-    started = clock()
     try:
-        result, event, error_type = _run_tool(tool, call, index, sink, ctx, decided)
+        result, event, error_type = _run_tool(tool, call, index, sink, ctx, decided, started)
     except BaseException as exc:
         ctx.observe("tool.end", **base, duration=clock() - started, result="",
                     error=f"{type(exc).__name__}: {exc}", error_type=type(exc).__qualname__,
@@ -209,10 +211,11 @@ FAILURES = ("unknown_tool", "invalid_input", "hook_denied", "refused", "cancelle
 
 
 def _run_tool(tool: Any, call: ToolCall, index: int, sink: ToolSink, ctx: ToolContext,
-              decided: Optional[Sequence[str]]) -> Tuple[ToolResult, ToolEvent, Optional[str]]:
+              decided: Optional[Sequence[str]], started: Optional[float] = None,
+              ) -> Tuple[ToolResult, ToolEvent, Optional[str]]:
     """The call's result, its event and the kind of failure (None when it ran well)."""
     clock = getattr(ctx, "clock", time.monotonic)
-    started = clock()
+    started = clock() if started is None else started
     injects: List[str] = list(decided) if decided is not None else []
     refused = False
     result = ""

@@ -90,10 +90,12 @@ def two_tool_run(server, telemetry, *, first=(), **kw):
     tracer = telemetry.tracer_provider.get_tracer("a tool's HTTP client")
 
     @nacelle.tool
-    def weather(city: str) -> str:
+    def weather(city: str, ctx: nacelle.ToolContext) -> str:
         """Weather for a city."""
+        ctx.progress(1, 2, "asking the station")
         with tracer.start_as_current_span("GET /weather"):
             time.sleep(0.05)
+        ctx.progress(2)
         return "sunny"
 
     @nacelle.tool
@@ -193,6 +195,18 @@ def test_tool_spans_carry_the_call_and_a_failure_its_error_type(server, telemetr
     assert (ok.end_time - ok.start_time) / 1e9 >= 0.05
     assert failed.attributes["error.type"] == "RuntimeError"  # what the tool raised
     assert failed.status.status_code is StatusCode.ERROR and "boom" in failed.status.description
+
+
+def test_a_tools_progress_reports_are_events_on_its_span(server, telemetry):
+    spans = two_tool_run(server, telemetry)
+    (ok,) = by_name(spans, "execute_tool weather")
+    assert [(e.name, dict(e.attributes)) for e in ok.events] == [
+        ("progress", {"nacelle.progress.value": 1.0, "nacelle.progress.total": 2.0,
+                      "nacelle.progress.message": "asking the station"}),
+        ("progress", {"nacelle.progress.value": 2.0, "nacelle.progress.message": ""})]
+    assert ok.start_time <= ok.events[0].timestamp <= ok.events[1].timestamp <= ok.end_time
+    (failed,) = by_name(spans, "execute_tool broken")
+    assert list(failed.events) == []
 
 
 def test_a_span_a_tool_starts_lands_under_its_execute_tool_span(server, telemetry):
