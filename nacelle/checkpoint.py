@@ -27,6 +27,9 @@ What the JSON holds (``"version": 1``), and why each field is needed:
 - ``usage``, ``iterations`` and ``tool_calls``: the run's spend, its model requests
   and its local calls so far, so ``max_iterations`` and a ``Budget`` continue from
   where the paused run stood instead of starting afresh.
+- ``repeats``: the loop guard's count of calls per fingerprint so far, so a model
+  that repeats itself across a pause is caught as it would have been without one
+  (optional: a checkpoint without it resumes with the counts at zero).
 - ``tools``: the names of the tools the pausing run had. A resuming Agent lacking
   one cannot honour the conversation (the model was told those tools exist), so
   resuming is refused with :class:`~nacelle.errors.CheckpointError`.
@@ -128,6 +131,7 @@ class Checkpoint:
     iterations: int = 0
     tool_calls: int = 0
     tools: Tuple[str, ...] = ()
+    repeats: Tuple[Tuple[str, int], ...] = ()  # (fingerprint, calls so far), sorted
 
     def __repr__(self) -> str:
         return (f"<Checkpoint {len(self.messages)} messages, {len(self.results)} results, "
@@ -181,6 +185,7 @@ class Checkpoint:
             "iterations": self.iterations,
             "tool_calls": self.tool_calls,
             "tools": list(self.tools),
+            "repeats": dict(self.repeats),
         }
 
     def dumps(self, key: Union[str, bytes, None] = None) -> str:
@@ -225,6 +230,7 @@ class Checkpoint:
                 iterations=_count(body["iterations"]),
                 tool_calls=_count(body["tool_calls"]),
                 tools=tuple(str(t) for t in body["tools"]),
+                repeats=_repeats(body.get("repeats", {})),
             )
         except CheckpointError:
             raise
@@ -238,6 +244,12 @@ def _count(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise CheckpointError(f"a count must be a non-negative integer, got {value!r}")
     return int(value)
+
+
+def _repeats(value: Any) -> Tuple[Tuple[str, int], ...]:
+    if not isinstance(value, dict):
+        raise CheckpointError(f"repeats must be a JSON object, got {value!r}")
+    return tuple(sorted((str(k), _count(v)) for k, v in value.items()))
 
 
 def _sign(body: Dict[str, Any], key: Union[str, bytes]) -> str:

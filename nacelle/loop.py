@@ -153,6 +153,7 @@ class _Run:
             self.total = paused.usage
             self.iterations = paused.iterations
             self.calls_run = paused.tool_calls
+            self.repeats = dict(paused.repeats)
 
     def events(self) -> Iterator[Event]:
         unregister = self.ctx.on_cancel(self._wake)
@@ -494,7 +495,8 @@ class _Run:
                 pending=tuple(PendingCall(c.id, c.name, c.input, fingerprint(c.name, c.input),
                                           sink.paused.get(c.id, ())) for c in paused),
                 usage=self.total, iterations=self.iterations, tool_calls=self.calls_run,
-                tools=tuple(t.name for t in request.tools))
+                tools=tuple(t.name for t in request.tools),
+                repeats=tuple(sorted(self.repeats.items())))
             self.ctx.observe("pause", pending=tuple(c.id for c in paused))
         self.conversation.append(Message(Role.USER, tuple(results[c.id] for c in calls)))
         if out_of_time:

@@ -210,6 +210,37 @@ def test_iterations_and_budgets_continue_from_the_checkpoint(effects):
     assert ran[0] == "lookup weather" and sorted(ran[1:]) == ["send ann hi", "send bob yo"]
 
 
+def test_the_loop_guard_counts_calls_across_a_pause(effects):
+    """lookup(weather) ran once before the pause; with a guard of 2, asking for it
+    again after the resume is the second identical call, so it is refused."""
+    events = list(helper.agent([helper.first_turn()], loop_guard=2).stream(
+        [nacelle.user_text("go")]))
+    text = events[-1].checkpoint.dumps(key=helper.KEY)
+    checkpoint = Checkpoint.loads(text, key=helper.KEY)
+    assert dict(checkpoint.repeats) == {fingerprint("lookup", '{"query": "weather"}'): 1,
+                                        fingerprint("send", '{"to": "ann", "body": "hi"}'): 1,
+                                        fingerprint("send", '{"to": "bob", "body": "yo"}'): 1}
+    again = Turn(nacelle.Message(nacelle.Role.ASSISTANT, (
+        ToolCall("c4", "lookup", '{"query":"weather"}'),)))
+    result = helper.agent([again, "ok"], loop_guard=2).resume_run(
+        checkpoint, {"c2": True, "c3": False})
+    assert result.stop is Stop.END
+    (refused,) = result.messages[-2].parts
+    assert refused.failed and "call 2 of lookup" in refused.result
+    assert [line[1] for line in lines(effects)] == ["lookup weather", "send ann hi"]
+
+
+def test_a_checkpoint_without_repeats_resumes_with_the_counts_at_zero(effects):
+    _, done = paused_run()
+    body = json.loads(done.checkpoint.dumps())
+    del body["repeats"]
+    checkpoint = Checkpoint.loads(json.dumps(body))
+    assert checkpoint.repeats == ()
+    body["repeats"] = {"abc": -1}
+    with pytest.raises(CheckpointError, match="non-negative"):
+        Checkpoint.loads(json.dumps(body))
+
+
 def test_approve_may_refuse_with_a_reason_the_model_reads():
     agent = nacelle.Agent(ScriptedBackend([helper.first_turn(), "ok"]), "You help.",
                           tools=[helper.lookup, helper.send],
