@@ -8,7 +8,10 @@ sub-agent's tool traffic stays out of the parent's context window, which is the
 point of delegating.
 
 Approvals are denied unless ``approve`` is given: a sub-agent runs out of the user's
-sight, so it must not inherit a right to act. Its hooks are ``base``'s. The nested
+sight, so it must not inherit a right to act. An ``approve`` that returns
+``nacelle.PAUSE`` makes the call fail, saying which calls paused and did not run: a
+nested run has no checkpoint the parent's could carry, so its partial text is not
+passed off as an answer. Its hooks are ``base``'s. The nested
 run's spend is passed to ``on_usage`` (also when it fails part way), since it never
 appears in the parent's TURN events. The nested run is cancelled with the call: a
 timeout or a cancelled parent run sets the call's ``ctx.cancelled``, which is the
@@ -33,7 +36,7 @@ from typing import Any, Callable, Dict, Optional
 
 from .agent import Agent
 from .errors import ConfigError
-from .events import Kind, Usage
+from .events import Kind, Stop, Usage
 from .messages import Role, user_text
 from .output import to_jsonable
 from .context import ToolContext
@@ -83,7 +86,7 @@ class SubagentTool:
 
     def run(self, input: Dict[str, Any], ctx: ToolContext) -> str:
         spent = Usage()
-        text, stop, output = "", None, None
+        text, stop, output, paused = "", None, None, ()
         try:
             for event in self.agent.stream([user_text(input["task"])], cancel=ctx.cancelled):
                 if event.kind is Kind.TURN:
@@ -91,6 +94,8 @@ class SubagentTool:
                 elif event.kind is Kind.DONE:
                     stop = event.stop
                     output = event.output
+                    if event.checkpoint is not None:
+                        paused = tuple(p.name for p in event.checkpoint.pending)
                     text = next((m.text for m in reversed(event.messages)
                                  if m.role is Role.ASSISTANT), "")
         finally:
@@ -99,6 +104,13 @@ class SubagentTool:
                     self.on_usage(spent)
                 except Exception:  # noqa: BLE001 - accounting must not fail the call
                     log.warning("on_usage failed for %s", self.name, exc_info=True)
+        if stop is Stop.PAUSED:
+            # A nested run has no checkpoint of its own to resume: its text so far is
+            # no answer, and the parent model must know the paused calls did not run.
+            raise RuntimeError(
+                f"the sub-agent paused for a person's approval of {', '.join(paused)}, "
+                "which a sub-agent cannot wait for: those calls did not run, and it has "
+                "no answer")
         if output is not None:
             return json.dumps(to_jsonable(output), ensure_ascii=False)
         if self.agent.output is not None and stop is not None:

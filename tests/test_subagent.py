@@ -65,6 +65,29 @@ def test_approvals_are_denied_unless_approve_is_given():
     assert script.requests[1].messages[-1].parts[0].failed
 
 
+def test_a_sub_agent_whose_approval_pauses_fails_the_call_instead_of_passing_its_text_off():
+    ran = []
+
+    @nacelle.tool
+    def send(to: str) -> str:
+        """Send something."""
+        ran.append(to)
+        return "sent"
+
+    script = ScriptedBackend([
+        assistant(ToolCall("p1", "subagent", '{"task": "tell ann"}')),
+        assistant(Text("Sending it now."), ToolCall("s1", "send", '{"to": "ann"}')),
+        assistant(Text("The sub-agent could not finish.")),
+    ])
+    helper = subagent_tool(Agent(script, "sys", tools=[send]),
+                           approve=lambda *a: nacelle.PAUSE)
+    result = Agent(script, "sys", tools=[helper]).run([user_text("tell ann")])
+    (closed,) = result.messages[2].parts
+    assert closed.failed and "paused for a person's approval of send" in closed.result
+    assert "did not run" in closed.result and "Sending it now." not in closed.result
+    assert ran == [] and result.text == "The sub-agent could not finish."
+
+
 def test_nested_usage_is_passed_to_on_usage():
     spent = []
     script = ScriptedBackend([
