@@ -17,6 +17,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from servers import stop
+
 
 def chromium():
     for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
@@ -133,10 +135,5 @@ def launched(binary, profile, bypass):
         page = next(t for t in targets if t["type"] == "page")
         yield DevTools(page["webSocketDebuggerUrl"])
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        stop(process)
         dead.close()

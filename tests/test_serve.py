@@ -26,6 +26,7 @@ from nacelle.sse import SSEDecoder
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import serve_app  # noqa: E402
+from servers import free_port, stop, wait_listening  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
 KEEP = 0.2
@@ -315,24 +316,6 @@ def test_the_asgi_app_cancels_the_run_when_the_client_disconnects(store, tmp_pat
 # -- real servers on loopback -----------------------------------------------------------
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_listening(port, process, timeout=20):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert process.poll() is None, "the server exited at start"
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError(f"nothing listened on port {port} within {timeout} s")
-
-
 SERVERS = ["stdlib", "gunicorn", "uvicorn"]
 
 
@@ -381,12 +364,7 @@ def server(request, tmp_path_factory):
         wait_listening(port, process)
         yield f"http://127.0.0.1:{port}", notes
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        stop(process)
 
 
 def open_stream(base, path, body, *, headers=None):

@@ -25,6 +25,7 @@ from nacelle.sse import SSEEvent
 from nacelle.testing import FakeClock, FakeServer, Reply
 
 from hostile import chain
+from servers import free_port
 
 KEY = "sk-ant-test-0123456789-SECRET"
 PATH = "/v1/messages"
@@ -49,12 +50,6 @@ def stream(transport, ctx=None, keepalive=lambda event: False, final=None):
     ctx = ctx or RunContext()
     response = transport.post_stream(PATH, {"model": "m"}, ctx)
     return transport.events(response, ctx, keepalive=keepalive, final=final)
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 # -- the request ----------------------------------------------------------------------

@@ -5,13 +5,13 @@ plus the helpers that start them on loopback."""
 
 import contextlib
 import importlib.util
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from servers import free_port, stop, wait_listening
 
 HERE = Path(__file__).resolve().parent
 SDK_SERVER = str(HERE / "sdk_server.py")
@@ -24,12 +24,6 @@ needs_sdk = pytest.mark.skipif(
 )
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @contextlib.contextmanager
 def sdk_http_server(startup: float = 30.0):
     """Run ``sdk_server.py`` over streamable HTTP on 127.0.0.1; yield its MCP URL."""
@@ -37,20 +31,7 @@ def sdk_http_server(startup: float = 30.0):
     process = subprocess.Popen([sys.executable, SDK_SERVER, "--http", str(port)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + startup
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the SDK server did not start listening")
-                time.sleep(0.05)
+        wait_listening(port, process, startup)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        process.terminate()
-        try:
-            process.wait(5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
+        stop(process, 5.0)

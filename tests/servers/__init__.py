@@ -11,7 +11,10 @@ understand it, so a difference between the recordings and a real server shows up
 
 This module holds what both need: a free loopback port, a process started in its own
 session with its output in a log file, a readiness poll, and a teardown that kills
-the whole process group. Imports only the standard library.
+the whole process group. The other tests that start a process on loopback (gunicorn
+and uvicorn, the MCP SDK's HTTP server, Chromium) use its plainer pieces:
+:func:`free_port`, :func:`wait_listening` and :func:`stop`. Imports only the
+standard library.
 """
 
 import contextlib
@@ -28,6 +31,31 @@ def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def wait_listening(port, process, timeout=20.0):
+    """Return once something accepts on ``127.0.0.1:port``; AssertionError if
+    ``process`` exits first or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"the server exited at start ({process.returncode})"
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"nothing listened on port {port} within {timeout:g} s")
+
+
+def stop(process, grace=10.0):
+    """End a process started without a session of its own: SIGTERM, then SIGKILL
+    after ``grace`` seconds, and reap it either way."""
+    process.terminate()
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(grace)
 
 
 def get(port, path, *, timeout=5.0):
