@@ -11,7 +11,8 @@ stderr; ``--json`` / ``--jsonl`` encode the run instead (``cli_result.schema.jso
 (:mod:`nacelle.cli_models`), ``serve``
 (:func:`nacelle.serve.run_server`: calls that would ask pause for the page instead),
 ``batch`` (:func:`nacelle.batch.main_batch`: no one to ask, so they are refused
-unless ``--yes``) and ``help``. The first word is a subcommand only when it
+unless ``--yes``), ``resume`` (:mod:`nacelle.cli_resume`: decide the calls a
+``--pause`` run left waiting) and ``help``. The first word is a subcommand only when it
 is exactly one; a single lowercase word close to one (``sesions``) is refused with
 "did you mean", since a one-word prompt that is a typo of a command is more often the
 typo; ``nacelle -- WORD`` is always a prompt.
@@ -48,7 +49,7 @@ import os
 import re
 import sys
 import threading
-from typing import IO, TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import IO, TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from . import __version__
 from .cli_approval import Approver as Approver
@@ -81,6 +82,8 @@ subcommands:
   serve [--port 8000]     serve the agent over HTTP with a chat page
   batch INPUT.jsonl -o RESULTS.jsonl [--workers N]
                           run many prompts, resumably
+  resume NAME [--approve ID|all] [--deny ID|all]
+                          decide the calls a --pause run left waiting, and go on
   help [COMMAND]          this help, or a subcommand's
   A prompt that is exactly a subcommand's name is typed after --: nacelle -- demo
 
@@ -173,6 +176,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--schema", metavar="FILE.json",
                         help="answer with a JSON value matching this JSON Schema (printed "
                              "on stdout; needs a prompt)")
+    parser.add_argument("--pause", action="store_true", help="calls that would ask pause "
+                        "instead (needs --session; see 'nacelle resume')")
     parser.add_argument("--version", action="version", version=_version())
     return parser
 
@@ -417,6 +422,14 @@ def _models(argv: Sequence[str]) -> int:
     return models_command(list(argv), lambda: backend, sys.stdout, sys.stderr)
 
 
+def _resume(argv: Sequence[str]) -> int:
+    from .cli_resume import resume_command
+
+    terminal = sys.stdin if _isatty(sys.stdin) else _terminal()
+    return _exit_now(resume_command(argv, agent_options=_agent_options, build_agent=build_agent,
+                                    run=_run_events, terminal=terminal, err=sys.stderr))
+
+
 def _help(argv: Sequence[str]) -> int:
     if argv and argv[0] in COMMANDS and argv[0] != "help":
         return COMMANDS[argv[0]](["--help"])
@@ -426,7 +439,7 @@ def _help(argv: Sequence[str]) -> int:
 
 COMMANDS: Dict[str, Callable[[Sequence[str]], int]] = {
     "demo": _demo, "report": _report, "sessions": _sessions, "models": _models, "serve": _serve,
-    "batch": _batch, "help": _help,
+    "batch": _batch, "resume": _resume, "help": _help,
 }
 
 
@@ -440,9 +453,9 @@ def _looks_like_command(word: str) -> Optional[str]:
 
 # -- one prompt ------------------------------------------------------------------------
 
-def _run_prompt(agent: "Agent", conversation: List[Any], *, mode: str, quiet: bool,
-                schema: Any, session: Any) -> Tuple[int, Any]:
-    """Run one prompt for a script; returns (exit code, the DONE event or None)."""
+def _run_events(events: Iterator[Any], *, mode: str, quiet: bool, schema: Any,
+                session: Any) -> Tuple[int, Any]:
+    """Show one run for a script; returns (exit code, the DONE event or None)."""
     from .cli_script import ScriptOutput
     from .console import Renderer
     from .events import Kind
@@ -452,8 +465,6 @@ def _run_prompt(agent: "Agent", conversation: List[Any], *, mode: str, quiet: bo
                           live=mode == "text" and _isatty(sys.stdout),
                           structured=schema is not None,
                           session=session.name if session is not None else None)
-    events = agent.stream(conversation, output=schema) if schema is not None \
-        else agent.stream(conversation)
     done = None
     for event in events:
         output.event(event)
@@ -492,6 +503,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     schema_file, system = args.pop("schema", None), args.pop("system", None)
     max_cost = args.pop("max_cost", None)
     name, latest = args.pop("session", None), args.pop("continue_", False)
+    pause = args.pop("pause", False)
+    if pause and not (name or latest):
+        return _fail("--pause needs --session NAME (the paused run is saved there)", EXIT_USAGE)
     if max_cost is not None and not max_cost >= 0:
         return _fail("--max-cost must be a number of dollars of at least 0", EXIT_USAGE)
     stdin_is_terminal = _isatty(sys.stdin)
@@ -505,8 +519,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if prompt is not None and not prompt.strip():
         return _fail("the prompt is empty" + ("" if argument else " (stdin had nothing)"),
                      EXIT_USAGE)
-    if prompt is None and (schema_file is not None or mode != "text"):
-        return _fail(f"{'--schema' if schema_file else '--' + mode} needs a prompt", EXIT_USAGE)
+    if prompt is None and (schema_file is not None or mode != "text" or pause):
+        flag = "--schema" if schema_file else "--pause" if pause else "--" + mode
+        return _fail(f"{flag} needs a prompt", EXIT_USAGE)
     terminal = sys.stdin if stdin_is_terminal else (None if yes else _terminal())
     try:
         schema = _load_schema(schema_file) if schema_file is not None else None
@@ -519,7 +534,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
         def approver(tools: Sequence[Any], root: str) -> Approver:
             approvers.append(Approver(tools, yes=yes, root=root, stdin=terminal,
-                                      no_terminal=terminal is None))
+                                      no_terminal=terminal is None, pause=pause))
             return approvers[-1]
 
         options: Dict[str, Any] = dict(
@@ -556,8 +571,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
         conversation = (session.messages if session is not None else []) + [user_text(prompt)]
         try:
-            code, done = _run_prompt(agent, conversation, mode=mode, quiet=quiet,
-                                     schema=schema, session=session)
+            events = agent.stream(conversation, output=schema) if schema is not None \
+                else agent.stream(conversation)
+            code, done = _run_events(events, mode=mode, quiet=quiet, schema=schema,
+                                     session=session)
             if done is not None and done.stop is not None:
                 after(done, session, sys.stderr)
         except KeyboardInterrupt:

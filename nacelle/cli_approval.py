@@ -90,15 +90,17 @@ class Approver:
 
     Called from tool threads. ``stdin`` is where answers are read (None: there is no
     terminal, and every question is a no); ``root`` is the local tools' folder, for
-    the diff previews.
+    the diff previews. With ``pause`` a call that would ask is paused instead
+    (``nacelle --pause``: the run ends with a checkpoint for ``nacelle resume``).
     """
 
     def __init__(self, tools: Sequence[Any], *, yes: bool = False,
                  stdin: Optional[IO[str]] = None, stderr: Optional[IO[str]] = None,
-                 root: Optional[str] = None, no_terminal: bool = False) -> None:
+                 root: Optional[str] = None, no_terminal: bool = False,
+                 pause: bool = False) -> None:
         from .policy import ask, secure
 
-        self.yes = yes
+        self.yes, self.pause = yes, pause
         self.stdin = None if no_terminal else (stdin if stdin is not None else sys.stdin)
         self.stderr = stderr if stderr is not None else sys.stderr
         self.root = root
@@ -119,6 +121,10 @@ class Approver:
     def __call__(self, name: str, input: Dict[str, Any], ctx: Any) -> Any:
         if self.yes or self._safe(name, input, ctx) is True:
             return True
+        if self.pause:
+            from .checkpoint import PAUSE
+
+            return PAUSE
         self._call.cancelled = ctx.cancelled
         self._call.name, self._call.input = name, input
         return self._ask(name, input, ctx)

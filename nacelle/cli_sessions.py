@@ -109,10 +109,9 @@ def after(done: "Event", session: Optional[Session], err: IO[str]) -> bool:
                       "with --session NAME\n")
             return False
         session.store.save_checkpoint(session.name, done.checkpoint)
-        err.write(f"nacelle: the run paused for approval; checkpoint saved as "
-                  f"{session.name!r} in {session.store.directory}; resume it with "
-                  f"agent.resume(FileStore(directory).load_checkpoint({session.name!r}), "
-                  "decisions)\n")
+        calls = ", ".join(f"{p.id} ({p.name})" for p in done.checkpoint.pending)
+        err.write(f"nacelle: the run paused for approval of {calls}; decide and go on with: "
+                  f"nacelle resume {session.name} (saved in {session.store.directory})\n")
         return False
     if session is not None:
         session.store.save(session.name, done.messages)

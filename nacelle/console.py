@@ -2,7 +2,7 @@
 
 Text streams as it arrives; shown thinking is dimmed; each tool call gets a line
 with its name and a compact input, each result a line with ok / failed / refused /
-not run, its duration and the first line of what the model read; each turn ends
+paused / not run, its duration and the first line of what the model read; each turn ends
 with a line of tokens, cache hit rate and cost ("cost unknown" when no price is
 known, never $0); the run ends with a
 summary, loudly marked when the answer is not complete (any stop but END).
@@ -171,6 +171,8 @@ class Renderer:
     def _result_line(self, tool: ToolEvent) -> str:
         if tool.discarded:
             status, style = "not run", _YELLOW
+        elif tool.paused:
+            status, style = "paused", _YELLOW
         elif tool.refused:
             status, style = "refused", _YELLOW
         elif tool.error is not None:

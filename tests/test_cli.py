@@ -592,7 +592,8 @@ def test_a_paused_run_saves_its_checkpoint_and_says_how_to_resume(monkeypatch, t
     monkeypatch.setenv("NACELLE_CONFIG", os.devnull)
     assert cli.main(["--session", "work", "weather?"]) == 3
     err = capsys.readouterr().err
-    assert "paused for approval" in err and "load_checkpoint('work')" in err
+    assert "paused for approval of c1 (lookup)" in err and "nacelle resume work" in err
+    assert "   paused lookup" in err
     assert [p.name for p in store.load_checkpoint("work").pending] == ["lookup"]
     assert [m.text for m in store.load("work")] == ["before", "earlier"]
 

@@ -68,12 +68,13 @@ def test_an_incomplete_answer_is_marked_loudly():
     assert text == "partial\n!! INCOMPLETE ANSWER: stopped with 'max_tokens'; 3 tokens (in 1, out 2), cost unknown\n"
 
 
-def test_failed_and_discarded_results_say_so():
+def test_failed_discarded_and_paused_results_say_so():
     text, _ = rendered([
         Event(Kind.TOOL_RESULT, tool=ToolEvent("a", 0, "t", "{}", error="boom\nstack")),
         Event(Kind.TOOL_RESULT, tool=ToolEvent("b", 1, "t", "{}", error="not run", discarded=True)),
+        Event(Kind.TOOL_RESULT, tool=ToolEvent("c", 2, "t", "{}", error="waiting", paused=True)),
     ], color=False)
-    assert text == "   failed t: boom\n   not run t: not run\n"
+    assert text == "   failed t: boom\n   not run t: not run\n   paused t: waiting\n"
 
 
 def test_a_compaction_says_what_it_removed():
