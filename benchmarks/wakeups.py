@@ -17,9 +17,9 @@ thread asleep in between). Three readers, each timed by its own thread's CPU tim
   loop, the Agent's generator layers above the transport).
 
 The same bytes and the same parsing cost a few µs an event more than the floor when
-they arrive together, and several times that when each wakes the reader: a thread
-woken after a sleep runs on cold caches, so the cost per event follows how much code
-and data an event touches, not how many instructions it runs. The per-event figures
+they arrive together, and several times that when each wakes the reader, as fits a
+thread woken after a sleep running on cold caches: the cost per event then follows
+how much code and data an event touches more than how many instructions it runs. The per-event figures
 printed are (reader − floor) ÷ 100. Medians of ``--repeat`` rounds, [min–max].
 """
 
