@@ -128,10 +128,14 @@ def resume_command(
     parser.add_argument("--pause", action="store_true",
                         help="later calls that would ask pause again instead")
     output = parser.add_mutually_exclusive_group()
-    output.add_argument("--json", action="store_const", const="json", dest="mode")
-    output.add_argument("--jsonl", action="store_const", const="jsonl", dest="mode")
-    parser.add_argument("-q", "--quiet", action="store_true")
-    parser.add_argument("--sessions-dir", dest="sessions_dir", metavar="DIR")
+    output.add_argument("--json", action="store_const", const="json", dest="mode",
+                        help="print the result as one JSON object, as a prompt's --json")
+    output.add_argument("--jsonl", action="store_const", const="jsonl", dest="mode",
+                        help="print each event as one JSON object per line, then the result")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no tool lines, usage or cost on stderr (errors still show)")
+    parser.add_argument("--sessions-dir", dest="sessions_dir", metavar="DIR",
+                        help="where the session was saved (default: as for --session)")
     agent_options(parser)
     args = vars(parser.parse_args(argv))
     name, approve, deny = args.pop("name"), args.pop("approve"), args.pop("deny")
