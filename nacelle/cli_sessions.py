@@ -130,10 +130,11 @@ def sessions_command(argv: Sequence[str], directory: str, out: IO[str], err: IO[
         prog="nacelle sessions",
         description=f"List, show or delete the sessions saved with --session (in {directory}).")
     sub = parser.add_subparsers(dest="action", metavar="{list,show,delete}")
-    sub.add_parser("list", help="the saved sessions, the latest first (the default)")
+    sub.add_parser("list", help="the saved sessions, the latest first, then the paused "
+                   "runs waiting for 'nacelle resume' (the default)")
     show = sub.add_parser("show", help="print a saved conversation")
     show.add_argument("name")
-    delete = sub.add_parser("delete", help="delete saved sessions")
+    delete = sub.add_parser("delete", help="delete saved sessions (and their paused runs)")
     delete.add_argument("names", nargs="+", metavar="NAME")
     args = parser.parse_args(argv)
     from .sessions import SessionNotFound, check_name
@@ -154,7 +155,14 @@ def sessions_command(argv: Sequence[str], directory: str, out: IO[str], err: IO[
                     out.write(f"{name}\t{len(messages)} messages\t{_first_line(first)}\n")
                 except NacelleError as exc:
                     out.write(f"{name}\t(unreadable: {_first_line(str(exc))})\n")
-            if not names:
+            paused = store.checkpoint_names()
+            for name in paused:
+                try:
+                    waiting = f"{len(store.load_checkpoint(name).pending)} call(s) waiting"
+                except NacelleError as exc:
+                    waiting = f"unreadable: {_first_line(str(exc))}"
+                out.write(f"{name}\tpaused\t{waiting}: nacelle resume {name}\n")
+            if not names and not paused:
                 err.write(f"no saved sessions in {directory}\n")
             return 0
         if args.action == "show":
@@ -167,10 +175,14 @@ def sessions_command(argv: Sequence[str], directory: str, out: IO[str], err: IO[
             return 0
         for doomed in args.names:
             check_name(doomed)
-            if doomed not in store.names():
+            kept = (doomed in store.names(), doomed in store.checkpoint_names())
+            if not any(kept):
                 raise SessionNotFound(f"no session named {doomed!r} in {directory}")
-            store.delete(doomed)
-            err.write(f"deleted {doomed}\n")
+            if kept[0]:
+                store.delete(doomed)
+            if kept[1]:
+                store.delete_checkpoint(doomed)  # a paused run nobody will resume
+            err.write(f"deleted {doomed}{' and its paused run' if kept[1] else ''}\n")
         return 0
     except NacelleError as exc:
         lines = str(exc).strip().splitlines()

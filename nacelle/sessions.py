@@ -160,10 +160,16 @@ class FileStore:
 
     def names(self) -> List[str]:
         """The saved conversations' names, sorted."""
-        found = []
-        for entry in os.listdir(self.directory):
-            if entry.endswith(_SUFFIX) and NAME_PATTERN.match(entry[:-len(_SUFFIX)]):
-                found.append(entry[:-len(_SUFFIX)])
+        return self._names(_SUFFIX)
+
+    def checkpoint_names(self) -> List[str]:
+        """The names paused runs' checkpoints are saved under, sorted."""
+        return self._names(_CHECKPOINT)
+
+    def _names(self, suffix: str) -> List[str]:
+        # A checkpoint's file also ends in .json, but "name.checkpoint" is no name.
+        found = [entry[:-len(suffix)] for entry in os.listdir(self.directory)
+                 if entry.endswith(suffix) and NAME_PATTERN.match(entry[:-len(suffix)])]
         return sorted(found)
 
     def delete(self, name: str) -> None:

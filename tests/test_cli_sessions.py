@@ -72,3 +72,26 @@ def test_an_unreadable_session_is_listed_as_unreadable(store, tmp_path):
         handle.write("{not json")
     code, out, _ = run([], tmp_path / "sessions")
     assert code == 0 and "broken\t(unreadable:" in out
+
+
+def test_list_shows_paused_runs_and_delete_discards_one(store, tmp_path):
+    import nacelle
+    from nacelle.testing import ScriptedBackend
+
+    @nacelle.tool
+    def send(to: str) -> str:
+        """Send."""
+        return "sent"
+
+    backend = ScriptedBackend([nacelle.Message(nacelle.Role.ASSISTANT, (
+        nacelle.ToolCall("c1", "send", '{"to": "ann"}'),))])
+    done = nacelle.Agent(backend, "sys", tools=[send], approve=lambda *a: nacelle.PAUSE).run(
+        [user_text("tell ann")])
+    store.save_checkpoint("nightly", done.checkpoint)
+    code, out, _ = run(["list"], tmp_path / "sessions")
+    assert code == 0
+    assert out.splitlines()[-1] == "nightly\tpaused\t1 call(s) waiting: nacelle resume nightly"
+    assert store.checkpoint_names() == ["nightly"] and "nightly" not in store.names()
+    code, _, err = run(["delete", "nightly"], tmp_path / "sessions")
+    assert code == 0 and err == "deleted nightly and its paused run\n"
+    assert store.checkpoint_names() == []

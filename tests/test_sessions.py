@@ -112,9 +112,12 @@ def test_a_checkpoint_is_saved_beside_its_conversation_and_loads_back(tmp_path):
     store = FileStore(tmp_path)
     store.save("run", CONVERSATION)
     store.save_checkpoint("run", _checkpoint(), key="secret")
+    store.save_checkpoint("alone", _checkpoint())
     assert store.load_checkpoint("run", key="secret").dumps() == _checkpoint().dumps()
     assert store.names() == ["run"] and store.load("run") == CONVERSATION
+    assert store.checkpoint_names() == ["alone", "run"]
     store.delete_checkpoint("run")
+    assert store.checkpoint_names() == ["alone"]
     with pytest.raises(SessionNotFound):
         store.load_checkpoint("run")
     assert store.load("run") == CONVERSATION
