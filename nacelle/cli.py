@@ -53,6 +53,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optio
 
 from . import __version__
 from .cli_approval import Approver as Approver
+from .cli_help import EPILOG
 from .errors import NacelleError
 from .settings import Settings, SettingsError, resolve
 
@@ -70,53 +71,6 @@ SYSTEM = (
     "Paths are relative to that folder. Read before you change anything, keep changes "
     "small, and say plainly what you did and what you could not do."
 )
-
-EPILOG = """\
-subcommands:
-  demo                    run the offline demo (no key, no network)
-  report RUN.jsonl        render a run recorded with --record as an HTML page
-  sessions [list|show NAME|delete NAME]
-                          the sessions saved with --session
-  models [--provider P]   the models the provider lists (anthropic, openrouter, openai,
-                          ollama; cached for 10 minutes)
-  serve [--port 8000]     serve the agent over HTTP with a chat page
-  batch INPUT.jsonl -o RESULTS.jsonl [--workers N]
-                          run many prompts, resumably
-  resume NAME [--approve ID|all] [--deny ID|all]
-                          decide the calls a --pause run left waiting, and go on
-  help [COMMAND]          this help, or a subcommand's
-  A prompt that is exactly a subcommand's name is typed after --: nacelle -- demo
-
-prompts:
-  nacelle "prompt"        run one prompt; the answer alone on stdout
-  CMD | nacelle           stdin, when it is not a terminal, is the prompt
-  CMD | nacelle "prompt"  the prompt, then the piped text as its material
-  nacelle                 an interactive session (on a terminal; /help inside)
-
-exit codes:
-  0    a complete answer
-  1    a failure (the reason on one line of stderr)
-  2    a usage error
-  3    an incomplete answer (max tokens, iteration cap, budget, refusal, pause, no
-       valid --schema value)
-  130  interrupted (Ctrl-C)
-
-environment:
-  ANTHROPIC_API_KEY, OPENROUTER_API_KEY     the backends' keys (never in settings)
-  ANTHROPIC_BASE_URL, OPENROUTER_BASE_URL   point a backend elsewhere (a proxy)
-  NACELLE_BACKEND, NACELLE_MODEL, NACELLE_ROOT, NACELLE_BASH, NACELLE_MAX_ITERATIONS,
-  NACELLE_EFFORT, NACELLE_SHOW_THINKING, NACELLE_SEARCH_URL, NACELLE_SESSIONS_DIR
-                                            settings (flag > environment > file)
-  NACELLE_CONFIG      the settings file (default ~/.nacelle.yml)
-  XDG_DATA_HOME       sessions and history under $XDG_DATA_HOME/nacelle
-                      (default ~/.local/share/nacelle)
-  XDG_CACHE_HOME      the models cache under $XDG_CACHE_HOME/nacelle (default ~/.cache)
-  OPENAI_API_KEY, OPENAI_BASE_URL, OLLAMA_HOST   for 'nacelle models'
-  NO_COLOR            no colour
-
-defaults: backend anthropic (its default model), root ., max iterations 50, no bash,
-no web tools; write, command and web tools ask y/n/always/never before they run.
-"""
 
 
 def _version() -> str:
@@ -144,6 +98,17 @@ def _agent_options(parser: argparse.ArgumentParser) -> None:
                         help="approve every tool call without asking")
 
 
+def _output_options(parser: argparse.ArgumentParser) -> None:
+    """How a run is printed, shared by prompts and ``resume``."""
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_const", const="json", dest="mode",
+                        help="print the result as one JSON object (cli_result.schema.json)")
+    output.add_argument("--jsonl", action="store_const", const="jsonl", dest="mode",
+                        help="print each event as one JSON object per line, then the result")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no tool lines, usage or cost on stderr (errors still show)")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nacelle", formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -154,13 +119,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("prompt", nargs="?",
                         help="run this prompt and exit ('-': read it from stdin)")
     _agent_options(parser)
-    output = parser.add_mutually_exclusive_group()
-    output.add_argument("--json", action="store_const", const="json", dest="mode",
-                        help="print the result as one JSON object (cli_result.schema.json)")
-    output.add_argument("--jsonl", action="store_const", const="jsonl", dest="mode",
-                        help="print each event as one JSON object per line, then the result")
-    parser.add_argument("-q", "--quiet", action="store_true",
-                        help="no tool lines, usage or cost on stderr (errors still show)")
+    _output_options(parser)
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--session", metavar="NAME",
                        help="continue the conversation saved as NAME, if any, and save it "
@@ -426,8 +385,9 @@ def _resume(argv: Sequence[str]) -> int:
     from .cli_resume import resume_command
 
     terminal = sys.stdin if _isatty(sys.stdin) else _terminal()
-    return _exit_now(resume_command(argv, agent_options=_agent_options, build_agent=build_agent,
-                                    run=_run_events, terminal=terminal, err=sys.stderr))
+    return _exit_now(resume_command(
+        argv, agent_options=_agent_options, output_options=_output_options,
+        build_agent=build_agent, run=_run_events, terminal=terminal, err=sys.stderr))
 
 
 def _help(argv: Sequence[str]) -> int:

@@ -101,6 +101,7 @@ def _asker(terminal: IO[str], err: IO[str]) -> Callable[["PendingCall"], bool]:
 def resume_command(
     argv: Sequence[str], *,
     agent_options: Callable[[argparse.ArgumentParser], None],
+    output_options: Callable[[argparse.ArgumentParser], None],
     build_agent: Callable[..., Tuple[Any, Any]],
     run: Callable[..., Tuple[int, Any]],
     terminal: Optional[IO[str]],
@@ -108,7 +109,8 @@ def resume_command(
 ) -> int:
     """The ``nacelle resume`` command; returns the exit code.
 
-    ``agent_options`` adds the agent's flags to the parser, ``build_agent(settings,
+    ``agent_options`` and ``output_options`` add the agent's and the output's flags
+    (``--json``, ``--jsonl``, ``--quiet``) to the parser, ``build_agent(settings,
     **options)`` makes the agent, ``run(events, mode=, quiet=, schema=, session=)``
     prints a run, and ``terminal`` is where y/n answers are read (None: nowhere).
     """
@@ -127,13 +129,7 @@ def resume_command(
                         help="refuse this paused call (repeatable; 'all': every one)")
     parser.add_argument("--pause", action="store_true",
                         help="later calls that would ask pause again instead")
-    output = parser.add_mutually_exclusive_group()
-    output.add_argument("--json", action="store_const", const="json", dest="mode",
-                        help="print the result as one JSON object, as a prompt's --json")
-    output.add_argument("--jsonl", action="store_const", const="jsonl", dest="mode",
-                        help="print each event as one JSON object per line, then the result")
-    parser.add_argument("-q", "--quiet", action="store_true",
-                        help="no tool lines, usage or cost on stderr (errors still show)")
+    output_options(parser)
     parser.add_argument("--sessions-dir", dest="sessions_dir", metavar="DIR",
                         help="where the session was saved (default: as for --session)")
     agent_options(parser)

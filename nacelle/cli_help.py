@@ -1,0 +1,56 @@
+"""The text ``nacelle --help`` ends with: the subcommands, the forms of a prompt, the
+exit codes, the environment variables read and the defaults. Kept apart from
+:mod:`nacelle.cli` because it is prose a person reads, and it grows with every
+subcommand while the code that parses the line does not.
+
+Imports nothing.
+"""
+
+__all__ = ["EPILOG"]
+
+EPILOG = """\
+subcommands:
+  demo                    run the offline demo (no key, no network)
+  report RUN.jsonl        render a run recorded with --record as an HTML page
+  sessions [list|show NAME|delete NAME]
+                          the sessions saved with --session
+  models [--provider P]   the models the provider lists (anthropic, openrouter, openai,
+                          ollama; cached for 10 minutes)
+  serve [--port 8000]     serve the agent over HTTP with a chat page
+  batch INPUT.jsonl -o RESULTS.jsonl [--workers N]
+                          run many prompts, resumably
+  resume NAME [--approve ID|all] [--deny ID|all]
+                          decide the calls a --pause run left waiting, and go on
+  help [COMMAND]          this help, or a subcommand's
+  A prompt that is exactly a subcommand's name is typed after --: nacelle -- demo
+
+prompts:
+  nacelle "prompt"        run one prompt; the answer alone on stdout
+  CMD | nacelle           stdin, when it is not a terminal, is the prompt
+  CMD | nacelle "prompt"  the prompt, then the piped text as its material
+  nacelle                 an interactive session (on a terminal; /help inside)
+
+exit codes:
+  0    a complete answer
+  1    a failure (the reason on one line of stderr)
+  2    a usage error
+  3    an incomplete answer (max tokens, iteration cap, budget, refusal, pause, no
+       valid --schema value)
+  130  interrupted (Ctrl-C)
+
+environment:
+  ANTHROPIC_API_KEY, OPENROUTER_API_KEY     the backends' keys (never in settings)
+  ANTHROPIC_BASE_URL, OPENROUTER_BASE_URL   point a backend elsewhere (a proxy)
+  NACELLE_BACKEND, NACELLE_MODEL, NACELLE_ROOT, NACELLE_BASH, NACELLE_MAX_ITERATIONS,
+  NACELLE_EFFORT, NACELLE_SHOW_THINKING, NACELLE_SEARCH_URL, NACELLE_SESSIONS_DIR
+                                            settings (flag > environment > file)
+  NACELLE_CONFIG      the settings file (default ~/.nacelle.yml)
+  XDG_DATA_HOME       sessions and history under $XDG_DATA_HOME/nacelle
+                      (default ~/.local/share/nacelle)
+  XDG_CACHE_HOME      the models cache under $XDG_CACHE_HOME/nacelle (default ~/.cache)
+  OPENAI_API_KEY, OPENAI_BASE_URL, OLLAMA_HOST   for 'nacelle models'
+  NO_COLOR            no colour
+
+defaults: backend anthropic (its default model), root ., max iterations 50, no bash,
+no web tools; write, command and web tools ask y/n/always/never before they run.
+"""
