@@ -311,8 +311,12 @@ def _serve(argv: Sequence[str]) -> int:
     parser.add_argument("--store", metavar="DIR", default=None,
                         help="where paused runs and sessions are kept (default: "
                              "$XDG_DATA_HOME/nacelle/serve)")
+    parser.add_argument("--allowed-host", action="append", default=[], dest="allowed_hosts",
+                        metavar="NAME", help="a host name to answer to besides IP addresses "
+                        "and localhost (repeatable; .example.com for a domain, * for any)")
     args = vars(parser.parse_args(argv))
     host, port, store = args.pop("host"), args.pop("port"), args.pop("store")
+    allowed_hosts = args.pop("allowed_hosts")
     from .policy import secure
 
     try:
@@ -324,7 +328,7 @@ def _serve(argv: Sequence[str]) -> int:
     from .serve import run_server
 
     try:
-        run_server(agent, host, port, store,
+        run_server(agent, host, port, store, allowed_hosts=allowed_hosts,
                    on_ready=lambda url: print(f"nacelle: serving on {url} (Ctrl-C stops)",
                                               file=sys.stderr, flush=True))
     except OSError as err:

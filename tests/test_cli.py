@@ -696,6 +696,7 @@ def test_batch_of_a_malformed_input_is_a_one_line_error(tmp_path):
 
 
 def test_serve_answers_the_page_and_a_run_over_http(server, tmp_path):
+    import urllib.error
     import urllib.request
 
     server.queue("/v1/messages", Reply(chunks=anthropic_stream(["Served answer."])))
@@ -704,7 +705,8 @@ def test_serve_answers_the_page_and_a_run_over_http(server, tmp_path):
     environ.update({"PYTHONPATH": str(ROOT), "ANTHROPIC_API_KEY": KEY, "NACELLE_CONFIG": os.devnull,
                     "ANTHROPIC_BASE_URL": server.url, "XDG_DATA_HOME": str(tmp_path / "data")})
     proc = subprocess.Popen([sys.executable, "-m", "nacelle", "serve", "--port", "0",
-                             "--root", str(tmp_path)], stdin=subprocess.DEVNULL,
+                             "--allowed-host", "chat.example", "--root", str(tmp_path)],
+                            stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=environ, start_new_session=True)
     try:
@@ -721,6 +723,13 @@ def test_serve_answers_the_page_and_a_run_over_http(server, tmp_path):
         with urllib.request.urlopen(request, timeout=30) as stream:
             body = stream.read().decode()
         assert "Served answer." in body
+        for host, status in (("chat.example", 200), ("evil.example", 400)):
+            asked = urllib.request.Request(url, headers={"Host": host})
+            try:
+                with urllib.request.urlopen(asked, timeout=30) as page:
+                    assert (host, page.status) == (host, status)
+            except urllib.error.HTTPError as refused:
+                assert (host, refused.code) == (host, status)
     finally:
         proc.kill()
         proc.wait(10)

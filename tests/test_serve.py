@@ -229,6 +229,43 @@ def test_the_authorize_hook_refuses_with_401_and_has_no_default_key(store):
     assert call_wsgi(broken, body={"prompt": "hi"})[0] == 500
 
 
+@pytest.mark.parametrize("host,answered", [
+    ("127.0.0.1:8000", True), ("[::1]:8000", True), ("10.0.0.7", True), ("localhost", True),
+    ("LOCALHOST.:8000", True), ("app.localhost:8000", True),
+    ("evil.example", False), ("evil.example:8000", False), ("127.0.0.1.nip.io", False),
+    ("localhost.evil.example", False), ("[::1", False), ("a b", False), ("x:port", False),
+])
+def test_only_ip_addresses_and_localhost_are_answered_by_default(app, host, answered):
+    status, _, out = call_wsgi(app, "GET", "/", headers={"Host": host})
+    assert (status == 200) is answered, (host, status, out[:200])
+    if not answered:
+        assert status == 400 and "allowed_hosts" in json.loads(out)["message"]
+
+
+def test_allowed_hosts_names_more_hosts_a_domain_or_any(store):
+    named = wsgi_app(serve_app.make_agent, store=store,
+                     allowed_hosts=["chat.example.com", ".corp.example"])
+    for host, status in (("chat.example.com", 200), ("CHAT.example.com:443", 200),
+                         ("corp.example", 200), ("a.b.corp.example", 200),
+                         ("example.com", 400), ("evilcorp.example", 400)):
+        assert call_wsgi(named, "GET", "/", headers={"Host": host})[0] == status, host
+    anything = wsgi_app(serve_app.make_agent, store=store, allowed_hosts=["*"])
+    assert call_wsgi(anything, "GET", "/", headers={"Host": "evil.example"})[0] == 200
+    with pytest.raises(nacelle.ConfigError, match="allowed_hosts"):
+        wsgi_app(serve_app.make_agent, store=store, allowed_hosts="chat.example.com")
+
+
+def test_a_rebound_host_is_refused_before_any_run_starts(store, tmp_path, monkeypatch):
+    monkeypatch.setenv("NACELLE_SERVE_NOTES", str(tmp_path / "notes"))
+    status, _, out = call_wsgi(wsgi_app(serve_app.make_agent, store=store), body={
+        "prompt": "pause Ada"}, headers={"Host": "evil.example:8000"})
+    assert status == 400 and b"event:" not in out
+    sent = call_asgi(asgi_app(serve_app.make_agent, store=store), [b'{"prompt": "hi"}'],
+                     headers=[(b"host", b"evil.example")])
+    assert sent[0] == 400 and b"allowed_hosts" in sent[1]
+    assert read(tmp_path / "notes") == ""
+
+
 def test_a_session_is_loaded_and_saved_by_name(app, store):
     for _ in range(2):
         status, _, out = call_wsgi(app, body={"prompt": "hello", "session": "chat-1"})
@@ -478,7 +515,7 @@ def test_bad_requests_are_refused_by_every_server(server):
     assert post_json(base, "/runs/run_unknown/decisions", {"decisions": {}})[0] == 404
     url = urlsplit(base)
     with socket.create_connection((url.hostname, url.port), timeout=10) as raw:
-        raw.sendall(b"POST /runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        raw.sendall(b"POST /runs HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                     b"Content-Length: 5000000\r\n\r\n{")
         head = b""
         while b"\r\n" not in head:

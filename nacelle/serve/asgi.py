@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Awaitable, Callable, Dict, List, MutableMapping, Optional
+from typing import Any, Awaitable, Callable, Dict, List, MutableMapping, Optional, Sequence
 
 from .encode import END, KEEPALIVE, Pump
 from .routes import Reply, Routes, error
@@ -39,12 +39,14 @@ Send = Callable[[Dict[str, Any]], Awaitable[None]]
 
 def asgi_app(make_agent: Any, *, store: Any, authorize: Optional[Callable[[Any], bool]] = None,
              max_body: int = 1_000_000, keepalive: float = 15.0,
-             key: "str | bytes | None" = None) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
+             key: "str | bytes | None" = None, allowed_hosts: Sequence[str] = (),
+             ) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
     """An ASGI 3 application; the arguments are :func:`~nacelle.serve.wsgi_app`'s
     (``authorize`` is given the scope)."""
     if not keepalive > 0:
         raise ValueError(f"keepalive must be a positive number of seconds, got {keepalive!r}")
-    routes = Routes(make_agent, store=store, authorize=authorize, max_body=max_body, key=key)
+    routes = Routes(make_agent, store=store, authorize=authorize, max_body=max_body, key=key,
+                    allowed_hosts=allowed_hosts)
 
     async def application(scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope.get("type")

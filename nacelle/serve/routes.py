@@ -22,7 +22,8 @@ apps differ only in how they read and write. The routes:
   is put back, so the client can try again.
 
 Statuses: 400 for a body that is not JSON or not of the shape above (the message
-says which field), 401 when ``authorize`` says no, 404, 405 (with ``Allow``), 411 for
+says which field) and for a ``Host`` this server does not answer to (below), 401
+when ``authorize`` says no, 404, 405 (with ``Allow``), 411 for
 a POST without a length the server can trust, 413 past ``max_body`` (refused before
 reading when the length is declared), 415 for a POST that is not
 ``application/json``, 409 for a paused run this agent cannot resume (it lacks a
@@ -31,6 +32,17 @@ fails (logged here, never shown). The JSON content type is required on purpose: 
 web page on another site can POST ``text/plain`` to a server on localhost without
 asking, but not ``application/json``, which the browser must first ask about (CORS),
 and this server never says yes.
+
+The ``Host`` check stops DNS rebinding: a page on ``evil.example`` whose name the
+attacker re-points at 127.0.0.1 is, to the browser, the same origin as this server,
+so it may POST JSON to it and read the answer — and run the agent's tools. Such a
+request still says ``Host: evil.example``. So a request is answered only when its
+Host is an IP address (no name can be re-pointed), ``localhost`` or a name under
+``.localhost``, or one of ``allowed_hosts``: names, ``.example.com`` for that name
+and every name under it, or ``"*"`` for any (a server behind a proxy that checks the
+host). That is the rule Vite's dev server and Jupyter apply, and the MCP spec asks of
+local HTTP servers. A request with no Host (HTTP/1.0, no browser sends one) is let
+through.
 
 ``make_agent`` is called once per run, with no argument or — when it takes one — a
 :class:`RequestInfo` (method, path, lower-cased headers, the client's address, the
@@ -50,7 +62,7 @@ import secrets
 import threading
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ..agent import Agent
 from ..context import CancelEvent
@@ -61,7 +73,7 @@ from ..sessions import check_name
 from ..sse import parse_json
 from .encode import Item, event_json
 
-__all__ = ["Reply", "RequestInfo", "Routes"]
+__all__ = ["Reply", "RequestInfo", "Routes", "host_allowed"]
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +122,49 @@ def error(status: int, message: str, headers: Tuple[Tuple[str, str], ...] = ()) 
                           *headers], body)
 
 
+def _host_name(host: str) -> Optional[str]:
+    """The name in a Host header value (its port and a final dot dropped, lower case),
+    or None when it is not one."""
+    host = host.strip().lower()
+    if host.startswith("["):  # an IPv6 literal, [::1]:8000
+        end = host.find("]")
+        rest = host[end + 1:]
+        if end <= 1 or not (rest == "" or (rest[:1] == ":" and rest[1:].isdigit())):
+            return None
+        return host[1:end]
+    name, colon, port = host.rpartition(":")
+    if colon:
+        if not port.isdigit():
+            return None
+        host = name
+    host = host[:-1] if host.endswith(".") else host
+    return host if host and re.fullmatch(r"[a-z0-9._-]+", host) else None
+
+
+def host_allowed(host: str, allowed: Tuple[str, ...]) -> bool:
+    """Whether a request whose Host header is ``host`` may be answered (see the
+    module docstring): an IP address, ``localhost`` or under it, or a match in
+    ``allowed``."""
+    import ipaddress
+
+    name = _host_name(host)
+    if name is None:
+        return False
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        pass
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    for pattern in allowed:
+        if pattern == "*" or name == pattern:
+            return True
+        if pattern.startswith(".") and (name == pattern[1:] or name.endswith(pattern)):
+            return True
+    return False
+
+
 def run_id() -> str:
     """A fresh, unguessable id for a paused run, and a valid store name."""
     return "run_" + secrets.token_urlsafe(24)
@@ -119,7 +174,8 @@ class Routes:
     """The routes of the module docstring, for both apps."""
 
     def __init__(self, make_agent: Any, *, store: Any, authorize: Optional[Callable[[Any], bool]],
-                 max_body: int, key: "str | bytes | None") -> None:
+                 max_body: int, key: "str | bytes | None",
+                 allowed_hosts: Sequence[str] = ()) -> None:
         if isinstance(make_agent, Agent):
             shared = make_agent
             make_agent = lambda: shared  # noqa: E731 - an Agent holds no run state
@@ -132,12 +188,16 @@ class Routes:
                                   f"does), got {type(store).__name__}")
         if authorize is not None and not callable(authorize):
             raise ConfigError(f"authorize must be callable, got {type(authorize).__name__}")
+        if isinstance(allowed_hosts, str) or not all(
+                isinstance(h, str) and h for h in allowed_hosts):
+            raise ConfigError(f"allowed_hosts must be a list of host names, got {allowed_hosts!r}")
         if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
             raise ConfigError(f"max_body must be a positive number of bytes, got {max_body!r}")
         self.make_agent = make_agent
         self.wants_info = _takes_an_argument(make_agent)
         self.store = store
         self.authorize = authorize
+        self.allowed_hosts = tuple(h.strip().lower().rstrip(".") for h in allowed_hosts)
         self.max_body = max_body
         self.key = key
         self._page: Optional[bytes] = None
@@ -147,6 +207,10 @@ class Routes:
 
     def check(self, method: str, path: str, headers: Mapping[str, str], raw: Any) -> Optional[Reply]:
         """A reply that settles the request before its body is read, or None to read it."""
+        host = headers.get("host")
+        if host is not None and not host_allowed(host, self.allowed_hosts):
+            return error(400, f"this server does not answer to the host {host[:100]!r}; "
+                              "name it in allowed_hosts (the check stops DNS rebinding)")
         if self.authorize is not None:
             try:
                 allowed = self.authorize(raw)

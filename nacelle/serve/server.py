@@ -27,7 +27,7 @@ import logging
 import os
 import sys
 from socketserver import ThreadingMixIn
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Sequence
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from ..sessions import FileStore
@@ -93,7 +93,7 @@ def default_store_dir() -> str:
 
 def serve(make_agent: Any, *, host: str = "127.0.0.1", port: int = 8000, store: Any = None,
           authorize: Optional[Callable[[Any], bool]] = None, keepalive: float = 15.0,
-          key: "str | bytes | None" = None,
+          key: "str | bytes | None" = None, allowed_hosts: Sequence[str] = (),
           on_ready: Optional[Callable[[str], None]] = None) -> None:
     """Serve ``make_agent``'s runs and the chat page until interrupted.
 
@@ -105,7 +105,8 @@ def serve(make_agent: Any, *, host: str = "127.0.0.1", port: int = 8000, store: 
     if host not in _LOOPBACK and authorize is None:
         log.warning("serving on %s with no authorize hook: anyone who reaches the port can "
                     "run the agent and its tools", host)
-    app = wsgi_app(make_agent, store=store, authorize=authorize, keepalive=keepalive, key=key)
+    app = wsgi_app(make_agent, store=store, authorize=authorize, keepalive=keepalive, key=key,
+                   allowed_hosts=allowed_hosts)
     server = make_server(app, host, port)
     try:
         log.info("serving on %s", server.url)
@@ -148,6 +149,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--store", default=None, help=f"directory for sessions and paused runs "
                                                       f"(default {default_store_dir()})")
     parser.add_argument("--keepalive", type=float, default=15.0)
+    parser.add_argument("--allowed-host", action="append", default=[], dest="allowed_hosts",
+                        metavar="NAME", help="a host name to answer to besides IP addresses "
+                        "and localhost (repeatable; .example.com for a domain, * for any)")
     args = parser.parse_args(argv)
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # as `python -m` would, so a local module imports
@@ -157,5 +161,5 @@ def main(argv: Optional[List[str]] = None) -> int:
         sys.stderr.write(f"nacelle: serving on {url}\n")
 
     run_server(factory, args.host, args.port, args.store, keepalive=args.keepalive,
-               on_ready=ready)
+               allowed_hosts=args.allowed_hosts, on_ready=ready)
     return 0

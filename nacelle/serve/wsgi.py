@@ -30,7 +30,7 @@ Outer ring: imports the standard library and nacelle's core.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Dict, Iterable, Optional
+from typing import Any, Callable, Dict, Iterable, Optional, Sequence
 
 from .encode import sse
 from .routes import REASONS, Reply, Routes, error
@@ -44,7 +44,8 @@ _CHUNK = 65536
 
 def wsgi_app(make_agent: Any, *, store: Any, authorize: Optional[Callable[[Any], bool]] = None,
              max_body: int = 1_000_000, keepalive: float = 15.0,
-             key: "str | bytes | None" = None) -> Callable[..., Iterable[bytes]]:
+             key: "str | bytes | None" = None,
+             allowed_hosts: Sequence[str] = ()) -> Callable[..., Iterable[bytes]]:
     """A WSGI application serving ``make_agent``'s runs (routes: ``routes.py``).
 
     ``make_agent()`` (or ``make_agent(info)``, see :class:`~nacelle.serve.RequestInfo`)
@@ -53,11 +54,16 @@ def wsgi_app(make_agent: Any, *, store: Any, authorize: Optional[Callable[[Any],
     ``save_checkpoint``/``take_checkpoint`` and, for sessions, ``load``/``save``);
     ``authorize(environ)`` returning anything but True answers 401 (no hook: every
     request is let in — bind to loopback, or give one); ``key`` signs the stored
-    checkpoints; ``keepalive`` is the seconds of silence before a ``: keepalive``.
+    checkpoints; ``keepalive`` is the seconds of silence before a ``: keepalive``;
+    ``allowed_hosts`` names the hosts it answers to besides IP addresses and
+    ``localhost`` (``"chat.example.com"``, ``".example.com"``, or ``"*"`` behind a
+    proxy that checks the host itself): any other ``Host`` is a 400, which stops DNS
+    rebinding (``routes.py``).
     """
     if not keepalive > 0:
         raise ValueError(f"keepalive must be a positive number of seconds, got {keepalive!r}")
-    routes = Routes(make_agent, store=store, authorize=authorize, max_body=max_body, key=key)
+    routes = Routes(make_agent, store=store, authorize=authorize, max_body=max_body, key=key,
+                    allowed_hosts=allowed_hosts)
 
     def application(environ: Dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         try:
