@@ -40,8 +40,10 @@ request still says ``Host: evil.example``. So a request is answered only when it
 Host is an IP address (no name can be re-pointed), ``localhost`` or a name under
 ``.localhost``, or one of ``allowed_hosts``: names, ``.example.com`` for that name
 and every name under it, or ``"*"`` for any (a server behind a proxy that checks the
-host). That is the rule Vite's dev server and Jupyter apply, and the MCP spec asks of
-local HTTP servers. A request with no Host (HTTP/1.0, no browser sends one) is let
+host). That is the default of Vite's dev server (``server.allowedHosts``, added for
+GHSA-vg6x-rcgg-rjx6); the MCP Python SDK turned on the same kind of check for local
+servers after CVE-2025-66416. The refusal is a 400, as Django answers a host it was
+not told about. A request with no Host (HTTP/1.0; no browser sends one) is let
 through.
 
 ``make_agent`` is called once per run, with no argument or — when it takes one — a
