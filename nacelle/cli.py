@@ -53,7 +53,8 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optio
 
 from . import __version__
 from .cli_approval import Approver as Approver
-from .cli_help import EPILOG
+from .cli_help import (EPILOG, EXIT_FAILED, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK,
+                       EXIT_USAGE)
 from .errors import NacelleError
 from .settings import Settings, SettingsError, resolve
 
@@ -64,7 +65,6 @@ if TYPE_CHECKING:
 __all__ = ["Approver", "build_agent", "main"]
 
 DISTRIBUTION = "nacelle-sdk"  # the name on PyPI; `nacelle` there is an unrelated project
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 SYSTEM = (
     "You are a capable assistant working in a local project folder through tools. "

@@ -3,10 +3,16 @@ exit codes, the environment variables read and the defaults. Kept apart from
 :mod:`nacelle.cli` because it is prose a person reads, and it grows with every
 subcommand while the code that parses the line does not.
 
+The exit codes live here too, beside the text that explains them, for
+:mod:`nacelle.cli` and :mod:`nacelle.cli_resume` alike.
+
 Imports nothing.
 """
 
-__all__ = ["EPILOG"]
+__all__ = ["EPILOG", "EXIT_FAILED", "EXIT_INCOMPLETE", "EXIT_INTERRUPTED", "EXIT_OK",
+           "EXIT_USAGE"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 EPILOG = """\
 subcommands:

@@ -32,11 +32,12 @@ output come from :mod:`nacelle.cli`, which calls :func:`resume_command`.
 from __future__ import annotations
 
 import argparse
-import json
 from typing import IO, TYPE_CHECKING, Any, Callable, Dict, Iterator, Optional, Sequence, Tuple
 
 from .cli_approval import Approver, preview
+from .cli_help import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from .errors import NacelleError
+from .tools import parse_input
 
 if TYPE_CHECKING:
     from .checkpoint import Checkpoint, PendingCall
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
 
 __all__ = ["decide", "resume_command"]
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 class Undecided(NacelleError):
@@ -79,10 +79,9 @@ def decide(pending: Sequence["PendingCall"], approve: Sequence[str], deny: Seque
 
 def _describe(call: "PendingCall", root: str) -> str:
     try:
-        arguments = json.loads(call.input) if call.input.strip() else {}
-    except ValueError:
-        arguments = None
-    shown = preview(call.name, arguments, root) if isinstance(arguments, dict) else ""
+        shown = preview(call.name, parse_input(call.input), root)
+    except ValueError:  # an input that never parsed has no preview; the tool refuses it
+        shown = ""
     text = call.input if len(call.input) <= 200 else call.input[:197] + "..."
     return f"  {call.id}  {call.name} {text}\n{shown}"
 
@@ -157,25 +156,24 @@ def resume_command(
         return Approver(tools, yes=yes, root=root, stdin=terminal, no_terminal=terminal is None,
                         pause=pause)
 
+    def put_back(why: str, code: int) -> int:
+        store.save_checkpoint(name, checkpoint)
+        err.write(f"nacelle: {why}; the paused run is kept\n")
+        return code
+
     try:
         decisions = decide(checkpoint.pending, approve, deny,
                            _asker(terminal, err) if terminal is not None else None)
         agent, local = build_agent(settings, system=system, max_cost=max_cost, approver=approver)
     except Undecided as exc:
-        store.save_checkpoint(name, checkpoint)
-        err.write(f"nacelle: {exc}; the paused run is kept\n")
-        return EXIT_USAGE
+        return put_back(str(exc), EXIT_USAGE)
     except NacelleError as exc:
-        store.save_checkpoint(name, checkpoint)
-        err.write(f"nacelle: {type(exc).__name__}: {exc}; the paused run is kept\n")
-        return EXIT_FAILED
+        return put_back(f"{type(exc).__name__}: {exc}", EXIT_FAILED)
     try:
         try:
             events = agent.resume(checkpoint, decisions)
         except NacelleError as exc:
-            store.save_checkpoint(name, checkpoint)
-            err.write(f"nacelle: {type(exc).__name__}: {exc}; the paused run is kept\n")
-            return EXIT_FAILED
+            return put_back(f"{type(exc).__name__}: {exc}", EXIT_FAILED)
         closed: Dict[str, Any] = {}
         try:
             code, done = run(_watched(events, closed), mode=mode, quiet=quiet, schema=None,

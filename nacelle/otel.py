@@ -409,10 +409,11 @@ class Instrumentation:
         run = self._run(o)
         if run is None:
             return
+        call_id = str(data.get("id") or "")
         with self._lock:
             open_ = run.spans.pop(data.get("span", -1), None)
-            if run.calls.get(str(data.get("id") or "")) == data.get("span"):
-                del run.calls[str(data.get("id") or "")]
+            if run.calls.get(call_id) == data.get("span"):
+                del run.calls[call_id]
         if open_ is None:
             return
         if open_.thread == threading.get_ident():
