@@ -58,6 +58,7 @@ context, errors, events, messages, sessions, sse).
 from __future__ import annotations
 
 import inspect
+import ipaddress
 import logging
 import re
 import secrets
@@ -80,6 +81,7 @@ __all__ = ["Reply", "RequestInfo", "Routes", "host_allowed"]
 log = logging.getLogger(__name__)
 
 _DECISIONS = re.compile(r"^/runs/([^/]+)/decisions$")
+_HOST_NAME = re.compile(r"[a-z0-9._-]+")
 _SSE_HEADERS = [("Content-Type", "text/event-stream; charset=utf-8"),
                 ("Cache-Control", "no-cache"), ("X-Accel-Buffering", "no")]
 _PAGE_CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
@@ -140,15 +142,13 @@ def _host_name(host: str) -> Optional[str]:
             return None
         host = name
     host = host[:-1] if host.endswith(".") else host
-    return host if host and re.fullmatch(r"[a-z0-9._-]+", host) else None
+    return host if _HOST_NAME.fullmatch(host) else None
 
 
 def host_allowed(host: str, allowed: Tuple[str, ...]) -> bool:
     """Whether a request whose Host header is ``host`` may be answered (see the
     module docstring): an IP address, ``localhost`` or under it, or a match in
     ``allowed``."""
-    import ipaddress
-
     name = _host_name(host)
     if name is None:
         return False
@@ -157,9 +157,7 @@ def host_allowed(host: str, allowed: Tuple[str, ...]) -> bool:
         return True
     except ValueError:
         pass
-    if name == "localhost" or name.endswith(".localhost"):
-        return True
-    for pattern in allowed:
+    for pattern in (".localhost", *allowed):
         if pattern == "*" or name == pattern:
             return True
         if pattern.startswith(".") and (name == pattern[1:] or name.endswith(pattern)):
