@@ -7,6 +7,7 @@ happened rather than where::
     ├── ConfigError (also ValueError)   the caller asked for something invalid
     │   └── settings.SettingsError      a settings file, variable or flag that cannot be used
     ├── ConversationError (also ValueError)  saved conversation JSON that cannot be read
+    ├── bounded_json.TooDeep (also ValueError)  JSON nested past its reader's depth cap
     ├── CheckpointError                 a checkpoint that cannot be trusted or resumed
     ├── Unsupported                     the backend cannot do a requested feature
     ├── APIError                        the provider answered with an HTTP error status

@@ -1,8 +1,8 @@
 """The package's shape: the import arrows of DESIGN.md, no printing, small modules,
 and a vendored copy that imports from a bare folder.
 
-Layers: leaves (``errors``, ``sse``: standard library only) ← core (every other
-top-level module that is not in the outer ring: never ``requests``, never a
+Layers: leaves (``errors``, ``sse``, ``bounded_json``: standard library only) ← core
+(every other top-level module that is not in the outer ring: never ``requests``, never a
 backend, a tool set or the test doubles) ← outer ring (``retry``, ``mcp/``,
 ``settings``, ``console``, ``cli``, ``demo``, ``__main__``, ``backends/``, ``toolsets/``,
 ``testing/``). Backends never import each other, but for OpenRouter, which is the
@@ -25,7 +25,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "nacelle"
 
-LEAVES = {"nacelle.errors", "nacelle.sse"}
+LEAVES = {"nacelle.errors", "nacelle.sse", "nacelle.bounded_json"}
 OUTER_MODULES = {"nacelle.retry", "nacelle.settings", "nacelle.console", "nacelle.cli",
                  "nacelle.demo", "nacelle.__main__"}
 # Packages, and families of modules named by a common prefix (batch_progress, cli_script…).

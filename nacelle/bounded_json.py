@@ -1,0 +1,107 @@
+"""The one JSON reader for text nacelle does not control: ``json.loads`` under a depth
+cap, and :class:`TooDeep`, the error it raises past the cap.
+
+Why a cap: ``json.loads`` recurses once per nesting level, and so does nearly everything
+that handles the value afterwards (``json.dumps``, ``copy.deepcopy``, a fingerprint, a
+renderer). Two kilobytes of ``[[[[…]]]]`` from a model, a provider, an MCP server, a
+client or a file would otherwise end a run with ``RecursionError`` — in the parser, or
+worse, later, in code that never expected it. :func:`loads` counts the nesting first,
+outside strings and in linear time, and refuses too deep a document before parsing it,
+with an error that says what was being read.
+
+The caps follow other JSON libraries' defaults: Ruby's ``JSON.parse`` refuses more than
+100 levels (``max_nesting``, https://ruby-doc.org/3.3.0/exts/json/JSON.html) and Rust's
+serde_json 128 (https://docs.rs/serde_json/latest/serde_json/de/struct.Deserializer.html,
+``disable_recursion_limit``). :data:`MAX_DEPTH` (100) bounds a value a peer sends: a
+tool's input, a structured answer, a request body. :data:`DOCUMENT_DEPTH` (160) bounds a
+file that holds such values inside its own structure (a checkpoint, a batch line, a
+recording, a cassette), so whatever passed the first cap fits inside the second.
+
+Leaf module: imports the standard library and ``nacelle.errors`` only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Union
+
+from .errors import NacelleError
+
+__all__ = ["DOCUMENT_DEPTH", "MAX_DEPTH", "TooDeep", "depth_exceeds", "loads"]
+
+#: Nesting levels allowed in a value a model, provider, MCP server or client sends.
+MAX_DEPTH = 100
+#: Nesting levels allowed in a file whose own structure holds such values.
+DOCUMENT_DEPTH = 160
+
+# A bracket, or the quote that opens a string; and the rest of a string after its quote.
+# The second is the "unrolled loop" form: its two parts never match the same character,
+# so a match (or a failure) costs one pass over the string.
+_TOKEN = re.compile(r'[\[\]{}"]')
+_STRING_REST = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+
+
+class TooDeep(NacelleError, ValueError):
+    """JSON nested deeper than its reader allows; nothing was parsed.
+
+    A ``ValueError`` like ``json.JSONDecodeError``, so code that already turns bad JSON
+    into its own error turns this one too. ``what`` names the text that was being read,
+    ``limit`` the levels allowed."""
+
+    def __init__(self, what: str, limit: int) -> None:
+        self.what = what
+        self.limit = limit
+        super().__init__(f"{what} is nested more than {limit} levels deep; "
+                         "it was refused unread")
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.what, self.limit))
+
+
+def depth_exceeds(text: str, limit: int) -> bool:
+    """True when the arrays and objects in ``text`` nest more than ``limit`` deep.
+
+    Brackets inside strings do not count. The scan stops at the first level past
+    ``limit``, or at a string that never closes (the parser will reject that text
+    anyway), so it costs one pass at most.
+    """
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    level = 0
+    at = 0
+    search = _TOKEN.search
+    rest = _STRING_REST.match
+    while True:
+        token = search(text, at)
+        if token is None:
+            return False
+        char = token.group()
+        if char == '"':
+            string = rest(text, token.end())
+            if string is None:
+                return False
+            at = string.end()
+            continue
+        at = token.end()
+        if char in "[{":
+            level += 1
+            if level > limit:
+                return True
+        else:
+            level -= 1
+
+
+def loads(text: Union[str, bytes, bytearray], *, what: str = "JSON text",
+          max_depth: int = MAX_DEPTH, **options: Any) -> Any:
+    """``json.loads(text, **options)``, refusing text nested more than ``max_depth`` deep.
+
+    Raises :class:`TooDeep` (naming ``what``) past the cap, and what ``json.loads``
+    raises for text that is not JSON. Bytes are decoded as ``json.loads`` decodes them
+    (UTF-8, -16 or -32, told apart by the first bytes).
+    """
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode(json.detect_encoding(text), "surrogatepass")
+    if depth_exceeds(text, max_depth):
+        raise TooDeep(what, max_depth)
+    return json.loads(text, **options)
