@@ -383,9 +383,27 @@ def main_batch(agent: Agent, input_path: Union[str, "os.PathLike[str]"],
     input on ``workers`` threads into the results file (resuming it), with the progress
     line on stderr; returns the :class:`Summary` of the runs done now (the caller
     decides the exit status, e.g. 1 when ``failures``). A result's index is its input
-    line's number counted from 0."""
+    line's number counted from 0.
+
+    A results file that is the input file itself (by any path, a link included) is a
+    ``ConfigError`` before anything is read or written: appending results to the
+    prompts would mix the two, the resume pass would cut the input's last line when it
+    has no newline (it reads as a torn result), and the next run could not read its
+    input. Refusing keeps the input whole and says so; a results file beside the input
+    is what the command is for."""
+    if _same_file(input_path, output_path):
+        raise ConfigError(f"the results file {os.fspath(output_path)} is the same file as "
+                          f"the input {os.fspath(input_path)}; write the results elsewhere")
     conversations = _read_input(input_path)
     return summary(run_many(agent, conversations, max_workers=workers, results=output_path))
+
+
+def _same_file(first: Union[str, "os.PathLike[str]"],
+               second: Union[str, "os.PathLike[str]"]) -> bool:
+    try:
+        return os.path.samefile(first, second)
+    except OSError:  # one does not exist (yet): not the same file
+        return False
 
 
 def ray_executor(**options: Any) -> Executor:

@@ -381,6 +381,19 @@ def test_main_batch_refuses_a_line_that_is_not_a_conversation(tmp_path):
         batch.main_batch(nacelle.Agent(ScriptedBackend([]), "s"), source, tmp_path / "o", 1)
 
 
+def test_main_batch_refuses_results_in_its_own_input_file_and_leaves_the_input_whole(
+        tmp_path):
+    source = tmp_path / "in.jsonl"
+    text = json.dumps({"prompt": "p"}) + "\n" + json.dumps({"prompt": "last"})  # no newline
+    source.write_text(text)
+    (tmp_path / "link.jsonl").symlink_to(source)
+    backend = ScriptedBackend(["one", "two"])
+    for output in (source, str(source), tmp_path / "link.jsonl", tmp_path / "." / "in.jsonl"):
+        with pytest.raises(nacelle.ConfigError, match="same file"):
+            batch.main_batch(nacelle.Agent(backend, "s"), source, output, 1)
+    assert source.read_text() == text and backend.requests == []
+
+
 def test_run_many_refuses_one_conversation_and_a_bad_progress():
     agent = nacelle.Agent(ScriptedBackend([]), "s")
     with pytest.raises(nacelle.ConfigError):

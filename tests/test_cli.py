@@ -695,6 +695,15 @@ def test_batch_of_a_malformed_input_is_a_one_line_error(tmp_path):
     assert out.returncode == 1 and out.stderr.count("\n") == 1 and "line 1" in out.stderr
 
 
+def test_batch_into_its_own_input_file_is_refused_and_the_input_kept(tmp_path):
+    prompts = tmp_path / "in.jsonl"
+    text = json.dumps({"prompt": "q0"}) + "\n" + json.dumps({"prompt": "q1"})
+    prompts.write_text(text)
+    out = nacelle("batch", str(prompts), "-o", str(prompts))
+    assert out.returncode == 1 and out.stderr.count("\n") == 1 and "same file" in out.stderr
+    assert prompts.read_text() == text
+
+
 def test_serve_answers_the_page_and_a_run_over_http(server, tmp_path):
     import urllib.error
     import urllib.request
