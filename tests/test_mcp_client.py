@@ -386,6 +386,28 @@ def test_sdk_elicitation_is_answered_by_on_elicit_on_either_generation(sdk):
 
 
 @needs_sdk
+def test_sdk_server_gets_a_decline_written_the_sdks_way_as_a_decline_on_either_generation(sdk):
+    from mcp_types import ElicitResult
+
+    answers = [{"action": "decline"}, {"action": "cancel"},
+               ElicitResult(action="decline"),
+               {"action": "accept", "content": {"name": "Ada"}},
+               ElicitResult(action="accept", content={"name": "Bo"})]
+    told = []
+    try:
+        for answer in answers:
+            sdk.on_elicit = lambda request, answer=answer: answer
+            told.append(sdk.call_tool("greet"))
+        sdk.on_elicit = lambda request: {"action": "maybe"}
+        with pytest.raises(MCPError, match="ElicitResult"):
+            sdk.call_tool("greet")
+    finally:
+        sdk.on_elicit = answer_ada
+    assert told == ["no name (decline)", "no name (cancel)", "no name (decline)",
+                    "hello Ada", "hello Bo"]
+
+
+@needs_sdk
 @pytest.mark.parametrize("generation", GENERATIONS, ids=["2026-07-28", "2025-11-25"])
 def test_without_on_elicit_the_client_declares_no_elicitation_and_the_call_fails(generation):
     with connect_stdio(sys.executable, [SDK_SERVER], timeout=20,

@@ -71,6 +71,43 @@ def test_an_answer_of_another_kind_is_an_error_naming_the_accepted_forms():
         answer_elicitation(lambda request: 42, "srv", FORM)
 
 
+class SDKResult:
+    """Shaped as the MCP SDK's ``ElicitResult``: ``action``, ``content``, ``meta``."""
+
+    def __init__(self, action, content=None):
+        self.action, self.content, self.meta = action, content, None
+
+
+@pytest.mark.parametrize("answer, result", [
+    ({"action": "decline"}, {"action": "decline"}),
+    ({"action": "cancel"}, {"action": "cancel"}),
+    ({"action": "cancel", "content": None}, {"action": "cancel"}),
+    ({"action": "accept"}, {"action": "accept"}),
+    ({"action": "accept", "content": {"name": "Ada"}, "_meta": {}},
+     {"action": "accept", "content": {"name": "Ada"}}),
+    (SDKResult("decline"), {"action": "decline"}),
+    (SDKResult("accept", {"name": "Ada"}), {"action": "accept", "content": {"name": "Ada"}}),
+])
+def test_an_elicit_result_written_the_mcp_sdks_way_is_sent_with_its_own_action(answer, result):
+    assert answer_elicitation(lambda request: answer, "srv", FORM) == result
+
+
+@pytest.mark.parametrize("answer, reason", [
+    ({"action": "maybe"}, "action 'maybe'"),
+    ({"action": "Decline"}, "action 'Decline'"),
+    ({"action": "decline", "content": {"name": "Ada"}}, "content only with 'accept'"),
+    ({"action": "cancel", "content": {}}, "content only with 'accept'"),
+    ({"action": "accept", "content": "Ada"}, "content must be a dict"),
+    (SDKResult("nope"), "action 'nope'"),
+    (SDKResult("decline", {"name": "Ada"}), "content only with 'accept'"),
+])
+def test_an_elicit_result_that_is_not_one_the_spec_allows_is_refused_not_accepted(answer, reason):
+    with pytest.raises(MCPError, match=reason) as raised:
+        answer_elicitation(lambda request: answer, "srv", FORM)
+    assert "{'action': 'decline'}" in str(raised.value)  # the error names the forms
+    assert raised.value.code == -32603
+
+
 def test_without_on_elicit_the_server_is_refused_with_the_question_it_asked():
     with pytest.raises(MCPError, match=r"asked for the user's input \('Name\?'\), but this "
                                        r"client was connected without on_elicit") as raised:

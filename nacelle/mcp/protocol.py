@@ -39,7 +39,16 @@ Choices where the text leaves room:
   of the wrong type for its declared type is not mirrored.
 - An elicitation callback returns the content (a ``dict``: *accept*), ``"accept"``
   (a URL-mode consent, no content), ``"decline"`` or ``None`` (*decline*), or
-  ``"cancel"``.
+  ``"cancel"`` — or an ``ElicitResult`` as the official SDKs write one: a dict with
+  an ``action`` and nothing but ``content`` and ``_meta`` beside it, or an object
+  with ``action`` and ``content`` attributes (the Python SDK's ``ElicitResult``).
+  Such a result is sent with its own action: ``{"action": "decline"}`` is a
+  decline, never content accepted. The spec's rules hold (action one of
+  ``accept``, ``decline``, ``cancel``; content only with ``accept``, and an object:
+  https://modelcontextprotocol.io/specification/2025-11-25/client/elicitation);
+  a result that breaks them is refused with an error naming the forms, never sent.
+  A form whose own fields are ``action`` (and ``content``) is answered wrapped,
+  ``{"action": "accept", "content": {...}}``: the shape decides, not the schema.
 
 Outer ring (with the rest of the MCP client); imports the standard library and the
 package's ``errors``.
@@ -50,7 +59,7 @@ from __future__ import annotations
 import base64
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Tuple, Union
 
 from .errors import MCPError
 
@@ -89,7 +98,15 @@ class Elicitation:
     url: str = ""
 
 
-Answer = Union[Mapping[str, Any], str, None]
+class ElicitResultLike(Protocol):
+    """An object shaped as the MCP SDK's ``ElicitResult`` (its ``content``, when it
+    has one, is read too)."""
+
+    @property
+    def action(self) -> str: ...
+
+
+Answer = Union[Mapping[str, Any], str, None, ElicitResultLike]
 OnElicit = Callable[[Elicitation], Answer]
 
 
@@ -132,14 +149,53 @@ def answer_elicitation(on_elicit: Optional[OnElicit], server: str, params: Any) 
         raise MCPError(f"MCP server {server} asked for the user's input ({request.message!r}), "
                        f"but this client was connected without on_elicit", code=-32601)
     answer = on_elicit(request)
+    shaped = _elicit_result(answer)
+    if shaped is not None:
+        return shaped
     if isinstance(answer, Mapping):
         return {"action": "accept", "content": dict(answer)}
     if answer is None or answer == "decline":
         return {"action": "decline"}
     if answer in ("accept", "cancel"):
         return {"action": answer}
-    raise MCPError(f"on_elicit must return a dict, 'accept', 'decline', 'cancel' or None, "
-                   f"not {type(answer).__name__}", code=-32603)
+    raise _bad_answer(f"not {type(answer).__name__}")
+
+
+_ACTIONS = ("accept", "decline", "cancel")
+_RESULT_KEYS = frozenset(("action", "content", "_meta"))
+
+
+def _elicit_result(answer: Any) -> Optional[Dict[str, Any]]:
+    """The ``ElicitResult`` an answer shaped as one is (a mapping of ``action`` with
+    at most ``content`` and ``_meta``, or an object with an ``action`` attribute),
+    checked against the spec's rules; None for any other answer."""
+    if isinstance(answer, Mapping):
+        if "action" not in answer or not set(answer) <= _RESULT_KEYS:
+            return None
+        action, content = answer["action"], answer.get("content")
+    elif answer is None or isinstance(answer, str) or not hasattr(answer, "action"):
+        return None
+    else:
+        action, content = answer.action, getattr(answer, "content", None)
+    if action not in _ACTIONS:
+        raise _bad_answer(f"not an ElicitResult with action {action!r}")
+    if action != "accept":
+        if content is not None:
+            raise _bad_answer(f"an ElicitResult of action {action!r} carries content, and "
+                              f"the spec allows content only with 'accept'")
+        return {"action": action}
+    if content is None:
+        return {"action": "accept"}
+    if not isinstance(content, Mapping):
+        raise _bad_answer(f"an accepted ElicitResult's content must be a dict, not "
+                          f"{type(content).__name__}")
+    return {"action": "accept", "content": dict(content)}
+
+
+def _bad_answer(what: str) -> MCPError:
+    return MCPError(f"on_elicit must return a dict, 'accept', 'decline', 'cancel' or None, "
+                    f"or an ElicitResult such as {{'action': 'decline'}} or {{'action': "
+                    f"'accept', 'content': {{...}}}}; got {what}", code=-32603)
 
 
 def refusal(server: str, method: str) -> MCPError:
