@@ -132,6 +132,44 @@ def test_a_key_echoed_in_an_error_body_or_sent_in_the_query_is_scrubbed(upstream
         assert int(response.headers["Content-Length"]) == len(response.content)
 
 
+def test_a_key_echoed_across_two_upstream_reads_is_scrubbed_whole(upstream, path):
+    head, tail = KEY[:17].encode(), KEY[17:].encode()
+    upstream.queue("/s", Reply(chunks=[b"data: {\"echo\": \"" + head,
+                                       (tail + b"\"}\n\n", 0.1), (b"data: end\n\n", 0.1)]))
+    with Cassette(path, upstream=upstream.url) as cassette:
+        response = requests.get(cassette.url + "/s", headers={"x-api-key": KEY}, timeout=5)
+        assert KEY in response.text  # the recording client sees what the upstream said
+    raw = path.read_bytes()
+    assert head not in raw and tail not in raw
+    chunks = read(path)["exchanges"][0]["response"]["chunks"]
+    assert chunks == ['data: {"echo": "<scrubbed>', '"}\n\n', "data: end\n\n"]
+    upstream.stop()
+    with Cassette(path) as cassette:
+        response = requests.get(cassette.url + "/s", timeout=5)
+    assert response.text == 'data: {"echo": "<scrubbed>"}\n\ndata: end\n\n'
+
+
+def test_a_key_cut_off_at_the_end_of_a_dropped_body_is_not_saved_in_part(upstream, path):
+    upstream.queue("/s", Reply(chunks=[b"echo " + KEY[:20].encode(), b"rest"], drop_after=1))
+    with Cassette(path, upstream=upstream.url) as cassette:
+        with pytest.raises(requests.RequestException):
+            requests.get(cassette.url + "/s", headers={"x-api-key": KEY}, timeout=5).content
+    assert KEY[:8].encode() not in path.read_bytes()
+    assert read(path)["exchanges"][0]["response"]["chunks"] == ["echo <scrubbed>"]
+
+
+def test_a_key_echoed_in_a_response_header_is_scrubbed(upstream, path):
+    upstream.queue("/s", Reply(headers={"x-echo": f"your key {KEY}", "X-Api-Key": "other-key-0123",
+                                        "request-id": "req_1"}, chunks=[b"ok"]))
+    with Cassette(path, upstream=upstream.url) as cassette:
+        requests.get(cassette.url + "/s", headers={"Authorization": f"Bearer {KEY}"},
+                     timeout=5)
+    assert KEY.encode() not in path.read_bytes()
+    saved = read(path)["exchanges"][0]["response"]["headers"]
+    assert "x-echo: your key <scrubbed>" in saved and "X-Api-Key: <scrubbed>" in saved
+    assert "request-id: req_1" in saved
+
+
 def test_hop_by_hop_headers_and_set_cookie_are_not_saved_or_replayed(upstream, path):
     upstream.queue("/s", Reply(headers={"Set-Cookie": "id=1", "Keep-Alive": "timeout=5",
                                         "request-id": "req_1"}, chunks=[b"ok"]))

@@ -14,8 +14,13 @@ file alone. Choices where the spec is silent:
 - Request headers named ``authorization``, ``x-api-key``, ``api-key``, ``cookie`` or
   anything with ``key``, ``token`` or ``secret`` in it, and query parameters so named,
   are saved as ``<scrubbed>``, and their values (8 characters or more) are replaced in
-  the saved body and response (an error body may echo a key); ``set-cookie`` is
-  dropped. Requests are scrubbed before matching, so a dummy key matches a real one;
+  the saved body and response (an error body may echo a key): in the response's
+  headers and reason too, and across the reads of its body — a key the upstream
+  echoed split over two reads is one ``<scrubbed>`` in the chunk where it began, and
+  a body cut off inside a key loses that key's start. Response headers named
+  ``authorization``, ``x-api-key``, ``api-key``, ``cookie`` are saved as
+  ``<scrubbed>`` and ``set-cookie`` is dropped. The recording client gets the
+  upstream's response unchanged. Requests are scrubbed before matching, so a dummy key matches a real one;
   headers are not matched (they carry keys and versions, not the question), nor are
   ``Host`` and ``Content-Length`` saved. Requests go upstream with ``Accept-Encoding:
   identity``, so bodies save as text; the client gets the headers as saved.
@@ -81,8 +86,9 @@ class _Exchange:
     status: int = 0
     reason: str = ""
     headers: List[str] = field(default_factory=list)  # "Name: value", in order
-    chunks: List[Chunk] = field(default_factory=list)
+    chunks: List[Chunk] = field(default_factory=list)  # as read; scrubbed when saved
     dropped: bool = False
+    secrets: Sequence[bytes] = ()  # the request's secret values, never saved
 
 
 class Cassette:
@@ -362,6 +368,66 @@ def _redact(data: bytes, secrets: Sequence[bytes]) -> bytes:
     return data
 
 
+def _redact_text(text: str, secrets: Sequence[bytes]) -> str:
+    """``text`` (a header line, a reason) with the secrets replaced."""
+    for secret in secrets:
+        text = text.replace(secret.decode("utf-8", "replace"), SCRUBBED)
+    return text
+
+
+def _redact_chunks(chunks: Sequence[Chunk], secrets: Sequence[bytes], cut: bool) -> List[Chunk]:
+    """The body's reads with every secret replaced as if they were one text — a secret
+    split over two reads becomes one ``<scrubbed>`` in the read where it began, the
+    rest of it dropped from the next — keeping the other boundaries as read. With
+    ``cut`` (the body ended early) a tail that starts a secret goes too. A read left
+    empty is left out: replayed, an empty HTTP chunk would end the body."""
+    whole = b"".join(data for data, _ in chunks)
+    spans = _secret_spans(whole, secrets, cut)
+    if not spans:
+        return list(chunks)
+    scrubbed, kept, start, index = SCRUBBED.encode("ascii"), [], 0, 0
+    for data, delay in chunks:
+        end, position, piece = start + len(data), start, bytearray()
+        while position < end:
+            while index < len(spans) and spans[index][1] <= position:
+                index += 1
+            if index < len(spans) and spans[index][0] <= position:
+                if spans[index][0] == position:
+                    piece += scrubbed
+                position = min(spans[index][1], end)
+            else:
+                stop = min(spans[index][0] if index < len(spans) else end, end)
+                piece += whole[position:stop]
+                position = stop
+        if piece:
+            kept.append((bytes(piece), delay))
+        start = end
+    return kept
+
+
+def _secret_spans(whole: bytes, secrets: Sequence[bytes], cut: bool) -> List[Tuple[int, int]]:
+    """Where the secrets are in ``whole``, as sorted, merged ``(start, end)`` spans."""
+    spans = []
+    for secret in secrets:
+        found = whole.find(secret)
+        while found >= 0:
+            spans.append((found, found + len(secret)))
+            found = whole.find(secret, found + len(secret))
+    if cut:
+        for secret in secrets:  # half a key is still half a key
+            for size in range(min(len(secret) - 1, len(whole)), _SHORTEST_SECRET // 2 - 1, -1):
+                if whole.endswith(secret[:size]):
+                    spans.append((len(whole) - size, len(whole)))
+                    break
+    merged: List[Tuple[int, int]] = []
+    for begin, end in sorted(spans):
+        if merged and begin <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((begin, end))
+    return merged
+
+
 def _without(headers: Sequence[Tuple[str, str]],
              names: Collection[str]) -> List[Tuple[str, str]]:
     """``headers`` less ``names`` and whatever a ``Connection`` header lists."""
@@ -392,13 +458,26 @@ def _decode(value: Any) -> Chunk:
 
 
 def _exchange_to_json(exchange: _Exchange) -> Dict[str, Any]:
-    request = exchange.request
-    response = {"status": exchange.status, "reason": exchange.reason, "headers": exchange.headers,
-                "chunks": [_encode(data, delay) for data, delay in exchange.chunks],
+    request, secrets = exchange.request, exchange.secrets
+    chunks = _redact_chunks(exchange.chunks, secrets, exchange.dropped)
+    headers = [_saved_header(line, secrets) for line in exchange.headers]
+    if _framing(request.method, exchange.status, headers) == "length" and not exchange.dropped:
+        length = sum(len(data) for data, _ in chunks)  # scrubbing may change the length
+        headers = [f"Content-Length: {length}" if line.lower().startswith("content-length:")
+                   else line for line in headers]
+    response = {"status": exchange.status, "reason": _redact_text(exchange.reason, secrets),
+                "headers": headers, "chunks": [_encode(data, delay) for data, delay in chunks],
                 **({"dropped": True} if exchange.dropped else {})}
     return {"request": {"method": request.method, "path": request.path, "query": request.query,
                         "headers": request.headers, "body": _encode(request.body)},
             "response": response}
+
+
+def _saved_header(line: str, secrets: Sequence[bytes]) -> str:
+    name, _, value = line.partition(":")
+    if name.strip().lower() in _SECRET_HEADERS:
+        return f"{name}: {SCRUBBED}"
+    return _redact_text(line, secrets)
 
 
 def _exchange_from_json(value: Any) -> _Exchange:
@@ -522,6 +601,7 @@ class _Handler(BaseHTTPRequestHandler):
                  raw: Sequence[Tuple[str, str]], body: bytes) -> None:
         cassette = self.cassette
         exchange = cassette._begin_recording(request)
+        exchange.secrets = secrets
         upstream = urlsplit(cassette.upstream or "")
         kind = http.client.HTTPSConnection if upstream.scheme == "https" else http.client.HTTPConnection
         connection = kind(upstream.hostname or "", upstream.port, timeout=_UPSTREAM_TIMEOUT)
@@ -537,13 +617,13 @@ class _Handler(BaseHTTPRequestHandler):
             cassette._recording_failed(exchange, why)
             return self._refuse(502, "cassette_upstream_error", why)
         try:
-            self._relay(response, exchange, secrets)
+            self._relay(response, exchange)
         finally:
             connection.close()
 
-    def _relay(self, response: http.client.HTTPResponse, exchange: _Exchange,
-               secrets: Sequence[bytes]) -> None:
-        """Send the upstream response on as it arrives, saving each read as a chunk."""
+    def _relay(self, response: http.client.HTTPResponse, exchange: _Exchange) -> None:
+        """Send the upstream response on as it arrives, keeping each read as a chunk
+        (scrubbed when saved: a secret may straddle two reads)."""
         exchange.status, exchange.reason = response.status, response.reason
         exchange.headers = [f"{name}: {value}" for name, value in _without(
             response.getheaders(), _HOP_BY_HOP | {"set-cookie", "set-cookie2"})]
@@ -560,13 +640,9 @@ class _Handler(BaseHTTPRequestHandler):
             now, exchange.dropped = time.monotonic(), bool(data)
             delay = round(now - last, 3) if self.cassette.timing else 0.0
             if data:  # a client leaving mid-write leaves the exchange saved as dropped
-                exchange.chunks.append((_redact(data, secrets), delay))
+                exchange.chunks.append((data, delay))
                 self._chunk(data, framing)
             last = now
-        if framing == "length" and not exchange.dropped:  # scrubbing may change the length
-            length = sum(len(data) for data, _ in exchange.chunks)
-            exchange.headers = [f"Content-Length: {length}" if line.lower().startswith(
-                "content-length:") else line for line in exchange.headers]
         self._end(framing, exchange.dropped)
 
     def _head(self, status: int, reason: str, headers: Sequence[str], framing: str) -> None:
