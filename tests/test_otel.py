@@ -388,3 +388,25 @@ def test_instrumentation_without_opentelemetry_is_a_config_error_naming_the_extr
         "    print(exc)\n")
     assert done.returncode == 0, done.stderr
     assert 'pip install "nacelle-sdk[otel]"' in done.stdout
+
+
+def test_calls_the_loop_failed_itself_carry_the_failure_kind_as_error_type(server, telemetry):
+    @nacelle.tool
+    def weather(city: str) -> str:
+        """Weather for a city."""
+        return "sunny"
+
+    def deny_rome(event):
+        return nacelle.HookResult(deny="not Rome") if "Rome" in event.input else None
+
+    calls = [("toolu_1", "nope", "{}"), ("toolu_2", "weather", '{"city": 5}'),
+             ("toolu_3", "weather", '{"city": "Rome"}')]
+    server.queue(PATH, Reply(chunks=anthropic_stream(["Checking."], tool_calls=calls)),
+                 Reply(chunks=anthropic_stream(["Done."])))
+    agent = nacelle.Agent(anthropic.Backend(api_key="sk-test", base_url=server.url), "Be brief.",
+                          tools=[weather], observers=[telemetry.instrumentation()],
+                          hooks={nacelle.HookPoint.BEFORE_TOOL_CALL: [deny_rome]})
+    assert agent.run([nacelle.user_text("Weather?")]).text == "Done."
+    kinds = {s.attributes["gen_ai.tool.call.id"]: s.attributes["error.type"]
+             for s in telemetry.spans.get_finished_spans() if s.name.startswith("execute_tool")}
+    assert kinds == {"toolu_1": "unknown_tool", "toolu_2": "invalid_input", "toolu_3": "hook_denied"}

@@ -310,7 +310,7 @@ class Transport:
                     raise TransportError(f"the response from {_where(url)} cannot be read: "
                                          f"{found}") from None
                 exc.request = exc.response = None  # they hold the headers, key included
-                raise TransportError(describe(exc, _where(url), connect, read)) from exc
+                raise TransportError(f"{self.name}: {describe(exc, _where(url), connect, read)}") from exc
             raise _cut_off(flight.cause, ctx, _where(url), connect, read) from None
         finally:
             unregister()

@@ -141,7 +141,7 @@ def hint(status: int, *, name: str, base_url: str, path: str, key_variable: str 
     if status == 403:
         return "the API key is not allowed to make this request"
     if status == 404:
-        return f"check the model name and base_url ({base_url}{path})"
+        return f"check the model name and base_url ({base_url}{path}) for {name}"
     if 300 <= status < 400:
         return (f"the server redirected to {location or 'another address'}; redirects are not "
                 f"followed — check base_url ({base_url})")

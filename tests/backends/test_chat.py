@@ -9,6 +9,7 @@ an ``obfuscation`` field on every chunk, the usage in a last chunk with no choic
 import json
 import logging
 import pickle
+import socket
 import subprocess
 import sys
 import threading
@@ -20,7 +21,7 @@ import pytest
 import nacelle
 from nacelle import (
     Agent, APIError, ConfigError, Effort, Kind, Request, RunContext, Stop, Thinking,
-    ToolCall, Unsupported, user_text,
+    ToolCall, TransportError, Unsupported, user_text,
 )
 from nacelle.backend import TurnEnd
 from nacelle.backends import chat
@@ -260,7 +261,20 @@ def test_a_404_names_the_server_and_its_base_url(server):
     backend = chat.ollama("nope", base_url=server.url + "/v1", max_retries=0)
     with pytest.raises(APIError, match="check the model name and base_url") as info:
         one_turn(backend)
-    assert "OpenRouter" not in str(info.value)
+    said = str(info.value)
+    assert "Ollama" in said and f"({server.url}/v1/chat/completions)" in said
+    assert "OpenRouter" not in said
+
+
+def test_a_refused_connection_names_the_server_and_its_address():
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens there now
+    backend = chat.llamacpp(base_url=f"http://127.0.0.1:{port}/v1", max_retries=0)
+    with pytest.raises(TransportError, match=f"llama.cpp: cannot connect to 127.0.0.1:{port}: "
+                                             "connection refused"):
+        one_turn(backend)
 
 
 def test_a_missing_key_for_a_cloud_preset_names_its_variable_at_the_first_request(

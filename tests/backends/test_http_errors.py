@@ -159,7 +159,8 @@ def test_api_error_with_an_empty_body_is_the_hint_alone():
 @pytest.mark.parametrize("status, location, expected", [
     (401, "", "check the API key (the api_key argument)"),
     (403, "", "the API key is not allowed to make this request"),
-    (404, "", "check the model name and base_url (http://127.0.0.1:9/v1/messages)"),
+    (404, "", "check the model name and base_url (http://127.0.0.1:9/v1/messages) "
+                "for anthropic"),
     (307, "http://127.0.0.1:1/x", "the server redirected to http://127.0.0.1:1/x; redirects "
                                   "are not followed — check base_url (http://127.0.0.1:9)"),
     (301, "", "the server redirected to another address; redirects are not followed — "
