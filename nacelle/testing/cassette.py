@@ -30,8 +30,8 @@ file alone. Choices where the spec is silent:
   replay closes the connection there. Errors the cassette answers (a mismatch is a
   400) carry ``x-should-retry: false``, so clients fail fast.
 
-Public (``nacelle.testing``); imports the standard library and ``nacelle.testing.server``
-only, and is never imported by the core.
+Public (``nacelle.testing``); imports the standard library, ``nacelle.testing.server``
+and ``_cassette_secrets`` (the scrubbing) only, and is never imported by the core.
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ import http.client
 import json
 import logging
 import os
-import re
 import socket
 import sys
 import tempfile
@@ -55,6 +54,9 @@ from pathlib import Path
 from typing import Any, Callable, Collection, Deque, Dict, List, Optional, Sequence, Set, Tuple, Union
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from ._cassette_secrets import (
+    SCRUBBED, SHORTEST_SECRET, is_secret, redact, redact_chunks, redact_text, saved_header,
+)
 from .server import RecordedRequest, _shutdown
 
 __all__ = ["Cassette"]
@@ -62,16 +64,11 @@ __all__ = ["Cassette"]
 log = logging.getLogger(__name__)
 
 VERSION = 1
-SCRUBBED = "<scrubbed>"
 ENVIRONMENT = "NACELLE_CASSETTE"
 
 Match = Union[Callable[[RecordedRequest], Any], Sequence[str]]
 Chunk = Tuple[bytes, float]
 
-_SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "cookie", "set-cookie",
-                             "proxy-authorization"})
-_SECRET_NAME = re.compile(r"key|token|secret", re.IGNORECASE)
-_SHORTEST_SECRET = 8  # a shorter value would be replaced wherever it happens to occur
 _HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization",
                          "proxy-connection", "te", "trailer", "trailers", "transfer-encoding",
                          "upgrade"})
@@ -338,10 +335,6 @@ def _describe(request: RecordedRequest) -> str:
     return f"{request.method} {request.path}" + (f"?{request.query}" if request.query else "")
 
 
-def _is_secret(name: str) -> bool:
-    return name.lower() in _SECRET_HEADERS or _SECRET_NAME.search(name) is not None
-
-
 def _scrub(method: str, target: str, headers: Dict[str, str],
            body: bytes) -> Tuple[RecordedRequest, List[bytes]]:
     """The request as saved and matched, and the secret values it carried."""
@@ -350,82 +343,16 @@ def _scrub(method: str, target: str, headers: Dict[str, str],
     saved: Dict[str, str] = {}
     for name, value in headers.items():
         if name not in _UNSAVED_REQUEST_HEADERS:
-            if _is_secret(name):  # "Bearer sk-...": the token alone may be in a body
+            if is_secret(name):  # "Bearer sk-...": the token alone may be in a body
                 secrets += [value] + value.split()[-1:]
-            saved[name] = SCRUBBED if _is_secret(name) else value
+            saved[name] = SCRUBBED if is_secret(name) else value
     pairs = parse_qsl(query, keep_blank_values=True)
-    if any(_is_secret(name) for name, _ in pairs):
-        secrets += [value for name, value in pairs if _is_secret(name)]
-        query = urlencode([(n, SCRUBBED if _is_secret(n) else v) for n, v in pairs], safe="<>")
-    values = sorted({s.encode("utf-8") for s in secrets if len(s) >= _SHORTEST_SECRET},
+    if any(is_secret(name) for name, _ in pairs):
+        secrets += [value for name, value in pairs if is_secret(name)]
+        query = urlencode([(n, SCRUBBED if is_secret(n) else v) for n, v in pairs], safe="<>")
+    values = sorted({s.encode("utf-8") for s in secrets if len(s) >= SHORTEST_SECRET},
                     key=len, reverse=True)
-    return RecordedRequest(method, path, saved, _redact(body, values), query), values
-
-
-def _redact(data: bytes, secrets: Sequence[bytes]) -> bytes:
-    for secret in secrets:
-        data = data.replace(secret, SCRUBBED.encode("ascii"))
-    return data
-
-
-def _redact_text(text: str, secrets: Sequence[bytes]) -> str:
-    """``text`` (a header line, a reason) with the secrets replaced."""
-    for secret in secrets:
-        text = text.replace(secret.decode("utf-8", "replace"), SCRUBBED)
-    return text
-
-
-def _redact_chunks(chunks: Sequence[Chunk], secrets: Sequence[bytes], cut: bool) -> List[Chunk]:
-    """The body's reads with every secret replaced as if they were one text — a secret
-    split over two reads becomes one ``<scrubbed>`` in the read where it began, the
-    rest of it dropped from the next — keeping the other boundaries as read. With
-    ``cut`` (the body ended early) a tail that starts a secret goes too. A read left
-    empty is left out: replayed, an empty HTTP chunk would end the body."""
-    whole = b"".join(data for data, _ in chunks)
-    spans = _secret_spans(whole, secrets, cut)
-    if not spans:
-        return list(chunks)
-    scrubbed, kept, start, index = SCRUBBED.encode("ascii"), [], 0, 0
-    for data, delay in chunks:
-        end, position, piece = start + len(data), start, bytearray()
-        while position < end:
-            while index < len(spans) and spans[index][1] <= position:
-                index += 1
-            if index < len(spans) and spans[index][0] <= position:
-                if spans[index][0] == position:
-                    piece += scrubbed
-                position = min(spans[index][1], end)
-            else:
-                stop = min(spans[index][0] if index < len(spans) else end, end)
-                piece += whole[position:stop]
-                position = stop
-        if piece:
-            kept.append((bytes(piece), delay))
-        start = end
-    return kept
-
-
-def _secret_spans(whole: bytes, secrets: Sequence[bytes], cut: bool) -> List[Tuple[int, int]]:
-    """Where the secrets are in ``whole``, as sorted, merged ``(start, end)`` spans."""
-    spans = []
-    for secret in secrets:
-        found = whole.find(secret)
-        while found >= 0:
-            spans.append((found, found + len(secret)))
-            found = whole.find(secret, found + len(secret))
-    if cut:
-        for secret in secrets:  # half a key is still half a key
-            for size in range(min(len(secret) - 1, len(whole)), _SHORTEST_SECRET // 2 - 1, -1):
-                if whole.endswith(secret[:size]):
-                    spans.append((len(whole) - size, len(whole)))
-                    break
-    merged: List[Tuple[int, int]] = []
-    for begin, end in sorted(spans):
-        if merged and begin <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
-        else:
-            merged.append((begin, end))
-    return merged
+    return RecordedRequest(method, path, saved, redact(body, values), query), values
 
 
 def _without(headers: Sequence[Tuple[str, str]],
@@ -459,25 +386,18 @@ def _decode(value: Any) -> Chunk:
 
 def _exchange_to_json(exchange: _Exchange) -> Dict[str, Any]:
     request, secrets = exchange.request, exchange.secrets
-    chunks = _redact_chunks(exchange.chunks, secrets, exchange.dropped)
-    headers = [_saved_header(line, secrets) for line in exchange.headers]
+    chunks = redact_chunks(exchange.chunks, secrets, exchange.dropped)
+    headers = [saved_header(line, secrets) for line in exchange.headers]
     if _framing(request.method, exchange.status, headers) == "length" and not exchange.dropped:
         length = sum(len(data) for data, _ in chunks)  # scrubbing may change the length
         headers = [f"Content-Length: {length}" if line.lower().startswith("content-length:")
                    else line for line in headers]
-    response = {"status": exchange.status, "reason": _redact_text(exchange.reason, secrets),
+    response = {"status": exchange.status, "reason": redact_text(exchange.reason, secrets),
                 "headers": headers, "chunks": [_encode(data, delay) for data, delay in chunks],
                 **({"dropped": True} if exchange.dropped else {})}
     return {"request": {"method": request.method, "path": request.path, "query": request.query,
                         "headers": request.headers, "body": _encode(request.body)},
             "response": response}
-
-
-def _saved_header(line: str, secrets: Sequence[bytes]) -> str:
-    name, _, value = line.partition(":")
-    if name.strip().lower() in _SECRET_HEADERS:
-        return f"{name}: {SCRUBBED}"
-    return _redact_text(line, secrets)
 
 
 def _exchange_from_json(value: Any) -> _Exchange:
