@@ -23,6 +23,11 @@ conversation, and a tool the checkpoint's run had but this Agent lacks is a
 CheckpointError. Any Agent with those tools can resume, in any process: the
 checkpoint, not the Agent, carries the run's state.
 
+``tools=`` is a list of tools and toolsets (anything with ``current()`` listing its
+tools of the moment, as ``client.tools(live=True)`` from ``nacelle.mcp``); a toolset
+given bare, not in a list, is taken as that one toolset and asked before each turn,
+as it would be inside a list, which is what passing a live list means.
+
 An Agent holds configuration, never run state, so one Agent serves many runs, from
 many threads at once, and pickles when its backend, tools and callbacks do.
 
@@ -197,7 +202,10 @@ class Agent:
             raise ConfigError(f"compaction must be a nacelle.Compaction, got "
                               f"{type(compaction).__name__}")
         _check_int("loop_guard", loop_guard, 0)
-        tools = tuple(tools)
+        # A toolset given bare (``tools=client.tools(live=True)``) is one toolset, not
+        # the list it yields when iterated: read as a list it would be the server's
+        # tools of this moment, and the run would never see the list change.
+        tools = (tools,) if is_toolset(tools) else tuple(tools)
         tools_by_name(expand_tools(tools))
         mcp = tuple(mcp)
         self.backend = backend

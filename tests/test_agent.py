@@ -151,6 +151,42 @@ def test_the_callers_tool_list_and_hooks_are_copied():
 
 # -- conversations ----------------------------------------------------------------
 
+class GrowingToolset:
+    """A toolset that is iterable too, as ``client.tools(live=True)`` is: calling
+    ``grow`` adds ``lookup`` to its list."""
+
+    def __init__(self):
+        self.grown = False
+
+        @nacelle.tool(name="grow")
+        def grow() -> str:
+            """Add a tool."""
+            self.grown = True
+            return "grown"
+
+        self.grow = grow
+
+    def current(self):
+        return [self.grow, lookup] if self.grown else [self.grow]
+
+    def __iter__(self):
+        return iter(self.current())
+
+
+def test_a_bare_toolset_given_as_tools_is_one_toolset_asked_each_turn_not_a_snapshot():
+    toolset = GrowingToolset()
+    scripted = backend([assistant(ToolCall("a", "grow", "{}")),
+                        assistant(ToolCall("b", "lookup", '{"key": "k"}')),
+                        assistant(Text("done"))])
+    agent = Agent(scripted, "sys", tools=toolset)
+    assert agent.tools == (toolset,)
+    events = list(agent.stream([user_text("go")]))
+    assert [[t.name for t in r.tools] for r in scripted.requests] == [
+        ["grow"], ["grow", "lookup"], ["grow", "lookup"]]
+    results = [e.tool for e in events if e.kind is Kind.TOOL_RESULT]
+    assert [(r.result, r.error) for r in results] == [("grown", None), ("K", None)]
+
+
 def test_an_image_on_a_backend_without_images_is_unsupported_before_any_request():
     scripted = backend([assistant(Text("hi"))], capabilities=NONE)
     agent = Agent(scripted, "sys")

@@ -70,10 +70,11 @@ def test_a_live_tool_list_follows_tools_added_and_removed_on_either_generation(s
 def test_a_removed_tool_called_by_the_model_gets_a_failed_result_saying_so(sdk):
     sdk.call_tool("grow", {"name": "gone"})
     assert wait_for(lambda: "gone" in names(sdk.tools(live=True)))
+    # The list of this moment, so the model may still call a tool the server removed.
     agent = nacelle.Agent(ScriptedBackend([calling(("gone", {"text": "abc"})),
                                            calling(("gone", {"text": "abc"})),
                                            nacelle.assistant_text("done")]),
-                          "Use the tools.", tools=sdk.tools(live=True))
+                          "Use the tools.", tools=sdk.tools())
     first = agent.stream([nacelle.user_text("go")])
     events = []
     for event in first:
@@ -103,15 +104,19 @@ def test_a_tool_added_in_one_run_is_called_in_the_next_agent_run(sdk):
 
 
 @needs_sdk
-def test_a_tool_added_mid_run_is_offered_at_the_next_turn_of_the_same_run(sdk):
+@pytest.mark.parametrize("given", ["in a list", "bare"])
+def test_a_tool_added_mid_run_is_offered_at_the_next_turn_of_the_same_run(sdk, given):
     live = sdk.tools(live=True)
     backend = ScriptedBackend([calling(("grow", {"name": "midrun"})),
                                calling(("midrun", {"text": "ab"})),
                                nacelle.assistant_text("ok")])
-    # The toolset itself, not its tools of this moment: the loop would ask it each turn.
-    events = list(nacelle.Agent(backend, "Use the tools.", tools=[live])
+    # The toolset itself, not its tools of this moment: the loop asks it each turn.
+    events = list(nacelle.Agent(backend, "Use the tools.",
+                                tools=[live] if given == "in a list" else live)
                   .stream([nacelle.user_text("go")]))
-    assert results(events)["call_0"].error is None
+    outcome = [e.tool for e in events if e.kind is nacelle.Kind.TOOL_RESULT]
+    assert [(r.name, r.result, r.error) for r in outcome] == [
+        ("grow", "added midrun", None), ("midrun", "ba", None)]
     assert "midrun" in [t.name for t in backend.requests[1].tools]
 
 

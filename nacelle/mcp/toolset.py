@@ -12,12 +12,11 @@ Choices, and why:
   list, refreshed only after the server said it changed): a tool the server removed
   fails with a result saying so, rather than with whatever the server answers an
   unknown name with.
-- :class:`LiveTools` is an iterable that yields the server's tools as they are
-  *now*. nacelle's Agent copies its ``tools=`` when it is made, so an Agent made
-  from a LiveTools sees the list of that moment; a new Agent (they are cheap: an
-  Agent is configuration) sees the new list. Following a change inside one run, at
-  the next turn, needs the loop to ask for the tools each turn, which it does not
-  do yet.
+- :class:`LiveTools` is a toolset (``current()``) and an iterable that yields the
+  server's tools as they are *now*. Given to an Agent, in ``tools=[live, ...]`` or
+  bare as ``tools=live``, it is asked again before every model turn, so a tool the
+  server added mid-run is offered at the next turn; spread into a list
+  (``tools=[*live]``) it is the list of that moment.
 - ``outputSchema`` is kept as :attr:`MCPTool.output_schema`; the model reads the
   result as text (``content``), ``structuredContent`` as JSON when the server sent
   no content blocks.
