@@ -19,7 +19,8 @@ appends the schema to the run's system prompt.
 (``checkpoint.py``): the decisions are checked here, before anything runs — every
 pending id needs one and no other id may have one (ConfigError), an edited input must
 pass the tool's schema (ConfigError) and replaces the call's input in the
-conversation, and a tool the checkpoint's run had but this Agent lacks is a
+conversation — it is then a new call, counted by the loop guard and asked of the
+before-hooks, which may deny it (the loop does that) — and a tool the checkpoint's run had but this Agent lacks is a
 CheckpointError. Any Agent with those tools can resume, in any process: the
 checkpoint, not the Agent, carries the run's state.
 
@@ -383,7 +384,8 @@ class Agent:
         ``decisions`` maps every pending call id to True (run it), False or a reason
         str (refused; the reason is what the model reads), or an edited input dict
         (validated against the tool's schema, recorded in the conversation as what
-        ran, then run). The pending calls are announced again (TOOL_CALL) and closed
+        ran, then run as a new call: the loop guard counts it and the before-hooks
+        are asked, and may deny it; approval is not asked again). The pending calls are announced again (TOOL_CALL) and closed
         in this stream; the calls that finished before the pause are not run again.
         Iterations, budgets and usage continue from the checkpoint's counts.
         """

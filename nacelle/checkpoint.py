@@ -23,7 +23,9 @@ What the JSON holds (``"version": 1``), and why each field is needed:
   else is refused even without a key. ``inject`` holds what the before-hooks appended
   when they allowed the call: the hooks are asked once, before the pause, and never
   again on resume (asking twice could prompt a person twice or count a call twice),
-  so their injects are kept here and added to the result when the call runs.
+  so their injects are kept here and added to the result when the call runs. A call
+  resumed with an edited input is another call, which the hooks never saw: it is asked
+  of them as a fresh call (they may deny it) and its old injects are dropped.
 - ``usage``, ``iterations`` and ``tool_calls``: the run's spend, its model requests
   and its local calls so far, so ``max_iterations`` and a ``Budget`` continue from
   where the paused run stood instead of starting afresh.

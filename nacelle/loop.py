@@ -42,8 +42,10 @@ Entry point for backends — every backend's ``stream(request, ctx)`` is one lin
   with failed results saying so, to stay valid). A request with ``resume`` (from
   ``Agent.resume``) starts from the checkpoint's counts and closes the paused round
   first: the pending calls are announced again, the refused ones closed, the
-  approved ones run without their before-hooks or approval being asked again, and the
-  round's earlier results recorded as they were — then the next model turn.
+  approved ones run without their before-hooks or approval being asked again (an
+  edited input is a new call: the loop guard counts it, and it is validated and
+  passes the before-hooks as any call does), and the round's earlier results
+  recorded as they were — then the next model turn.
 - A toolset among the Agent's tools (``client.tools(live=True)`` from ``nacelle.mcp``)
   is asked for its tools before every model turn after the first: a server whose list
   changed offers the new list at the next turn.
@@ -286,15 +288,16 @@ class _Run:
         yield Event(Kind.COMPACTION, text=done.summary, usage=done.usage, compaction=done)
         return True
 
-    def _guard(self, calls: Sequence[ToolCall],
-               settled: Dict[str, Event]) -> Optional[Tuple[Stop, str]]:
-        """Count the turn's calls per tool and canonical input: from the guard's Nth
-        one on, a call is refused (into ``settled``); at twice N the run ends."""
+    def _guard(self, calls: Sequence[ToolCall], settled: Dict[str, Event],
+               only: Optional[Set[str]] = None) -> Optional[Tuple[Stop, str]]:
+        """Count the turn's calls (those ``only``, when given) per tool and canonical
+        input: from the guard's Nth one on, a call is refused (into ``settled``); at
+        twice N the run ends."""
         guard = self.request.loop_guard
         if not guard:
             return None
         for index, call in enumerate(calls):
-            if call.id in settled:
+            if call.id in settled or (only is not None and call.id not in only):
                 continue
             key = fingerprint(call.name, call.input)
             seen = self.repeats[key] = self.repeats.get(key, 0) + 1
@@ -447,11 +450,13 @@ class _Run:
                     settled: Optional[Dict[str, Event]] = None, *,
                     known: Optional[Dict[str, ToolResult]] = None,
                     decided: Optional[Dict[str, Tuple[str, ...]]] = None,
+                    edited: Optional[Set[str]] = None,
                     ) -> Generator[Event, None, Optional[Stop]]:
         """Run a turn's calls (but those already ``settled``, whose results come first,
         and those ``known`` from before a pause, which are not run or yielded again),
         yield their results as they land and record them. ``decided`` marks resumed
-        calls (id → the before-hooks' injects; see ``run_tool``).
+        calls (id → the before-hooks' injects) and ``edited`` the ids of resumed calls
+        a person approved with another input (see ``run_tool``).
 
         Returns None to go on, ``Stop.BUDGET`` when the run's time budget ran out
         during the round, ``Stop.PAUSED`` when approval paused a call (the checkpoint
@@ -464,9 +469,9 @@ class _Run:
         if known is None:
             self.calls_run += len(calls)
         request = self.request
-        decided = decided or {}
+        decided, edited = decided or {}, edited or set()
         sink = self.sink.for_round()
-        current = Round([Call(c, i, self.tools.get(c.name), decided.get(c.id))
+        current = Round([Call(c, i, self.tools.get(c.name), decided.get(c.id), c.id in edited)
                          for i, c in enumerate(calls) if c.id not in settled and c.id not in results],
                         sink, self.ctx, request.tool_timeout, request.max_parallel_tools)
         self.current = current
@@ -505,13 +510,17 @@ class _Run:
 
     def _resumed_round(self, resume: Resume) -> Generator[Event, None, Optional[Stop]]:
         """Close a paused round as decided: re-announce the pending calls, refuse the
-        denied ones, run the approved ones (never asking their before-hooks or approval
-        again), record the round. Returns the run's stop, or None to go on."""
+        denied ones, run the approved ones, record the round. Returns the run's stop,
+        or None to go on. Hooks and approval were asked about the paused input, so a
+        call approved as it was is not asked again; an edited one is a call no hook has
+        seen (were it let through, whoever posts a decision could run what a hook
+        denies): the guard counts it, and ``run_tool`` validates it and asks its hooks."""
         paused = resume.checkpoint
         assistant = self.conversation[-1]
         calls = [p for p in assistant.parts if isinstance(p, ToolCall) and p.finished]
         pending = {p.id: p for p in paused.pending}
         settled: Dict[str, Event] = {}
+        decided: Dict[str, Tuple[str, ...]] = {}
         for index, call in enumerate(calls):
             if call.id not in pending:
                 continue
@@ -520,9 +529,19 @@ class _Run:
             if verdict is not True:
                 settled[call.id] = Event(_TOOL_RESULT, tool=ToolEvent(
                     call.id, index, call.name, call.input, refused=True, error=str(verdict)))
+            elif fingerprint(call.name, call.input) == pending[call.id].fingerprint:
+                decided[call.id] = pending[call.id].inject
+        edited = set(pending) - set(settled) - set(decided)
         known = {r.id: r for r in paused.results}
-        decided = {c.id: pending[c.id].inject for c in calls if c.id in pending}
-        return (yield from self._tool_round(calls, settled, known=known, decided=decided))
+        looping = self._guard(calls, settled, only=edited)
+        if looping is not None:
+            for index, call in enumerate(calls):
+                if call.id in pending:
+                    settled.setdefault(call.id, closing(call, index, looping[1], discarded=True))
+            yield from self._tool_round(calls, settled, known=known)
+            return looping[0]
+        return (yield from self._tool_round(calls, settled, known=known, decided=decided,
+                                            edited=edited))
 
 
 def _tool(event: Event) -> ToolEvent:

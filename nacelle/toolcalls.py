@@ -162,7 +162,7 @@ def _by_index(event: Event) -> int:
 
 
 def run_tool(tool: Any, call: ToolCall, index: int, sink: ToolSink, ctx: ToolContext, *,
-             decided: Optional[Sequence[str]] = None) -> ToolResult:
+             decided: Optional[Sequence[str]] = None, approved: bool = False) -> ToolResult:
     """Run one local call — the only place one runs — and report its TOOL_RESULT.
 
     In order: parse and validate the input (a failure is the result; no hook or
@@ -176,6 +176,10 @@ def run_tool(tool: Any, call: ToolCall, index: int, sink: ToolSink, ctx: ToolCon
     the checkpoint. ``decided`` is given for a paused call a person approved on
     resume: those injects. Its before-hooks and approval were asked before the pause
     and are not asked again; the tool and the after-hooks run as for any call.
+    ``approved`` marks a paused call a person approved with an edited input: that is
+    a call nobody checked yet, so it is validated and its before-hooks are asked as
+    for a fresh call (they may deny it); only approval is not asked, since the
+    person's decision was it.
 
     With observers on ``ctx`` (``observe.py``) the call is one span: ``tool.start``
     before anything is asked, ``tool.end`` when its result is made (or when a hook
@@ -184,7 +188,7 @@ def run_tool(tool: Any, call: ToolCall, index: int, sink: ToolSink, ctx: ToolCon
     raised, or one of the words in :data:`FAILURES`.
     """
     if getattr(ctx, "observer", None) is None:
-        return _run_tool(tool, call, index, sink, ctx, decided)[0]
+        return _run_tool(tool, call, index, sink, ctx, decided, approved)[0]
     span = new_span()
     base = {"span": span, "id": call.id, "index": index, "name": call.name}
     clock = getattr(ctx, "clock", time.monotonic)
@@ -194,7 +198,8 @@ def run_tool(tool: Any, call: ToolCall, index: int, sink: ToolSink, ctx: ToolCon
     ctx.observe("tool.start", **base, input=call.input,
                 description=getattr(tool, "description", "") or "")
     try:
-        result, event, error_type = _run_tool(tool, call, index, sink, ctx, decided, started)
+        result, event, error_type = _run_tool(tool, call, index, sink, ctx, decided, approved,
+                                              started)
     except BaseException as exc:
         ctx.observe("tool.end", **base, duration=clock() - started, result="",
                     error=f"{type(exc).__name__}: {exc}", error_type=type(exc).__qualname__,
@@ -211,7 +216,8 @@ FAILURES = ("unknown_tool", "invalid_input", "hook_denied", "refused", "cancelle
 
 
 def _run_tool(tool: Any, call: ToolCall, index: int, sink: ToolSink, ctx: ToolContext,
-              decided: Optional[Sequence[str]], started: Optional[float] = None,
+              decided: Optional[Sequence[str]], approved: bool = False,
+              started: Optional[float] = None,
               ) -> Tuple[ToolResult, ToolEvent, Optional[str]]:
     """The call's result, its event and the kind of failure (None when it ran well)."""
     clock = getattr(ctx, "clock", time.monotonic)
@@ -224,7 +230,7 @@ def _run_tool(tool: Any, call: ToolCall, index: int, sink: ToolSink, ctx: ToolCo
     if error is None and decided is None:
         error = _ask_before(sink, call, injects)
         kind = None if error is None else "hook_denied"
-        if error is None and sink.approve is not None:
+        if error is None and sink.approve is not None and not approved:
             verdict = _approval(sink.approve, call, ctx)
             if verdict is PAUSE:
                 sink.paused[call.id] = tuple(injects)
@@ -359,14 +365,15 @@ def closing(call: ToolCall, index: int, error: str, duration: float = 0.0,
 class Call:
     """One local call of a round: the model's part, its tool, its context."""
 
-    __slots__ = ("call", "index", "tool", "ctx", "started", "decided")
+    __slots__ = ("call", "index", "tool", "ctx", "started", "decided", "approved")
 
     def __init__(self, call: ToolCall, index: int, tool: Any,
-                 decided: Optional[Sequence[str]] = None) -> None:
+                 decided: Optional[Sequence[str]] = None, approved: bool = False) -> None:
         self.call = call
         self.index = index
         self.tool = tool
         self.decided = decided  # run_tool's ``decided``: a resumed call's injects
+        self.approved = approved  # run_tool's ``approved``: a resumed call, edited
         self.ctx = ToolContext(call.id, index, call.name)
         self.started: Optional[float] = None
 
@@ -520,7 +527,7 @@ class Round:
                 return
             call.started = self.clock()
             run_tool(call.tool, call.call, call.index, self.sink, call.ctx,
-                     decided=call.decided)
+                     decided=call.decided, approved=call.approved)
         except BaseException as exc:  # noqa: BLE001 - a call must close even if a hook exits
             log.warning("call %s of %s failed outside the tool", call.call.id, call.call.name,
                         exc_info=True)

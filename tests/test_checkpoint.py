@@ -1,5 +1,6 @@
 """Approvals that pause: PAUSE, Checkpoint, Agent.resume, in this process and another."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -11,7 +12,7 @@ import pytest
 
 import nacelle
 from nacelle import Checkpoint, CheckpointError, ConfigError, Kind, Stop
-from nacelle.checkpoint import fingerprint
+from nacelle.checkpoint import Resume, fingerprint
 from nacelle.messages import ToolCall, ToolResult
 from nacelle.testing import ScriptedBackend, Turn
 
@@ -292,3 +293,131 @@ def test_pause_is_falsy_has_a_readable_repr_and_pickles_as_itself():
 
     assert repr(nacelle.PAUSE) == "nacelle.PAUSE" and not nacelle.PAUSE
     assert pickle.loads(pickle.dumps(nacelle.PAUSE)) is nacelle.PAUSE
+
+
+@nacelle.tool
+def shell(command: str) -> str:
+    """Run a command.
+
+    Args:
+        command: The command line.
+    """
+    ran.append(command)
+    return f"ran {command}"
+
+
+ran = []
+
+
+def no_rm_rf(event):
+    if "rm -rf" in event.input:
+        return nacelle.HookResult(deny="refused by policy: no rm -rf")
+    return nacelle.HookResult(inject=f"checked {json.loads(event.input)['command']}")
+
+
+def paused_shell(command, *, hooks=None, loop_guard=3):
+    """A run whose one call, shell(command), paused for approval, and an Agent to
+    resume it that answers "ok"."""
+    asks = Turn(nacelle.Message(nacelle.Role.ASSISTANT, (
+        ToolCall("s1", "shell", json.dumps({"command": command})),)))
+    hooks = hooks or {nacelle.HookPoint.BEFORE_TOOL_CALL: [no_rm_rf]}
+    options = dict(tools=[shell], hooks=hooks, loop_guard=loop_guard)
+    approved = []
+
+    def approve(name, input, ctx):
+        approved.append(input)
+        return nacelle.PAUSE
+
+    done = nacelle.Agent(ScriptedBackend([asks]), "You help.", approve=approve,
+                         **options).run([nacelle.user_text("list the files")])
+    assert done.stop is Stop.PAUSED
+    backend = ScriptedBackend(["ok", "ok"])
+    resumer = nacelle.Agent(backend, "You help.", approve=approve, **options)
+    return Checkpoint.loads(done.checkpoint.dumps(key=b"k"), key=b"k"), resumer, approved
+
+
+def test_an_edited_input_passes_the_before_hooks_again_and_a_deny_keeps_the_tool_from_running():
+    ran.clear()
+    checkpoint, resumer, approved = paused_shell("ls -la")
+    assert checkpoint.pending[0].inject == ("checked ls -la",)
+    events = list(resumer.resume(checkpoint, {"s1": {"command": "rm -rf /"}}))
+    (result,) = [e.tool for e in events if e.kind is Kind.TOOL_RESULT]
+    assert ran == [] and result.error == "refused by policy: no rm -rf"
+    assert [e.tool.input for e in events if e.kind is Kind.TOOL_CALL] == [
+        '{"command": "rm -rf /"}']
+    # The person's decision is the approval of the edited call: approve is not asked again.
+    assert len(approved) == 1
+    sent = events[-1].messages[-2].parts[0]
+    assert sent.failed and sent.result == "refused by policy: no rm -rf"
+
+
+def test_an_edited_input_that_a_hook_allows_runs_with_that_hooks_inject_not_the_old_one():
+    ran.clear()
+    checkpoint, resumer, approved = paused_shell("ls -la")
+    result = resumer.resume_run(checkpoint, {"s1": {"command": "ls"}})
+    assert ran == ["ls"] and len(approved) == 1
+    assert result.messages[-2].parts[0] == ToolResult("s1", "shell", "ran ls\n\nchecked ls")
+
+
+def test_an_input_edited_to_what_the_model_asked_is_the_same_call_and_asks_no_hook_again():
+    ran.clear()
+    asked = []
+
+    def counting(event):
+        asked.append(event.input)
+        return no_rm_rf(event)
+
+    checkpoint, resumer, _ = paused_shell(
+        "ls -la", hooks={nacelle.HookPoint.BEFORE_TOOL_CALL: [counting]})
+    result = resumer.resume_run(checkpoint, {"s1": {"command": "ls -la"}})
+    assert ran == ["ls -la"] and len(asked) == 1
+    assert result.messages[-2].parts[0].result == "ran ls -la\n\nchecked ls -la"
+
+
+def test_an_edited_input_counts_in_the_loop_guard_as_a_new_call():
+    """With a guard of 2, the model asking after the resume for the input the person
+    wrote is the second identical call, so it is refused."""
+    ran.clear()
+    checkpoint, _, _ = paused_shell("ls -la", loop_guard=2)
+    again = Turn(nacelle.Message(nacelle.Role.ASSISTANT, (
+        ToolCall("s2", "shell", '{"command":"ls"}'),)))
+    resumer = nacelle.Agent(ScriptedBackend([again, "ok"]), "You help.", tools=[shell],
+                            hooks={nacelle.HookPoint.BEFORE_TOOL_CALL: [no_rm_rf]},
+                            loop_guard=2)
+    result = resumer.resume_run(checkpoint, {"s1": {"command": "ls"}})
+    assert ran == ["ls"] and result.stop is Stop.END
+    (refused,) = result.messages[-2].parts
+    assert refused.failed and "call 2 of shell" in refused.result
+
+
+def test_an_edited_input_that_fails_the_schema_in_the_loop_is_a_failed_result():
+    """Agent.resume refuses a schema-invalid edit up front (ConfigError); the loop
+    validates the call it runs all the same, as it would a fresh call."""
+    ran.clear()
+    checkpoint, resumer, _ = paused_shell("ls -la")
+    edited = nacelle.Message(nacelle.Role.ASSISTANT, (ToolCall("s1", "shell", '{"command": 7}'),))
+    request = dataclasses.replace(resumer.request(checkpoint.messages[:-1] + (edited,)),
+                                  resume=Resume(checkpoint, {"s1": True}))
+    events = list(resumer.backend.stream(request, nacelle.RunContext()))
+    (result,) = [e.tool for e in events if e.kind is Kind.TOOL_RESULT]
+    assert ran == [] and "invalid input for shell" in result.error
+    with pytest.raises(ConfigError, match="invalid"):
+        resumer.resume(checkpoint, {"s1": {"command": 7}})
+
+
+def test_an_edited_input_the_guard_has_seen_too_often_ends_the_run_without_running():
+    ran.clear()
+    calls = [ToolCall(f"s{i}", "shell", '{"command": "ls"}') for i in range(3)]
+    asks = Turn(nacelle.Message(nacelle.Role.ASSISTANT, tuple(calls) + (
+        ToolCall("s9", "shell", '{"command": "ls -la"}'),)))
+    options = dict(tools=[shell], loop_guard=2,
+                   approve=lambda name, input, ctx: input["command"] == "ls" or nacelle.PAUSE)
+    done = nacelle.Agent(ScriptedBackend([asks]), "You help.", **options).run(
+        [nacelle.user_text("go")])
+    assert done.stop is Stop.PAUSED and ran == ["ls"]
+    resumer = nacelle.Agent(ScriptedBackend(["never asked"]), "You help.", **options)
+    events = list(resumer.resume(done.checkpoint, {"s9": {"command": "ls"}}))
+    assert ran == ["ls"] and events[-1].stop is Stop.LOOP
+    (closed,) = [e.tool for e in events if e.kind is Kind.TOOL_RESULT]
+    assert closed.id == "s9" and "called 4 times" in closed.error
+    assert [r.id for r in events[-1].messages[-1].parts] == ["s0", "s1", "s2", "s9"]

@@ -290,6 +290,29 @@ def test_bad_decisions_are_400_and_keep_the_paused_run(app, store, tmp_path, mon
     assert call_wsgi(app, path=path, body={"decisions": {"p1": True}})[0] == 404
 
 
+def test_a_decision_edited_into_what_a_hook_denies_is_denied_and_never_runs(store, tmp_path,
+                                                                              monkeypatch):
+    monkeypatch.setenv("NACELLE_SERVE_NOTES", str(tmp_path / "notes"))
+
+    def no_eve(event):
+        return nacelle.HookResult(deny="eve is not a recipient" if "eve" in event.input else "")
+
+    def make_agent(info):
+        agent = serve_app.make_agent(info)
+        return nacelle.Agent(agent.backend, agent.system, tools=agent.tools,
+                             approve=agent.approve,
+                             hooks={nacelle.HookPoint.BEFORE_TOOL_CALL: [no_eve]})
+
+    app = wsgi_app(make_agent, store=store, keepalive=KEEP)
+    run = decoded([call_wsgi(app, body={"prompt": "pause ada"})[2]])[-1][1]["run"]
+    status, _, out = call_wsgi(app, path=f"/runs/{run}/decisions",
+                               body={"decisions": {"p1": {"to": "eve"}}})
+    assert status == 200
+    (result,) = [data for kind, data in decoded([out]) if kind == "tool_result"]
+    assert result["error"] == "eve is not a recipient" and result["result"] == ""
+    assert read(tmp_path / "notes") == ""
+
+
 def test_make_agent_may_take_no_argument_or_be_an_agent(store):
     agent = nacelle.Agent(nacelle.testing.ScriptedBackend(["one", "two"]), "Be brief.")
     for make in (lambda: agent, agent):
