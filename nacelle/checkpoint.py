@@ -58,6 +58,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple, Union
 
+from . import bounded_json
 from .errors import CheckpointError
 from .events import Usage
 from .messages import Message, Role, ToolCall, ToolResult, dumps as dump_messages
@@ -103,9 +104,9 @@ def fingerprint(name: str, input: Any) -> str:
     the raw JSON text the model wrote)."""
     if isinstance(input, str):
         try:
-            input = json.loads(input) if input.strip() else {}
+            input = bounded_json.loads(input, what="the tool input") if input.strip() else {}
         except ValueError:
-            pass  # fingerprint the raw text: the call's input never parsed
+            pass  # fingerprint the raw text: the call's input never parsed (or nests too deep)
     text = input if isinstance(input, str) else canonical(input)
     return hashlib.sha256(f"{name}\0{text}".encode("utf-8")).hexdigest()
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 from typing import IO, Any, Dict, List, Optional
 
+from . import bounded_json
 from .events import Event, Kind, Stop, ToolEvent, Usage
 
 __all__ = ["ScriptOutput", "event_json", "read_prompt", "result_json", "usage_json"]
@@ -67,8 +68,8 @@ def _cost(usage: Usage) -> Optional[float]:
 
 def _input(raw: str) -> Any:
     try:
-        return json.loads(raw)
-    except ValueError:
+        return bounded_json.loads(raw, what="the tool input")
+    except ValueError:  # not JSON, or too deep to read: given as written
         return raw
 
 

@@ -36,6 +36,7 @@ import time
 from html import escape
 from typing import IO, Any, Iterable, List, Optional, Sequence
 
+from . import bounded_json
 from .events import Event, Kind, Stop, ToolEvent, Usage
 from .messages import Message, dumps
 from .report_page import messages_html
@@ -60,8 +61,9 @@ def _wants_color(out: IO[str]) -> bool:
 
 def _compact(raw: str, limit: int = 100) -> str:
     try:
-        text = json.dumps(json.loads(raw), ensure_ascii=False, separators=(",", ":"))
-    except ValueError:
+        value = bounded_json.loads(raw, what="the tool input")
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    except ValueError:  # not JSON, or too deep to read: shown as written
         text = raw
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."

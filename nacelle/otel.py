@@ -87,6 +87,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
+from . import bounded_json
 from .errors import ConfigError
 from .events import Kind, Stop
 from .messages import Image, Message, Reasoning, Role, Text, ToolCall, ToolResult
@@ -534,9 +535,10 @@ def _json(value: Any) -> str:
 
 
 def _parsed(text: str) -> Any:
-    """Tool arguments as an object, as the schema wants, or the text when not JSON."""
+    """Tool arguments as an object, as the schema wants, or the text when not JSON (or
+    nested too deep to read: the exporter's encoder recurses too)."""
     try:
-        return json.loads(text)
+        return bounded_json.loads(text, what="the tool input")
     except ValueError:
         return text
 

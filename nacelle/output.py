@@ -55,6 +55,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional, Tuple
 
+from . import bounded_json
 from .context import ToolContext
 from .errors import ConfigError, Unsupported
 
@@ -130,7 +131,9 @@ class Output:
     def read_input(self, text: str) -> Tuple[Any, Optional[str]]:
         """The typed value of a final-answer call's raw input, or (None, what is wrong)."""
         try:
-            data = json.loads(text) if text.strip() else {}
+            data = bounded_json.loads(text, what="the answer") if text.strip() else {}
+        except bounded_json.TooDeep as exc:
+            return None, str(exc)
         except ValueError as exc:
             return None, f"the input is not valid JSON ({exc})"
         return self.read_data(data)
@@ -272,20 +275,25 @@ def _json_in(text: str) -> Tuple[Any, Optional[str]]:
     if fenced:
         candidates.append(fenced.group(1).strip())
     decoder = json.JSONDecoder()
-    first_error = ""
+    errors = []
     for candidate in candidates:
         try:
-            return json.loads(candidate), None
+            return bounded_json.loads(candidate, what="the answer"), None
         except ValueError as exc:
-            first_error = first_error or str(exc)
+            errors.append(exc)
     for opener in "{[":
         at = stripped.find(opener)
-        if at >= 0:
+        # raw_decode recurses as json.loads does, so the text from here on is scanned
+        # first (at most twice: the reading stays linear).
+        if at >= 0 and not bounded_json.depth_exceeds(stripped[at:], bounded_json.MAX_DEPTH):
             try:
                 return decoder.raw_decode(stripped, at)[0], None
             except ValueError:
                 continue
-    return None, f"the answer is not valid JSON ({first_error})"
+    deep = [e for e in errors if isinstance(e, bounded_json.TooDeep)]
+    if deep:
+        return None, str(deep[0])
+    return None, f"the answer is not valid JSON ({errors[0]})"
 
 
 def to_jsonable(value: Any) -> Any:

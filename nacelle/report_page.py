@@ -14,7 +14,7 @@ Messages come as JSON objects, in either of two shapes: ``nacelle.messages.dumps
 (each part has a ``type``), or a Recorder's (a part is its dataclass fields, with no
 ``type``; the kind is told by which fields it has). Anything else is shown as JSON.
 
-Outer ring: imports the standard library only.
+Outer ring: imports the standard library and ``bounded_json``.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 from html import escape
 from typing import Any, List, Mapping, Sequence
+
+from . import bounded_json
 
 __all__ = ["CSS", "e", "messages_html", "page"]
 
@@ -168,8 +170,9 @@ def _pretty(raw: Any) -> str:
     if not isinstance(raw, str):
         return _json(raw)
     try:
-        return json.dumps(json.loads(raw), indent=2, ensure_ascii=False)
-    except (ValueError, RecursionError):
+        return json.dumps(bounded_json.loads(raw, what="the tool input"), indent=2,
+                          ensure_ascii=False)
+    except ValueError:
         return raw
 
 

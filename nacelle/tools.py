@@ -16,7 +16,8 @@ says so. A FunctionTool is still callable like the function it wraps.
 ``^[a-zA-Z0-9_-]{1,64}$``) and tool schemas are checked to be JSON object schemas;
 the Agent and the loop both use it.
 
-Core module: imports the standard library, ``context``, ``errors``, ``schema``, ``validation``.
+Core module: imports the standard library, ``bounded_json``, ``context``, ``errors``,
+``schema``, ``validation``.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import (
     runtime_checkable,
 )
 
+from . import bounded_json
 from .context import ToolContext
 from .errors import ConfigError
 
@@ -241,11 +243,15 @@ def parse_input(text: str) -> Dict[str, Any]:
 
     Empty input means no arguments (some providers send "" for a call without any).
     NaN and Infinity are refused: they are not JSON, whatever Python's parser allows.
+    Input nested past :data:`~nacelle.bounded_json.MAX_DEPTH` is refused unread
+    (``bounded_json``): the model's text must never end the run with RecursionError.
     """
     if not text.strip():
         return {}
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = bounded_json.loads(text, what="the tool input", parse_constant=_reject_constant)
+    except bounded_json.TooDeep as exc:
+        raise ValueError(str(exc)) from None
     except ValueError as exc:
         raise ValueError(f"the input is not valid JSON ({exc})") from None
     if not isinstance(value, dict):

@@ -258,6 +258,33 @@ def test_jsonl_streams_one_event_per_line_and_ends_with_the_result(server, tmp_p
     assert lines[-1]["text"] == "Fine." and out.stderr == ""
 
 
+DEEP = '{"path": ' + "[" * 1000 + "]" * 1000 + "}"
+
+
+@pytest.mark.parametrize("mode", [(), ("--json",), ("--jsonl",)])
+def test_a_tool_input_nested_a_thousand_deep_is_a_failed_call_in_every_output_mode(
+        server, tmp_path, mode):
+    server.queue("/v1/messages",
+                 Reply(chunks=anthropic_stream([], tool_calls=[("toolu_1", "read_file", DEEP)])),
+                 Reply(chunks=anthropic_stream(["Sorry."])))
+    out = nacelle("Read it", *mode, "--root", str(tmp_path), "--session", "deep",
+                  "--record", str(tmp_path / "run.jsonl"), server=server)
+    assert out.returncode == 0, out.stderr
+    assert "RecursionError" not in out.stderr and "Traceback" not in out.stderr
+    assert "nested more than 100 levels deep" in out.stdout + out.stderr
+    assert load(tmp_path / "run.jsonl")
+
+
+def test_a_structured_answer_nested_a_thousand_deep_is_no_value_not_a_crash(server, tmp_path):
+    schema = tmp_path / "s.json"
+    schema.write_text('{"type": "object", "properties": {"a": {}}, "required": ["a"]}')
+    deep = '{"a": ' + "[" * 1000 + "]" * 1000 + "}"
+    server.queue("/v1/messages", *[Reply(chunks=anthropic_stream([deep])) for _ in range(3)])
+    out = nacelle("--schema", str(schema), "x", "--root", str(tmp_path), server=server)
+    assert out.returncode == 3 and out.stdout == "", out.stderr
+    assert "Traceback" not in out.stderr
+
+
 def test_system_replaces_the_system_prompt(server, tmp_path):
     server.queue("/v1/messages", Reply(chunks=anthropic_stream(["ok"])))
     out = nacelle("hi", "--system", "You answer in French.", "--root", str(tmp_path),

@@ -97,6 +97,12 @@ def test_long_inputs_and_results_are_shortened():
     assert len(text.strip()) < 120 and text.strip().endswith("...")
 
 
+def test_a_tool_input_nested_a_thousand_deep_is_shown_as_written_not_a_crash():
+    deep = '{"x": ' + "[" * 1000 + "]" * 1000 + "}"
+    text, _ = rendered([Event(Kind.TOOL_CALL, tool=ToolEvent("a", 0, "t", deep))], color=False)
+    assert text.strip() == "-> t " + deep[:97] + "..."
+
+
 @pytest.mark.parametrize("no_color,isatty,expected", [
     ("", True, True), ("1", True, False), ("", False, False),
 ])

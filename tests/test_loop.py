@@ -273,6 +273,22 @@ def test_invalid_json_is_a_failed_result_the_model_can_correct():
     assert seen.failed and seen.result == result.error
 
 
+def test_a_tool_input_nested_a_thousand_deep_is_a_failed_result_not_a_crash():
+    deep = '{"text": ' + "[" * 1000 + "]" * 1000 + "}"
+    result, seen = run_one(ToolCall("x", "echo", deep))
+    assert result.failed and "nested more than 100 levels deep" in result.error
+    assert seen.failed and seen.result == result.error
+
+
+def test_the_same_deep_input_twice_is_fingerprinted_as_repeated_not_a_crash():
+    deep = '{"text": ' + "[" * 1000 + "]" * 1000 + "}"
+    turns = [assistant(ToolCall(f"c{i}", "echo", deep)) for i in range(4)] + [assistant(Text("ok"))]
+    agent, _ = agent_for(turns)
+    events = list(agent.stream([user_text("go")]))
+    closed_once(events)
+    assert events[-1].kind is Kind.DONE
+
+
 def test_input_that_is_not_an_object_is_a_failed_result():
     result, _ = run_one(ToolCall("x", "echo", '["a"]'))
     assert "must be a JSON object" in result.error

@@ -370,3 +370,24 @@ def test_to_jsonable_writes_plain_json_data():
                                     "wind": {"speed_kmh": 5.0, "direction": "W"}, "tags": []}
     assert to_jsonable(FakeModel("a", 1)) == {"name": "a", "count": 1}
     assert to_jsonable({1, 2}) == [1, 2]
+
+
+# -- answers nested past the reader's depth cap ----------------------------------------
+
+DEEP = '{"city": ' + "[" * 1000 + "]" * 1000 + "}"
+
+
+@pytest.mark.parametrize("mode", ["native", "prompted"])
+def test_a_text_answer_nested_a_thousand_deep_is_an_invalid_answer_not_a_crash(mode):
+    a, backend = agent([DEEP, "Sure: " + DEEP, PARIS], output=Weather, output_mode=mode)
+    result = a.run(HI)
+    assert result.output == WEATHER and result.turns == 3
+    assert "nested more than 100 levels deep" in backend.requests[1].messages[-1].text
+
+
+def test_a_final_answer_call_nested_a_thousand_deep_is_its_failed_result_not_a_crash():
+    a, _ = agent([call("c1", DEEP)], output=Weather, output_mode="tool", output_retries=0)
+    events = list(a.stream(HI))
+    [result] = [e.tool for e in events if e.kind is Kind.TOOL_RESULT]
+    assert result.error.startswith("the answer is nested more than 100 levels deep")
+    assert events[-1].stop is Stop.INVALID_OUTPUT

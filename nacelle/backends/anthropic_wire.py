@@ -58,6 +58,7 @@ import json
 import logging
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from .. import bounded_json
 from ..backend import CallProfile, Effort, MCPServer, Request, Thinking
 from ..errors import ConfigError
 from ..messages import (
@@ -296,7 +297,8 @@ def _tool_input(call: ToolCall) -> Dict[str, Any]:
     if not text:
         return {}
     try:
-        value = json.loads(text)  # dicts keep the model's key order
+        # dicts keep the model's key order; too deep an input failed its call already
+        value = bounded_json.loads(text, what="the tool input")
     except ValueError:
         value = None
     if not isinstance(value, dict):

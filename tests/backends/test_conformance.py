@@ -436,6 +436,25 @@ def test_every_tool_call_is_closed_by_exactly_one_result_in_index_order(flavour,
     server.assert_consumed()
 
 
+def test_a_tool_input_nested_a_thousand_deep_is_one_failed_result_and_the_run_goes_on(
+        flavour, server):
+    deep = '{"city": ' + "[" * 1000 + "]" * 1000 + "}"
+    server.queue(flavour.path,
+                 Reply(chunks=flavour.answer([], Sent(5, 5), calls=[("call_0", "weather", deep)])),
+                 Reply(chunks=flavour.answer(["Sorry."], Sent(5, 5))))
+    agent = Agent(flavour.backend(server), "You are a weather desk.", tools=[weather])
+    events = list(agent.stream([user_text("Weather?")]))
+
+    assert kinds(events) == [Kind.TOOL_CALL, Kind.TURN, Kind.TOOL_RESULT, Kind.TEXT, Kind.TURN,
+                             Kind.DONE]
+    call, result = events[0].tool, events[2].tool
+    assert (call.id, call.input) == ("call_0", deep)
+    assert result.id == "call_0" and "nested more than 100 levels deep" in result.error
+    second = server.requests[1].json()
+    assert flavour.sent_results(second) == [("call_0", result.error)]
+    server.assert_consumed()
+
+
 def test_usage_is_reported_on_turn_and_done(flavour, server):
     cache = 100 if flavour.caches else 0
     sent = (Sent(31, 17, cache), Sent(44, 9, cache + 40 if cache else 0))
