@@ -1,4 +1,4 @@
-"""Conversations saved on disk, by name: :class:`FileStore`.
+"""Conversations saved by name: on disk (:class:`FileStore`) or in memory (:class:`MemoryStore`).
 
 ``FileStore(directory)`` keeps one file per conversation, ``<name>.json``, holding
 :func:`nacelle.dumps` of its messages, and one per paused run,
@@ -28,6 +28,11 @@ once however many processes try. What the store promises, and how:
   ``fcntl`` (Windows) writes are not serialised, but each is still atomic: two
   concurrent writers of one name leave one whole file, the last rename's.
 
+:class:`MemoryStore` keeps the same interface in a dict, for one process's life (a
+server's default store, tests): it keeps the same text a file would hold, so what it
+gives back is a copy, a checkpoint's signature is checked the same way, a name follows
+the same rule, and :meth:`MemoryStore.take_checkpoint` is at most once under its lock.
+
 Held to the core's rules: imports the standard library, ``checkpoint``, ``errors``
 and ``messages``.
 """
@@ -38,7 +43,8 @@ import contextlib
 import os
 import re
 import tempfile
-from typing import IO, Iterable, Iterator, List, Optional
+import threading
+from typing import IO, Dict, Iterable, Iterator, List, Optional
 
 from .checkpoint import Checkpoint
 from .errors import CheckpointError, ConfigError, ConversationError, NacelleError
@@ -49,8 +55,8 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["CorruptSession", "FileStore", "SessionError", "SessionNotFound", "file_lock",
-           "write_private"]
+__all__ = ["CorruptSession", "FileStore", "MemoryStore", "SessionError", "SessionNotFound",
+           "file_lock", "write_private"]
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 _SUFFIX = ".json"
@@ -202,6 +208,80 @@ class FileStore:
 
     def _locked(self) -> "contextlib.AbstractContextManager[None]":
         return file_lock(os.path.join(self.directory, _LOCK))
+
+
+class MemoryStore:
+    """:class:`FileStore`'s interface, held in this process's memory."""
+
+    def __init__(self) -> None:
+        self._sessions: Dict[str, bytes] = {}
+        self._checkpoints: Dict[str, bytes] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"MemoryStore({len(self._sessions)} sessions, {len(self._checkpoints)} checkpoints)"
+
+    def save(self, name: str, messages: Iterable[Message]) -> None:
+        """Save ``messages`` under ``name``, replacing what was there."""
+        data = dumps(list(messages)).encode("utf-8")  # as a file would: a lone surrogate raises
+        with self._lock:
+            self._sessions[check_name(name)] = data
+
+    def load(self, name: str) -> List[Message]:
+        """The messages saved under ``name``; SessionNotFound when there are none."""
+        return loads(self._get(self._sessions, name).decode("utf-8"))
+
+    def names(self) -> List[str]:
+        with self._lock:
+            return sorted(self._sessions)
+
+    def delete(self, name: str) -> None:
+        self._pop(self._sessions, name)
+
+    def save_checkpoint(self, name: str, checkpoint: Checkpoint, *,
+                        key: "str | bytes | None" = None) -> None:
+        data = checkpoint.dumps(key).encode("utf-8")
+        with self._lock:
+            self._checkpoints[check_name(name)] = data
+
+    def load_checkpoint(self, name: str, *, key: "str | bytes | None" = None) -> Checkpoint:
+        return self._checkpoint(name, self._get(self._checkpoints, name), key)
+
+    def take_checkpoint(self, name: str, *, key: "str | bytes | None" = None) -> Checkpoint:
+        """Load and remove, as one step: of two takers one gets it, the other
+        SessionNotFound. One that cannot be read is left in place, as on disk."""
+        with self._lock:
+            checkpoint = self._checkpoint(name, self._get(self._checkpoints, name, locked=True), key)
+            del self._checkpoints[name]
+        return checkpoint
+
+    def delete_checkpoint(self, name: str) -> None:
+        self._pop(self._checkpoints, name)
+
+    def checkpoint_names(self) -> List[str]:
+        with self._lock:
+            return sorted(self._checkpoints)
+
+    def _get(self, table: Dict[str, bytes], name: str, *, locked: bool = False) -> bytes:
+        check_name(name)
+        with contextlib.nullcontext() if locked else self._lock:
+            data = table.get(name)
+        if data is None:
+            raise SessionNotFound(f"no session named {name!r} in memory")
+        return data
+
+    def _pop(self, table: Dict[str, bytes], name: str) -> None:
+        check_name(name)
+        with self._lock:
+            if table.pop(name, None) is None:
+                raise SessionNotFound(f"no session named {name!r} in memory")
+
+    @staticmethod
+    def _checkpoint(name: str, data: bytes, key: "str | bytes | None") -> Checkpoint:
+        try:
+            return Checkpoint.loads(data.decode("utf-8"), key)
+        except CheckpointError as exc:
+            raise CheckpointError(f"checkpoint {name!r}: {exc}") from None
 
 
 def write_private(path: str, data: bytes) -> None:

@@ -322,6 +322,148 @@ def test_make_agent_may_take_no_argument_or_be_an_agent(store):
         wsgi_app(agent, store=object())
 
 
+def test_a_decision_whose_check_breaks_unexpectedly_is_400_and_keeps_the_paused_run(
+        store, tmp_path, monkeypatch):
+    monkeypatch.setenv("NACELLE_SERVE_NOTES", str(tmp_path / "notes"))
+    broken = []
+
+    class Breaking(nacelle.Agent):
+        def resume(self, checkpoint, decisions, *, cancel=None):
+            if broken:
+                raise RuntimeError("/srv/secret: the schema's check broke")
+            return super().resume(checkpoint, decisions, cancel=cancel)
+
+    def make(info):
+        agent = serve_app.make_agent(info)
+        return Breaking(agent.backend, "Be brief.", tools=[serve_app.slow, serve_app.hang,
+                                                         serve_app.send], approve=serve_app.approve)
+
+    for app in (wsgi_app(make, store=store), asgi_app(make, store=store)):
+        run = decoded([call_wsgi(wsgi_app(make, store=store), body={"prompt": "pause ada"})[2]])[-1][1]["run"]
+        path = f"/runs/{run}/decisions"
+        broken.append(True)
+        body = json.dumps({"decisions": {"p1": True}}).encode()
+        if "wsgi" in app.__qualname__:
+            status, _, out = call_wsgi(app, path=path, body=body)
+        else:
+            status, out = call_asgi(app, [body], path=path)
+        assert status == 400 and b"secret" not in out, out
+        broken.clear()
+        status, _, out = call_wsgi(app if "wsgi" in app.__qualname__ else wsgi_app(make, store=store),
+                                   path=path, body=body)
+        assert status == 200 and decoded([out])[-1][1]["text"] == "Sent."
+
+
+def by_header(environ):
+    """authorize: the X-User header names the principal; "shared" is let in as True."""
+    user = environ.get("HTTP_X_USER", "")
+    return True if user == "shared" else user or False
+
+
+def test_sessions_and_paused_runs_belong_to_the_principal_authorize_names(store, tmp_path,
+                                                                        monkeypatch):
+    monkeypatch.setenv("NACELLE_SERVE_NOTES", str(tmp_path / "notes"))
+    app = wsgi_app(serve_app.make_agent, store=store, authorize=by_header)
+
+    def post(user, body, path="/runs"):
+        status, _, out = call_wsgi(app, path=path, body=body, headers={"X-User": user})
+        return status, (decoded([out]) if status == 200 else json.loads(out))
+
+    for _ in range(2):
+        assert post("alice", {"prompt": "hello", "session": "chat"})[0] == 200
+    status, events = post("bob", {"prompt": "hello", "session": "chat"})
+    assert status == 200 and len(events[-1][1]["messages"]) == 2  # not alice's four
+    status, events = post("alice", {"prompt": "hello", "session": "chat"})
+    assert len(events[-1][1]["messages"]) == 6
+    assert "chat" not in store.names()  # the shared name stays free
+    assert post("shared", {"prompt": "hello", "session": "chat"})[1][-1][1]["messages"][0][
+        "parts"][0]["text"] == "hello" and len(store.load("chat")) == 2
+    run = post("alice", {"prompt": "pause ada"})[1][-1][1]["run"]
+    path = f"/runs/{run}/decisions"
+    for other in ("bob", "shared"):
+        assert post(other, {"decisions": {"p1": True}}, path)[0] == 404
+    status, events = post("alice", {"decisions": {"p1": True}}, path)
+    assert status == 200 and events[-1][1]["text"] == "Sent."
+    assert read(tmp_path / "notes") == "send ada\n"
+    for owned in store.names() + store.checkpoint_names():  # the server's own names
+        status, out = post("shared", {"prompt": "hello", "session": owned})
+        if owned != "chat":
+            assert status == 400 and "keeps for its own" in out["message"]
+    assert post("", {"prompt": "hello"})[0] == 401
+
+
+def test_a_principal_reaches_make_agent(store):
+    seen = []
+
+    def make(info):
+        seen.append(info.principal)
+        return nacelle.Agent(nacelle.testing.ScriptedBackend(["hi"]), "Be brief.")
+
+    app = wsgi_app(make, store=store, authorize=by_header)
+    for user in ("alice", "shared"):
+        call_wsgi(app, body={"prompt": "hi"}, headers={"X-User": user})
+    assert seen == ["alice", ""]
+
+
+def test_the_store_is_optional_and_defaults_to_memory(tmp_path, monkeypatch):
+    monkeypatch.setenv("NACELLE_SERVE_NOTES", str(tmp_path / "notes"))
+    for app in (wsgi_app(serve_app.make_agent), asgi_app(serve_app.make_agent)):
+        assert app is not None
+    app = wsgi_app(serve_app.make_agent)
+    run = decoded([call_wsgi(app, body={"prompt": "pause ada", "session": "s"})[2]])[-1][1]["run"]
+    status, _, out = call_wsgi(app, path=f"/runs/{run}/decisions",
+                               body={"decisions": {"p1": True}, "session": "s"})
+    assert status == 200 and decoded([out])[-1][1]["text"] == "Sent."
+    assert call_wsgi(app, path=f"/runs/{run}/decisions", body={"decisions": {"p1": True}})[0] == 404
+    status, _, out = call_wsgi(app, body={"prompt": "hello", "session": "s"})
+    assert len(decoded([out])[-1][1]["messages"]) == 6
+
+
+def test_runs_past_max_runs_are_503_with_retry_after(store, tmp_path, monkeypatch):
+    notes = tmp_path / "notes"
+    monkeypatch.setenv("NACELLE_SERVE_NOTES", str(notes))
+    app = wsgi_app(serve_app.make_agent, store=store, max_runs=1, keepalive=5)
+    seen = {}
+    env = {"REQUEST_METHOD": "POST", "PATH_INFO": "/runs", "CONTENT_TYPE": "application/json",
+           "wsgi.input": BytesIO(b'{"prompt": "hang"}'), "CONTENT_LENGTH": "18"}
+    stream = app(env, lambda status, headers: seen.update(status=status))
+    assert seen["status"].startswith("200") and b"tool_call" in next(iter(stream))
+    status, headers, out = call_wsgi(app, body={"prompt": "hello"})
+    assert status == 503 and headers["Retry-After"].isdigit()
+    assert "1 runs" in json.loads(out)["message"]
+    stream.close()
+    assert wait_for(lambda: call_wsgi(app, body={"prompt": "hello"})[0] == 200)
+    # A stream the server drops before it starts gives its place back too.
+    env["wsgi.input"] = BytesIO(b'{"prompt": "hang"}')
+    app(env, lambda status, headers: None).close()
+    assert call_wsgi(app, body={"prompt": "hello"})[0] == 200
+    asgi = asgi_app(serve_app.make_agent, store=store, max_runs=1)
+    assert call_asgi(asgi, [b'{"prompt": "hello"}'])[0] == 200
+
+
+def test_a_content_length_of_other_digits_is_400(app, store):
+    for value in ("\u00b2", "\u0663", "+5", "1_0", "5, 6"):
+        status, _, out = call_wsgi(app, body=b'{"prompt": "hi"}', CONTENT_LENGTH=value)
+        assert status == 400 and "Content-Length" in json.loads(out)["message"], value
+        status, out = call_asgi(asgi_app(serve_app.make_agent, store=store), [b'{"prompt": "hi"}'],
+                                headers=[(b"content-length", value.encode("utf-8"))])
+        assert status == 400, value
+
+
+def test_a_lone_surrogate_is_400_in_a_body_and_replaced_in_a_saved_answer(store):
+    app = wsgi_app(serve_app.make_agent, store=store)
+    status, _, out = call_wsgi(app, body=b'{"prompt": "half \\ud83d", "session": "s"}')
+    assert status == 400 and "surrogate" in json.loads(out)["message"]
+    def agent():
+        return nacelle.Agent(nacelle.testing.ScriptedBackend(["half \ud83d of it"]), "Be brief.")
+
+    for server_store in (store, nacelle.sessions.MemoryStore()):
+        status, _, out = call_wsgi(wsgi_app(agent, store=server_store),
+                                   body={"prompt": "hi", "session": "s"})
+        assert status == 200 and decoded([out])[-1][0] == "done", out
+        assert server_store.load("s")[-1].text == "half \ufffd of it"
+
+
 # -- the ASGI app, in-process -------------------------------------------------------------
 
 

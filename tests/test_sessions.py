@@ -1,4 +1,5 @@
-"""FileStore: round trips, names, permissions, corrupt files, crashes and two writers."""
+"""FileStore: round trips, names, permissions, corrupt files, crashes and two writers;
+MemoryStore: the same interface and promises in memory."""
 
 import os
 import signal
@@ -14,7 +15,7 @@ import pytest
 import nacelle
 from nacelle import ConfigError, Message, Role, ToolCall, assistant_text, user_text
 from nacelle.checkpoint import Checkpoint, PendingCall, fingerprint
-from nacelle.sessions import CorruptSession, FileStore, SessionError, SessionNotFound
+from nacelle.sessions import CorruptSession, FileStore, MemoryStore, SessionError, SessionNotFound
 
 ROOT = Path(__file__).resolve().parent.parent
 POSIX = pytest.mark.skipif(os.name != "posix", reason="POSIX permissions and signals")
@@ -269,3 +270,55 @@ def test_a_write_waits_for_the_lock_another_process_holds(tmp_path):
     writer.communicate(timeout=30)
     assert writer.returncode == 0
     assert store.load("s") == [user_text("later")]
+
+
+# -- MemoryStore ------------------------------------------------------------------------
+
+
+def test_a_memory_store_keeps_conversations_and_checkpoints_as_a_file_store_does():
+    store = MemoryStore()
+    messages = list(CONVERSATION)
+    store.save("run", messages)
+    messages.append(user_text("later"))  # what was saved is a copy
+    assert store.load("run") == CONVERSATION and store.load("run") is not store.load("run")
+    store.save_checkpoint("run", _checkpoint(), key="secret")
+    store.save_checkpoint("alone", _checkpoint())
+    assert store.names() == ["run"] and store.checkpoint_names() == ["alone", "run"]
+    assert store.load_checkpoint("run", key="secret").dumps() == _checkpoint().dumps()
+    with pytest.raises(nacelle.CheckpointError, match="'run'"):
+        store.take_checkpoint("run", key="other")
+    assert store.take_checkpoint("run", key="secret").pending[0].id == "call_1"
+    with pytest.raises(SessionNotFound):
+        store.take_checkpoint("run", key="secret")
+    store.delete_checkpoint("alone")
+    store.delete("run")
+    assert store.names() == store.checkpoint_names() == []
+    for bad in ("../x", "a.b", ""):
+        with pytest.raises(ConfigError):
+            store.save(bad, CONVERSATION)
+        with pytest.raises(ConfigError):
+            store.take_checkpoint(bad)
+    with pytest.raises(SessionNotFound):
+        store.load("never")
+
+
+def test_of_many_threads_taking_one_checkpoint_from_memory_exactly_one_gets_it():
+    import threading
+
+    store = MemoryStore()
+    store.save_checkpoint("run", _checkpoint())
+    got, gate = [], threading.Barrier(8)
+
+    def take():
+        gate.wait()
+        try:
+            got.append(store.take_checkpoint("run"))
+        except SessionNotFound:
+            pass
+
+    threads = [threading.Thread(target=take) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert len(got) == 1

@@ -13,6 +13,9 @@ watches ``receive()``: ``http.disconnect`` — or a ``send`` that fails — sets
 run's cancel event at once (sooner than WSGI, which only learns of it at a write),
 and the response ends without its final empty body.
 
+``Content-Length`` is read by RFC 9112's rule (:func:`~nacelle.read_limits.content_length`,
+a 400 otherwise), as the WSGI app does; so are ``max_runs`` and principals.
+
 ``lifespan`` events are answered (there is nothing to start or stop); a
 ``websocket`` connection is closed. The ``authorize`` hook gets the ASGI scope.
 
@@ -25,6 +28,7 @@ import asyncio
 import logging
 from typing import Any, Awaitable, Callable, Dict, List, MutableMapping, Optional, Sequence
 
+from ..read_limits import content_length
 from .encode import END, KEEPALIVE, Pump
 from .routes import Reply, Routes, error
 
@@ -37,16 +41,17 @@ Receive = Callable[[], Awaitable[Dict[str, Any]]]
 Send = Callable[[Dict[str, Any]], Awaitable[None]]
 
 
-def asgi_app(make_agent: Any, *, store: Any, authorize: Optional[Callable[[Any], bool]] = None,
+def asgi_app(make_agent: Any, *, store: Any = None,
+             authorize: Optional[Callable[[Any], "bool | str"]] = None,
              max_body: int = 1_000_000, keepalive: float = 15.0,
              key: "str | bytes | None" = None, allowed_hosts: Sequence[str] = (),
-             ) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
+             max_runs: int = 16) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
     """An ASGI 3 application; the arguments are :func:`~nacelle.serve.wsgi_app`'s
     (``authorize`` is given the scope)."""
     if not keepalive > 0:
         raise ValueError(f"keepalive must be a positive number of seconds, got {keepalive!r}")
     routes = Routes(make_agent, store=store, authorize=authorize, max_body=max_body, key=key,
-                    allowed_hosts=allowed_hosts)
+                    allowed_hosts=allowed_hosts, max_runs=max_runs)
 
     async def application(scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope.get("type")
@@ -93,20 +98,21 @@ async def _reply(routes: Routes, scope: Scope, receive: Receive) -> Reply:
         text = value.decode("latin-1")
         headers[key] = f"{headers[key]}, {text}" if key in headers else text
     loop = asyncio.get_running_loop()
-    early = routes.check(method, path, headers, scope)
-    if early is not None:
-        return early
-    declared = headers.get("content-length", "").strip()
-    if declared and not declared.isdigit():
-        return error(400, "Content-Length must be a number of bytes")
-    if declared and int(declared) > routes.max_body:
+    principal = routes.check(method, path, headers, scope)
+    if isinstance(principal, Reply):
+        return principal
+    try:
+        declared = content_length(headers.get("content-length"))
+    except ValueError as exc:
+        return error(400, str(exc))
+    if declared is not None and declared > routes.max_body:
         return routes.too_large()
     body = await _body(receive, routes.max_body)
     if body is None:
         return routes.too_large()
     client = scope.get("client") or ("", 0)
     return await loop.run_in_executor(
-        None, routes.respond, method, path, headers, str(client[0]), body, scope)
+        None, routes.respond, method, path, headers, str(client[0]), body, scope, principal)
 
 
 async def _body(receive: Receive, limit: int) -> Optional[bytes]:
@@ -149,11 +155,12 @@ async def _stream(reply: Reply, receive: Receive, send: Send, keepalive: float) 
                 return
 
     watcher = asyncio.ensure_future(watch())
-    finished = False
+    finished = started = False
     try:
         await send({"type": "http.response.start", "status": reply.status,
                     "headers": _encoded(reply.headers)})
         pump.start()
+        started = True
         while not gone.is_set():
             getter = asyncio.ensure_future(inbox.get())
             left = asyncio.ensure_future(gone.wait())
@@ -183,6 +190,8 @@ async def _stream(reply: Reply, receive: Receive, send: Send, keepalive: float) 
             pump.stop()
             if reply.cancel is not None:
                 reply.cancel.set()
+            if not started:  # the run never began: its place under max_runs is free
+                reply.release()
 
 
 def _encoded(headers: List[Any]) -> List[List[bytes]]:

@@ -18,8 +18,21 @@ apps differ only in how they read and write. The routes:
   stream (``session``, optional: where the resumed run's conversation is saved).
   The checkpoint is *taken* from the store, so an id resumes at most once; a second
   try, or an id never issued, is 404. Decisions the run refuses (a missing or
-  unknown call id, an edited input its schema rejects) are 400 and the checkpoint
-  is put back, so the client can try again.
+  unknown call id, an edited input its schema rejects, or a check that broke on
+  them) are 400 and the checkpoint is put back — on any failure, so a paused run is
+  never lost to a bad request — and the client can try again.
+
+Principals: ``authorize(raw)`` returning True lets a request in as the one shared
+principal; a non-empty str lets it in as that principal. A principal's sessions and
+paused runs are stored under a digest of the principal and the name, so another
+principal's request names a different entry and finds nothing (404 for a run, an
+empty conversation for a session) — with any store, and no list of owners to keep.
+The shared principal's names are stored as they are, as before principals existed;
+a session name shaped like a digest is refused, so no name reaches another's entry.
+
+At most ``max_runs`` runs (started or resumed) go on at once: past that a POST is a
+503 with ``Retry-After``, before anything is loaded or taken. A run holds its place
+until its events end, which after a disconnect is when its tools notice the cancel.
 
 Statuses: 400 for a body that is not JSON or not of the shape above (the message
 says which field) and for a ``Host`` this server does not answer to (below), 401
@@ -28,7 +41,9 @@ a POST without a length the server can trust, 413 past ``max_body`` (refused bef
 reading when the length is declared), 415 for a POST that is not
 ``application/json``, 409 for a paused run this agent cannot resume (it lacks a
 tool the run had; the checkpoint is put back), 500 when ``make_agent`` or the store
-fails (logged here, never shown). The JSON content type is required on purpose: a
+fails (logged here, never shown), 503 past ``max_runs``. A body holding a lone
+surrogate (JSON may escape half of a pair) is a 400: UTF-8 cannot hold it, so it
+could be neither streamed back nor saved. The JSON content type is required on purpose: a
 web page on another site can POST ``text/plain`` to a server on localhost without
 asking, but not ``application/json``, which the browser must first ask about (CORS),
 and this server never says yes.
@@ -57,6 +72,7 @@ context, errors, events, messages, sessions, sse).
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import ipaddress
 import logging
@@ -71,8 +87,8 @@ from ..agent import Agent
 from ..context import CancelEvent
 from ..errors import CheckpointError, ConfigError, ConversationError, Unsupported
 from ..events import Event, Kind, Stop
-from ..messages import Message, loads, user_text
-from ..sessions import check_name
+from ..messages import Message, dumps, loads, user_text
+from ..sessions import MemoryStore, check_name
 from ..sse import parse_json
 from .encode import Item, event_json
 
@@ -90,12 +106,20 @@ _PAGE_CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-
 REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
            405: "Method Not Allowed", 409: "Conflict", 411: "Length Required",
            413: "Payload Too Large", 415: "Unsupported Media Type",
-           500: "Internal Server Error"}
+           500: "Internal Server Error", 503: "Service Unavailable"}
+#: The seconds a 503 past ``max_runs`` asks a client to wait before trying again.
+RETRY_AFTER = 5
+#: The principal of every request when ``authorize`` answers True, or there is none.
+SHARED = ""
+# A store name the routes make for a principal's session ("s") or paused run ("r"):
+# no client may name a session so, or it could reach another principal's.
+_OWNED = re.compile(r"^[sr][0-9a-f]{40}$")
 
 
 @dataclass(frozen=True)
 class RequestInfo:
-    """What ``make_agent(info)`` may look at; ``raw`` is the WSGI environ or ASGI scope."""
+    """What ``make_agent(info)`` may look at; ``raw`` is the WSGI environ or ASGI scope,
+    ``principal`` what ``authorize`` named (``""`` when it answered True)."""
 
     method: str
     path: str
@@ -103,18 +127,23 @@ class RequestInfo:
     client: str
     body: Mapping[str, Any]
     raw: Any = field(repr=False)
+    principal: str = SHARED
 
 
 @dataclass
 class Reply:
     """A response: ``status``, ``headers`` and ``body`` — or, for a run, ``items``
-    to stream as SSE and the ``cancel`` event that stops the run."""
+    to stream as SSE, the ``cancel`` event that stops the run, and ``release``, which
+    frees the run's place under ``max_runs``: iterating ``items`` to its end (or
+    closing it once started) does that, so an app calls ``release`` only when it
+    drops a stream it never started."""
 
     status: int
     headers: List[Tuple[str, str]]
     body: bytes = b""
     items: Optional[Iterator[Item]] = None
     cancel: Optional[CancelEvent] = None
+    release: Callable[[], None] = lambda: None
 
 
 def error(status: int, message: str, headers: Tuple[Tuple[str, str], ...] = ()) -> Reply:
@@ -173,15 +202,18 @@ def run_id() -> str:
 class Routes:
     """The routes of the module docstring, for both apps."""
 
-    def __init__(self, make_agent: Any, *, store: Any, authorize: Optional[Callable[[Any], bool]],
+    def __init__(self, make_agent: Any, *, store: Any,
+                 authorize: Optional[Callable[[Any], "bool | str"]],
                  max_body: int, key: "str | bytes | None",
-                 allowed_hosts: Sequence[str] = ()) -> None:
+                 allowed_hosts: Sequence[str] = (), max_runs: int = 16) -> None:
         if isinstance(make_agent, Agent):
             shared = make_agent
             make_agent = lambda: shared  # noqa: E731 - an Agent holds no run state
         if not callable(make_agent):
             raise ConfigError(f"make_agent must be callable (or an Agent), got "
                               f"{type(make_agent).__name__}")
+        if store is None:
+            store = MemoryStore()
         for method in ("save_checkpoint", "take_checkpoint"):
             if not callable(getattr(store, method, None)):
                 raise ConfigError(f"store must have {method}() (a nacelle.sessions.FileStore "
@@ -193,31 +225,41 @@ class Routes:
             raise ConfigError(f"allowed_hosts must be a list of host names, got {allowed_hosts!r}")
         if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
             raise ConfigError(f"max_body must be a positive number of bytes, got {max_body!r}")
+        if isinstance(max_runs, bool) or not isinstance(max_runs, int) or max_runs < 1:
+            raise ConfigError(f"max_runs must be a positive number of runs, got {max_runs!r}")
         self.make_agent = make_agent
         self.wants_info = _takes_an_argument(make_agent)
         self.store = store
         self.authorize = authorize
         self.allowed_hosts = tuple(h.strip().lower().rstrip(".") for h in allowed_hosts)
         self.max_body = max_body
+        self.max_runs = max_runs
         self.key = key
+        self._runs = threading.BoundedSemaphore(max_runs)
         self._page: Optional[bytes] = None
         self._page_lock = threading.Lock()
 
     # -- before the body -------------------------------------------------------------
 
-    def check(self, method: str, path: str, headers: Mapping[str, str], raw: Any) -> Optional[Reply]:
-        """A reply that settles the request before its body is read, or None to read it."""
+    def check(self, method: str, path: str, headers: Mapping[str, str],
+              raw: Any) -> "Reply | str":
+        """A reply that settles the request before its body is read, or — to read it —
+        the principal the request acts for (:data:`SHARED` when ``authorize`` said
+        True or there is no hook)."""
         host = headers.get("host")
         if host is not None and not host_allowed(host, self.allowed_hosts):
             return error(400, f"this server does not answer to the host {host[:100]!r}; "
                               "name it in allowed_hosts (the check stops DNS rebinding)")
+        principal = SHARED
         if self.authorize is not None:
             try:
                 allowed = self.authorize(raw)
             except Exception:  # noqa: BLE001 - a broken hook refuses, it never lets in
                 log.exception("authorize raised; refusing the request")
                 return error(500, "the server could not check this request")
-            if allowed is not True:
+            if isinstance(allowed, str) and allowed:
+                principal = allowed
+            elif allowed is not True:
                 return error(401, "not authorized")
         allow = self._allowed(path)
         if allow is None:
@@ -233,7 +275,7 @@ class Routes:
         media = headers.get("content-type", "").split(";")[0].strip().lower()
         if media != "application/json":
             return error(415, "send the body as application/json")
-        return None
+        return principal
 
     def too_large(self) -> Reply:
         return error(413, f"the body is larger than {self.max_body} bytes")
@@ -255,29 +297,47 @@ class Routes:
     # -- with the body -----------------------------------------------------------------
 
     def respond(self, method: str, path: str, headers: Mapping[str, str], client: str,
-                body: bytes, raw: Any) -> Reply:
-        """The reply to a POST whose body was read (within ``max_body``)."""
+                body: bytes, raw: Any, principal: str = SHARED) -> Reply:
+        """The reply to a POST whose body was read (within ``max_body``), for the
+        principal :meth:`check` returned."""
         try:
             data = parse_json(body)
         except ValueError as exc:
             return error(400, f"the body is not JSON: {str(exc)[:200]}")
         if not isinstance(data, dict):
             return error(400, "the body must be a JSON object")
-        info = RequestInfo(method, path, headers, client, data, raw)
+        if not _encodable(data):
+            # JSON may escape half of a surrogate pair (\ud83d) alone; UTF-8 cannot hold
+            # it, so the conversation could be neither streamed back whole nor saved.
+            return error(400, "the body holds a lone surrogate (\\ud800-\\udfff not in a "
+                              "pair), which is not a character")
+        info = RequestInfo(method, path, headers, client, data, raw, principal)
         found = _DECISIONS.match(path)
+        if not self._runs.acquire(blocking=False):
+            return error(503, f"the server is running its {self.max_runs} runs at most; "
+                              "try again shortly", (("Retry-After", str(RETRY_AFTER)),))
+        slot = _Slot(self._runs)
         try:
-            if found:
-                return self._decide(found.group(1), data, info)
-            return self._start(data, info)
+            reply = (self._decide(found.group(1), data, info, slot) if found
+                     else self._start(data, info, slot))
         except _Refused as refused:
-            return refused.reply
+            reply = refused.reply
+        except BaseException:
+            slot.release()
+            raise
+        if reply.items is None:
+            slot.release()
+        else:
+            reply.release = slot.release
+        return reply
 
-    def _start(self, data: Dict[str, Any], info: RequestInfo) -> Reply:
+    def _start(self, data: Dict[str, Any], info: RequestInfo, slot: "_Slot") -> Reply:
         _only(data, ("messages", "prompt", "session"))
         session = _session(data)
+        stored = None if session is None else _owned("s", info.principal, session)
         conversation: List[Message] = []
-        if session is not None:
-            conversation = self._call_store("load the session", self._load_session, session)
+        if stored is not None:
+            conversation = self._call_store("load the session", self._load_session, stored)
         if "messages" in data:
             if not isinstance(data["messages"], list):
                 raise _Refused(error(400, "messages must be a list, in nacelle.dumps form"))
@@ -300,9 +360,10 @@ class Routes:
             events = agent.stream(conversation, cancel=cancel)
         except (ConfigError, Unsupported) as exc:
             return error(400, str(exc)[:300])
-        return self._stream(events, cancel, session)
+        return self._stream(events, cancel, stored, info.principal, slot)
 
-    def _decide(self, name: str, data: Dict[str, Any], info: RequestInfo) -> Reply:
+    def _decide(self, name: str, data: Dict[str, Any], info: RequestInfo,
+                slot: "_Slot") -> Reply:
         _only(data, ("decisions", "session"))
         decisions = data.get("decisions")
         if not isinstance(decisions, dict):
@@ -313,32 +374,51 @@ class Routes:
                 raise _Refused(error(400, f"decisions[{call_id[:60]!r}] must be true, false, "
                                           "a non-empty reason or an edited input object"))
         session = _session(data)
+        stored = None if session is None else _owned("s", info.principal, session)
         try:
+            # Ids are issued as run_...; another principal's run lives under a name
+            # made from the id and its principal, so it cannot be named here.
+            if not name.startswith("run_"):
+                raise ConfigError(name)
             check_name(name)
         except ConfigError:
             return error(404, "no paused run by that id")
         agent = self._agent(info)
+        owned = _owned("r", info.principal, name)
         try:
-            checkpoint = self._take(name)
+            checkpoint = self._take(owned)
         except LookupError:
             return error(404, "no paused run by that id (it may have been resumed already)")
         cancel = CancelEvent()
         try:
             events = agent.resume(checkpoint, decisions, cancel=cancel)
-        except (ConfigError, CheckpointError) as exc:
-            # The checkpoint was ours alone while taken; back it goes, for another try.
-            self._call_store("keep the paused run", self._save_checkpoint, name, checkpoint)
-            status = 400 if isinstance(exc, ConfigError) else 409
-            return error(status, str(exc)[:300])
-        return self._stream(events, cancel, session)
+        except BaseException as exc:
+            # The checkpoint was ours alone while taken; back it goes, whatever went
+            # wrong, so the run can be decided again.
+            self._call_store("keep the paused run", self._save_checkpoint, owned, checkpoint)
+            if isinstance(exc, CheckpointError):
+                return error(409, str(exc)[:300])
+            if isinstance(exc, (ConfigError, ValueError, TypeError)):
+                return error(400, str(exc)[:300])
+            if isinstance(exc, Exception):
+                # What the decisions hold is the client's; a check that broke on it
+                # is logged, and the message may hold what the server keeps to itself.
+                log.exception("checking the decisions for a paused run failed")
+                return error(400, "the decisions could not be checked against the paused "
+                                  "run; the server's log says why")
+            raise
+        return self._stream(events, cancel, stored, info.principal, slot)
 
     def _stream(self, events: Iterator[Event], cancel: CancelEvent,
-                session: Optional[str]) -> Reply:
-        return Reply(200, list(_SSE_HEADERS), items=self._items(events, session), cancel=cancel)
+                session: Optional[str], principal: str, slot: "_Slot") -> Reply:
+        return Reply(200, list(_SSE_HEADERS),
+                     items=self._items(events, session, principal, slot), cancel=cancel)
 
-    def _items(self, events: Iterator[Event], session: Optional[str]) -> Iterator[Item]:
+    def _items(self, events: Iterator[Event], session: Optional[str], principal: str,
+               slot: "_Slot") -> Iterator[Item]:
         """The run's events, with DONE rewritten: a paused run's checkpoint saved and
-        replaced by its id, a finished run's conversation saved to its session."""
+        replaced by its id, a finished run's conversation saved to its session
+        (``session`` is the store's name for it)."""
         try:
             for event in events:
                 if event.kind is not Kind.DONE:
@@ -347,19 +427,22 @@ class Routes:
                 paused = event.stop is Stop.PAUSED and event.checkpoint is not None
                 name = run_id() if paused else None
                 try:
-                    if paused:
-                        self._save_checkpoint(name, event.checkpoint)
+                    if name is not None:
+                        self._save_checkpoint(_owned("r", principal, name), event.checkpoint)
                     elif session is not None:
-                        self.store.save(session, event.messages)
+                        self._save_session(session, event.messages)
                 except Exception:  # noqa: BLE001 - the log gets the reason, not the client
                     log.exception("the store failed to keep a run's end")
                     # Not the store's own error: its text may name server paths.
                     raise RuntimeError("the server could not keep the run's end") from None
                 yield event_json(event, run=name)
         finally:
-            close = getattr(events, "close", None)
-            if close is not None:
-                close()
+            try:
+                close = getattr(events, "close", None)
+                if close is not None:
+                    close()
+            finally:
+                slot.release()  # the run has ended: its events are closed
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -380,6 +463,15 @@ class Routes:
         except LookupError:
             return []
 
+    def _save_session(self, name: str, messages: Sequence[Message]) -> None:
+        try:
+            self.store.save(name, messages)
+        except UnicodeEncodeError:
+            # A model's text may still hold a surrogate: through UTF-16 a split pair
+            # is joined and a lone half becomes U+FFFD, rather than the conversation lost.
+            self.store.save(name, loads(dumps(list(messages)).encode(
+                "utf-16-le", "surrogatepass").decode("utf-16-le", "replace")))
+
     def _take(self, name: str) -> Any:
         if self.key is None:
             return self.store.take_checkpoint(name)
@@ -398,6 +490,42 @@ class Routes:
         except Exception:  # noqa: BLE001 - a store failure is the server's, not the client's
             log.exception("the store failed to %s", what)
             raise _Refused(error(500, f"the server could not {what}")) from None
+
+
+class _Slot:
+    """A run's place under ``max_runs``, given back once however often it is released."""
+
+    def __init__(self, semaphore: threading.BoundedSemaphore) -> None:
+        self._semaphore: Optional[threading.BoundedSemaphore] = semaphore
+        self._lock = threading.Lock()
+
+    def release(self) -> None:
+        with self._lock:
+            semaphore, self._semaphore = self._semaphore, None
+        if semaphore is not None:
+            semaphore.release()
+
+
+def _owned(kind: str, principal: str, name: str) -> str:
+    """The store's name for a principal's session (``kind`` "s") or paused run ("r"):
+    the name itself for the shared principal (as before principals existed), else a
+    digest of kind, principal and name — so one principal's names never reach
+    another's, and any principal string fits the store's name rule."""
+    if principal == SHARED:
+        return name
+    joined = "\0".join((kind, principal, name)).encode("utf-8", "surrogatepass")
+    return kind + hashlib.sha256(joined).hexdigest()[:40]
+
+
+def _encodable(data: Any) -> bool:
+    """Whether ``data`` (parsed JSON) holds no lone surrogate, which UTF-8 cannot hold."""
+    import json
+
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class _Refused(Exception):
@@ -420,9 +548,13 @@ def _session(data: Mapping[str, Any]) -> Optional[str]:
     if session is None:
         return None
     try:
-        return check_name(session)
+        session = check_name(session)
     except ConfigError as exc:
         raise _Refused(error(400, str(exc)[:300])) from None
+    if _OWNED.match(session):
+        raise _Refused(error(400, f"session name {session!r} has the form the server keeps "
+                                  "for its own names; choose another"))
+    return session
 
 
 def _takes_an_argument(function: Callable[..., Any]) -> bool:
