@@ -9,13 +9,14 @@ worse, later, in code that never expected it. :func:`loads` counts the nesting f
 outside strings and in linear time, and refuses too deep a document before parsing it,
 with an error that says what was being read.
 
-The caps follow other JSON libraries' defaults: Ruby's ``JSON.parse`` refuses more than
-100 levels (``max_nesting``, https://ruby-doc.org/3.3.0/exts/json/JSON.html) and Rust's
-serde_json 128 (https://docs.rs/serde_json/latest/serde_json/de/struct.Deserializer.html,
-``disable_recursion_limit``). :data:`MAX_DEPTH` (100) bounds a value a peer sends: a
-tool's input, a structured answer, a request body. :data:`DOCUMENT_DEPTH` (160) bounds a
-file that holds such values inside its own structure (a checkpoint, a batch line, a
-recording, a cassette), so whatever passed the first cap fits inside the second.
+:data:`MAX_DEPTH` (128, the default of Rust's serde_json:
+https://docs.rs/serde_json/latest/serde_json/de/struct.Deserializer.html, see
+``disable_recursion_limit``) bounds a value a peer sends: a tool's input, a structured
+answer, an event's data (``sse.parse_json`` reads with it), a request body. Real values
+nest a handful of levels. :data:`DOCUMENT_DEPTH` (160) bounds a file that holds such
+values inside its own structure (a checkpoint, a batch line, a recording, a cassette):
+the first cap plus room for the file's own levels, so whatever passed the first fits
+inside the second.
 
 Leaf module: imports the standard library and ``nacelle.errors`` only.
 """
@@ -31,9 +32,9 @@ from .errors import NacelleError
 __all__ = ["DOCUMENT_DEPTH", "MAX_DEPTH", "TooDeep", "depth_exceeds", "loads"]
 
 #: Nesting levels allowed in a value a model, provider, MCP server or client sends.
-MAX_DEPTH = 100
+MAX_DEPTH = 128
 #: Nesting levels allowed in a file whose own structure holds such values.
-DOCUMENT_DEPTH = 160
+DOCUMENT_DEPTH = MAX_DEPTH + 32
 
 # A bracket, or the quote that opens a string; and the rest of a string after its quote.
 # The second is the "unrolled loop" form: its two parts never match the same character,
@@ -52,8 +53,7 @@ class TooDeep(NacelleError, ValueError):
     def __init__(self, what: str, limit: int) -> None:
         self.what = what
         self.limit = limit
-        super().__init__(f"{what} is nested more than {limit} levels deep; "
-                         "it was refused unread")
+        super().__init__(f"{what} nested deeper than {limit} levels")
 
     def __reduce__(self) -> Any:
         return (type(self), (self.what, self.limit))
@@ -92,7 +92,7 @@ def depth_exceeds(text: str, limit: int) -> bool:
             level -= 1
 
 
-def loads(text: Union[str, bytes, bytearray], *, what: str = "JSON text",
+def loads(text: Union[str, bytes, bytearray], *, what: str = "JSON",
           max_depth: int = MAX_DEPTH, **options: Any) -> Any:
     """``json.loads(text, **options)``, refusing text nested more than ``max_depth`` deep.
 

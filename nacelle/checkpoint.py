@@ -104,7 +104,7 @@ def fingerprint(name: str, input: Any) -> str:
     the raw JSON text the model wrote)."""
     if isinstance(input, str):
         try:
-            input = bounded_json.loads(input, what="the tool input") if input.strip() else {}
+            input = bounded_json.loads(input, what="tool input") if input.strip() else {}
         except ValueError:
             pass  # fingerprint the raw text: the call's input never parsed (or nests too deep)
     text = input if isinstance(input, str) else canonical(input)

@@ -68,7 +68,7 @@ def _cost(usage: Usage) -> Optional[float]:
 
 def _input(raw: str) -> Any:
     try:
-        return bounded_json.loads(raw, what="the tool input")
+        return bounded_json.loads(raw, what="tool input")
     except ValueError:  # not JSON, or too deep to read: given as written
         return raw
 

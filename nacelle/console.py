@@ -61,7 +61,7 @@ def _wants_color(out: IO[str]) -> bool:
 
 def _compact(raw: str, limit: int = 100) -> str:
     try:
-        value = bounded_json.loads(raw, what="the tool input")
+        value = bounded_json.loads(raw, what="tool input")
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     except ValueError:  # not JSON, or too deep to read: shown as written
         text = raw

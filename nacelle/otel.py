@@ -538,7 +538,7 @@ def _parsed(text: str) -> Any:
     """Tool arguments as an object, as the schema wants, or the text when not JSON (or
     nested too deep to read: the exporter's encoder recurses too)."""
     try:
-        return bounded_json.loads(text, what="the tool input")
+        return bounded_json.loads(text, what="tool input")
     except ValueError:
         return text
 

@@ -131,7 +131,7 @@ class Output:
     def read_input(self, text: str) -> Tuple[Any, Optional[str]]:
         """The typed value of a final-answer call's raw input, or (None, what is wrong)."""
         try:
-            data = bounded_json.loads(text, what="the answer") if text.strip() else {}
+            data = bounded_json.loads(text, what="answer") if text.strip() else {}
         except bounded_json.TooDeep as exc:
             return None, str(exc)
         except ValueError as exc:
@@ -278,7 +278,7 @@ def _json_in(text: str) -> Tuple[Any, Optional[str]]:
     errors = []
     for candidate in candidates:
         try:
-            return bounded_json.loads(candidate, what="the answer"), None
+            return bounded_json.loads(candidate, what="answer"), None
         except ValueError as exc:
             errors.append(exc)
     for opener in "{[":

@@ -170,7 +170,7 @@ def _pretty(raw: Any) -> str:
     if not isinstance(raw, str):
         return _json(raw)
     try:
-        return json.dumps(bounded_json.loads(raw, what="the tool input"), indent=2,
+        return json.dumps(bounded_json.loads(raw, what="tool input"), indent=2,
                           ensure_ascii=False)
     except ValueError:
         return raw

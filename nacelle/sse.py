@@ -23,7 +23,8 @@ because the standard parser is too trusting for that: it accepts ``NaN`` and
 would poison the next request), turns ``1e400`` into infinity, and meets a
 hundred thousand ``[`` with ``RecursionError``. Each of these is a ``ValueError``
 here, so callers keep the one ``except ValueError`` they already need for text
-that is not JSON.
+that is not JSON. The depth is counted before parsing, by ``bounded_json`` (the
+one depth cap every reader of untrusted JSON shares).
 
 Choices where the spec is silent:
 
@@ -51,7 +52,7 @@ to four bytes a character, and every line cut from it must be narrowed again.)
 Events are built by filling the instance dict, which costs half the frozen dataclass
 ``__init__``; they are ordinary, equal and hashable ``SSEEvent`` values all the same.
 
-Leaf module: imports the standard library and ``nacelle.errors`` only.
+Leaf module: imports the standard library, ``nacelle.errors`` and ``nacelle.bounded_json``.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Union
 
+from .bounded_json import MAX_DEPTH, TooDeep, depth_exceeds
 from .errors import StreamError
 
 __all__ = ["MAX_JSON_DEPTH", "MAX_RETRY", "SSEDecoder", "SSEEvent", "parse_json"]
@@ -68,11 +70,12 @@ __all__ = ["MAX_JSON_DEPTH", "MAX_RETRY", "SSEDecoder", "SSEEvent", "parse_json"
 #: The largest reconnection time kept, in milliseconds; larger ones are clamped to it.
 MAX_RETRY = 2**31 - 1
 
-#: How deep :func:`parse_json` lets containers nest. Real payloads nest a handful of
-#: levels. The bound sits well below Python's recursion limit because a value read
-#: here is often written again (a provider block replayed in the next request), and
-#: the serialiser recurses once a level too, from deeper in the stack.
-MAX_JSON_DEPTH = 128
+#: How deep :func:`parse_json` lets containers nest: ``bounded_json.MAX_DEPTH``. Real
+#: payloads nest a handful of levels. The bound sits well below Python's recursion
+#: limit because a value read here is often written again (a provider block replayed
+#: in the next request), and the serialiser recurses once a level too, from deeper in
+#: the stack.
+MAX_JSON_DEPTH = MAX_DEPTH
 
 
 @dataclass(frozen=True)
@@ -311,22 +314,9 @@ def parse_json(text: Union[str, bytes, bytearray]) -> Any:
         if not isinstance(text, (bytes, bytearray)):
             raise TypeError(f"parse_json() takes str or bytes, not {type(text).__name__}")
         text = text.decode(json.detect_encoding(text), "surrogatepass")
-    try:
-        value = _DECODER.decode(text)
-    except RecursionError:
-        value = _TOO_DEEP
-    # Only text with enough brackets can nest too deeply; counting them runs in C, so
-    # the walk below is paid for by payloads that are mostly brackets, not by deltas.
-    if value is _TOO_DEEP or (
-        len(text) > MAX_JSON_DEPTH
-        and text.count("[") + text.count("{") > MAX_JSON_DEPTH
-        and _too_deep(value)
-    ):
-        raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
-    return value
-
-
-_TOO_DEEP = object()
+    if depth_exceeds(text, MAX_JSON_DEPTH):
+        raise TooDeep("JSON", MAX_JSON_DEPTH)
+    return _DECODER.decode(text)
 
 
 def _not_finite(name: str) -> float:
@@ -341,18 +331,6 @@ def _finite(text: str) -> float:
 
 
 _DECODER = json.JSONDecoder(parse_constant=_not_finite, parse_float=_finite)
-
-
-def _too_deep(value: Any) -> bool:
-    stack = [(value, 1)] if isinstance(value, (dict, list)) else []
-    while stack:
-        item, depth = stack.pop()
-        for child in item.values() if isinstance(item, dict) else item:
-            if isinstance(child, (dict, list)):
-                if depth >= MAX_JSON_DEPTH:
-                    return True
-                stack.append((child, depth + 1))
-    return False
 
 
 def _as_bytes(data: object) -> bytes:

@@ -249,7 +249,7 @@ def parse_input(text: str) -> Dict[str, Any]:
     if not text.strip():
         return {}
     try:
-        value = bounded_json.loads(text, what="the tool input", parse_constant=_reject_constant)
+        value = bounded_json.loads(text, what="tool input", parse_constant=_reject_constant)
     except bounded_json.TooDeep as exc:
         raise ValueError(str(exc)) from None
     except ValueError as exc:

@@ -23,10 +23,10 @@ def test_text_within_the_cap_reads_as_json_loads_reads_it():
 
 def test_text_nested_a_thousand_deep_is_refused_naming_what_was_read():
     with pytest.raises(TooDeep) as caught:
-        loads(nested(1000), what="the tool input")
+        loads(nested(1000), what="tool input")
     assert isinstance(caught.value, NacelleError) and isinstance(caught.value, ValueError)
-    assert str(caught.value).startswith("the tool input is nested more than 100 levels deep")
-    assert caught.value.what == "the tool input" and caught.value.limit == MAX_DEPTH
+    assert str(caught.value).startswith("tool input nested deeper than 128 levels")
+    assert caught.value.what == "tool input" and caught.value.limit == MAX_DEPTH
 
 
 def test_one_level_past_the_cap_is_refused_and_objects_count_like_arrays():

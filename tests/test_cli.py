@@ -271,7 +271,7 @@ def test_a_tool_input_nested_a_thousand_deep_is_a_failed_call_in_every_output_mo
                   "--record", str(tmp_path / "run.jsonl"), server=server)
     assert out.returncode == 0, out.stderr
     assert "RecursionError" not in out.stderr and "Traceback" not in out.stderr
-    assert "nested more than 100 levels deep" in out.stdout + out.stderr
+    assert "nested deeper than 128 levels" in out.stdout + out.stderr
     assert load(tmp_path / "run.jsonl")
 
 

@@ -276,7 +276,7 @@ def test_invalid_json_is_a_failed_result_the_model_can_correct():
 def test_a_tool_input_nested_a_thousand_deep_is_a_failed_result_not_a_crash():
     deep = '{"text": ' + "[" * 1000 + "]" * 1000 + "}"
     result, seen = run_one(ToolCall("x", "echo", deep))
-    assert result.failed and "nested more than 100 levels deep" in result.error
+    assert result.failed and "nested deeper than 128 levels" in result.error
     assert seen.failed and seen.result == result.error
 
 

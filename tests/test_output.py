@@ -382,12 +382,12 @@ def test_a_text_answer_nested_a_thousand_deep_is_an_invalid_answer_not_a_crash(m
     a, backend = agent([DEEP, "Sure: " + DEEP, PARIS], output=Weather, output_mode=mode)
     result = a.run(HI)
     assert result.output == WEATHER and result.turns == 3
-    assert "nested more than 100 levels deep" in backend.requests[1].messages[-1].text
+    assert "nested deeper than 128 levels" in backend.requests[1].messages[-1].text
 
 
 def test_a_final_answer_call_nested_a_thousand_deep_is_its_failed_result_not_a_crash():
     a, _ = agent([call("c1", DEEP)], output=Weather, output_mode="tool", output_retries=0)
     events = list(a.stream(HI))
     [result] = [e.tool for e in events if e.kind is Kind.TOOL_RESULT]
-    assert result.error.startswith("the answer is nested more than 100 levels deep")
+    assert result.error.startswith("answer nested deeper than 128 levels")
     assert events[-1].stop is Stop.INVALID_OUTPUT

@@ -298,7 +298,7 @@ def _tool_input(call: ToolCall) -> Dict[str, Any]:
         return {}
     try:
         # dicts keep the model's key order; too deep an input failed its call already
-        value = bounded_json.loads(text, what="the tool input")
+        value = bounded_json.loads(text, what="tool input")
     except ValueError:
         value = None
     if not isinstance(value, dict):

@@ -449,7 +449,7 @@ def test_a_tool_input_nested_a_thousand_deep_is_one_failed_result_and_the_run_go
                              Kind.DONE]
     call, result = events[0].tool, events[2].tool
     assert (call.id, call.input) == ("call_0", deep)
-    assert result.id == "call_0" and "nested more than 100 levels deep" in result.error
+    assert result.id == "call_0" and "nested deeper than 128 levels" in result.error
     second = server.requests[1].json()
     assert flavour.sent_results(second) == [("call_0", result.error)]
     server.assert_consumed()
