@@ -14,22 +14,26 @@ and one resend.
 import base64
 import hashlib
 import http.server
+import ipaddress
 import json
 import logging
 import os
 import pickle
 import secrets
+import socket
 import stat
 import threading
+import time
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
 import requests
 
 from nacelle.errors import NacelleError
+from nacelle.mcp import auth_flows
 from nacelle.mcp.auth import FileTokenStore, MCPAuthError, MemoryTokenStore, OAuth
 from nacelle.mcp.auth_flows import (
-    Client, canonical, covers, metadata_urls, parse_challenge, pkce_pair,
+    Client, canonical, check_destination, covers, metadata_urls, parse_challenge, pkce_pair,
     resource_metadata_urls, token_request,
 )
 
@@ -149,10 +153,13 @@ class Resource:
     def __init__(self, auth_server: AuthServer) -> None:
         self.auth_server, self.url = auth_server, ""
         self.name_metadata = True
+        self.metadata_redirect = None
         self.seen = []
 
     def get(self, path, query):
-        if path == "/.well-known/oauth-protected-resource/mcp":
+        if path == "/.well-known/oauth-protected-resource/mcp" and self.metadata_redirect:
+            return 302, {"Location": self.metadata_redirect}, {}
+        if path in ("/.well-known/oauth-protected-resource/mcp", "/moved"):
             return 200, {}, {"resource": self.url + "/mcp",
                              "authorization_servers": [self.auth_server.url],
                              "scopes_supported": ["tools"]}
@@ -517,3 +524,108 @@ def test_no_token_or_secret_appears_in_reprs_logs_or_errors(servers, tmp_path, c
             assert secret not in text
     assert "<hidden>" in str(refused_refresh.value) and "<hidden>" in repr(service)
     assert "<hidden>" in str(refused_client.value)
+
+
+# Where discovery may go
+
+
+def resolver(monkeypatch, table):
+    """Play a resolver for the destination check: ``table`` maps a host, or a
+    ``host:port``, to the addresses it answers; others resolve for real."""
+    real = auth_flows._addresses
+
+    def addresses(url):
+        parts = urlsplit(url)
+        found = table.get(f"{parts.hostname}:{parts.port}", table.get(parts.hostname))
+        return [ipaddress.ip_address(a) for a in found] if found is not None else real(url)
+
+    monkeypatch.setattr(auth_flows, "_addresses", addresses)
+
+
+def public_resource(monkeypatch, resource):
+    """Make the loopback resource look like a server on the public internet."""
+    resolver(monkeypatch, {f"127.0.0.1:{urlsplit(resource.url).port}": ["93.184.216.34"]})
+
+
+def test_a_destination_is_the_servers_own_origin_or_public_or_the_servers_own_kind(
+        monkeypatch):
+    resolver(monkeypatch, {"mcp.example": ["93.184.216.34"], "auth.example": ["93.184.216.35"],
+                           "evil.example": ["10.0.0.7"], "metadata.example": ["169.254.169.254"],
+                           "mixed.example": ["93.184.216.36", "127.0.0.1"],
+                           "corp.internal": ["10.1.1.1"], "sso.internal": ["10.1.1.2"]})
+    public, internal = "https://mcp.example/mcp", "https://corp.internal/mcp"
+    assert check_destination("https://auth.example/token", public, "t")
+    assert check_destination("https://mcp.example/.well-known/x", public, "t")
+    assert check_destination("https://sso.internal/token", internal, "t")
+    # loopback beside loopback: a local development or test set-up
+    assert check_destination("http://127.0.0.1:9/token", "http://127.0.0.1:8/mcp", "t")
+    assert check_destination("http://localhost:9/token", "http://[::1]:8/mcp", "t")
+    refused = [("http://127.0.0.1:9/token", public), ("https://evil.example/token", public),
+               ("https://mixed.example/token", public), ("http://auth.example/token", public),
+               ("https://metadata.example/x", internal), ("http://127.0.0.1:9/x", internal),
+               ("https://evil.example/x", "http://127.0.0.1:8/mcp")]
+    for url, server in refused:
+        with pytest.raises(MCPAuthError):
+            check_destination(url, server, "the token endpoint")
+    # the caller's own choice (no server named) is held to HTTPS-or-loopback only
+    assert check_destination("http://127.0.0.1:9/token", None, "t")
+
+
+def test_a_public_servers_challenge_cannot_send_discovery_to_loopback(servers, monkeypatch):
+    auth_server, resource = servers
+    public_resource(monkeypatch, resource)
+    auth = interactive()
+    challenge = f'Bearer resource_metadata="{auth_server.url}/.well-known/oauth-authorization-server"'
+    with pytest.raises(MCPAuthError, match="loopback"):
+        auth.unauthorized(resource.url + "/mcp", challenge)
+    assert auth_server.seen == [] and auth.open_browser.opened == []
+
+
+def test_a_public_servers_metadata_cannot_name_a_loopback_authorization_server(
+        servers, monkeypatch):
+    auth_server, resource = servers
+    public_resource(monkeypatch, resource)
+    auth = OAuth(flow="client_credentials", client_id=SERVICE_ID, client_secret=SERVICE_SECRET,
+                 timeout=5.0)
+    with pytest.raises(MCPAuthError, match="the authorization server .* loopback"):
+        call(auth, resource.url + "/mcp")
+    assert ("GET", "/.well-known/oauth-protected-resource/mcp") in resource.seen
+    assert auth_server.seen == [] and auth_server.token_requests == 0
+
+
+def test_a_metadata_redirect_to_loopback_is_not_followed_for_a_public_server(
+        servers, monkeypatch):
+    auth_server, resource = servers
+    public_resource(monkeypatch, resource)
+    resource.metadata_redirect = auth_server.url + "/.well-known/oauth-authorization-server"
+    with pytest.raises(MCPAuthError, match="redirect"):
+        call(interactive(), resource.url + "/mcp")
+    assert auth_server.seen == []
+
+
+def test_a_metadata_redirect_on_loopback_is_followed_for_a_loopback_server(servers):
+    auth_server, resource = servers
+    resource.metadata_redirect = "/moved"
+    assert call(interactive(), resource.url + "/mcp").status_code == 200
+    assert ("GET", "/moved") in resource.seen
+
+
+def test_a_silent_connection_to_the_redirect_port_does_not_hold_up_the_real_redirect(servers):
+    auth_server, resource = servers
+
+    class SilentFirst(Browser):
+        def __call__(self, url):
+            port = int(dict(parse_qsl(urlsplit(url).query))["redirect_uri"].split(":")[2]
+                       .split("/")[0])
+            self.silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+            super().__call__(url)
+
+    browser = SilentFirst()
+    auth = interactive(open_browser=browser, redirect_timeout=3.0)
+    started = time.monotonic()
+    try:
+        assert call(auth, resource.url + "/mcp").status_code == 200
+    finally:
+        for sock in browser.silent:
+            sock.close()
+    assert time.monotonic() - started < 3.0

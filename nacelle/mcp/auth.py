@@ -36,6 +36,11 @@ Choices where the specs leave room, and why:
 
 - The first of ``authorization_servers`` is used (RFC 9728 §7.6 leaves the choice to
   the client). Registrations are kept per issuer, tokens per server.
+- Every URL a server names is checked before it is used: the server's own origin, or
+  another that is HTTPS and public (loopback and private addresses only for a server
+  on the same kind of address); :func:`~nacelle.mcp.auth_flows.check_destination`.
+- An authorization server whose ``grant_types_supported`` lacks the configured
+  ``flow`` is refused before any registration, browser or token request.
 - Scopes: the challenge's ``scope``, else the ``scopes=`` given, else the metadata's
   ``scopes_supported``, else none; plus ``offline_access`` for the code flow when the
   authorization server lists it (2026-07-28 "Refresh Tokens").
@@ -72,7 +77,7 @@ from ..errors import ConfigError
 from ..sessions import file_lock, write_private
 from .auth_flows import (
     Client, LoopbackRedirect, MCPAuthError, authorization_url, canonical,
-    check_authorization_response, check_url, covers, get_json, metadata_urls,
+    check_authorization_response, check_destination, covers, get_json, metadata_urls,
     parse_challenge, pkce_pair, register, resource_metadata_urls, safe_url, token_request,
 )
 
@@ -283,7 +288,7 @@ class OAuth:
         if record.get("requested_scope"):
             form["scope"] = record["requested_scope"]
         try:
-            answer = token_request(endpoint, form, client, timeout=self.timeout)
+            answer = token_request(endpoint, form, client, timeout=self.timeout, server=key)
         except MCPAuthError as exc:
             if not 400 <= exc.status < 500:
                 raise
@@ -314,7 +319,8 @@ class OAuth:
     def _authorize(self, key: str, server_url: str, metadata_url: Optional[str],
                    scope: Optional[str]) -> None:
         resource, issuer = self._protected_resource(server_url, metadata_url)
-        meta = self._authorization_server(issuer)
+        meta = self._authorization_server(issuer, server_url)
+        self._check_grant(issuer, meta)
         scope = scope or self.scopes or resource.get("scope")
         target = str(resource.get("resource") or key)
         base = {"issuer": issuer, "token_endpoint": meta["token_endpoint"], "resource": target}
@@ -324,25 +330,41 @@ class OAuth:
             form = {"grant_type": "client_credentials", "resource": target}
             if scope:
                 form["scope"] = scope
-            answer = token_request(meta["token_endpoint"], form, client, timeout=self.timeout)
+            answer = token_request(meta["token_endpoint"], form, client, timeout=self.timeout,
+                                   server=server_url)
         else:
             if "offline_access" in (meta.get("scopes_supported") or []) and scope:
                 scope = " ".join(sorted(set(scope.split()) | {"offline_access"}))
-            client, answer = self._code_flow(issuer, meta, scope, target)
+            client, answer = self._code_flow(issuer, meta, scope, target, server_url)
         record = self._record(answer, dict(base, **client.as_dict()), scope)
         self.store.save(key, record)
         logger.debug("authorized with %s for %s", safe_url(issuer), safe_url(key))
 
+    def _check_grant(self, issuer: str, meta: Dict[str, Any]) -> None:
+        """MCPAuthError before anything is sent when the authorization server says it
+        does not offer the grant ``flow`` needs. Only a list it gives is believed:
+        RFC 8414 §2's default when it is absent (``authorization_code`` and
+        ``implicit``) is left to the token endpoint to confirm, since servers that
+        issue client-credentials tokens often leave the member out."""
+        grants = meta.get("grant_types_supported")
+        if isinstance(grants, list) and self.flow not in grants:
+            offered = ", ".join(str(g)[:40] for g in grants[:10]) or "none"
+            raise MCPAuthError(f"the authorization server {safe_url(issuer)} does not offer "
+                               f"the {self.flow} grant this OAuth is set up for (it offers: "
+                               f"{offered})", error="unsupported_grant_type")
+
     def _code_flow(self, issuer: str, meta: Dict[str, Any], scope: Optional[str],
-                   target: str) -> Tuple[Client, Dict[str, Any]]:
+                   target: str, server_url: str) -> Tuple[Client, Dict[str, Any]]:
         if "S256" not in (meta.get("code_challenge_methods_supported") or []):
             raise MCPAuthError(f"the authorization server {safe_url(issuer)} does not offer "
                                "PKCE with S256; the MCP spec says not to proceed")
-        check_url(meta.get("authorization_endpoint"), "the authorization endpoint")
+        # The user's browser opens it: no page a server names may point it at a local one.
+        check_destination(meta.get("authorization_endpoint"), server_url,
+                          "the authorization endpoint")
         verifier, challenge = pkce_pair()
         state = secrets.token_urlsafe(32)
         with LoopbackRedirect(state, port=self.redirect_port) as receiver:
-            client = self._client_for(issuer, meta, receiver.redirect_uri)
+            client = self._client_for(issuer, meta, receiver.redirect_uri, server_url)
             url = authorization_url(meta["authorization_endpoint"], {
                 "response_type": "code", "client_id": client.client_id,
                 "redirect_uri": receiver.redirect_uri, "code_challenge": challenge,
@@ -355,9 +377,11 @@ class OAuth:
             params, issuer, meta.get("authorization_response_iss_parameter_supported") is True)
         form = {"grant_type": "authorization_code", "code": code, "code_verifier": verifier,
                 "redirect_uri": receiver.redirect_uri, "resource": target}
-        return client, token_request(meta["token_endpoint"], form, client, timeout=self.timeout)
+        return client, token_request(meta["token_endpoint"], form, client, timeout=self.timeout,
+                                     server=server_url)
 
-    def _client_for(self, issuer: str, meta: Dict[str, Any], redirect_uri: str) -> Client:
+    def _client_for(self, issuer: str, meta: Dict[str, Any], redirect_uri: str,
+                    server_url: str) -> Client:
         if self.client_id:
             return Client(self.client_id, self._secret, _method(meta, None))
         key = f"client {issuer}"
@@ -372,7 +396,7 @@ class OAuth:
             "client_name": self.client_name, "redirect_uris": [redirect_uri],
             "grant_types": ["authorization_code", "refresh_token"],
             "response_types": ["code"], "token_endpoint_auth_method": "none"},
-            timeout=self.timeout)
+            timeout=self.timeout, server=server_url)
         self.store.save(key, client.as_dict())
         logger.debug("registered a client with %s", safe_url(issuer))
         return client
@@ -381,10 +405,10 @@ class OAuth:
                             metadata_url: Optional[str]) -> Tuple[Dict[str, Any], str]:
         """The RFC 9728 metadata of ``server_url`` (its ``scopes_supported`` joined as
         ``scope``) and the issuer it names first."""
-        places = [check_url(metadata_url, "resource_metadata")] if metadata_url else \
-            resource_metadata_urls(server_url)
+        places = [check_destination(metadata_url, server_url, "resource_metadata")] \
+            if metadata_url else resource_metadata_urls(server_url)
         for url in places:
-            document = get_json(url, timeout=self.timeout)
+            document = get_json(url, timeout=self.timeout, server=server_url)
             if document is None:
                 continue
             servers, resource = document.get("authorization_servers"), document.get("resource")
@@ -396,19 +420,20 @@ class OAuth:
             supported = document.get("scopes_supported")
             if isinstance(supported, list) and supported:
                 document["scope"] = " ".join(str(s) for s in supported)
-            return document, check_url(servers[0], "the authorization server")
+            return document, check_destination(servers[0], server_url,
+                                               "the authorization server")
         raise MCPAuthError("no protected resource metadata at " +
                            ", ".join(safe_url(u) for u in places))
 
-    def _authorization_server(self, issuer: str) -> Dict[str, Any]:
+    def _authorization_server(self, issuer: str, server_url: str) -> Dict[str, Any]:
         places = metadata_urls(issuer)
         for url in places:
-            meta = get_json(url, timeout=self.timeout)
+            meta = get_json(url, timeout=self.timeout, server=server_url)
             if meta is None:
                 continue
             if meta.get("issuer") != issuer:  # RFC 8414 §3.3: identical, or not used
                 raise MCPAuthError(f"the metadata at {safe_url(url)} names another issuer")
-            check_url(meta.get("token_endpoint"), "the token endpoint")
+            check_destination(meta.get("token_endpoint"), server_url, "the token endpoint")
             return meta
         raise MCPAuthError("no authorization server metadata at " +
                            ", ".join(safe_url(u) for u in places))

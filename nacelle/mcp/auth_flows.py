@@ -19,21 +19,42 @@ where the specifications are silent:
   refused unless it is ``https://`` or ``http://`` to ``127.0.0.1``, ``localhost`` or
   ``::1`` (OAuth 2.1 §1.5; the MCP spec's "Communication Security"). A token is a
   bearer credential: one sent in clear once is gone.
-- **Token requests never follow redirects**, so a 307 cannot replay the client
-  secret or the code to another host. Metadata ``GET``\\ s, which carry nothing,
-  may.
+- **Discovery goes only where the user pointed, or to the public internet.** Every
+  URL a server names (the challenge's ``resource_metadata``, the metadata's
+  ``authorization_servers``, the endpoints, each redirect hop) is checked by
+  :func:`check_destination` before anything is sent or a browser opened: the MCP
+  server's own origin is always fine (the user chose it); another origin is fine when
+  every address its host resolves to is public by the SSRF guard's table
+  (:func:`nacelle.toolsets.ssrf.blocked_reason`). A loopback or private address on
+  another origin is accepted only when the MCP server's own addresses are of the same
+  kind — a server on 127.0.0.1 with its authorization server on another local port
+  (how test and development set-ups run), a server inside a private network naming a
+  sign-in service inside it — and a link-local one (cloud metadata) never. The MCP
+  spec lets the authorization server be another origin ("may be hosted with the
+  resource server or a separate entity",
+  https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization), and
+  its security guide asks clients to block private ranges for exactly these URLs
+  (https://modelcontextprotocol.io/docs/tutorials/security/security_best_practices,
+  "Server-Side Request Forgery"; RFC 9728 §7.7). The limit: the name is resolved for
+  the check and again by ``requests`` to connect, so a name that answers differently
+  the second time (DNS rebinding) is not stopped here.
+- **Token and registration requests never follow redirects**, so a 307 cannot replay
+  the client secret or the code to another host. Metadata ``GET``\\ s, which carry
+  nothing, follow at most five, each hop checked as above.
 - **The loopback receiver answers one authorization response whose ``state``
   matches** (compared in constant time) and refuses every other one with a 400,
   counting it, while it keeps waiting until the deadline: a stray or forged request
-  to the port cannot end the user's login, and cannot complete it either. It never
-  logs a request line, which carries the code.
+  to the port cannot end the user's login, and cannot complete it either. Each
+  connection is served on its own thread with a 10 s socket timeout, at most 16 at
+  once (more are closed unanswered), so a connection that sends nothing cannot hold
+  up the browser's. It never logs a request line, which carries the code.
 - **PKCE is S256 only.** The MCP spec says to refuse a server whose metadata does not
   list a code challenge method; ``plain`` is refused as well, since it protects
   nothing a network observer cannot see.
 
-Outer ring: imports the standard library and the package's ``errors``, and ``requests``
-inside the functions that send (``import nacelle`` never imports it). It imports no
-other ``nacelle.mcp*`` module, so moving it into ``nacelle/mcp/`` is a rename.
+Outer ring: imports the standard library, the package's ``errors``, the SSRF guard's
+address table (``nacelle.toolsets.ssrf``, standard library only) and ``requests``
+inside the functions that send (``import nacelle`` never imports it).
 """
 
 from __future__ import annotations
@@ -42,27 +63,34 @@ import base64
 import hashlib
 import hmac
 import http.server
+import ipaddress
 import json
 import logging
 import re
 import secrets
 import threading
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Type
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Tuple, Type
+from urllib.parse import parse_qsl, quote, urlencode, urljoin, urlsplit, urlunsplit
 
-# Absolute, not relative: this module moves into nacelle/mcp/ and the import must not change.
+from ..errors import NacelleError
+from ..toolsets.ssrf import IP, blocked_reason, resolve_checked
 from .errors import MCPError
 
 __all__ = [
     "Client", "LoopbackRedirect", "MCPAuthError", "authorization_url", "canonical",
-    "check_authorization_response", "covers", "get_json", "metadata_urls", "parse_challenge",
+    "check_authorization_response", "check_destination", "covers", "get_json",
+    "metadata_urls", "parse_challenge",
     "pkce_pair", "register", "resource_metadata_urls", "safe_url", "scrub", "token_request",
 ]
 
 logger = logging.getLogger(__name__)
 
 MAX_BODY = 2**20
+MAX_REDIRECTS = 5
 PREVIEW_CHARS = 200
+#: The loopback receiver: how long one connection may take, and how many at once.
+REDIRECT_READ_TIMEOUT = 10.0
+REDIRECT_CONNECTIONS = 16
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 _TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
 _ITEM = re.compile(rf'[\s,]*(?:(?P<key>{_TOKEN})\s*=\s*(?P<value>"(?:[^"\\]|\\.)*"|[^\s,]*)'
@@ -76,20 +104,24 @@ class MCPAuthError(MCPError):
     ``status`` is the HTTP status of a refusal (0 when none arrived); ``error`` the
     OAuth error code (``invalid_grant``…) when the server gave one. The message never
     holds a token or a client secret. An :class:`~nacelle.mcp.MCPError`, so a transport
-    that meets it fails the request like any other MCP failure.
+    that meets it fails the request like any other MCP failure; it takes MCPError's
+    ``code`` and ``data`` too, so whatever copies an MCPError by its constructor (the
+    session does, for each thread that raises it) copies this one.
     """
 
-    def __init__(self, message: str, *, status: int = 0, error: str = "") -> None:
-        super().__init__(message)
+    def __init__(self, message: str, *, status: int = 0, error: str = "",
+                 code: Optional[int] = None, data: Any = None) -> None:
+        super().__init__(message, code=code, data=data)
         self.status = status
         self.error = error
 
     def __reduce__(self) -> Tuple[Any, ...]:  # keep status and error through pickling
-        return (_rebuild_error, (str(self), self.status, self.error))
+        return (_rebuild_error, (str(self), self.status, self.error, self.code, self.data))
 
 
-def _rebuild_error(message: str, status: int, error: str) -> MCPAuthError:
-    return MCPAuthError(message, status=status, error=error)
+def _rebuild_error(message: str, status: int, error: str, code: Optional[int] = None,
+                   data: Any = None) -> MCPAuthError:
+    return MCPAuthError(message, status=status, error=error, code=code, data=data)
 
 
 class Client:
@@ -167,6 +199,63 @@ def check_url(url: Any, what: str) -> str:
     return str(url)
 
 
+def check_destination(url: Any, server: Optional[str], what: str) -> str:
+    """``url`` if discovery for the MCP server at ``server`` may send to it (the
+    module docstring gives the rule); MCPAuthError otherwise. ``server`` None means
+    the caller chose ``url`` itself: only :func:`check_url` applies."""
+    checked = check_url(url, what)
+    if server is None or _origin(checked) == _origin(server):
+        return checked
+    mine = _kinds(server, _addresses(server))
+    for ip in _addresses(checked):
+        reason = blocked_reason(ip)
+        if reason and _kind(ip) not in mine:
+            raise MCPAuthError(
+                f"{what} {safe_url(checked)} is {reason}, and the MCP server "
+                f"{safe_url(server)} is not on such an address: not used (an MCP server may "
+                "only send the client to its own origin or to the public internet)")
+    return checked
+
+
+def _origin(url: str) -> Tuple[str, str, Optional[int]]:
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port or (443 if scheme == "https" else 80)
+    except ValueError:
+        port = None
+    return scheme, (parts.hostname or "").lower(), port
+
+
+def _addresses(url: str) -> List[IP]:
+    """Every address the host of ``url`` resolves to; [] when it does not resolve
+    (nothing can be sent there either). The seam tests replace to play a resolver."""
+    _, host, port = _origin(url)
+    try:
+        found = resolve_checked(host, port or 443, allow_private=True)
+    except (NacelleError, OSError, UnicodeError):
+        return []
+    return [ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0]) for _, sockaddr in found]
+
+
+def _kind(ip: IP) -> str:
+    """Which non-public addresses may be named by a server on the same kind."""
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip.is_loopback:
+        return "loopback"
+    if ip.is_link_local:
+        return "link-local"  # cloud metadata services live here: never another origin
+    return "private"
+
+
+def _kinds(server: str, addresses: List[IP]) -> FrozenSet[str]:
+    """The kinds of non-public address other origins may have, for a server on
+    ``addresses``: its own, when every one of them is of that kind."""
+    kinds = {_kind(ip) if blocked_reason(ip) else "public" for ip in addresses}
+    return frozenset(kinds & {"loopback", "private"}) if len(kinds) == 1 else frozenset()
+
+
 def resource_metadata_urls(server_url: str) -> List[str]:
     """Where RFC 9728 §3.1 protected-resource metadata may be, in the MCP spec's order:
     the well-known suffix inserted before the endpoint's path, then at the root."""
@@ -204,12 +293,18 @@ def scrub(text: str, hidden: Iterable[Optional[str]]) -> str:
     return text
 
 
-def get_json(url: str, *, timeout: float) -> Optional[Dict[str, Any]]:
+def get_json(url: str, *, timeout: float,
+             server: Optional[str] = None) -> Optional[Dict[str, Any]]:
     """The JSON object served at ``url``, or None when there is none (any failure: the
-    caller tries the next place, and says where it looked if none answers)."""
+    caller tries the next place, and says where it looked if none answers). Raises
+    MCPAuthError when ``url``, or a redirect, goes where discovery for ``server``
+    may not (:func:`check_destination`)."""
+    check_destination(url, server, "the metadata URL")
     try:
-        status, body = _send("GET", url, timeout=timeout, redirects=True,
+        status, body = _send("GET", url, timeout=timeout, server=server,
                              headers={"Accept": "application/json"})
+    except _Refused:
+        raise
     except MCPAuthError as exc:
         logger.debug("no metadata at %s: %s", safe_url(url), exc)
         return None
@@ -219,10 +314,11 @@ def get_json(url: str, *, timeout: float) -> Optional[Dict[str, Any]]:
     return document
 
 
-def register(endpoint: str, metadata: Mapping[str, Any], *, timeout: float) -> Client:
+def register(endpoint: str, metadata: Mapping[str, Any], *, timeout: float,
+             server: Optional[str] = None) -> Client:
     """Register a client by RFC 7591 §3.1 at ``endpoint``, with the given client
-    metadata; the registration the server made."""
-    check_url(endpoint, "the registration endpoint")
+    metadata; the registration the server made. ``server`` as for :func:`get_json`."""
+    check_destination(endpoint, server, "the registration endpoint")
     status, body = _send("POST", endpoint, timeout=timeout, json_body=dict(metadata),
                          headers={"Accept": "application/json"})
     answer = _json_object(body)
@@ -234,10 +330,11 @@ def register(endpoint: str, metadata: Mapping[str, Any], *, timeout: float) -> C
 
 
 def token_request(endpoint: str, form: Mapping[str, str], client: Client, *,
-                  timeout: float) -> Dict[str, Any]:
+                  timeout: float, server: Optional[str] = None) -> Dict[str, Any]:
     """POST a token request (OAuth 2.1 §3.2) for ``client`` and return the token
-    response, checked: a non-empty ``access_token`` of type Bearer."""
-    check_url(endpoint, "the token endpoint")
+    response, checked: a non-empty ``access_token`` of type Bearer. ``server`` as for
+    :func:`get_json`."""
+    check_destination(endpoint, server, "the token endpoint")
     fields, headers = dict(form), {"Accept": "application/json"}
     if client.secret and client.method == "client_secret_post":
         fields.update(client_id=client.client_id, client_secret=client.secret)
@@ -293,8 +390,9 @@ class LoopbackRedirect:
         self._state, self._path = state, path
         self._params: Optional[Dict[str, str]] = None
         self._done, self._closing = threading.Event(), threading.Event()
+        self._lock = threading.Lock()  # connections are served on threads of their own
         self.refused = 0
-        self._server = http.server.HTTPServer(("127.0.0.1", port), _handler(self))
+        self._server = _Receiver(("127.0.0.1", port), _handler(self))
         self._server.timeout = 0.05
         self.redirect_uri = f"http://127.0.0.1:{self._server.server_address[1]}{path}"
         self._thread = threading.Thread(target=self._serve, name="nacelle-oauth-redirect",
@@ -331,17 +429,49 @@ class LoopbackRedirect:
             return 404, "Not found."
         params = dict(parse_qsl(parts.query, keep_blank_values=True))
         state = params.get("state", "")
-        if self._done.is_set() or not hmac.compare_digest(state.encode(), self._state.encode()):
-            self.refused += 1
-            logger.warning("refused an authorization response whose state does not match")
-            return 400, "This authorization response was not expected; it was ignored."
-        self._params = params
-        self._done.set()
+        with self._lock:
+            if self._done.is_set() or not hmac.compare_digest(state.encode(),
+                                                              self._state.encode()):
+                self.refused += 1
+                logger.warning("refused an authorization response whose state does not match")
+                return 400, "This authorization response was not expected; it was ignored."
+            self._params = params
+            self._done.set()
         return 200, "Authorization finished. You can close this window."
+
+
+class _Receiver(http.server.ThreadingHTTPServer):
+    """One thread a connection, at most :data:`REDIRECT_CONNECTIONS` at once: a
+    connection that sends nothing waits out its own timeout, not the browser's."""
+
+    daemon_threads = True
+
+    def __init__(self, address: Tuple[str, int],
+                 handler: Type[http.server.BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self._open = threading.BoundedSemaphore(REDIRECT_CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._open.acquire(blocking=False):
+            self.shutdown_request(request)  # too many at once: closed unanswered
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._open.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._open.release()
 
 
 def _handler(receiver: LoopbackRedirect) -> Type[http.server.BaseHTTPRequestHandler]:
     class Handler(http.server.BaseHTTPRequestHandler):
+        timeout = REDIRECT_READ_TIMEOUT  # per connection: StreamRequestHandler sets it
+
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             status, page = receiver.receive(self.path)
             body = f"<!doctype html><title>nacelle</title><p>{page}</p>".encode()
@@ -358,20 +488,41 @@ def _handler(receiver: LoopbackRedirect) -> Type[http.server.BaseHTTPRequestHand
     return Handler
 
 
-def _send(method: str, url: str, *, timeout: float, redirects: bool = False,
+class _Refused(MCPAuthError):
+    """A redirect went where discovery may not: not a missing document, a refusal."""
+
+
+def _send(method: str, url: str, *, timeout: float, server: Optional[str] = None,
           **options: Any) -> Tuple[int, bytes]:
+    """Send one request; a ``GET`` follows up to :data:`MAX_REDIRECTS` redirects,
+    each hop checked by :func:`check_destination` before it is sent."""
+    for _ in range(MAX_REDIRECTS + 1):
+        status, body, location = _send_once(method, url, timeout=timeout, **options)
+        if method != "GET" or location is None:
+            return status, body
+        target = urljoin(url, location)
+        try:
+            url = check_destination(target, server, f"a redirect from {safe_url(url)} to")
+        except MCPAuthError as exc:
+            raise _Refused(str(exc)) from None
+    raise MCPAuthError(f"{method} {safe_url(url)} failed: more than {MAX_REDIRECTS} redirects")
+
+
+def _send_once(method: str, url: str, *, timeout: float,
+               **options: Any) -> Tuple[int, bytes, Optional[str]]:
     import requests
 
-    kwargs: Dict[str, Any] = {"timeout": timeout, "allow_redirects": redirects, "stream": True}
+    kwargs: Dict[str, Any] = {"timeout": timeout, "allow_redirects": False, "stream": True}
     if "json_body" in options:
         kwargs["json"] = options.pop("json_body")
     kwargs.update(options)
     failure = ""
     try:
         with requests.request(method, url, **kwargs) as response:
-            body = response.raw.read(MAX_BODY + 1, decode_content=True)
+            location = response.headers.get("location") if response.is_redirect else None
+            body = b"" if location else response.raw.read(MAX_BODY + 1, decode_content=True)
             if len(body) <= MAX_BODY:
-                return response.status_code, body
+                return response.status_code, body, location
             failure = f"an answer over {MAX_BODY} bytes"
     except requests.RequestException as exc:
         failure = type(exc).__name__
