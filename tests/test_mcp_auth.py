@@ -30,7 +30,7 @@ import pytest
 import requests
 
 from nacelle.errors import NacelleError
-from nacelle.mcp import auth_flows
+from nacelle.mcp import auth_flows, connect_http
 from nacelle.mcp.auth import FileTokenStore, MCPAuthError, MemoryTokenStore, OAuth
 from nacelle.mcp.auth_flows import (
     Client, canonical, check_destination, covers, metadata_urls, parse_challenge, pkce_pair,
@@ -60,11 +60,13 @@ class AuthServer:
         self.forge_state = False
         self.oauth_metadata, self.pkce = True, True
         self.issuer_override = None
+        self.grant_types = None
         self.token_requests = 0
         self.lock = threading.Lock()
 
     def metadata(self):
-        return {"issuer": self.issuer_override or self.url,
+        extra = {} if self.grant_types is None else {"grant_types_supported": self.grant_types}
+        return {**extra, "issuer": self.issuer_override or self.url,
                 "authorization_endpoint": self.url + "/authorize",
                 "token_endpoint": self.url + "/token",
                 "registration_endpoint": self.url + "/register",
@@ -629,3 +631,62 @@ def test_a_silent_connection_to_the_redirect_port_does_not_hold_up_the_real_redi
         for sock in browser.silent:
             sock.close()
     assert time.monotonic() - started < 3.0
+
+
+# Failures as connect_http raises them
+
+
+def service(**options):
+    return OAuth(flow="client_credentials", client_id=SERVICE_ID,
+                 client_secret=options.pop("client_secret", SERVICE_SECRET), timeout=5.0)
+
+
+def no_s256(auth_server, resource):
+    auth_server.pkce = False
+    return interactive(), "S256", 0, ""
+
+
+def impostor(auth_server, resource):
+    auth_server.issuer_override = "https://impostor.example"
+    return interactive(), "another issuer", 0, ""
+
+
+def forged_state(auth_server, resource):
+    auth_server.forge_state = True
+    return interactive(redirect_timeout=0.5), "wrong state", 0, ""
+
+
+def wrong_secret(auth_server, resource):
+    return service(client_secret="not-the-secret"), "invalid_client", 401, "invalid_client"
+
+
+def no_metadata(auth_server, resource):
+    resource.metadata_redirect = "/nowhere"
+    return interactive(), "no protected resource metadata", 0, ""
+
+
+def no_such_grant(auth_server, resource):
+    auth_server.grant_types = ["authorization_code", "refresh_token"]
+    return service(), "does not offer the client_credentials grant", 0, "unsupported_grant_type"
+
+
+@pytest.mark.parametrize("failure", [no_s256, impostor, forged_state, wrong_secret, no_metadata,
+                                     no_such_grant])
+def test_an_oauth_failure_reaches_the_caller_of_connect_http_as_itself(servers, failure):
+    auth_server, resource = servers
+    auth, message, status, error = failure(auth_server, resource)
+    with pytest.raises(MCPAuthError, match=message) as raised:
+        connect_http(resource.url + "/mcp", timeout=10.0, auth=auth)
+    assert (raised.value.status, raised.value.error) == (status, error)
+    # one flow, not a second one started by a handshake that follows a failed probe
+    assert [s for s in resource.seen if s[0] == "POST"] == [("POST", "/mcp")]
+
+
+def test_a_grant_the_authorization_server_does_not_offer_is_refused_before_any_request(servers):
+    auth_server, resource = servers
+    auth_server.grant_types = ["client_credentials"]
+    with pytest.raises(MCPAuthError, match="authorization_code grant"):
+        call(interactive(), resource.url + "/mcp")
+    assert auth_server.seen == [("GET", "/.well-known/oauth-authorization-server")]
+    auth_server.grant_types = ["client_credentials", "authorization_code"]
+    assert call(interactive(), resource.url + "/mcp").status_code == 200

@@ -49,6 +49,7 @@ from typing import Any, Dict, List, Mapping, Optional, Union
 from ..errors import Cancelled, ConfigError, NacelleError
 from ..messages import Message, Part
 from . import protocol
+from .auth_flows import MCPAuthError
 from .content import preview as _preview, prompt_messages, resource_parts, result_text
 from .errors import MCPError, SessionExpired
 from .protocol import LEGACY_VERSIONS, MODERN_VERSION, OnElicit
@@ -360,6 +361,8 @@ class MCPClient(Session):
             return
         try:
             result = self._request("server/discover", {}, None, None, timeout)
+        except MCPAuthError:
+            raise  # the server asked for authorization and it failed: no handshake helps
         except MCPError as err:
             supported = protocol.unsupported_versions(err)
             if self._wanted == MODERN_VERSION or (
@@ -405,6 +408,8 @@ class MCPClient(Session):
                       "clientInfo": dict(protocol.CLIENT_INFO)}
             try:
                 result = self._request("initialize", params, None, None, timeout)
+            except MCPAuthError:
+                raise
             except MCPError as err:
                 raise MCPError(f"MCP server {self.name} refused the handshake: {err}",
                                code=err.code, data=err.data) from None

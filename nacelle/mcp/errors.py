@@ -42,8 +42,17 @@ class MCPError(NacelleError):
 
 def rebuild_error(cls: Type["MCPError"], message: str, code: Optional[int],
                   data: Any = None) -> "MCPError":
-    """A fresh copy of an error (for pickling, and for each thread that raises it)."""
+    """A fresh copy of an error, for pickling."""
     return cls(message, code=code, data=data)
+
+
+def copy_error(error: MCPError) -> MCPError:
+    """A fresh copy of ``error``, of its own class and with everything its
+    ``__reduce__`` keeps (an ``MCPAuthError``'s status and OAuth error too), for each
+    thread that raises it: a shared exception would gather all their tracebacks."""
+    rebuild, args = error.__reduce__()[:2]
+    copied = rebuild(*args)
+    return copied if isinstance(copied, MCPError) else MCPError(str(error), code=error.code)
 
 
 class SessionExpired(MCPError):

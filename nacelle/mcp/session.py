@@ -39,7 +39,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Protocol
 
 from ..errors import Cancelled
 from .content import preview as _preview
-from .errors import MCPError, rebuild_error
+from .errors import MCPError, copy_error
 
 __all__ = ["Progress", "Session", "Transport", "is_request_id"]
 
@@ -198,7 +198,7 @@ class Session:
             # A copy for each caller: one failure reaches every waiting thread, and a
             # shared exception would gather all their tracebacks (and the transport
             # thread's frames) as each raises it.
-            raise rebuild_error(type(error), str(error), error.code, error.data)
+            raise copy_error(error)
         return waiter.result if waiter.result is not None else {}
 
     def _wait(self, waiter: "_Pending", request_id: int, method: str,
