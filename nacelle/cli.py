@@ -34,6 +34,10 @@ terminal it is a no. Sessions (``--session NAME``, ``--continue``) keep the
 conversation in a FileStore (:mod:`nacelle.cli_sessions`); ``--record RUN.jsonl``
 attaches a :class:`nacelle.observe.Recorder`.
 
+Whatever a model, a tool, a provider or an MCP server wrote is shown through
+:func:`nacelle.terminal_text.visible` (the console, the approvals, the answer, the
+errors), so no escape sequence of theirs acts on the terminal.
+
 Ctrl-C during a one-prompt run cancels it and exits 130, without waiting for tool
 threads that ignore cancellation.
 
@@ -57,6 +61,7 @@ from .cli_help import (EPILOG, EXIT_FAILED, EXIT_INCOMPLETE, EXIT_INTERRUPTED, E
                        EXIT_USAGE)
 from .errors import NacelleError
 from .settings import Settings, SettingsError, resolve
+from .terminal_text import visible
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -188,7 +193,8 @@ def build_agent(settings: Settings, *, yes: bool = False, observers: Sequence[An
 
 
 def _fail(message: str, code: int = EXIT_FAILED) -> int:
-    print(f"nacelle: error: {message}", file=sys.stderr)
+    # Errors quote what a provider, an MCP server or a file said.
+    print(f"nacelle: error: {visible(message)}", file=sys.stderr)
     return code
 
 

@@ -8,10 +8,15 @@ remembers always/never per tool name. Before the question, the person sees what 
 are approving: for ``write_file`` and ``edit_file`` a unified diff (:mod:`difflib`)
 of the file under the tools' root as it is now against what the call would leave;
 for ``run_command`` the command itself, whole, since the one-line question cuts
-long inputs. The preview is read when the question is asked, under ``ask``'s lock,
-so two calls racing never interleave their previews, and it is a preview only: the
-tool reads the file again when it runs. An ``edit_file`` whose ``old_text`` is not
-in the file says so instead of a diff (the tool will fail the same way).
+long inputs, each further line of it marked ``  > `` as a shell marks a continuation,
+so no line of a command can pass for the start of another. Everything shown goes
+through :func:`nacelle.terminal_text.visible`: a command or a file's new content
+holding ``ESC[1A ESC[2K \\r`` would otherwise move up a line, erase it and draw a
+harmless command over the one the question is about. The preview is read when the
+question is asked, under ``ask``'s lock, so two calls racing never interleave their
+previews, and it is a preview only: the tool reads the file again when it runs. An
+``edit_file`` whose ``old_text`` is not in the file says so instead of a diff (the
+tool will fail the same way).
 
 Where the answer comes from. The terminal, not a pipe: when the CLI's stdin is a
 pipe (it carried the prompt) the CLI passes ``/dev/tty``, and with no terminal at
@@ -19,8 +24,8 @@ all every question is a no, said on stderr, which ``--yes`` avoids. Reading
 watches the call's ``ctx.cancelled``, so a cancelled run releases a waiting
 question (as a no), as does end of input.
 
-Imports the standard library and :mod:`nacelle.policy`; writes only to the stream
-it is given (the CLI's stderr).
+Imports the standard library, :mod:`nacelle.policy` and :mod:`nacelle.terminal_text`;
+writes only to the stream it is given (the CLI's stderr).
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ import select
 import sys
 import threading
 from typing import IO, Any, Dict, List, Optional, Sequence
+
+from .terminal_text import visible
 
 __all__ = ["Approver", "preview"]
 
@@ -57,8 +64,13 @@ def _diff(path: str, before: Optional[str], after: str) -> List[str]:
 
 def preview(name: str, input: Dict[str, Any], root: Optional[str]) -> str:
     """What approving this call would do, for a person: a diff, a command, or ""."""
+    return visible(_preview(name, input, root))
+
+
+def _preview(name: str, input: Dict[str, Any], root: Optional[str]) -> str:
     if name == "run_command" and isinstance(input.get("command"), str):
-        return f"  $ {input['command']}\n"
+        first, *more = input["command"].split("\n")
+        return "".join([f"  $ {first}\n"] + [f"  > {line}\n" for line in more])
     path = input.get("path")
     if name not in ("write_file", "edit_file") or root is None or not isinstance(path, str):
         return ""
@@ -130,6 +142,7 @@ class Approver:
         return self._ask(name, input, ctx)
 
     def _prompt(self, question: str) -> str:
+        question = visible(question)  # it quotes the call's input
         cancelled: threading.Event = self._call.cancelled
         if cancelled.is_set():
             raise EOFError

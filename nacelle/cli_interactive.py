@@ -38,6 +38,7 @@ from typing import IO, Any, Callable, List, Optional
 
 from .cli_sessions import Session, after
 from .errors import NacelleError
+from .terminal_text import visible
 
 __all__ = ["Spinner", "interactive"]
 
@@ -57,7 +58,7 @@ A line ending in \\ continues on the next. Ctrl-C drops the line or cancels the 
 
 
 def _one_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
+    text = visible(str(err)).strip().splitlines()  # it may quote a provider's body
     return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
 
 

@@ -21,7 +21,9 @@ The cache. A listing is kept for ten minutes in ``$XDG_CACHE_HOME/nacelle`` (els
 atomically; ``--refresh`` skips it. Brief on purpose: a model list changes rarely,
 but a new model someone is waiting for should show the same day, and a cache that
 outlived a base URL change would list another server's models (hence the URL in the
-key). Keys are never written to the cache or shown in errors.
+key). Keys are never written to the cache or shown in errors. The names and
+descriptions a provider lists are its text, shown through
+:func:`nacelle.terminal_text.visible`.
 
 HTTP is :mod:`urllib.request`, since this module sits beside the core and a listing
 needs none of the backends' streaming; imports the standard library and the core,
@@ -42,6 +44,7 @@ import urllib.request
 from typing import IO, Any, Callable, Dict, List, Optional, Tuple
 
 from .errors import NacelleError
+from .terminal_text import visible
 
 __all__ = ["PROVIDERS", "TTL", "ListingError", "fetch_models", "models_command"]
 
@@ -201,10 +204,11 @@ def models_command(argv: List[str], default_provider: Callable[[], str],
         provider = args.provider or default_provider()
         models, cached = fetch_models(provider, refresh=args.refresh)
     except ListingError as exc:
-        err.write(f"nacelle: error: {exc}\n")
+        err.write(f"nacelle: error: {visible(str(exc))}\n")
         return 1
     for name, about in models:
-        out.write(f"{name}\t{about}\n" if about else f"{name}\n")
+        # The names and descriptions are the provider's text, shown to a person.
+        out.write(visible(f"{name}\t{about}" if about else name) + "\n")
     if not models:
         err.write(f"{provider} lists no models\n")
     elif cached:

@@ -25,6 +25,9 @@ interrupted after its calls were closed saves the conversation with their result
 as the session (a call that never started reads "not run"), since the checkpoint
 would run the approved ones again; go on with ``--session NAME``.
 
+What the model wrote (a call's id, name and input) and what a failure says are shown
+through :func:`nacelle.terminal_text.visible`.
+
 Imports the standard library and the core; the agent, its options and the run's
 output come from :mod:`nacelle.cli`, which calls :func:`resume_command`.
 """
@@ -37,6 +40,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Dict, Iterator, Optional, S
 from .cli_approval import Approver, preview
 from .cli_help import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from .errors import NacelleError
+from .terminal_text import visible
 from .tools import parse_input
 
 if TYPE_CHECKING:
@@ -83,12 +87,12 @@ def _describe(call: "PendingCall", root: str) -> str:
     except ValueError:  # an input that never parsed has no preview; the tool refuses it
         shown = ""
     text = call.input if len(call.input) <= 200 else call.input[:197] + "..."
-    return f"  {call.id}  {call.name} {text}\n{shown}"
+    return visible(f"  {call.id}  {call.name} {text}") + f"\n{shown}"
 
 
 def _asker(terminal: IO[str], err: IO[str]) -> Callable[["PendingCall"], bool]:
     def ask(call: "PendingCall") -> bool:
-        err.write(f"run {call.name} ({call.id})? [y]es/[n]o ")
+        err.write(visible(f"run {call.name} ({call.id})? [y]es/[n]o "))
         err.flush()
         answer = terminal.readline()
         if not answer:
@@ -145,7 +149,7 @@ def resume_command(
         err.write(f"nacelle: no paused run is saved as {name!r}\n")
         return EXIT_FAILED
     except (NacelleError, OSError) as exc:
-        err.write(f"nacelle: {type(exc).__name__}: {exc}\n")
+        err.write(visible(f"nacelle: {type(exc).__name__}: {exc}") + "\n")
         return EXIT_FAILED
     root = settings.root
     err.write(f"paused run {name!r}: {len(checkpoint.pending)} call(s) waiting\n")
@@ -158,7 +162,7 @@ def resume_command(
 
     def put_back(why: str, code: int) -> int:
         store.save_checkpoint(name, checkpoint)
-        err.write(f"nacelle: {why}; the paused run is kept\n")
+        err.write(visible(f"nacelle: {why}; the paused run is kept") + "\n")
         return code
 
     try:
@@ -211,7 +215,8 @@ def _keep(store: "FileStore", name: str, checkpoint: "Checkpoint", closed: Dict[
     pending = {p.id: p for p in checkpoint.pending}
     if not any(call_id in closed for call_id in pending):
         store.save_checkpoint(name, checkpoint)
-        err.write(f"nacelle: {why}; none of the paused calls ran, and the paused run is kept\n")
+        err.write(visible(f"nacelle: {why}; none of the paused calls ran, and the paused run "
+                          "is kept") + "\n")
         return
     results = {r.id: r for r in checkpoint.results}
     for call_id, call in pending.items():
@@ -219,5 +224,5 @@ def _keep(store: "FileStore", name: str, checkpoint: "Checkpoint", closed: Dict[
             call_id, call.name, "not run: the resumed run stopped before this call ran", True)
     answered = Message(Role.USER, tuple(results[c.id] for c in checkpoint.calls()))
     store.save(name, list(checkpoint.messages) + [answered])
-    err.write(f"nacelle: {why}; the decided calls were closed and the conversation is saved "
+    err.write(f"nacelle: {visible(why)}; the decided calls were closed and the conversation is saved "
               f"as session {name!r} (go on with --session {name})\n")

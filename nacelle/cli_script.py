@@ -26,6 +26,12 @@ calls with their results. ``--jsonl`` prints one object per event as it happens
 ``thinking``, ``compaction``) and ends with the result object with
 ``"kind": "done"``; consumers switch on ``kind`` and ignore kinds they do not know.
 
+Nothing the model or a tool wrote reaches a terminal as it came
+(:mod:`nacelle.terminal_text`): in text mode the answer shows control characters,
+escape sequences and bidi overrides as their escapes (``\\x1b[2J``), since a person
+or a file is what reads it; the JSON modes write them as ``\\u`` escapes, which decode
+to the exact text, for a program that needs it.
+
 Imports the standard library and the core; writes only to the streams it is given.
 """
 
@@ -36,6 +42,7 @@ from typing import IO, Any, Dict, List, Optional
 
 from . import bounded_json
 from .events import Event, Kind, Stop, ToolEvent, Usage
+from .terminal_text import json_text, visible
 
 __all__ = ["ScriptOutput", "event_json", "read_prompt", "result_json", "usage_json"]
 
@@ -172,7 +179,7 @@ class ScriptOutput:
         if self.mode == "jsonl":
             line = event_json(event)
             if line is not None:
-                self.out.write(json.dumps(line, ensure_ascii=False) + "\n")
+                self.out.write(json_text(line) + "\n")
                 self.out.flush()
         if kind is Kind.TOOL_RESULT and event.tool is not None:
             self.tools.append(event.tool)
@@ -180,7 +187,7 @@ class ScriptOutput:
             if self.mode != "text" or self.structured:
                 self._show(event)  # the answer is the object or the value; text is narration
             elif self.live:
-                self._emit(event.text)
+                self._emit(visible(event.text))
             else:
                 self._held.append(event.text)
             return
@@ -194,7 +201,7 @@ class ScriptOutput:
             if held and event.stop is Stop.TOOLS:
                 self._show(Event(Kind.TEXT, text=held))
             else:
-                self._emit(held)
+                self._emit(visible(held))
         if kind is Kind.DONE:
             self._finish(event)
         self._show(event)
@@ -202,15 +209,15 @@ class ScriptOutput:
     def _finish(self, done: Event) -> None:
         held, self._held = "".join(self._held), []
         if self.mode == "json":
-            self._emit(json.dumps(result_json(done, self.tools, self.turns, self.session),
-                                  ensure_ascii=False, indent=2) + "\n")
+            self._emit(json_text(result_json(done, self.tools, self.turns, self.session),
+                                 indent=2) + "\n")
         elif self.mode == "jsonl":
             line = dict(result_json(done, self.tools, self.turns, self.session), kind="done")
-            self._emit(json.dumps(line, ensure_ascii=False) + "\n")
+            self._emit(json_text(line) + "\n")
         elif self.structured:
             if done.output is not None:
-                self._emit(json.dumps(_jsonable(done.output), ensure_ascii=False, indent=2) + "\n")
+                self._emit(json_text(_jsonable(done.output), indent=2) + "\n")
         else:
-            self._emit(held)
+            self._emit(visible(held))
             if self._out_mid_line:
                 self._emit("\n")

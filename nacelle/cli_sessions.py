@@ -13,6 +13,10 @@ deleted. A paused run saves its checkpoint under the session's name and leaves t
 saved conversation as it was (a conversation ending in unanswered tool calls could
 not be sent again).
 
+What a session holds came from a model and its tools, so every line written of it
+(the listing, ``show``, the paused calls' ids and names) goes through
+:func:`nacelle.terminal_text.visible`.
+
 Imports the standard library and the core; writes only to the streams it is given.
 """
 
@@ -23,6 +27,7 @@ import os
 from typing import IO, TYPE_CHECKING, Any, List, Optional, Sequence
 
 from .errors import ConfigError, NacelleError
+from .terminal_text import visible
 
 if TYPE_CHECKING:
     from .events import Event
@@ -109,7 +114,7 @@ def after(done: "Event", session: Optional[Session], err: IO[str]) -> bool:
                       "with --session NAME\n")
             return False
         session.store.save_checkpoint(session.name, done.checkpoint)
-        calls = ", ".join(f"{p.id} ({p.name})" for p in done.checkpoint.pending)
+        calls = visible(", ".join(f"{p.id} ({p.name})" for p in done.checkpoint.pending))
         err.write(f"nacelle: the run paused for approval of {calls}; decide and go on with: "
                   f"nacelle resume {session.name} (saved in {session.store.directory})\n")
         return False
@@ -121,7 +126,7 @@ def after(done: "Event", session: Optional[Session], err: IO[str]) -> bool:
 
 def _first_line(text: str, limit: int = 70) -> str:
     line = " ".join(text.split())
-    return line if len(line) <= limit else line[:limit - 3] + "..."
+    return visible(line if len(line) <= limit else line[:limit - 3] + "...")
 
 
 def sessions_command(argv: Sequence[str], directory: str, out: IO[str], err: IO[str]) -> int:
@@ -171,7 +176,7 @@ def sessions_command(argv: Sequence[str], directory: str, out: IO[str], err: IO[
                 role = getattr(message.role, "value", str(message.role))
                 calls = "".join(f"\n  -> {call.name}" for call in message.tool_calls)
                 text = message.text or ("" if calls else "(no text)")
-                out.write(f"[{role}] {text}{calls}\n")
+                out.write(visible(f"[{role}] {text}{calls}") + "\n")
             return 0
         for doomed in args.names:
             check_name(doomed)
@@ -186,5 +191,5 @@ def sessions_command(argv: Sequence[str], directory: str, out: IO[str], err: IO[
         return 0
     except NacelleError as exc:
         lines = str(exc).strip().splitlines()
-        err.write(f"nacelle: error: {type(exc).__name__}: {lines[0] if lines else ''}\n")
+        err.write(f"nacelle: error: {type(exc).__name__}: {visible(lines[0]) if lines else ''}\n")
         return 1

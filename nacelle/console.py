@@ -12,6 +12,11 @@ Colour is ANSI and only for a terminal: never when ``NO_COLOR`` is set
 where the output is plain streaming text. Only ASCII symbols are used, so any
 output encoding shows them.
 
+What the model, a tool, a provider or an MCP server wrote is shown through
+:func:`nacelle.terminal_text.visible`: an escape sequence in a result or a streamed
+delta appears as ``\x1b[2J``, never clears or redraws the screen. Only the content
+passes through it; the renderer's own colour codes are added afterwards.
+
 Besides the CLI, this module is the one place allowed to write to a stream — it
 writes only to the stream it is given.
 
@@ -40,6 +45,7 @@ from . import bounded_json
 from .events import Event, Kind, Stop, ToolEvent, Usage
 from .messages import Message, dumps
 from .report_page import messages_html
+from .terminal_text import visible
 
 __all__ = ["Renderer", "describe_usage", "display", "html", "render"]
 
@@ -132,14 +138,14 @@ class Renderer:
         kind = event.kind
         if kind is Kind.TEXT:
             self._end_thinking()
-            self._write(event.text)
+            self._write(visible(event.text))
         elif kind is Kind.THINKING:
             if not self._in_thinking:
                 if not self._at_line_start:
                     self._write("\n")
                 self._write(self._paint("thinking: ", _DIM))
                 self._in_thinking = True
-            self._write(self._paint(event.text, _DIM))
+            self._write(self._paint(visible(event.text), _DIM))
         elif kind is Kind.TOOL_CALL and event.tool is not None:
             self._line(self._call_line(event.tool))
         elif kind is Kind.TOOL_RESULT and event.tool is not None:
@@ -167,8 +173,9 @@ class Renderer:
         return done
 
     def _call_line(self, tool: ToolEvent) -> str:
-        where = f" [{tool.server}]" if tool.server else ""
-        return self._paint("-> ", _CYAN) + self._paint(tool.name, _BOLD) + where + " " + _compact(tool.input)
+        where = f" [{visible(tool.server)}]" if tool.server else ""
+        return (self._paint("-> ", _CYAN) + self._paint(visible(tool.name), _BOLD) + where + " "
+                + visible(_compact(tool.input)))
 
     def _result_line(self, tool: ToolEvent) -> str:
         if tool.discarded:
@@ -181,9 +188,9 @@ class Renderer:
             status, style = "failed", _RED
         else:
             status, style = "ok", _GREEN
-        detail = _first_line(tool.error if tool.error is not None else tool.result)
+        detail = visible(_first_line(tool.error if tool.error is not None else tool.result))
         timing = f" {tool.duration:.2f}s" if tool.duration else ""
-        text = f"   {self._paint(status, style)} {tool.name}{timing}"
+        text = f"   {self._paint(status, style)} {visible(tool.name)}{timing}"
         return text + (f": {detail}" if detail else "")
 
     def _summary(self, event: Event) -> str:

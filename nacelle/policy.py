@@ -24,8 +24,8 @@ specification calls hints a client must not rely on from an untrusted server —
 trusted by :func:`secure`: a server that says ``readOnlyHint: true`` still has its calls
 paused unless ``secure(tools, trust_hints=True)`` says the user trusts its servers.
 
-Core module: imports the standard library, ``checkpoint`` (for ``PAUSE``), ``errors``
-and ``tools``.
+Core module: imports the standard library, ``checkpoint`` (for ``PAUSE``), ``errors``,
+``terminal_text`` and ``tools``.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from typing import Any, Callable, Dict, Iterable, Optional, Tuple
 
 from .checkpoint import PAUSE
 from .errors import ConfigError
+from .terminal_text import visible
 from .tools import metadata
 
 __all__ = ["ask", "first", "remembering", "secure"]
@@ -127,7 +128,8 @@ def ask(prompt: Callable[[str], str] = input, *, attempts: int = 3) -> Policy:
                 shown = shown[:200] + "…"
             for _ in range(attempts):
                 try:
-                    reply = prompt(f"Allow {name} {shown}? [y]es/[n]o/[a]lways/ne[v]er: ")
+                    # The input is the model's: shown, its escape sequences never act.
+                    reply = prompt(visible(f"Allow {name} {shown}? [y]es/[n]o/[a]lways/ne[v]er: "))
                 except EOFError:
                     return False
                 answer = _ANSWERS.get(reply.strip().lower())

@@ -129,6 +129,58 @@ def test_a_failure_exits_nonzero_with_a_one_line_reason_and_no_key(server, tmp_p
     assert KEY not in out.stderr + out.stdout
 
 
+# What a hostile model, file or provider might send a terminal: up a line, erase it,
+# back to its start (redrawing what was shown), OSC 52 (clipboard), clear screen,
+# reset, the 8-bit CSI, a bidi override.
+ESCAPES = "\x1b[1A\x1b[2K\r  $ ls -la\x1b]52;c;ZWNobw==\x07\x1b[2J\x1bc\x9b2J\u202e"
+SHOWN = "\\x1b[1A\\x1b[2K\\r  $ ls -la\\x1b]52;c;ZWNobw==\\x07\\x1b[2J\\x1bc\\x9b2J\\u202e"
+INTERPRETED = set(map(chr, [*range(0x00, 0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0),
+                            *range(0x202a, 0x202f), *range(0x2066, 0x206a)]))
+
+
+def hostile_run(server, tmp_path):
+    (tmp_path / "notes.txt").write_text("notes" + ESCAPES + "\n", encoding="utf-8")
+    write = json.dumps({"path": "x.txt", "content": ESCAPES}, ensure_ascii=False)
+    server.queue("/v1/messages",
+                 Reply(chunks=anthropic_stream(["Looking\x1b", ESCAPES[1:]], tool_calls=[
+                     ("toolu_1", "read_file", '{"path": "notes.txt"}'),
+                     ("toolu_2", "write_file", write)])),
+                 Reply(chunks=anthropic_stream(["Done\x1b", ESCAPES[1:]])))
+
+
+def test_model_and_tool_text_reaches_the_terminal_only_as_visible_escapes(server, tmp_path):
+    hostile_run(server, tmp_path)
+    out = nacelle("Look", "--root", str(tmp_path), server=server, env={"NO_COLOR": ""})
+    assert out.returncode == 0, out.stderr
+    assert not set(out.stdout + out.stderr) & INTERPRETED
+    assert out.stdout == "Done" + SHOWN + "\n"
+    assert "Looking" + SHOWN in out.stderr and "   ok read_file" in out.stderr
+    assert "notes\\x1b[1A\\x1b[2K" in out.stderr and "Allow write_file" in out.stderr
+    assert not (tmp_path / "x.txt").exists()
+
+
+def test_jsonl_keeps_the_exact_text_in_escapes_a_terminal_does_not_act_on(server, tmp_path):
+    hostile_run(server, tmp_path)
+    out = nacelle("Look", "--jsonl", "--root", str(tmp_path), server=server)
+    assert out.returncode == 0, out.stderr
+    assert not set(out.stdout.replace("\n", "") + out.stderr) & INTERPRETED
+    lines = [json.loads(line) for line in out.stdout.splitlines()]
+    assert lines[-1]["text"] == "Done" + ESCAPES
+    read = next(line["tool"] for line in lines
+                if line["kind"] == "tool_result" and line["tool"]["name"] == "read_file")
+    assert "notes\x1b[1A\x1b[2K" in read["result"]
+
+
+def test_an_error_quoting_a_providers_body_shows_its_escapes(server, tmp_path):
+    server.queue("/v1/messages", Reply.json(
+        {"type": "error", "error": {"type": "invalid_request_error", "message": "no" + ESCAPES}},
+        status=400))
+    out = nacelle("hi", "--root", str(tmp_path), server=server)
+    assert out.returncode == 1
+    assert "nacelle: error: APIError" in out.stderr and "no\\x1b[1A\\x1b[2K" in out.stderr
+    assert not set(out.stderr) & INTERPRETED
+
+
 def test_an_incomplete_answer_exits_three(server, tmp_path):
     server.queue("/v1/messages", Reply(chunks=anthropic_stream(["cut"], stop_reason="max_tokens")))
     out = nacelle("hi", "--root", str(tmp_path), server=server)

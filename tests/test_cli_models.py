@@ -77,3 +77,12 @@ def test_the_command_prints_one_model_a_line_with_a_tab(server):
     out = io.StringIO()
     assert models_command(["--provider", "ollama"], lambda: "anthropic", out, err) == 0
     assert "from the cache" in err.getvalue() and out.getvalue() == "a\nb\t1.0 GB\n"
+
+
+def test_a_providers_model_names_are_shown_with_their_escapes_visible(server):
+    server.queue("/models", Reply.json({"data": [
+        {"id": "m\x1b]52;c;eA==\x07", "name": "x\x1b[2J\x9b2J\u202e"}]}))
+    out, err = io.StringIO(), io.StringIO()
+    assert models_command(["--provider", "openrouter"], lambda: "anthropic", out, err) == 0
+    assert out.getvalue().startswith("m\\x1b]52;c;eA==\\x07\tx\\x1b[2J\\x9b2J\\u202e")
+    assert not {"\x1b", "\x07", "\x9b", "\u202e"} & set(out.getvalue())

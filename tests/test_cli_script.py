@@ -64,3 +64,41 @@ def test_every_event_has_a_jsonl_line_but_done_which_is_the_result():
         "text", "tool_call", "turn", "tool_result", "text", "text", "turn"]
     assert "result" not in lines[1]["tool"] and lines[3]["tool"]["status"] == "ok"
     json.dumps(lines[:-1])
+
+
+ESCAPES = "\x1b[1A\x1b[2K\r\x1b]52;c;eA==\x07\x1b[2J\x9b2J\u202e\x7f"
+INTERPRETED = set(map(chr, [*range(0x00, 0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0),
+                            *range(0x202a, 0x202f), *range(0x2066, 0x206a)]))
+
+
+def hostile_run():
+    text = "Done" + ESCAPES
+    return [Event(Kind.TEXT, text="Done\x1b"), Event(Kind.TEXT, text=ESCAPES[1:]),
+            Event(Kind.TURN, usage=Usage(1, 1), stop=Stop.END),
+            Event(Kind.DONE, usage=Usage(1, 1), stop=Stop.END,
+                  messages=(user_text("q"), assistant_text(text)))]
+
+
+@pytest.mark.parametrize("live", [False, True])
+def test_the_answer_on_stdout_shows_escape_sequences_instead_of_running_them(live):
+    out = io.StringIO()
+    script = ScriptOutput(out, io.StringIO(), live=live)
+    for event in hostile_run():
+        script.event(event)
+    assert not set(out.getvalue()) & INTERPRETED
+    assert out.getvalue() == "Done\\x1b[1A\\x1b[2K\\r\\x1b]52;c;eA==\\x07\\x1b[2J\\x9b2J\\u202e\\x7f\n"
+
+
+@pytest.mark.parametrize("mode", ["json", "jsonl"])
+def test_json_modes_escape_what_a_terminal_acts_on_and_keep_the_exact_text(mode):
+    out = io.StringIO()
+    script = ScriptOutput(out, io.StringIO(), mode=mode)
+    for event in hostile_run():
+        script.event(event)
+    written = out.getvalue()
+    assert not set(written.replace("\n", "")) & INTERPRETED
+    last = json.loads(written) if mode == "json" else json.loads(written.splitlines()[-1])
+    assert last["text"] == "Done" + ESCAPES
+    if mode == "jsonl":
+        deltas = [json.loads(line)["text"] for line in written.splitlines()[:2]]
+        assert "".join(deltas) == "Done" + ESCAPES

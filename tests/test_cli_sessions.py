@@ -95,3 +95,14 @@ def test_list_shows_paused_runs_and_delete_discards_one(store, tmp_path):
     code, _, err = run(["delete", "nightly"], tmp_path / "sessions")
     assert code == 0 and err == "deleted nightly and its paused run\n"
     assert store.checkpoint_names() == []
+
+
+def test_list_and_show_show_a_sessions_escape_sequences_literally(tmp_path):
+    store = FileStore(tmp_path / "sessions")
+    store.save("hostile", [user_text("q\x1b]52;c;eA==\x07"),
+                           assistant_text("a\x1b[2J\x1bc\x9b2J\u202e\r")])
+    for argv in ([], ["show", "hostile"]):
+        code, out, err = run(argv, tmp_path / "sessions")
+        assert code == 0 and err == ""
+        assert not {"\x1b", "\x07", "\x9b", "\u202e", "\r"} & set(out)
+    assert "q\\x1b]52;c;eA==\\x07" in out and "a\\x1b[2J\\x1bc\\x9b2J\\u202e\\r" in out

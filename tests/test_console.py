@@ -91,6 +91,34 @@ def test_server_side_calls_name_their_server():
     assert text == '-> web_search [anthropic] {"q":"x"}\n'
 
 
+# Cursor up, erase line, carriage return: on a terminal this would redraw the line
+# above; then OSC 52 (clipboard), clear screen, reset, the 8-bit CSI and a bidi override.
+ESCAPES = ("\x1b[1A\x1b[2K\r  $ ls -la\x1b]52;c;ZWNobw==\x07\x1b[2J\x1bc\x9b2J"
+           "\u202etxt.exe\x7f")
+INTERPRETED = set(map(chr, [*range(0x00, 0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0),
+                            *range(0x202a, 0x202f), *range(0x2066, 0x206a)]))
+
+
+def test_model_tool_and_server_text_reaches_the_stream_only_as_visible_escapes():
+    import re
+
+    call = ToolEvent("c1", 0, "t" + ESCAPES, '{"command": "' + ESCAPES.replace("\x1b", "\\u001b")
+                     + '"}', server="srv" + ESCAPES)
+    events = [Event(Kind.THINKING, text="think" + ESCAPES[:1]), Event(Kind.THINKING, text=ESCAPES[1:]),
+              Event(Kind.TEXT, text="said\x1b"), Event(Kind.TEXT, text="[2J" + ESCAPES),
+              Event(Kind.TOOL_CALL, tool=call),
+              Event(Kind.TOOL_RESULT, tool=ToolEvent("c1", 0, call.name, call.input,
+                                                     result=ESCAPES + "\nmore")),
+              Event(Kind.TOOL_RESULT, tool=ToolEvent("c2", 1, call.name, "{}", error=ESCAPES))]
+    for color in (False, True):
+        text, _ = rendered(events, color=color)
+        own = re.sub(r"\x1b\[\d+m", "", text) if color else text
+        assert not set(own) & INTERPRETED, repr(own)
+        assert "said\\x1b[2J\\x1b[1A\\x1b[2K\\r  $ ls -la\\x1b]52;c;" in own
+        assert "think\\x1b[1A" in own and "\\u202etxt.exe\\x7f" in own and "\\x9b2J" in own
+    assert "\x1b[2mthinking: \x1b[0m" in text and "\x1b[31mfailed\x1b[0m" in text
+
+
 def test_long_inputs_and_results_are_shortened():
     text, _ = rendered([Event(Kind.TOOL_CALL, tool=ToolEvent("a", 0, "t", '{"x":"' + "y" * 500 + '"}'))],
                        color=False)

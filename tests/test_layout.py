@@ -1,13 +1,13 @@
 """The package's shape: the import arrows of DESIGN.md, no printing, small modules,
 and a vendored copy that imports from a bare folder.
 
-Layers: leaves (``errors``, ``sse``, ``bounded_json``: standard library only) ← core
-(every other top-level module that is not in the outer ring: never ``requests``, never a
-backend, a tool set or the test doubles) ← outer ring (``retry``, ``mcp/``,
-``settings``, ``console``, ``cli``, ``demo``, ``__main__``, ``backends/``, ``toolsets/``,
-``testing/``). Backends never import each other, but for OpenRouter, which is the
-Chat Completions dialect plus its extras and so imports ``chat_wire`` and
-``chat_stream`` (never ``chat``, the backend). ``retry`` sits in the outer ring
+Layers: leaves (``errors``, ``sse``, ``bounded_json``, ``terminal_text``: standard
+library only) ← core (every other top-level module that is not in the outer ring:
+never ``requests``, never a backend, a tool set or the test doubles) ← outer ring
+(``retry``, ``mcp/``, ``settings``, ``console``, ``cli``, ``demo``, ``__main__``,
+``backends/``, ``toolsets/``, ``testing/``). Backends never import each other, but for
+OpenRouter, which is the Chat Completions dialect plus its extras and so imports
+``chat_wire`` and ``chat_stream`` (never ``chat``, the backend). ``retry`` sits in the outer ring
 (it wraps a backend) but is pure logic held to the core's rules, which is what lets
 the package front re-export ``Retry``.
 """
@@ -25,7 +25,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "nacelle"
 
-LEAVES = {"nacelle.errors", "nacelle.sse", "nacelle.bounded_json"}
+LEAVES = {"nacelle.errors", "nacelle.sse", "nacelle.bounded_json", "nacelle.terminal_text"}
 OUTER_MODULES = {"nacelle.retry", "nacelle.settings", "nacelle.console", "nacelle.cli",
                  "nacelle.demo", "nacelle.__main__"}
 # Packages, and families of modules named by a common prefix (batch_progress, cli_script…).

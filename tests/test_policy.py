@@ -193,6 +193,14 @@ def test_ask_cuts_a_long_input_in_its_question():
     assert len(prompt.questions[0]) < 300
 
 
+def test_ask_shows_escape_sequences_and_bidi_overrides_in_the_input_literally():
+    prompt = Prompt("n")
+    ask(prompt)("writer", {"path": "a\x9b2J\u202etxt.exe\x7f"}, CTX)
+    question = prompt.questions[0]
+    assert not {"\x9b", "\u202e", "\x7f"} & set(question)
+    assert '{"path":"a\\x9b2J\\u202etxt.exe\\x7f"}' in question
+
+
 @pytest.mark.parametrize("answers, decision", [
     ([True, False], True),
     ([None, False], False),
