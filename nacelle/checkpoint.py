@@ -36,7 +36,7 @@ What the JSON holds (``"version": 1``), and why each field is needed:
   one cannot honour the conversation (the model was told those tools exist), so
   resuming is refused with :class:`~nacelle.errors.CheckpointError`.
 - ``signature`` (with a key only): HMAC-SHA256 of the canonical JSON of every other
-  field. A checkpoint usually passes through hands the process does not trust (a
+  field. The key is a non-empty str or bytes (an empty one is a ConfigError). A checkpoint usually passes through hands the process does not trust (a
   queue, a browser, a ticket); with a key, any change — an input, a pending id, a
   count — is refused, as is a checkpoint with no signature. The comparison is
   constant-time. Without a key nothing is signed and a signature present is ignored:
@@ -59,7 +59,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from . import bounded_json
-from .errors import CheckpointError
+from .errors import CheckpointError, ConfigError
 from .events import Usage
 from .messages import Message, Role, ToolCall, ToolResult, dumps as dump_messages
 from .messages import loads as load_messages
@@ -195,12 +195,13 @@ class Checkpoint:
         """JSON text; with ``key``, signed with HMAC-SHA256."""
         body = self.to_json()
         if key is not None:
-            body["signature"] = _sign(body, key)
+            body["signature"] = _sign(body, signing_key(key))
         return json.dumps(body, ensure_ascii=False, indent=1)
 
     @classmethod
     def loads(cls, text: Union[str, bytes], key: Union[str, bytes, None] = None) -> "Checkpoint":
         """Read :meth:`dumps` text; with ``key``, its signature must be there and match."""
+        secret = None if key is None else signing_key(key)
         try:
             body = json.loads(text)
         except ValueError as exc:
@@ -212,12 +213,12 @@ class Checkpoint:
             raise CheckpointError(f"unknown checkpoint version {version!r} "
                                   f"(this nacelle reads version {VERSION})")
         signature = body.pop("signature", None)
-        if key is not None:
+        if secret is not None:
             if not isinstance(signature, str):
                 raise CheckpointError("the checkpoint is not signed, and a key was given")
             # Bytes: compare_digest refuses a str with non-ASCII characters, and a
             # forged signature may hold anything.
-            if not hmac.compare_digest(signature.encode("utf-8"), _sign(body, key).encode()):
+            if not hmac.compare_digest(signature.encode("utf-8"), _sign(body, secret).encode()):
                 raise CheckpointError("the checkpoint's signature does not match: it was "
                                       "changed, or signed with another key")
         try:
@@ -255,8 +256,22 @@ def _repeats(value: Any) -> Tuple[Tuple[str, int], ...]:
     return tuple(sorted((str(k), _count(v)) for k, v in value.items()))
 
 
-def _sign(body: Dict[str, Any], key: Union[str, bytes]) -> str:
-    secret = key.encode("utf-8") if isinstance(key, str) else bytes(key)
+def signing_key(key: Any) -> bytes:
+    """The signing key as bytes: the check every ``key=`` that signs a checkpoint
+    passes. An empty key is refused: HMAC takes it, and anyone can then forge a
+    signature with the same empty key — most likely a secret read from an unset
+    environment variable, which would turn signing off without a word."""
+    if isinstance(key, str):
+        key = key.encode("utf-8")
+    elif not isinstance(key, (bytes, bytearray)):
+        raise ConfigError(f"a checkpoint key must be a str or bytes, got {type(key).__name__}")
+    if not key:
+        raise ConfigError("a checkpoint key must not be empty: an empty key signs nothing "
+                          "(is the variable that holds the secret unset?)")
+    return bytes(key)
+
+
+def _sign(body: Dict[str, Any], secret: bytes) -> str:
     return hmac.new(secret, canonical(body).encode("utf-8"), hashlib.sha256).hexdigest()
 
 

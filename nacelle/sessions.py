@@ -58,7 +58,8 @@ except ImportError:  # pragma: no cover - not POSIX
 __all__ = ["CorruptSession", "FileStore", "MemoryStore", "SessionError", "SessionNotFound",
            "file_lock", "write_private"]
 
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
+# \Z, not $: "$" also matches before a final newline, and "name\n" is no name.
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}\Z")
 _SUFFIX = ".json"
 _CHECKPOINT = ".checkpoint.json"
 _LOCK = ".lock"

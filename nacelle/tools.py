@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 __all__ = ["FunctionTool", "Tool", "expand_tools", "from_hints", "is_toolset", "metadata", "tool",
            "tools_by_name"]
 
-NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}\Z")  # \Z: "$" lets a final "\n" through
 
 
 @runtime_checkable

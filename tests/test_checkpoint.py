@@ -288,6 +288,23 @@ def test_a_cancel_during_the_resumed_round_closes_its_calls_and_raises(effects):
     assert [line[1] for line in lines(effects)] == ["lookup weather"]
 
 
+@pytest.mark.parametrize("key", ["", b"", bytearray()])
+def test_an_empty_key_is_refused_when_signing_and_when_verifying(effects, key):
+    _, done = paused_run()
+    with pytest.raises(ConfigError, match="empty"):
+        done.checkpoint.dumps(key=key)
+    signed = done.checkpoint.dumps(key=helper.KEY)
+    with pytest.raises(ConfigError, match="empty"):
+        Checkpoint.loads(signed, key=key)
+
+
+def test_a_key_that_is_neither_str_nor_bytes_is_refused(effects):
+    _, done = paused_run()
+    for key in (3, ["k"], True):
+        with pytest.raises(ConfigError, match="key"):
+            done.checkpoint.dumps(key=key)
+
+
 def test_pause_is_falsy_has_a_readable_repr_and_pickles_as_itself():
     import pickle
 

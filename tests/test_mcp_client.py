@@ -144,7 +144,7 @@ def test_a_prefix_names_tools_prefix_double_underscore_name_and_calls_the_real_o
     assert tools["srv__echo"].run({"text": "hi"}, ToolContext()) == "hi"
 
 
-@pytest.mark.parametrize("prefix", ["", "has space", "a.b", 7, "x" * 61])
+@pytest.mark.parametrize("prefix", ["", "has space", "a.b", 7, "x" * 61, "srv\n"])
 def test_an_invalid_prefix_is_a_config_error(bad, prefix):
     with pytest.raises(nacelle.ConfigError, match="MCP tool prefix"):
         bad.tools(prefix=prefix)

@@ -59,7 +59,7 @@ def test_saving_again_replaces_the_conversation(tmp_path):
 
 @pytest.mark.parametrize("name", [
     "", ".", "..", "../escape", "a/b", "a\\b", ".hidden", "-flag", "_x", "a.b", "a.json",
-    "x" * 129, "café", "a b", "a\x00b", "/etc/passwd", None, 3])
+    "x" * 129, "café", "a b", "a\x00b", "/etc/passwd", None, 3, "chat\n", "\nchat"])
 def test_names_outside_the_safe_alphabet_are_refused_before_any_file_is_touched(
         tmp_path, name):
     store = FileStore(tmp_path / "s")
@@ -135,6 +135,17 @@ def test_a_checkpoint_with_the_wrong_key_or_garbage_is_a_checkpoint_error_naming
         store.load_checkpoint("bad")
     with pytest.raises(ConfigError):
         store.save_checkpoint("../x", _checkpoint())
+
+
+def test_an_empty_key_is_refused_and_the_checkpoint_is_neither_written_nor_taken(tmp_path):
+    store = FileStore(tmp_path)
+    with pytest.raises(ConfigError, match="empty"):
+        store.save_checkpoint("run", _checkpoint(), key="")
+    assert store.checkpoint_names() == []
+    store.save_checkpoint("run", _checkpoint(), key="secret")
+    with pytest.raises(ConfigError, match="empty"):
+        store.take_checkpoint("run", key=b"")
+    assert store.take_checkpoint("run", key="secret").dumps() == _checkpoint().dumps()
 
 
 def test_a_checkpoint_taken_is_gone_so_a_paused_run_resumes_at_most_once(tmp_path):

@@ -126,6 +126,11 @@ def test_a_name_the_providers_reject_is_refused_at_decoration():
         tool(plain, name="no spaces allowed")
 
 
+def test_a_name_with_a_trailing_newline_is_refused_at_decoration():
+    with pytest.raises(ConfigError, match="must match"):
+        tool(plain, name="lookup\n")
+
+
 def test_decorating_something_that_is_not_callable_is_refused():
     with pytest.raises(ConfigError, match="needs a function"):
         tool(42)

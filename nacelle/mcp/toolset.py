@@ -46,7 +46,7 @@ logger = logging.getLogger(__name__)
 
 # A prefix joins the tool name with two underscores; both must stay inside the
 # names every backend accepts.
-PREFIX = re.compile(r"^[a-zA-Z0-9_-]{1,60}$")
+PREFIX = re.compile(r"^[a-zA-Z0-9_-]{1,60}\Z")  # \Z: "$" lets a final "\n" through
 _NOT_IN_NAMES = re.compile(r"[^a-zA-Z0-9_-]")
 
 
