@@ -74,6 +74,7 @@ from dataclasses import dataclass
 from typing import (Any, Callable, Deque, Dict, Generator, Iterable, List, Optional, Sequence,
                     Set, Tuple, Union)
 
+from . import bounded_json
 from .agent import Agent, Result
 from .batch_progress import Progress, ProgressLine
 from .batch_results import ResultsFile, finished_indexes
@@ -361,7 +362,8 @@ def _read_input(path: Union[str, "os.PathLike[str]"]) -> List[Tuple[Message, ...
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):
             try:
-                value = json.loads(line)
+                value = bounded_json.loads(line, what="line",
+                                           max_depth=bounded_json.DOCUMENT_DEPTH)
             except ValueError as exc:
                 raise ConfigError(f"{path} line {number}: not JSON ({exc})") from None
             if isinstance(value, dict) and isinstance(value.get("prompt"), str):

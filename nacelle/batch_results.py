@@ -21,7 +21,7 @@ Choices where the issue is silent:
   (pydantic's ``model_dump(mode="json")``, a dataclass's fields) and, failing that,
   its ``repr``: the file must stay readable by anything that reads JSON lines.
 
-Imports the standard library and ``events`` only.
+Imports the standard library, ``bounded_json`` and ``events`` only.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import logging
 import os
 from typing import IO, Any, Dict, Optional, Set, Union
 
+from . import bounded_json
 from .events import Usage
 
 __all__ = ["ResultsFile", "finished_indexes", "record"]
@@ -100,7 +101,7 @@ def finished_indexes(path: "Union[str, os.PathLike[str]]") -> Set[int]:
         if not raw.strip():
             continue
         try:
-            value = json.loads(raw)
+            value = bounded_json.loads(raw, what="result", max_depth=bounded_json.DOCUMENT_DEPTH)
         except ValueError:
             value = None
         index = value.get("index") if isinstance(value, dict) else None

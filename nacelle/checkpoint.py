@@ -203,7 +203,8 @@ class Checkpoint:
         """Read :meth:`dumps` text; with ``key``, its signature must be there and match."""
         secret = None if key is None else signing_key(key)
         try:
-            body = json.loads(text)
+            body = bounded_json.loads(text, what="checkpoint",
+                                      max_depth=bounded_json.DOCUMENT_DEPTH)
         except ValueError as exc:
             raise CheckpointError(f"a checkpoint must be JSON: {exc}") from None
         if not isinstance(body, dict):

@@ -88,6 +88,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, TextIO, Tuple
 
+from . import bounded_json
 from .errors import ConfigError, NacelleError
 from .events import Event, Usage
 from .messages import Message, _part_to_json
@@ -257,7 +258,9 @@ def load(path: "os.PathLike[str] | str") -> List[Dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = bounded_json.loads(line, what="record", max_depth=bounded_json.DOCUMENT_DEPTH)
+        except bounded_json.TooDeep as exc:
+            raise NacelleError(f"{os.fspath(path)}, line {number}: {exc}") from None
         except ValueError:
             if number == torn:
                 log.warning("%s: line %d is cut short (a run that was killed?); skipped",

@@ -247,6 +247,12 @@ def test_a_torn_last_line_is_cut_and_a_line_that_is_not_a_result_is_ignored(tmp_
     assert finished_indexes(tmp_path / "absent.jsonl") == set()
 
 
+def test_a_results_line_nested_five_thousand_deep_is_not_a_result_and_is_done_again(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"index": 0}\n' + '{"index": 1, "x": ' + "[" * 5000 + "]" * 5000 + "}\n")
+    assert finished_indexes(path) == {0}
+
+
 def test_a_record_holds_the_output_as_json_data_and_the_error_as_text():
     from dataclasses import dataclass
 
@@ -378,6 +384,13 @@ def test_main_batch_refuses_a_line_that_is_not_a_conversation(tmp_path):
     source = tmp_path / "in.jsonl"
     source.write_text('{"prompt": "p"}\n\n')
     with pytest.raises(nacelle.ConfigError, match="line 2"):
+        batch.main_batch(nacelle.Agent(ScriptedBackend([]), "s"), source, tmp_path / "o", 1)
+
+
+def test_main_batch_refuses_a_line_nested_five_thousand_deep_naming_it(tmp_path):
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"prompt": "p"}\n{"messages": ' + "[" * 5000 + "]" * 5000 + "}\n")
+    with pytest.raises(nacelle.ConfigError, match="line 2: .*nested deeper than 160 levels"):
         batch.main_batch(nacelle.Agent(ScriptedBackend([]), "s"), source, tmp_path / "o", 1)
 
 

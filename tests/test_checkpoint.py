@@ -145,6 +145,14 @@ def test_a_wrong_key_an_unknown_version_and_malformed_text_are_refused(effects):
     assert isinstance(CheckpointError("x"), nacelle.NacelleError)
 
 
+def test_a_checkpoint_nested_five_thousand_deep_is_a_checkpoint_error():
+    deep = '{"version": 1, "messages": ' + "[" * 5000 + "]" * 5000 + "}"
+    with pytest.raises(CheckpointError, match="nested deeper than 160 levels"):
+        Checkpoint.loads(deep)
+    with pytest.raises(CheckpointError, match="nested deeper than 160 levels"):
+        Checkpoint.loads(deep.encode("utf-8"))
+
+
 def test_a_checkpoint_round_trips_losslessly_with_provider_state(effects):
     turn = Turn(nacelle.Message(nacelle.Role.ASSISTANT, (
         nacelle.Reasoning("thinking", state="sig-123", protocol="anthropic"),

@@ -354,6 +354,14 @@ def test_loading_skips_a_torn_last_line_and_refuses_a_broken_one(tmp_path, caplo
         load(alien)
 
 
+def test_loading_a_line_nested_five_thousand_deep_is_an_error_naming_it(tmp_path):
+    good = json.dumps({"kind": "run.start", "run_id": "r", "time": 1.0, "data": {}})
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text(good + "\n" + '{"data": ' + "[" * 5000 + "]" * 5000 + "}\n")
+    with pytest.raises(NacelleError, match="deep.jsonl, line 2: .*nested deeper than 160"):
+        load(deep)
+
+
 def test_an_observation_is_a_read_only_value():
     observation = Observation("run.start", "r1", 1.0, {"a": 1})
     assert "keys=['a']" in repr(observation)

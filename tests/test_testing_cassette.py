@@ -359,6 +359,8 @@ def test_an_unknown_version_is_a_clear_error(path):
 
 @pytest.mark.parametrize("text, message", [
     ("not json", "is not JSON"),
+    ('{"version": 1, "exchanges": ' + "[" * 5000 + "]" * 5000 + "}",
+     "is not JSON: cassette nested deeper than 160 levels"),
     ("[]", "has version None"),
     ('{"version": 1}', "no list of exchanges"),
     ('{"version": 1, "exchanges": [{"request": {}}]}', "exchange #1 is malformed"),

@@ -30,8 +30,9 @@ file alone. Choices where the spec is silent:
   replay closes the connection there. Errors the cassette answers (a mismatch is a
   400) carry ``x-should-retry: false``, so clients fail fast.
 
-Public (``nacelle.testing``); imports the standard library, ``nacelle.testing.server``
-and ``_cassette_secrets`` (the scrubbing) only, and is never imported by the core.
+Public (``nacelle.testing``); imports the standard library, ``nacelle.bounded_json``,
+``nacelle.testing.server`` and ``_cassette_secrets`` (the scrubbing) only, and is never
+imported by the core.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from pathlib import Path
 from typing import Any, Callable, Collection, Deque, Dict, List, Optional, Sequence, Set, Tuple, Union
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from .. import bounded_json
 from ._cassette_secrets import (
     SCRUBBED, SHORTEST_SECRET, is_secret, redact, redact_chunks, redact_text, saved_header,
 )
@@ -280,7 +282,7 @@ def _key_function(match: Match) -> Callable[[RecordedRequest], Any]:
 def _body_value(body: bytes) -> Any:
     """The body as JSON when it is JSON, else as saved."""
     try:
-        return json.loads(body.decode("utf-8"))
+        return bounded_json.loads(body.decode("utf-8"), what="body")
     except ValueError:  # UnicodeDecodeError included
         return _encode(body)
 
@@ -414,7 +416,8 @@ def _exchange_from_json(value: Any) -> _Exchange:
 
 def _load(path: Path) -> List[_Exchange]:
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        document = bounded_json.loads(path.read_text(encoding="utf-8"), what="cassette",
+                                      max_depth=bounded_json.DOCUMENT_DEPTH)
     except FileNotFoundError:
         raise FileNotFoundError(f"no cassette at {path}: give upstream= to record it (with "
                                 f"{ENVIRONMENT} unset or auto), or record=True") from None
