@@ -16,7 +16,7 @@ import time
 import pytest
 
 import nacelle
-from mcp_servers import BAD_SERVER, SDK_SERVER, needs_sdk
+from mcp_servers import BAD_SERVER, SDK_SERVER, ThreadPeak, needs_sdk
 from nacelle.mcp import MCPClient, MCPError, MCPTool, connect_stdio
 from nacelle.tools import ToolContext
 
@@ -92,7 +92,7 @@ def test_a_server_that_never_answers_the_handshake_times_out():
 def test_tools_are_listed_across_every_page_in_order(bad):
     names = [tool.remote_name for tool in bad.tools()]
     assert names == ["echo", "hang", "history", "crash", "garbage", "mixed", "dotted.name",
-                     "environment", "spawn", "deaf", "ask", "emit"]
+                     "environment", "spawn", "deaf", "ask", "emit", "flood"]
 
 
 def test_a_tool_carries_the_servers_schema_and_description_and_its_read_only_hint(bad):
@@ -157,6 +157,49 @@ def test_messages_arriving_between_a_request_and_its_answer_are_all_handled(bad,
         bad.list_tools()
     assert "response:srv-1" in history(bad)  # our answer to its ping
     assert any("listing tools" in r.getMessage() for r in caplog.records)
+
+
+def test_two_thousand_list_changed_notifications_start_one_refresh_at_a_time():
+    with connect_stdio(sys.executable, [BAD_SERVER], timeout=10) as client:
+        live = client.tools(live=True)
+        with ThreadPeak() as threads:
+            assert client.call_tool("flood", {"what": "list_changed", "count": 2000}) == "flooded"
+            assert client.call_tool("echo", {"text": "still here"}) == "still here"
+        assert threads.added <= 2
+        assert "echo" in {tool.name for tool in live}
+        # Coalesced: far fewer listings than notifications, and the last one came after
+        # the last notification, so the cache is current.
+        listings = history(client).count("tools/list")
+        assert 1 <= listings < 100 * 4  # four pages a listing
+        assert client._tools_fetched_at == client._tools_changes
+
+
+def test_three_hundred_elicitations_run_on_elicit_a_few_at_a_time_and_refuse_the_excess():
+    lock = threading.Lock()
+    running, peak = [0], [0]
+
+    def on_elicit(request):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.01)
+        with lock:
+            running[0] -= 1
+        return {"name": "Ada"}
+
+    with connect_stdio(sys.executable, [BAD_SERVER], timeout=20, on_elicit=on_elicit) as client:
+        with ThreadPeak() as threads:
+            answers = json.loads(client.call_tool("flood", {"what": "elicit", "count": 300}))
+        assert client.call_tool("echo", {"text": "still here"}) == "still here"
+    assert len(answers) == 300  # every request answered, one way or the other
+    accepted = [a for a in answers if "result" in a]
+    refused = [a for a in answers if "error" in a]
+    assert accepted and all(a["result"] == {"action": "accept", "content": {"name": "Ada"}}
+                            for a in accepted)
+    assert all(a["error"]["code"] == -32000 and "too many" in a["error"]["message"]
+               for a in refused)
+    assert len(accepted) + len(refused) == 300
+    assert peak[0] <= 4 and threads.added <= 5
 
 
 # -- tools/call -------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import time
 import pytest
 
 import nacelle
-from mcp_servers import free_port, needs_sdk, sdk_http_server
+from mcp_servers import ThreadPeak, free_port, needs_sdk, sdk_http_server
 from mcp_servers.http_server import Answer, ScriptedEndpoint, result, sse
 from nacelle.mcp import MCPError, connect_http
 from nacelle.mcp.http import HTTPTransport
@@ -151,6 +151,27 @@ def test_a_stream_closed_after_an_event_id_is_resumed_with_last_event_id(endpoin
         assert client.call_tool("echo") == "resumed"
     resumed = [s for s in endpoint.requests if s.headers.get("last-event-id")]
     assert len(resumed) == 1 and resumed[0].headers["mcp-session-id"] == "session-1"
+
+
+def test_a_flood_on_the_get_stream_is_answered_with_a_bounded_number_of_threads(endpoint):
+    flood = [{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}] * 2000
+    flood += [{"jsonrpc": "2.0", "id": f"ping-{i}", "method": "ping"} for i in range(300)]
+    gets = []
+    endpoint.on_get = lambda headers: (Answer(405) if gets
+                                       else gets.append(1) or sse(*flood, retry=10))
+    with connect_http(endpoint.url) as client:
+        live = client.tools(live=True)
+        with ThreadPeak() as threads:
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and len(
+                    [s for s in endpoint.requests if s.body and "result" in s.body]) < 300:
+                time.sleep(0.05)
+            assert client.call_tool("echo", {"text": "still here"}) == "still here"
+        assert "echo" in by_name(live)
+    answered = {s.body["id"] for s in endpoint.requests if s.body and "result" in s.body}
+    assert answered == {f"ping-{i}" for i in range(300)}
+    assert len(endpoint.posts("tools/list")) < 100
+    assert threads.added <= 8
 
 
 def test_an_expired_session_is_renewed_and_the_request_sent_again(endpoint):

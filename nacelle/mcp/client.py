@@ -24,11 +24,14 @@ Choices where the protocol is silent, made as the official SDKs make them:
 - The server's change notifications (``notifications/tools/list_changed`` in 2025;
   the same on a ``subscriptions/listen`` stream in 2026, opened on connecting when
   the server says its tool list changes, re-opened with backoff when it drops) mark
-  the cached list stale and refresh it in the background. ``ttlMs`` is not used:
-  with the subscription, the cache is stale exactly when the server says so.
+  the cached list stale and refresh it in the background, on one thread at a time:
+  a notification arriving while it lists marks the list stale again, and it lists
+  once more. ``ttlMs`` is not used: with the subscription, the cache is stale
+  exactly when the server says so.
 - A request answered with ``input_required`` (2026) is retried with the answers, up
-  to 10 rounds; a 2025 server's ``elicitation/create`` is answered from another
-  thread (the reader must go on reading). Both ask ``on_elicit``; without it, the
+  to 10 rounds; a 2025 server's ``elicitation/create`` is answered by one of the
+  session's few workers (the reader must go on reading; see ``session``), so
+  ``on_elicit`` runs at most four at once. Both ask ``on_elicit``; without it, the
   server is refused. Sampling and roots are refused.
 - Progress a server reports for a tool call goes to ``ctx.progress(progress, total,
   message)`` when the tool's context has such a callable, and to this module's
@@ -98,6 +101,7 @@ class MCPClient(Session):
         self._tools: Optional[List[Dict[str, Any]]] = None
         self._tools_changes = 0  # bumped by every list_changed notification
         self._tools_fetched_at = -1  # the value of _tools_changes the cache reflects
+        self._refreshing = False  # whether the refresh thread runs
         self._handshake_lock = threading.Lock()
         self._listening = False
         self.listening = threading.Event()  # set once a subscriptions/listen is acknowledged
@@ -465,18 +469,32 @@ class MCPClient(Session):
             delay = min(delay * 2, 30.0)
 
     def _stale(self) -> None:
+        """Mark the tool list stale and see it refreshed: by the one refresh thread,
+        started here unless it runs already (then it sees the mark and lists again),
+        so a server sending 2,000 notifications costs one thread and a few listings."""
         with self._lock:
             self._tools_changes += 1
-        # Refreshing needs a request, and this may be the reader thread that would
-        # deliver its answer: refresh from another thread.
-        threading.Thread(target=self._refresh_tools, daemon=True,
-                         name=f"nacelle-mcp-refresh-{self.name}").start()
+            start = not self._refreshing and not self._closed
+            self._refreshing = self._refreshing or start
+        if start:
+            # Refreshing needs a request, and this may be the reader thread that would
+            # deliver its answer: refresh from another thread.
+            threading.Thread(target=self._refresh_tools, daemon=True,
+                             name=f"nacelle-mcp-refresh-{self.name}").start()
 
     def _refresh_tools(self) -> None:
-        try:
-            self.list_tools()
-        except NacelleError as err:
-            logger.debug("refreshing the tools of MCP server %s failed: %s", self.name, err)
+        while True:
+            with self._lock:
+                if self._closed or self._tools_fetched_at == self._tools_changes:
+                    self._refreshing = False
+                    return
+            try:
+                self.list_tools()
+            except NacelleError as err:
+                logger.debug("refreshing the tools of MCP server %s failed: %s", self.name, err)
+                with self._lock:
+                    self._refreshing = False
+                return
 
     # -- called from transport threads ----------------------------------------------------------
 
@@ -485,20 +503,8 @@ class MCPClient(Session):
             super()._answer(request_id, method, params)
             return
         # The callback may wait for a person; this is the reader thread.
-        threading.Thread(target=self._elicit, args=(request_id, params), daemon=True,
-                         name=f"nacelle-mcp-elicit-{self.name}").start()
-
-    def _elicit(self, request_id: Any, params: Any) -> None:
-        try:
-            result = protocol.answer_elicitation(self.on_elicit, self.name, params)
-        except Exception as err:  # noqa: BLE001 - the server gets an error either way
-            if not isinstance(err, MCPError):
-                logger.warning("on_elicit for MCP server %s raised", self.name, exc_info=True)
-            code = err.code if isinstance(err, MCPError) and err.code else -32603
-            self._send({"jsonrpc": "2.0", "id": request_id,
-                        "error": {"code": code, "message": str(err)}})
-            return
-        self._send({"jsonrpc": "2.0", "id": request_id, "result": result})
+        self._answer_later(request_id, method, lambda: protocol.answer_elicitation(
+            self.on_elicit, self.name, params))
 
     def _notified(self, method: str, params: Dict[str, Any]) -> None:
         if method in _CHANGED:

@@ -16,6 +16,11 @@ Choices, and why:
   the client, the way the stdio reader does; the caller waits on its own reply with
   its own timeout, and giving up closes that response. So a slow call never blocks
   another, and nothing waits longer than asked.
+- What nobody waits for (answers to the server's requests, cancellations) is posted
+  by at most :data:`SENDERS` threads from a queue of at most :data:`QUEUED`: a
+  server sending a flood of pings gets its answers without the client starting a
+  thread for each. Past the queue a message is dropped, with a warning: the server
+  that asked is the one sending too much.
 - HTTP failures belong to the request that met them (a proxy's 502 page fails one
   call, not the session). A 404 on a request carrying a session id means the
   session expired; the client then shakes hands again and resends once, as the
@@ -68,6 +73,7 @@ from ..sse import SSEDecoder, parse_json
 from .client import MCPClient
 from .errors import MCPError, SessionExpired
 from .protocol import MODERN_VERSION, PROTOCOL_KEY, OnElicit, header_value, param_values
+from .session import Workers
 
 __all__ = ["HTTPTransport", "connect_http"]
 
@@ -78,6 +84,9 @@ MAX_BODY = 64 * 2**20
 ANSWER_GRACE = 5.0
 RESUMES = 3
 MAX_RETRY_DELAY = 10.0
+#: Threads posting messages nobody waits for, and how many such messages may queue.
+SENDERS = 4
+QUEUED = 1024
 ACCEPT = "application/json, text/event-stream"
 # What HTTP can carry in a header; requests and http.client refuse the rest with an
 # error that quotes the value. Whole-string matches: ``$`` would let a final "\n" by.
@@ -133,6 +142,7 @@ class HTTPTransport:
         self._abandoned: Set[Any] = set()
         self._threads: Set[threading.Thread] = set()
         self._closing = threading.Event()
+        self._sending = Workers("nacelle-mcp-http-send", workers=SENDERS, backlog=QUEUED)
 
     def __repr__(self) -> str:
         return f"<HTTPTransport {self.describe}{' with session' if self._session_id else ''}>"
@@ -165,10 +175,11 @@ class HTTPTransport:
         if message.get("method") == "notifications/initialized":
             # Every later request must reach the server after this one.
             self._notify(message)
-        else:
-            # Cancellations and our answers to the server's pings: nobody waits for a
-            # reply, and a cancelling caller must not wait for a slow server.
-            self._spawn(lambda: self._notify_quietly(message), "notify")
+        elif not self._sending.submit(lambda: self._notify_quietly(message)):
+            # Cancellations and our answers to the server's requests: nobody waits
+            # for a reply, and a cancelling caller must not wait for a slow server.
+            logger.warning("MCP server %s: %d messages already wait to be sent; dropped %s",
+                           self.describe, QUEUED, message.get("method", "an answer"))
 
     def _notify(self, message: Dict[str, Any]) -> None:
         # At least a few seconds: a client timeout tuned for answers is no reason to
@@ -196,6 +207,7 @@ class HTTPTransport:
         if self._closing.is_set():
             return
         self._closing.set()
+        self._sending.close()
         with self._lock:
             responses, self._responses = list(self._responses.values()), {}
         for response in responses:

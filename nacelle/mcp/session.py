@@ -21,6 +21,12 @@ Choices, and why:
   names none: no caller then waits out its timeout for a reply that cannot be
   routed. An ``id`` must be a string or an integer (``true`` would pass for request
   1 in a dict).
+- The server's own requests that may wait (for a person, say: elicitation) are
+  answered by at most :data:`ANSWERING` worker threads, with at most
+  :data:`WAITING` more queued; one past that is answered at once with a JSON-RPC
+  error (``-32000``, the range JSON-RPC leaves to implementations) saying the client
+  is busy. A server that sends 300 such requests then gets 300 answers, and the
+  host a handful of threads and callbacks running at once, not 300.
 - A request may ask for progress: its ``_meta.progressToken`` is the request id, and
   each ``notifications/progress`` naming it goes to the caller's callback (from the
   transport's thread, so the callback must be quick).
@@ -31,17 +37,19 @@ Outer ring (with the rest of the MCP client); imports the standard library,
 
 from __future__ import annotations
 
+import collections
 import itertools
 import logging
 import threading
 import time
-from typing import Any, Callable, Dict, Mapping, Optional, Protocol
+from typing import Any, Callable, Deque, Dict, Mapping, Optional, Protocol
 
 from ..errors import Cancelled
 from .content import preview as _preview
 from .errors import MCPError, copy_error
 
-__all__ = ["Progress", "Session", "Transport", "is_request_id"]
+__all__ = ["ANSWERING", "BUSY", "Progress", "Session", "Transport", "WAITING", "Workers",
+           "is_request_id"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +60,12 @@ _UNCANCELLABLE = ("initialize", "server/discover")
 
 #: ``progress(progress, total, message)``, as a server's ``notifications/progress`` says.
 Progress = Callable[[float, Optional[float], str], None]
+#: How many of the server's requests are answered at once, and how many more may wait.
+ANSWERING = 4
+WAITING = 16
+#: The JSON-RPC error code of a request refused because the client is busy (-32000 to
+#: -32099 are left to implementations: https://www.jsonrpc.org/specification#error_object).
+BUSY = -32000
 
 
 class Transport(Protocol):
@@ -85,6 +99,62 @@ def is_request_id(value: Any) -> bool:
     """Whether ``value`` can be a JSON-RPC request id here: a string or an integer
     (not a bool, which Python would take for 0 or 1, and not a float)."""
     return isinstance(value, (int, str)) and not isinstance(value, bool)
+
+
+class Workers:
+    """At most ``workers`` daemon threads running jobs, and at most ``backlog`` jobs
+    waiting for one: :meth:`submit` says False rather than queue past that.
+
+    Threads start when there is work and end when there is none, so an idle
+    connection holds none. A job's exception is logged, never raised.
+    """
+
+    def __init__(self, name: str, *, workers: int, backlog: int) -> None:
+        self.name = name
+        self._workers = workers
+        self._backlog = backlog
+        self._lock = threading.Lock()
+        self._jobs: Deque[Callable[[], None]] = collections.deque()
+        self._running = 0
+        self._closed = False
+
+    def submit(self, job: Callable[[], None]) -> bool:
+        """Queue ``job``; False when the queue is full or the workers are closed."""
+        with self._lock:
+            if self._closed or len(self._jobs) >= self._backlog:
+                return False
+            self._jobs.append(job)
+            start = self._running < self._workers
+            if start:
+                self._running += 1
+        if start:
+            try:
+                threading.Thread(target=self._work, daemon=True, name=self.name).start()
+            except RuntimeError:  # the host can start no more threads
+                with self._lock:
+                    self._running -= 1
+                    if self._running == 0 and job in self._jobs:
+                        self._jobs.remove(job)
+                        return False
+        return True
+
+    def close(self) -> None:
+        """Drop what waits; what runs finishes, and no more starts."""
+        with self._lock:
+            self._closed = True
+            self._jobs.clear()
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                if not self._jobs:
+                    self._running -= 1
+                    return
+                job = self._jobs.popleft()
+            try:
+                job()
+            except Exception:  # noqa: BLE001 - one job must not end the worker
+                logger.warning("a job of %s raised", self.name, exc_info=True)
 
 
 class _Pending:
@@ -125,6 +195,8 @@ class Session:
         self._progress: Dict[Any, Progress] = {}
         self._broken: Optional[MCPError] = None
         self._closed = False
+        self._answering = Workers(f"nacelle-mcp-answer-{name}", workers=ANSWERING,
+                                  backlog=WAITING)
 
     def close(self) -> None:
         """End the session and release the server (for stdio: stop the process)."""
@@ -133,6 +205,7 @@ class Session:
                 return
             self._closed = True
             pending, self._pending = self._pending, {}
+        self._answering.close()
         error = MCPError(f"the connection to MCP server {self.name} was closed")
         for waiter in pending.values():
             waiter.settle(error=error)
@@ -154,6 +227,33 @@ class Session:
 
     def _notified(self, method: str, params: Dict[str, Any]) -> None:
         logger.debug("MCP server %s sent %s", self.name, method)
+
+    def _answer_later(self, request_id: Any, method: str,
+                      work: Callable[[], Dict[str, Any]]) -> None:
+        """Answer one of the server's requests with what ``work`` returns (or the
+        :class:`MCPError` it raises), on a worker thread: ``work`` may wait for a
+        person, and this is the thread reading the server. Past the workers and
+        their queue, the request is refused at once (:data:`BUSY`)."""
+
+        def answer() -> None:
+            try:
+                result = work()
+            except Exception as err:  # noqa: BLE001 - the server gets an error either way
+                if not isinstance(err, MCPError):
+                    logger.warning("answering %s for MCP server %s raised", method, self.name,
+                                   exc_info=True)
+                code = err.code if isinstance(err, MCPError) and err.code else -32603
+                self._send({"jsonrpc": "2.0", "id": request_id,
+                            "error": {"code": code, "message": str(err)}})
+                return
+            self._send({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+        if not self._answering.submit(answer):
+            logger.warning("MCP server %s sent more %s requests than the client answers at "
+                           "once; refused one", self.name, method)
+            self._send({"jsonrpc": "2.0", "id": request_id, "error": {
+                "code": BUSY, "message": f"too many requests in flight: the client answers "
+                                         f"{ANSWERING} at once and queues {WAITING}"}})
 
     # -- requests --------------------------------------------------------------------------
 

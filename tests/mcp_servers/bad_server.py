@@ -15,7 +15,8 @@ not JSON-RPC), ``old-version`` (answers protocol version 1999-01-01) and ``linge
 the lines in ``BAD_LINES`` (chosen by its ``line`` argument) instead of an answer:
 JSON nested too deeply to read, bytes that are not UTF-8, JSON values that are not
 objects, answers whose ``id`` has the wrong type; ``deaf`` answers and then stops
-reading its stdin, so a large enough message blocks the client's write. Standard
+reading its stdin, so a large enough message blocks the client's write; ``flood``
+sends many ``list_changed`` notifications or elicitation requests at once. Standard
 library only, so the client's failure handling is tested on every Python nacelle
 supports.
 """
@@ -55,6 +56,11 @@ TOOLS = [
     {"name": "emit", "description": "Write one of the bad lines instead of an answer.",
      "inputSchema": {"type": "object", "properties": {"line": {"type": "string"}},
                      "required": ["line"]}},
+    {"name": "flood", "description": "Send `count` list_changed notifications, or "
+                                     "elicitation requests, then answer with what came back.",
+     "inputSchema": {"type": "object", "properties": {
+         "what": {"type": "string", "enum": ["list_changed", "elicit"]},
+         "count": {"type": "integer"}}, "required": ["what", "count"]}},
 ]
 DEEP = 100000  # json raises RecursionError long before this depth
 # Lines a server might write instead of an answer, each a function of the id of the
@@ -107,6 +113,8 @@ def reply(request_id, result):
 
 # The client's answers awaited: the id of our elicitation request -> the tools/call id.
 asking = {}
+# A flood of elicitations: the tools/call id -> [requests still unanswered, answers].
+flooding = {}
 
 
 def call(mode, request_id, name, arguments):
@@ -136,6 +144,16 @@ def call(mode, request_id, name, arguments):
         time.sleep(60)
     elif name == "hang":
         pass
+    elif name == "flood" and arguments["what"] == "list_changed":
+        for _ in range(arguments["count"]):
+            send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        reply(request_id, {"content": [{"type": "text", "text": "flooded"}]})
+    elif name == "flood":
+        flooding[request_id] = [arguments["count"], []]
+        for i in range(arguments["count"]):
+            send({"jsonrpc": "2.0", "id": f"flood-{request_id}-{i}", "method": "elicitation/create",
+                  "params": {"mode": "form", "message": f"Question {i}?", "requestedSchema": {
+                      "type": "object", "properties": {"name": {"type": "string"}}}}})
     elif name == "ask":
         # Answered when the client's response to this request arrives (see main).
         asking[f"ask-{request_id}"] = request_id
@@ -161,6 +179,14 @@ def main():
         if method == "notifications/cancelled":
             sys.stderr.write("cancelled %s\n" % message["params"]["requestId"])
             sys.stderr.flush()
+        if method is None and str(message.get("id")).startswith("flood-"):
+            call_id = int(message["id"].split("-")[1])
+            left, answers = flooding[call_id]
+            answers.append({k: message[k] for k in ("result", "error") if k in message})
+            flooding[call_id][0] = left - 1
+            if left == 1:
+                reply(call_id, {"content": [{"type": "text", "text": json.dumps(answers)}]})
+            continue
         if method is None and message.get("id") in asking:
             answer = {k: message[k] for k in ("result", "error") if k in message}
             reply(asking.pop(message["id"]), {"content": [{"type": "text",
