@@ -14,8 +14,9 @@ with a checkpoint and let someone decide later). This module holds:
 - :func:`first` — the first policy with an opinion decides.
 
 ``approve`` is given the tool's name, not the tool, so :func:`secure` is told the
-tools it judges (``secure(tools)``, the list the Agent gets); a name it was not given
-is unknown, and an unknown tool is never assumed safe. A tool's metadata is read with
+tools it judges (``secure(tools)``, the list the Agent gets; ``secure()`` without them
+is a ConfigError); a name it was not given is unknown, and an unknown tool is never
+assumed safe. A tool's metadata is read with
 :func:`nacelle.tools.metadata`, so a tool that declares nothing is treated with MCP's
 cautious defaults (destructive, open world).
 
@@ -38,7 +39,7 @@ from typing import Any, Callable, Dict, Iterable, Optional, Tuple
 from .checkpoint import PAUSE
 from .errors import ConfigError
 from .terminal_text import visible
-from .tools import metadata
+from .tools import expand_tools, is_toolset, metadata
 
 __all__ = ["ask", "first", "remembering", "secure"]
 
@@ -47,15 +48,33 @@ log = logging.getLogger(__name__)
 Policy = Callable[[str, Dict[str, Any], Any], Any]
 
 
-def secure(tools: Iterable[Any] = (), *, trust_hints: bool = False) -> Policy:
+def secure(tools: Optional[Iterable[Any]] = None, *, trust_hints: bool = False) -> Policy:
     """Run read-only, closed-world tools; pause every other call.
 
-    ``tools`` are the tools this policy judges (give it the Agent's); a call of a name
-    not among them pauses too. A tool whose metadata is ``advisory`` (an MCP
-    server's claim) pauses unless ``trust_hints`` is true.
+    ``tools`` are the tools this policy judges (give it the Agent's, toolsets included:
+    their tools as listed now); a call of a name not among them pauses too. A tool whose metadata is ``advisory``
+    (an MCP server's claim) pauses unless ``trust_hints`` is true.
+
+    ``secure()`` without them is a ConfigError rather than a policy that pauses every
+    call: a run left alone would stop at its first read with nothing saying why. The
+    tools are not taken from the Agent instead, because an ``approve`` callable is
+    opaque to it — ``secure`` inside ``first(...)`` could never be found and bound.
+    (``secure([])``, an Agent with no tools, is what it says.)
     """
+    if tools is None:
+        raise ConfigError("secure() needs the tools it judges: secure(tools), with the "
+                          "tools the Agent gets; without them it would pause every call")
+    if is_toolset(tools):
+        tools = [tools]
+    elif isinstance(tools, (str, bytes)) or hasattr(tools, "run") or not hasattr(tools, "__iter__"):
+        raise ConfigError(f"secure(tools) takes a list of tools, got {type(tools).__name__}")
+    judged = expand_tools(tools)
+    for tool in judged:
+        if not isinstance(getattr(tool, "name", None), str):
+            raise ConfigError(f"secure(tools) takes a list of tools, and {tool!r:.60} is not "
+                              "a tool (decorate a function with @nacelle.tool)")
     safe = frozenset(
-        tool.name for tool in tools
+        tool.name for tool in judged
         if _safe(tool) and (trust_hints or not getattr(tool, "advisory", False)))
 
     def approve(name: str, input: Dict[str, Any], ctx: Any) -> Any:

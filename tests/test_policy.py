@@ -68,8 +68,37 @@ def test_secure_trusts_an_mcp_servers_read_only_claim_only_when_told():
     assert secure(TOOLS, trust_hints=True)("fetcher", {}, CTX) is nacelle.PAUSE
 
 
-def test_secure_without_tools_pauses_everything():
-    assert secure()("reader", {}, CTX) is nacelle.PAUSE
+def test_secure_called_without_the_tools_is_a_config_error_not_a_pause_of_every_call():
+    with pytest.raises(ConfigError, match=r"secure\(tools\)"):
+        secure()
+    with pytest.raises(ConfigError, match=r"secure\(tools\)"):
+        secure(None, trust_hints=True)
+
+
+def test_secure_given_an_empty_list_knows_no_tool_and_pauses_everything():
+    assert secure([])("reader", {}, CTX) is nacelle.PAUSE
+
+
+@pytest.mark.parametrize("tools", ["reader", reader, 3, [3], ["reader"]])
+def test_secure_refuses_what_is_not_a_list_of_tools(tools):
+    with pytest.raises(ConfigError, match="list of tools"):
+        secure(tools)
+
+
+class Toolset:
+    """A toolset as the Agent takes one: ``current()`` lists its tools of now."""
+
+    def __init__(self, *tools):
+        self.tools = list(tools)
+
+    def current(self):
+        return list(self.tools)
+
+
+def test_secure_reads_the_tools_of_a_toolset_in_the_list_or_given_bare():
+    for given in ([Toolset(reader, writer)], Toolset(reader, writer)):
+        approve = secure(given)
+        assert approve("reader", {}, CTX) is True and approve("writer", {}, CTX) is nacelle.PAUSE
 
 
 def test_secure_judges_the_builtin_tools_as_declared(tmp_path):
