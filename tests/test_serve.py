@@ -4,6 +4,7 @@ library's threaded server, gunicorn's gthread workers and uvicorn — streaming 
 produced, keeping alive, cancelling on disconnect and resuming paused runs."""
 
 import asyncio
+import contextlib
 import http.client
 import json
 import os
@@ -21,7 +22,7 @@ import pytest
 import nacelle
 from nacelle.serve import asgi_app, event_json, make_server, sse, wsgi_app
 from nacelle.serve.encode import KEEPALIVE
-from nacelle.sessions import FileStore
+from nacelle.sessions import FileStore, MemoryStore
 from nacelle.sse import SSEDecoder
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -521,18 +522,17 @@ def test_the_asgi_app_cancels_the_run_when_the_client_disconnects(store, tmp_pat
 SERVERS = ["stdlib", "gunicorn", "uvicorn"]
 
 
-@pytest.fixture(scope="module", params=SERVERS)
-def server(request, tmp_path_factory):
-    """(base url, notes file) of a server running tests/serve_app.py's agent."""
-    kind = request.param
-    home = tmp_path_factory.mktemp(kind)
+@contextlib.contextmanager
+def running(kind, home, keepalive):
+    """(base url, notes file) of a ``kind`` server running tests/serve_app.py's agent."""
     notes = home / "notes"
     env = dict(os.environ, NACELLE_SERVE_STORE=str(home / "store"), NACELLE_SERVE_NOTES=str(notes),
-               NACELLE_SERVE_KEEPALIVE=str(KEEP), PYTHONPATH=os.pathsep.join([str(TESTS.parent), str(TESTS)]))
+               NACELLE_SERVE_KEEPALIVE=str(keepalive),
+               PYTHONPATH=os.pathsep.join([str(TESTS.parent), str(TESTS)]))
     if kind == "stdlib":
         saved = os.environ.get("NACELLE_SERVE_NOTES")
         os.environ["NACELLE_SERVE_NOTES"] = str(notes)
-        app = wsgi_app(serve_app.make_agent, store=FileStore(home / "store"), keepalive=KEEP)
+        app = wsgi_app(serve_app.make_agent, store=FileStore(home / "store"), keepalive=keepalive)
         httpd = make_server(app, "127.0.0.1", 0)
         thread = threading.Thread(target=httpd.serve_forever, daemon=True)
         thread.start()
@@ -567,6 +567,21 @@ def server(request, tmp_path_factory):
         yield f"http://127.0.0.1:{port}", notes
     finally:
         stop(process)
+
+
+@pytest.fixture(scope="module", params=SERVERS)
+def server(request, tmp_path_factory):
+    """(base url, notes file) of a server keeping alive every KEEP seconds."""
+    with running(request.param, tmp_path_factory.mktemp(request.param), KEEP) as found:
+        yield found
+
+
+@pytest.fixture(params=SERVERS)
+def quiet_server(request, tmp_path):
+    """(base url, notes file) of a server whose keepalive is 30 s: a disconnect is not
+    found by a keepalive's failed write."""
+    with running(request.param, tmp_path, 30.0) as found:
+        yield found
 
 
 def open_stream(base, path, body, *, headers=None):
@@ -645,6 +660,21 @@ def test_a_client_disconnect_cancels_the_run(server):
     assert wait_for(lambda: "hang cancelled" in read(notes), timeout=8), read(notes)
 
 
+def test_a_disconnect_cancels_the_run_within_a_second_whatever_the_keepalive(quiet_server):
+    base, notes = quiet_server
+    connection, response = open_stream(base, "/runs", {"prompt": "hang"})
+    try:
+        events, _ = read_events(response, until=lambda e: e[1] == "tool_call")
+        assert wait_for(lambda: "hang started" in read(notes))
+    finally:
+        connection.raw_socket.shutdown(socket.SHUT_RDWR)
+        response.close()
+        connection.close()
+    left = time.monotonic()
+    assert wait_for(lambda: "hang cancelled" in read(notes), timeout=5), read(notes)
+    assert time.monotonic() - left < 1.0
+
+
 def test_a_paused_run_resumes_once_over_http(server):
     base, notes = server
     notes.write_text("")
@@ -689,6 +719,107 @@ def test_bad_requests_are_refused_by_every_server(server):
                 break
             head += chunk
     assert head.split(b"\r\n")[0].split()[1] == b"413", head[:200]
+
+
+def test_the_stdlib_server_holds_60_slow_clients_and_40_simultaneous_posts_with_bounded_threads(
+        tmp_path, monkeypatch):
+    """Half-sent requests are dropped after request_timeout; runs past max_runs are 503;
+    handler threads never pass max_threads. One client thread drives every socket, so
+    the process's thread count is the server's."""
+    import selectors
+
+    monkeypatch.setenv("NACELLE_SERVE_NOTES", str(tmp_path / "notes"))
+    app = wsgi_app(serve_app.make_agent, store=MemoryStore(), keepalive=KEEP, max_runs=8)
+    httpd = make_server(app, "127.0.0.1", 0, max_threads=12, request_timeout=1.0)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    before = threading.active_count()
+    port = httpd.server_address[1]
+    body = json.dumps({"prompt": "slow 0.3"}).encode()
+    post = (b"POST /runs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    halves = [b"POST /runs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le",  # the head, cut
+              post[:-5]]  # the body, cut
+    selector = selectors.DefaultSelector()
+    answers = {}
+    try:
+        for n in range(100):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+            sock.sendall(halves[n % 2] if n < 60 else post)
+            sock.setblocking(False)
+            answers[sock] = b""
+            selector.register(sock, selectors.EVENT_READ, "slow" if n < 60 else "post")
+        peak, deadline, ended = 0, time.monotonic() + 30, {}
+        while len(ended) < 100 and time.monotonic() < deadline:
+            peak = max(peak, threading.active_count() - before)
+            for key, _ in selector.select(0.05):
+                try:
+                    chunk = key.fileobj.recv(65536)
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError:
+                    chunk = b""
+                if chunk:
+                    answers[key.fileobj] += chunk
+                else:
+                    ended[key.fileobj] = (key.data, time.monotonic())
+                    selector.unregister(key.fileobj)
+        assert len(ended) == 100, f"{100 - len(ended)} connections still open after 30 s"
+        slow = [answers[s] for s, (kind, _) in ended.items() if kind == "slow"]
+        posts = [answers[s] for s, (kind, _) in ended.items() if kind == "post"]
+        # Dropped, with no answer or a 408 when the body's read timed out first.
+        assert all(a == b"" or a.startswith(b"HTTP/1.0 408 ") for a in slow), slow
+        statuses = [p.split(b" ", 2)[1] for p in posts]
+        assert set(statuses) <= {b"200", b"503"} and statuses.count(b"200") >= 8, statuses
+        done = [p for p in posts if p.startswith(b"HTTP/1.0 200") or p.startswith(b"HTTP/1.1 200")]
+        assert all(b"event: done" in p for p in done)
+        busy = [p for p in posts if b" 503 " in p.split(b"\r\n", 1)[0]]
+        assert all(b"Retry-After: " in p for p in busy)
+        # 12 handler threads, and per run at most a pump and a tool thread (8 runs),
+        # and the watchdog and the disconnect watcher: a thread per connection is 100.
+        assert peak <= 12 + 2 * 8 + 2, peak
+    finally:
+        for sock in answers:
+            sock.close()
+        selector.close()
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(10)
+
+
+def test_a_request_sent_a_byte_at_a_time_is_dropped_at_the_request_timeout(tmp_path):
+    app = wsgi_app(serve_app.make_agent, keepalive=KEEP)
+    httpd = make_server(app, "127.0.0.1", 0, request_timeout=0.6)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with socket.create_connection(("127.0.0.1", httpd.server_address[1]), timeout=5) as sock:
+            start, dropped = time.monotonic(), False
+            for byte in b"POST /runs HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 100:
+                try:
+                    sock.sendall(bytes([byte]))
+                except OSError:
+                    dropped = True
+                    break
+                time.sleep(0.05)  # each byte well inside any per-recv timeout
+                if time.monotonic() - start > 3:
+                    break
+            assert dropped or sock.recv(1) == b""
+            assert time.monotonic() - start < 2.5
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(10)
+
+
+def test_a_content_length_of_other_digits_is_400_over_the_stdlib_server(server):
+    base, _ = server
+    url = urlsplit(base)
+    with socket.create_connection((url.hostname, url.port), timeout=10) as raw:
+        raw.sendall("POST /runs HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                    "Content-Length: \u00b2\r\n\r\n{}".encode("utf-8"))
+        head = raw.recv(4096)
+    assert head.split(b"\r\n")[0].split()[1] == b"400", head[:200]
 
 
 # -- helpers ------------------------------------------------------------------------------

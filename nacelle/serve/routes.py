@@ -104,7 +104,8 @@ _PAGE_CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-
              "connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; "
              "frame-ancestors 'none'")
 REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
-           405: "Method Not Allowed", 409: "Conflict", 411: "Length Required",
+           405: "Method Not Allowed", 408: "Request Timeout", 409: "Conflict",
+           411: "Length Required",
            413: "Payload Too Large", 415: "Unsupported Media Type",
            500: "Internal Server Error", 503: "Service Unavailable"}
 #: The seconds a 503 past ``max_runs`` asks a client to wait before trying again.

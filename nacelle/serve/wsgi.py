@@ -135,16 +135,20 @@ def _body(routes: Routes, environ: Dict[str, Any]) -> "bytes | Reply":
         return _read(stream, length)
     if environ.get("wsgi.input_terminated"):
         data = _read(stream, routes.max_body + 1)
-        return routes.too_large() if len(data) > routes.max_body else data
+        return data if isinstance(data, Reply) or len(data) <= routes.max_body else routes.too_large()
     if environ.get("HTTP_TRANSFER_ENCODING"):
         return error(411, "send the body with a Content-Length")
     return b""
 
 
-def _read(stream: Any, length: int) -> bytes:
+def _read(stream: Any, length: int) -> "bytes | Reply":
     parts, left = [], length
     while left > 0:
-        chunk = stream.read(min(left, _CHUNK))
+        try:
+            chunk = stream.read(min(left, _CHUNK))
+        except OSError as exc:  # the server's read timed out, or the client left
+            log.info("the request's body did not arrive: %s", type(exc).__name__)
+            return error(408, "the body did not arrive in time")
         if not chunk:
             break
         parts.append(chunk)
