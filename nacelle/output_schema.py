@@ -37,7 +37,10 @@ the field's default applies). It is directed by the original schema alone, so it
 is the same for every dialect and a no-op on an answer that already has the
 original shape.
 
-Recursive schemas are refused (Anthropic does not take them, and inlining cannot end).
+Recursive schemas are refused (Anthropic does not take them, and inlining cannot end),
+and so is a ``$ref`` fan-out that inlines past :data:`MAX_INLINED` subschemas: keeping
+``$defs`` instead would leave every normaliser and :func:`restore` resolving references,
+and Gemini's ``Schema`` has none to resolve.
 
 Core module: imports the standard library and ``errors``.
 """
@@ -68,19 +71,37 @@ _GEMINI = frozenset({"enum", "format", "minimum", "maximum", "minItems", "maxIte
                      "minLength", "maxLength", "pattern", "nullable"})
 
 
+#: The most subschemas (JSON objects) an output schema may have once its ``$ref`` are
+#: inlined. Each use of a definition is a copy, so a definition used twice by one used
+#: twice, and so on, doubles at every level: twenty levels of a 2 KB schema inline to
+#: millions of characters. Ten thousand is twice what any provider takes natively
+#: (OpenAI allows 5,000 object properties in all: platform.openai.com/docs/guides/
+#: structured-outputs, "Objects have limitations on nesting depth and size").
+MAX_INLINED = 10_000
+
+
 def inline_refs(schema: Schema) -> Schema:
     """``schema`` with every local ``$ref`` replaced by what it names and ``$defs`` /
-    ``definitions`` dropped; ConfigError for a recursive or unresolvable one."""
+    ``definitions`` dropped; ConfigError for a recursive or unresolvable one, or one
+    that inlines to more than :data:`MAX_INLINED` subschemas (counted as they are
+    made, so a fan-out is refused before it is built)."""
     defs: Dict[str, Any] = {}
     for key in ("$defs", "definitions"):
         for name, value in (schema.get(key) or {}).items():
             defs[f"#/{key}/{name}"] = value
+    made = [0]
 
     def walk(node: Any, seen: Tuple[str, ...]) -> Any:
         if isinstance(node, list):
             return [walk(item, seen) for item in node]
         if not isinstance(node, dict):
             return node
+        made[0] += 1
+        if made[0] > MAX_INLINED:
+            raise ConfigError(
+                f"the output schema inlines to more than {MAX_INLINED:,} subschemas (its "
+                "$refs are copied at each use, and they fan out); no provider takes a "
+                "schema that large: share fewer definitions, or make the schema smaller")
         ref = node.get("$ref")
         if isinstance(ref, str):
             if ref in seen:

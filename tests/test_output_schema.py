@@ -4,15 +4,19 @@ the strict shape restored to the original one."""
 
 import dataclasses
 import enum
+import json
+import time
 from typing import Dict, FrozenSet, List, Literal, Optional, Set, Tuple, TypedDict
 
 import pytest
 
-from nacelle import Schema
+import nacelle
+from nacelle import ConfigError, Schema
 from nacelle.output import make_output
 from nacelle.output_schema import (
     for_anthropic, for_gemini, for_openai, inline_refs, restore, strict_form,
 )
+from nacelle.testing import ScriptedBackend
 from nacelle.validation import compile_schema
 
 from test_output import Sky, Weather, Wind
@@ -213,3 +217,29 @@ def test_refs_are_inlined_with_their_siblings_kept():
               "type": "object", "properties": {"a": {"$ref": "#/$defs/A", "description": "d"}}}
     assert inline_refs(schema) == {"type": "object", "properties": {
         "a": {"type": "string", "description": "d"}}}
+
+
+def fan_out(levels):
+    """A small schema whose $refs double at every level: 2**levels leaves inlined."""
+    defs = {"L0": {"type": "string"}}
+    for level in range(1, levels + 1):
+        ref = {"$ref": f"#/$defs/L{level - 1}"}
+        defs[f"L{level}"] = {"type": "object", "properties": {"a": ref, "b": ref}}
+    return {"$defs": defs, "type": "object",
+            "properties": {"top": {"$ref": f"#/$defs/L{levels}"}}}
+
+
+def test_a_ref_fan_out_past_the_inlining_limit_is_refused_naming_it_before_it_is_built():
+    schema = fan_out(20)
+    assert len(json.dumps(schema)) < 2500
+    start = time.perf_counter()
+    with pytest.raises(ConfigError, match="more than 10,000 subschemas"):
+        inline_refs(schema)
+    with pytest.raises(ConfigError, match="more than 10,000 subschemas"):
+        nacelle.Agent(ScriptedBackend([]), "s", output=nacelle.Schema("tree", schema))
+    assert time.perf_counter() - start < 2
+
+
+def test_a_ref_fan_out_within_the_limit_is_inlined_whole():
+    inlined = inline_refs(fan_out(8))
+    assert json.dumps(inlined).count('"type": "string"') == 2 ** 8
