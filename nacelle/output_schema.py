@@ -53,7 +53,8 @@ from typing import Any, Dict, FrozenSet, Optional, Tuple
 
 from .errors import ConfigError
 
-__all__ = ["for_anthropic", "for_gemini", "for_openai", "inline_refs", "restore", "strict_form"]
+__all__ = ["MAX_INLINED", "for_anthropic", "for_gemini", "for_openai", "inline_refs", "restore",
+           "strict_form"]
 
 Schema = Dict[str, Any]
 
