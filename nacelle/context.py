@@ -4,7 +4,8 @@ Cancellation and time used to live in three places (the run's context, each tool
 call's context, and the Agent's watcher of the caller's event); they live here:
 
 - :class:`CancelEvent` is a ``threading.Event`` that also calls back when it is set,
-  and may be *linked* to a parent event: setting the parent sets it. A thread blocked
+  and may be *linked* to a parent event: setting the parent sets it. Its truth is
+  ``is_set()``, so ``if ctx.cancelled:`` in a tool means what it says. A thread blocked
   in a socket read cannot see a flag, so the code that owns the socket registers a
   callback (close the response) and cancelling from another thread unblocks it at
   once rather than at the next read timeout. Waiters that can be woken by a callback
@@ -69,6 +70,11 @@ class CancelEvent(threading.Event):
             elif parent.is_set():
                 self.set()
 
+    def __bool__(self) -> bool:
+        # A threading.Event is always true, so ``if ctx.cancelled:`` — the obvious way
+        # for a tool to check — was true from the start and stopped every loop at once.
+        return self.is_set()
+
     def set(self) -> None:
         with self._callbacks_lock:
             first = not self.is_set()
@@ -119,7 +125,9 @@ class RunContext:
     """Cancellation and an absolute deadline, passed down to every wait.
 
     ``cancelled`` is a ``threading.Event`` (a new :class:`CancelEvent` when not given,
-    so :meth:`on_cancel` callbacks fire the moment it is set). ``deadline`` is
+    so :meth:`on_cancel` callbacks fire the moment it is set, and ``if ctx.cancelled:``
+    is ``ctx.cancelled.is_set()``; a plain Event passed in is always true, so code
+    that may be given one calls ``is_set()``). ``deadline`` is
     in seconds on ``clock``; reaching it raises ``deadline_error`` (``Cancelled`` by
     default; ``Retry`` passes ``RetryBudgetExceeded``).
     """

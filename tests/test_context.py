@@ -246,3 +246,16 @@ def test_a_budget_refuses_a_limit_that_means_nothing(field, value):
 def test_a_budget_without_limits_is_allowed_and_limits_nothing():
     assert Budget() == Budget(None, None, None, None)
     assert Budget(tokens=0, tool_calls=0, cost=0.5, seconds=1).seconds == 1
+
+
+def test_a_cancel_event_is_true_only_once_set_so_if_ctx_cancelled_reads_as_it_says():
+    run = RunContext()
+    call = run.tool("c1", 0, "slow")
+    for ctx in (run, call, ToolContext()):
+        assert not ctx.cancelled and bool(ctx.cancelled) is False
+    run.cancel()
+    assert run.cancelled and call.cancelled and bool(call.cancelled) is True
+    linked = CancelEvent(threading.Event())
+    assert not linked
+    linked.set()
+    assert linked
