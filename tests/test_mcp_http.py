@@ -572,3 +572,32 @@ def test_an_authorization_the_flow_cannot_fix_fails_the_connection(endpoint):
 def test_auth_without_the_oauth_interface_is_a_config_error(endpoint):
     with pytest.raises(nacelle.ConfigError, match="auth must have headers"):
         connect_http(endpoint.url, auth="a token")
+
+
+# -- redirects ----------------------------------------------------------------------------
+
+
+def test_a_redirect_to_another_host_is_refused_and_carries_nothing_there(endpoint):
+    secret = "k-9f8e7d6c5b4a"
+    with ScriptedEndpoint() as elsewhere:
+        for method in ("server/discover", "initialize"):
+            endpoint.on[method] = lambda m: Answer(307, headers={"Location": elsewhere.url})
+        with pytest.raises(MCPError, match="redirected to another origin") as raised:
+            connect_http(endpoint.url, headers={"X-API-Key": secret,
+                                                "Authorization": "Bearer " + secret})
+        assert elsewhere.requests == []
+    assert secret not in str(raised.value)
+
+
+def test_a_redirect_within_the_servers_origin_is_followed_with_the_callers_headers(endpoint):
+    def initialize(message):
+        if len(endpoint.posts("initialize")) == 1:
+            return Answer(307, headers={"Location": endpoint.url + "/moved"})
+        return result(message, {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                                "serverInfo": {"name": "scripted", "version": "0"}})
+
+    endpoint.on["initialize"] = initialize
+    with connect_http(endpoint.url, headers={"X-API-Key": "k-1"}) as client:
+        assert client.call_tool("echo", {"text": "hi"}) == "hi"
+    inits = endpoint.posts("initialize")
+    assert len(inits) == 2 and all(s.headers["x-api-key"] == "k-1" for s in inits)

@@ -43,7 +43,8 @@ Choices, and why:
 - With ``auth`` (:class:`nacelle.mcp.auth.OAuth`), every request gets its headers,
   and a POST answered 401 or 403 calls its ``unauthorized`` with the
   ``WWW-Authenticate`` challenge and is resent once when that says so; a GET stream
-  refused that way is simply not listened to.
+  refused that way is simply not listened to. A redirect to another origin is
+  refused, not followed with the caller's headers (``http_auth``).
 - The caller's ``headers`` (credentials, typically) never appear in a log line, a
   repr or an error, and neither does the URL's query string or user info: errors
   name the server by scheme, host and path only. Nor do they ride along: an error
@@ -72,6 +73,7 @@ from ..errors import ConfigError
 from ..sse import SSEDecoder, parse_json
 from .client import MCPClient
 from .errors import MCPError, SessionExpired
+from .http_auth import Authorization, origin_guard
 from .protocol import MODERN_VERSION, PROTOCOL_KEY, OnElicit, header_value, param_values
 from .session import Workers
 
@@ -122,13 +124,8 @@ class HTTPTransport:
         self.url = url
         netloc = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
         self.describe = repr(f"{parts.scheme}://{netloc}{parts.path}")
-        if auth is not None and not (callable(getattr(auth, "headers", None))
-                                     and callable(getattr(auth, "unauthorized", None))):
-            raise ConfigError("auth must have headers(server_url) and "
-                              "unauthorized(server_url, www_authenticate), as "
-                              "nacelle.mcp.auth.OAuth has")
         self._headers = headers
-        self._auth = auth
+        self._auth = None if auth is None else Authorization(auth, url)
         self.tool_params = {}
         self._timeout = timeout
         self._session_id: Optional[str] = None
@@ -153,6 +150,7 @@ class HTTPTransport:
         import requests
 
         self._http = requests.Session()
+        self._http.hooks["response"].append(origin_guard(self.url, self.describe))
         self._deliver = deliver
         self._fail = fail
 
@@ -161,6 +159,10 @@ class HTTPTransport:
         self._modern = protocol_version == MODERN_VERSION
         if not self._modern:  # 2026-07-28 has no GET stream: subscriptions/listen instead
             self._spawn(self._listen, "get")
+
+    def settle_authorization(self) -> bool:
+        """Whether an OAuth flow was running (see ``http_auth``); waits for its end."""
+        return self._auth is not None and self._auth.settle()
 
     def reset_session(self) -> None:
         self._session_id = None
@@ -424,7 +426,7 @@ class HTTPTransport:
             response.close()
             # The OAuth flow (discovery, a browser, a token request) runs here, on the
             # thread of the request that met the challenge; MCPAuthError is an MCPError.
-            if not self._auth.unauthorized(self.url, challenge):
+            if not self._auth.unauthorized(challenge):
                 raise MCPError(f"MCP server {self.describe} refused the authorization "
                                f"(HTTP {response.status_code})")
         raise MCPError(f"cannot reach MCP server {self.describe}: {reason}")
@@ -445,7 +447,7 @@ class HTTPTransport:
     def _request_headers(self) -> Dict[str, str]:
         headers = dict(self._headers)
         if self._auth is not None:
-            headers.update(self._auth.headers(self.url))
+            headers.update(self._auth.headers())
         if self._session_id:
             headers["Mcp-Session-Id"] = self._session_id
         if self._protocol_version:
