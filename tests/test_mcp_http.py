@@ -13,6 +13,7 @@ import nacelle
 from mcp_servers import ThreadPeak, free_port, needs_sdk, sdk_http_server
 from mcp_servers.http_server import Answer, ScriptedEndpoint, result, sse
 from nacelle.mcp import MCPError, connect_http
+from nacelle.mcp.auth import MCPAuthError
 from nacelle.mcp.http import HTTPTransport
 from nacelle.mcp.protocol import header_value
 from nacelle.tools import ToolContext
@@ -601,3 +602,52 @@ def test_a_redirect_within_the_servers_origin_is_followed_with_the_callers_heade
         assert client.call_tool("echo", {"text": "hi"}) == "hi"
     inits = endpoint.posts("initialize")
     assert len(inits) == 2 and all(s.headers["x-api-key"] == "k-1" for s in inits)
+
+
+class SlowAuth(FakeAuth):
+    """A person who takes longer to sign in than the client's timeout."""
+
+    def __init__(self, delay, grant=True):
+        super().__init__(grant)
+        self.delay = delay
+
+    def unauthorized(self, server_url, www_authenticate):
+        time.sleep(self.delay)
+        return super().unauthorized(server_url, www_authenticate)
+
+
+def guarded_modern(endpoint):
+    modern(endpoint)
+    discover = endpoint.on["server/discover"]
+
+    def answer(message):
+        if endpoint.requests[-1].headers.get("authorization") != "Bearer t0ken":
+            return Answer(401, b"", headers={"WWW-Authenticate": 'Bearer scope="mcp"'})
+        return discover(message)
+
+    endpoint.on["server/discover"] = answer
+    endpoint.on["initialize"] = lambda m: Answer(400, b"2026-07-28 only")
+
+
+def test_a_probe_that_timed_out_on_a_sign_in_waits_for_it_and_speaks_2026(endpoint):
+    guarded_modern(endpoint)
+    auth = SlowAuth(delay=1.5)
+    with connect_http(endpoint.url, timeout=0.5, auth=auth) as client:
+        assert client.protocol_version == "2026-07-28"
+        assert client.call_tool("echo", {"text": "hi"}) == "hi"
+    assert len(auth.challenges) == 1  # one sign-in, not one more for a handshake
+    assert not endpoint.posts("initialize")
+
+
+def test_a_sign_in_that_fails_after_the_probe_timed_out_is_the_error_raised(endpoint):
+    guarded_modern(endpoint)
+
+    class Refusing(SlowAuth):
+        def unauthorized(self, server_url, www_authenticate):
+            time.sleep(self.delay)
+            raise MCPAuthError("authorization refused: access_denied", error="access_denied")
+
+    with pytest.raises(MCPAuthError, match="access_denied") as raised:
+        connect_http(endpoint.url, timeout=0.5, auth=Refusing(delay=1.0))
+    assert raised.value.error == "access_denied"
+    assert not endpoint.posts("initialize")

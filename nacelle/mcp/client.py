@@ -15,7 +15,10 @@ Choices where the protocol is silent, made as the official SDKs make them:
   otherwise shakes hands the 2025 way, offering 2025-11-25 and accepting 2025-06-18,
   2025-03-26 and 2024-11-05 back (``protocol_version=`` pins one). Any other answer
   closes the connection with an :class:`MCPError`. The result is
-  :attr:`MCPClient.protocol_version`.
+  :attr:`MCPClient.protocol_version`. A probe that failed while an OAuth sign-in ran
+  is sent again once it ends (a timeout then is no evidence of 2025), and a failed
+  authorization is raised as the ``MCPAuthError`` it is, never followed by a
+  handshake.
 - A tool's failure is reported the way nacelle tools report failure, by raising: an
   ``isError`` result raises :class:`MCPError` with the server's text, which is what
   the model reads. A tool whose server has gone away, or that the server no longer
@@ -38,8 +41,9 @@ Choices where the protocol is silent, made as the official SDKs make them:
   logger at DEBUG otherwise.
 
 Outer ring: imports the standard library, nacelle's core (``errors``, ``messages``)
-and the package's ``content``, ``errors``, ``protocol``, ``session`` and ``toolset``;
-never a transport (they import this module), never ``requests``.
+and the package's ``auth_flows`` (for ``MCPAuthError``), ``content``, ``errors``,
+``protocol``, ``session`` and ``toolset``; never a transport (they import this
+module), never ``requests``.
 """
 
 from __future__ import annotations
@@ -364,7 +368,7 @@ class MCPClient(Session):
             self._handshake(timeout, self._wanted)
             return
         try:
-            result = self._request("server/discover", {}, None, None, timeout)
+            result = self._opening("server/discover", {}, timeout)
         except MCPAuthError:
             raise  # the server asked for authorization and it failed: no handshake helps
         except MCPError as err:
@@ -385,6 +389,24 @@ class MCPClient(Session):
                 raise MCPError(f"MCP server {self.name} does not speak {MODERN_VERSION} "
                                f"(it speaks {_preview(versions)})")
         self._handshake(timeout, LEGACY_VERSIONS[0])
+
+    def _opening(self, method: str, params: Dict[str, Any],
+                 timeout: Optional[float]) -> Dict[str, Any]:
+        """``server/discover`` or ``initialize``, sent again once authorized when it
+        failed while an authorization ran (a person signing in outlasts any timeout
+        meant for a server's answer, and says nothing about the protocol it speaks);
+        that authorization's MCPAuthError if it failed. The HTTP transport alone
+        authorizes, so only it has ``settle_authorization``."""
+        try:
+            return self._request(method, params, None, None, timeout)
+        except MCPAuthError:
+            raise
+        except MCPError:
+            settle = getattr(self._transport, "settle_authorization", None)
+            if settle is None or not settle():
+                raise
+        logger.debug("MCP server %s is authorized; sending %s again", self.name, method)
+        return self._request(method, params, None, None, timeout)
 
     def _adopt(self, result: Dict[str, Any]) -> None:
         self.modern = True
@@ -411,7 +433,7 @@ class MCPClient(Session):
                       "capabilities": protocol.capabilities(self.on_elicit is not None),
                       "clientInfo": dict(protocol.CLIENT_INFO)}
             try:
-                result = self._request("initialize", params, None, None, timeout)
+                result = self._opening("initialize", params, timeout)
             except MCPAuthError:
                 raise
             except MCPError as err:
