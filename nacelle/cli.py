@@ -59,7 +59,7 @@ from . import __version__
 from .cli_approval import Approver as Approver
 from .cli_help import (EPILOG, EXIT_FAILED, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK,
                        EXIT_USAGE)
-from .errors import NacelleError
+from .errors import ConfigError, NacelleError
 from .settings import Settings, SettingsError, resolve
 from .terminal_text import visible
 
@@ -310,6 +310,9 @@ def _serve(argv: Sequence[str]) -> int:
         description="Serve the agent over HTTP (nacelle.serve): GET / is a chat page, POST "
                     "/runs streams a run as Server-Sent Events. Calls that would ask at the "
                     "terminal pause instead, for the page to approve (--yes approves all).")
+    parser.add_argument("factory", nargs="?", metavar="MODULE:FACTORY", help="serve the Agent "
+                        "this function of yours makes (myapp:make_agent) instead of nacelle's "
+                        "own; the agent options below are then not used")
     _agent_options(parser)
     parser.add_argument("--host", default="127.0.0.1", help="the address to bind (default: "
                         "127.0.0.1; anyone who reaches the port can run the agent's tools)")
@@ -322,16 +325,21 @@ def _serve(argv: Sequence[str]) -> int:
                         "and localhost (repeatable; .example.com for a domain, * for any)")
     args = vars(parser.parse_args(argv))
     host, port, store = args.pop("host"), args.pop("port"), args.pop("store")
-    allowed_hosts = args.pop("allowed_hosts")
+    allowed_hosts, factory = args.pop("allowed_hosts"), args.pop("factory", None)
     from .policy import secure
+    from .serve import run_server
+    from .serve.server import load_factory
 
     try:
+        if factory is not None and args:
+            raise ConfigError(f"{factory} makes the agent: --{sorted(args)[0].replace('_', '-')} "
+                              "is for nacelle's own")
         # secure() pauses what it will not run, which is what the page's approvals resume.
-        agent, local = _subcommand_agent(args, lambda tools, root, yes: (
-            (lambda *a: True) if yes else secure(tools)))
+        agent, local = (load_factory(factory), None) if factory is not None else (
+            _subcommand_agent(args, lambda tools, root, yes: (
+                (lambda *a: True) if yes else secure(tools))))
     except NacelleError as err:
         return _fail(_one_line(err))
-    from .serve import run_server
 
     try:
         run_server(agent, host, port, store, allowed_hosts=allowed_hosts,
@@ -340,7 +348,8 @@ def _serve(argv: Sequence[str]) -> int:
     except OSError as err:
         return _fail(f"cannot serve on {host}:{port}: {err.strerror or err}")
     finally:
-        local.close()
+        if local is not None:
+            local.close()
     return EXIT_OK
 
 

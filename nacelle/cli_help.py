@@ -22,7 +22,7 @@ subcommands:
                           the sessions saved with --session
   models [--provider P]   the models the provider lists (anthropic, openrouter, openai,
                           ollama; cached for 10 minutes)
-  serve [--port 8000]     serve the agent over HTTP with a chat page
+  serve [MODULE:FACTORY]  serve the agent (or yours) over HTTP with a chat page
   batch INPUT.jsonl -o RESULTS.jsonl [--workers N]
                           run many prompts, resumably
   resume NAME [--approve ID|all] [--deny ID|all]

@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -818,6 +819,47 @@ def test_serve_answers_the_page_and_a_run_over_http(server, tmp_path):
                     assert (host, page.status) == (host, status)
             except urllib.error.HTTPError as refused:
                 assert (host, refused.code) == (host, status)
+    finally:
+        proc.kill()
+        proc.wait(10)
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+def test_serve_module_factory_serves_that_factorys_agent_as_the_readme_says(tmp_path):
+    import urllib.request
+
+    (tmp_path / "myapp.py").write_text(textwrap.dedent("""
+        import nacelle
+        from nacelle.testing import ScriptedBackend
+
+        def make_agent():
+            return nacelle.Agent(ScriptedBackend(["Hello from myapp."]), "Be brief.")
+    """))
+    environ = {k: v for k, v in os.environ.items()
+               if not k.startswith(("NACELLE_", "ANTHROPIC_", "OPENROUTER_"))}
+    environ.update({"PYTHONPATH": str(ROOT), "NACELLE_CONFIG": os.devnull,
+                    "XDG_DATA_HOME": str(tmp_path / "data")})
+    for bad, words in (("myapp", "MODULE:FACTORY"), ("nosuchmodule:make", "cannot import"),
+                       ("myapp:nothing", "no 'nothing'"), ("myapp:make_agent --yes", "--yes")):
+        out = subprocess.run([sys.executable, "-m", "nacelle", "serve", *bad.split(), "--port", "0"],
+                             cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=60)
+        assert out.returncode != 0 and words in out.stderr, (bad, out.stderr)
+    proc = subprocess.Popen([sys.executable, "-m", "nacelle", "serve", "myapp:make_agent",
+                             "--port", "0"], cwd=tmp_path, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=environ, start_new_session=True)
+    try:
+        lines = []
+        reader = threading.Thread(target=lambda: lines.append(proc.stderr.readline()), daemon=True)
+        reader.start()
+        reader.join(30)
+        assert lines and "serving on http://" in lines[0], lines
+        url = lines[0].split("serving on ")[1].split()[0]
+        request = urllib.request.Request(url + "runs", data=json.dumps({"prompt": "hi"}).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as stream:
+            assert "Hello from myapp." in stream.read().decode()
     finally:
         proc.kill()
         proc.wait(10)

@@ -33,7 +33,8 @@ stderr, go to this module's logger instead. A client that hangs up is not an err
 The default store is ``$XDG_DATA_HOME/nacelle/serve`` (``~/.local/share/nacelle/serve``).
 
 :func:`main` is ``python -m nacelle.serve MODULE:FACTORY``: the one place here that
-writes to stderr, to say where it listens, as a command line should.
+writes to stderr, to say where it listens, as a command line should. ``nacelle serve
+MODULE:FACTORY`` loads the factory with the same :func:`load_factory`.
 
 Outer ring: imports the standard library and nacelle's core.
 """
@@ -51,6 +52,7 @@ import time
 from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Tuple, cast
 from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer
 
+from ..errors import ConfigError
 from ..read_limits import Cutoff, content_length
 from ..sessions import FileStore
 from .wsgi import wsgi_app
@@ -309,13 +311,26 @@ def run_server(agent_factory: Any, host: str = "127.0.0.1", port: int = 8000,
 
 
 def load_factory(target: str) -> Any:
-    """``"package.module:name"`` → that attribute (a function making an Agent, or one)."""
+    """``"package.module:name"`` → that attribute (a function making an Agent, or one),
+    imported as ``python -m`` would: the current directory comes first on the path.
+    A target that is not of that form, or names nothing, is a ConfigError."""
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
-        raise SystemExit(f"nacelle serve: expected MODULE:FACTORY, got {target!r}")
-    value: Any = importlib.import_module(module_name)
+        raise ConfigError(f"expected MODULE:FACTORY (as in myapp:make_agent), got {target!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as `python -m` would, so a local module imports
+    try:
+        value: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import {module_name!r} for {target!r}: {exc}") from None
     for part in attribute.split("."):
-        value = getattr(value, part)
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            raise ConfigError(f"{module_name!r} has no {attribute!r} (from {target!r})") from None
+    if not callable(value):
+        raise ConfigError(f"{target!r} is a {type(value).__name__}, not a function making an "
+                          "Agent or an Agent")
     return value
 
 
@@ -334,9 +349,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                         metavar="NAME", help="a host name to answer to besides IP addresses "
                         "and localhost (repeatable; .example.com for a domain, * for any)")
     args = parser.parse_args(argv)
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # as `python -m` would, so a local module imports
-    factory = load_factory(args.factory)
+    try:
+        factory = load_factory(args.factory)
+    except ConfigError as exc:
+        parser.error(str(exc))
 
     def ready(url: str) -> None:
         sys.stderr.write(f"nacelle: serving on {url}\n")
