@@ -23,7 +23,9 @@ import nacelle
 from nacelle import batch
 from nacelle.batch import BatchItem, Progress, ProgressLine
 from nacelle.batch_results import finished_indexes, record
-from nacelle.testing import ScriptedBackend, Turn
+from nacelle.backends import anthropic
+from nacelle.testing import FakeServer, Reply, ScriptedBackend, Turn
+from nacelle.testing.wire import anthropic_stream
 
 from batch_server import EchoServer
 
@@ -430,3 +432,23 @@ def test_ray_executor_without_ray_names_the_extra(monkeypatch):
     monkeypatch.setattr(importlib, "import_module", no_ray)
     with pytest.raises(nacelle.ConfigError, match=r"nacelle-sdk\[ray\]"):
         batch.ray_executor()
+
+
+HIGH, LOW, EMOJI = "\ud83d", "\ude00", "\U0001f600"  # an emoji cut in two UTF-16 halves
+
+
+def split_emoji_agent(server):
+    """An Agent on the Anthropic backend whose answer streams an emoji's two halves in
+    two deltas, as a server that cuts by UTF-16 code unit sends it."""
+    server.queue("/v1/messages", Reply(chunks=anthropic_stream(["Hi " + HIGH, LOW + "!"])))
+    return nacelle.Agent(anthropic.Backend("sk-ant-test-0123456789", base_url=server.url,
+                                           max_retries=0), "Be brief.")
+
+
+def test_an_answer_with_an_emoji_split_over_two_deltas_is_one_whole_result_line(tmp_path):
+    results = tmp_path / "out.jsonl"
+    with FakeServer() as server:
+        done = list(batch.run_many(split_emoji_agent(server), ["Smile"], results=results,
+                                   progress=False))
+    assert [item.ok for item in done] == [True]
+    assert json.loads(results.read_text(encoding="utf-8"))["text"] == "Hi " + EMOJI + "!"

@@ -594,6 +594,16 @@ def test_a_session_is_saved_and_the_next_run_continues_it(server, tmp_path):
 
 
 
+def test_an_emoji_split_over_two_deltas_is_shown_and_saved_whole(server, tmp_path):
+    high, low, emoji = "\ud83d", "\ude00", "\U0001f600"
+    server.queue("/v1/messages", Reply(chunks=anthropic_stream(["Hi " + high, low + "!"])))
+    env = dict(sessions_env(tmp_path), PYTHONIOENCODING="utf-8")
+    out = nacelle("--session", "work", "Smile", "--root", str(tmp_path), server=server, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("Hi " + emoji + "!\n")
+    assert FileStore(tmp_path / "sessions").load("work")[-1].text == "Hi " + emoji + "!"
+
+
 def test_continue_picks_the_session_saved_last(server, tmp_path):
     store = FileStore(tmp_path / "sessions")
     store.save("older", [user_text("from older"), assistant_text("old answer")])

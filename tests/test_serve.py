@@ -22,7 +22,10 @@ import pytest
 import nacelle
 from nacelle.serve import asgi_app, event_json, make_server, sse, wsgi_app
 from nacelle.serve.encode import KEEPALIVE
+from nacelle.backends import anthropic
 from nacelle.sessions import FileStore, MemoryStore
+from nacelle.testing import FakeServer, Reply
+from nacelle.testing.wire import anthropic_stream
 from nacelle.sse import SSEDecoder
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -839,3 +842,23 @@ def wait_for(predicate, timeout=5.0):
             return True
         time.sleep(0.02)
     return predicate()
+
+
+HIGH, LOW, EMOJI = "\ud83d", "\ude00", "\U0001f600"  # an emoji cut in two UTF-16 halves
+
+
+def split_emoji_agent(server):
+    """An Agent on the Anthropic backend whose answer streams an emoji's two halves in
+    two deltas, as a server that cuts by UTF-16 code unit sends it."""
+    server.queue("/v1/messages", Reply(chunks=anthropic_stream(["Hi " + HIGH, LOW + "!"])))
+    return nacelle.Agent(anthropic.Backend("sk-ant-test-0123456789", base_url=server.url,
+                                           max_retries=0), "Be brief.")
+
+
+def test_an_answer_with_an_emoji_split_over_two_deltas_is_served_and_saved_whole(store):
+    with FakeServer() as server:
+        agent = split_emoji_agent(server)
+        status, _, out = call_wsgi(wsgi_app(agent, store=store),
+                                   body={"prompt": "Smile", "session": "smile"})
+    assert status == 200 and decoded([out])[-1][1]["text"] == "Hi " + EMOJI + "!"
+    assert store.load("smile")[-1].text == "Hi " + EMOJI + "!"

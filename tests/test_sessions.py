@@ -15,7 +15,10 @@ import pytest
 import nacelle
 from nacelle import ConfigError, Message, Role, ToolCall, assistant_text, user_text
 from nacelle.checkpoint import Checkpoint, PendingCall, fingerprint
+from nacelle.backends import anthropic
 from nacelle.sessions import CorruptSession, FileStore, MemoryStore, SessionError, SessionNotFound
+from nacelle.testing import FakeServer, Reply
+from nacelle.testing.wire import anthropic_stream
 
 ROOT = Path(__file__).resolve().parent.parent
 POSIX = pytest.mark.skipif(os.name != "posix", reason="POSIX permissions and signals")
@@ -333,3 +336,22 @@ def test_of_many_threads_taking_one_checkpoint_from_memory_exactly_one_gets_it()
     for thread in threads:
         thread.join(10)
     assert len(got) == 1
+
+
+HIGH, LOW, EMOJI = "\ud83d", "\ude00", "\U0001f600"  # an emoji cut in two UTF-16 halves
+
+
+def split_emoji_agent(server):
+    """An Agent on the Anthropic backend whose answer streams an emoji's two halves in
+    two deltas, as a server that cuts by UTF-16 code unit sends it."""
+    server.queue("/v1/messages", Reply(chunks=anthropic_stream(["Hi " + HIGH, LOW + "!"])))
+    return nacelle.Agent(anthropic.Backend("sk-ant-test-0123456789", base_url=server.url,
+                                           max_retries=0), "Be brief.")
+
+
+def test_an_answer_with_an_emoji_split_over_two_deltas_saves_and_loads_whole(tmp_path):
+    with FakeServer() as server:
+        result = split_emoji_agent(server).run([user_text("Smile")])
+    store = FileStore(tmp_path / "store")
+    store.save("smile", result.messages)
+    assert store.load("smile")[-1].text == "Hi " + EMOJI + "!"

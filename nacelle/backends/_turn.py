@@ -26,6 +26,10 @@ What the skeleton promises, so no backend has to:
   key the provider echoed never reaches an exception.
 - The response is closed however the turn ends, at once when the consumer leaves
   early.
+- No lone UTF-16 surrogate reaches the consumer: the accumulators join a pair split
+  over two deltas (``_stream.Deltas``), and every event and the TurnEnd pass through
+  ``_stream.clean``, which makes any half left over U+FFFD — a ``str`` holding one
+  cannot be written to a terminal, a file or a socket as UTF-8.
 
 :class:`Endpoint` holds a backend's HTTP settings, checked when the backend is made
 (a bad ``base_url`` or timeout is a ``ConfigError`` then, not at the first request),
@@ -54,6 +58,7 @@ from ..events import Event, Kind, Usage, _wire_count
 from ..observe import new_span
 from ..sse import SSEEvent
 from ._http_headers import checked, checked_settings, scrub
+from ._stream import clean
 
 if TYPE_CHECKING:  # typing only: the import costs requests
     from ._http import Transport
@@ -212,10 +217,11 @@ def _stream_turn(
             out = state.feed(sse)
             if out and seen is not None and seen.first is None:
                 seen.delta(out)
-            yield from out
-        end = state.finish()
+            for event in out:
+                yield clean(event)
+        end = clean(state.finish())
     except NacelleError:
-        yield from state.abandon()
+        yield from clean(tuple(state.abandon()))
         raise
     finally:
         events.close()  # at once when the consumer left early or the stream failed

@@ -10,7 +10,8 @@ dicts, and the HTTP code around it stays a few lines long.
 What it makes of the stream:
 
 - ``text_delta`` and ``thinking_delta`` become one TEXT or THINKING event each,
-  exactly as the provider cut them. ``citations_delta`` is not modelled (a Text
+  exactly as the provider cut them — but for half a surrogate pair, held for the
+  next delta or made U+FFFD when the block ends without it (``_stream.Deltas``). ``citations_delta`` is not modelled (a Text
   part holds text only). The ``signature_delta`` is kept in ``Reasoning.state``; a
   ``redacted_thinking`` block is kept whole, as JSON, in ``state``.
 - ``tool_use`` input is the concatenation of every ``partial_json`` fragment, kept
@@ -78,6 +79,7 @@ from ..events import Event, Kind, Stop, ToolEvent, Usage, _wire_count
 from ..messages import Part, ProviderBlock, Reasoning, Text, ToolCall
 from ..pricing import Price
 from ..sse import SSEEvent, parse_json
+from ._stream import Deltas, well_formed
 
 __all__ = ["Accumulator", "Pricing"]
 
@@ -125,9 +127,9 @@ class _Block:
         self.index = index
         self.start = start
         self.type = kind
-        self.text: List[str] = []
+        self.text = Deltas()
         self.signature = ""
-        self.raw: List[str] = []
+        self.raw = Deltas()
         self.closed = False
         self.cut = False  # a call whose input the message ended in the middle of
 
@@ -300,15 +302,13 @@ class Accumulator:
             raise self._error(f"Anthropic sent a {kind} block whose tool_use_id is not a string")
         self._blocks[index] = block
         if kind == "text":
-            text = self._text(start, "text", kind)
+            text = block.text.add(self._text(start, "text", kind))
             if text:
-                block.text.append(text)
                 return [Event(Kind.TEXT, text=text)]
         elif kind == "thinking":
             block.signature = self._text(start, "signature", kind)
-            text = self._text(start, "thinking", kind)
+            text = block.text.add(self._text(start, "thinking", kind))
             if text:
-                block.text.append(text)
                 return [Event(Kind.THINKING, text=text)]
         return []
 
@@ -340,17 +340,15 @@ class Accumulator:
                               "it was closed")
         kind = delta.get("type")
         if kind == "text_delta":
-            text = self._text(delta, "text", kind, required=True)
-            block.text.append(text)
+            text = block.text.add(self._text(delta, "text", kind, required=True))
             return [Event(Kind.TEXT, text=text)] if text else []
         if kind == "thinking_delta":
-            text = self._text(delta, "thinking", kind, required=True)
-            block.text.append(text)
+            text = block.text.add(self._text(delta, "thinking", kind, required=True))
             return [Event(Kind.THINKING, text=text)] if text else []
         if kind == "signature_delta":
             block.signature = self._text(delta, "signature", kind, required=True)  # set, never appended
         elif kind == "input_json_delta":
-            block.raw.append(self._text(delta, "partial_json", kind, required=True))
+            block.raw.add(self._text(delta, "partial_json", kind, required=True))
         return []
 
     def _text(self, holder: Dict[str, Any], field: str, where: Any,
@@ -375,6 +373,10 @@ class Accumulator:
         if block.closed:
             return []
         block.closed = True
+        block.raw.end()
+        held = block.text.end()  # half a character the block ended on
+        if held:
+            return [Event(Kind.TEXT if block.type == "text" else Kind.THINKING, text=held)]
         if block.type in _CALLS:
             block.cut = cut
             if cut or block.type == "tool_use":
@@ -394,12 +396,12 @@ class Accumulator:
             block = self._blocks[index]
             if not block.closed:
                 cut = block.type in _CALLS and (
-                    self._stop_reason == "max_tokens" or not _is_json("".join(block.raw)))
+                    self._stop_reason == "max_tokens" or not _is_json(block.raw.text))
                 events.extend(self._close(block, cut=cut))
         return events
 
     def _server_call(self, block: _Block) -> List[Event]:
-        raw = "".join(block.raw)
+        raw = block.raw.text
         name = block.start["name"]
         server = block.start.get("server_name") or PROTOCOL
         call_id = block.start["id"]
@@ -447,13 +449,13 @@ class Accumulator:
 
     def _part(self, block: _Block) -> Optional[Part]:
         if block.type == "text":
-            text = "".join(block.text)
+            text = block.text.text
             return Text(text) if text else None
         if block.type == "thinking":
-            return Reasoning("".join(block.text), block.signature, PROTOCOL)
+            return Reasoning(block.text.text, block.signature, PROTOCOL)
         if block.type == "redacted_thinking":
             return Reasoning("", _dumps(block.start), PROTOCOL)
-        raw = "".join(block.raw)
+        raw = block.raw.text
         if block.type == "tool_use":
             return ToolCall(block.start["id"], block.start["name"],
                             raw if raw.strip() else "{}", finished=not block.cut)
@@ -559,4 +561,4 @@ def _is_json(raw: str) -> bool:
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return well_formed(json.dumps(value, ensure_ascii=False, separators=(",", ":")))

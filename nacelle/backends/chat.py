@@ -81,6 +81,7 @@ from ..messages import Message
 from ..pricing import Price, price_for
 from ..sse import SSEEvent
 from ._http_headers import read_key, scrub
+from ._stream import clean
 from ._turn import Endpoint, base_url_from, check_key, check_model, stream_turn
 from .chat_stream import Accumulator
 from ._wire_cache import WireCache
@@ -208,9 +209,10 @@ class Backend:
         accumulator = self._accumulator(
             functools.partial(scrub, headers=transport.request_headers()), seed=seed)
         for event in accumulator.feed_chunk(_as_chunk(answer)):
-            yield event
-        accumulator.feed(SSEEvent(data="[DONE]"))
-        yield accumulator.finish()
+            yield clean(event)
+        for event in accumulator.feed(SSEEvent(data="[DONE]")):
+            yield clean(event)
+        yield clean(accumulator.finish())
 
 
 def _as_chunk(answer: Any) -> Any:

@@ -16,7 +16,9 @@ Rules, each answering a way other clients went wrong:
   reasoning fields (``reasoning_content`` on DeepSeek, vLLM and llama.cpp,
   ``reasoning`` on OpenRouter, Groq and Ollama; the first one present wins) one
   THINKING event each; null and empty values (sent on nearly every chunk) and the
-  ``role`` repeated on each delta are ignored. ``delta.refusal`` text is shown and
+  ``role`` repeated on each delta are ignored. Half a surrogate pair ending a delta
+  waits for the next one, and becomes U+FFFD at the finish or ``[DONE]`` if its
+  partner never came (``_stream.Deltas``). ``delta.refusal`` text is shown and
   kept as text: it is what the model said instead of an answer, and a turn that
   refused without calls ends with REFUSAL (OpenAI sends it, with finish ``stop``,
   when a structured-output request is refused).
@@ -97,6 +99,7 @@ from ..errors import StreamError, StreamTruncated, transient
 from ..events import Event, Kind, Stop, Usage, _wire_cost, _wire_count
 from ..messages import Part, ProviderBlock, Reasoning, Text, ToolCall
 from ..sse import SSEEvent, parse_json
+from ._stream import Deltas, well_formed
 from .chat_wire import Dialect, call_extra_block
 
 __all__ = ["Accumulator", "usage_from"]
@@ -119,7 +122,7 @@ class _Call:
     def __init__(self) -> None:
         self.id = ""
         self.name = ""
-        self.arguments: List[str] = []
+        self.arguments = Deltas()
         self.extra: Any = None
 
     def latch(self, call_id: str, name: str, arguments: str, extra: Any) -> None:
@@ -128,13 +131,13 @@ class _Call:
         if name and not self.name:
             self.name = name
         if arguments:
-            self.arguments.append(arguments)
+            self.arguments.add(arguments)
         if extra is not None and self.extra is None:
             self.extra = extra
 
     @property
     def raw(self) -> str:
-        return "".join(self.arguments)
+        return self.arguments.text
 
 
 def _unchanged(text: str) -> str:
@@ -164,8 +167,8 @@ class Accumulator:
         self.provider = ""
         self.response_id = ""  # the completion's id and model, for observers
         self.response_model = ""
-        self._text: List[str] = []
-        self._reasoning: List[str] = []
+        self._text = Deltas()
+        self._reasoning = Deltas()
         self._details: Optional[List[Dict[str, Any]]] = None
         self._order: List[str] = []  # "reasoning" / "text", by first appearance
         self._calls: List[_Call] = []
@@ -192,7 +195,7 @@ class Accumulator:
             return []
         if stripped == "[DONE]":
             self.done = True
-            return []
+            return self._end_texts()
         try:
             chunk = parse_json(data)
         except ValueError as exc:
@@ -260,8 +263,9 @@ class Accumulator:
                     reasoning = self._text_of(delta, field)
                     if reasoning:
                         self._seen("reasoning")
-                        self._reasoning.append(reasoning)
-                        events.append(Event(Kind.THINKING, text=reasoning))
+                        reasoning = self._reasoning.add(reasoning)
+                        if reasoning:
+                            events.append(Event(Kind.THINKING, text=reasoning))
                         break
             if self._read_details:
                 details = get("reasoning_details")
@@ -283,8 +287,9 @@ class Accumulator:
                         self._refused = True
                     if self._order[-1:] != ["text"]:
                         self._seen("text")
-                    self._text.append(text)
-                    events.append(Event(Kind.TEXT, text=text))
+                    text = self._text.add(text)
+                    if text:
+                        events.append(Event(Kind.TEXT, text=text))
             calls = get("tool_calls")
             if calls is not None and type(calls) is list:
                 for fragment in calls:
@@ -296,6 +301,15 @@ class Accumulator:
             native = choice.get("native_finish_reason")
             if isinstance(native, str):
                 self._native_finish = native
+            events.extend(self._end_texts())
+        return events
+
+    def _end_texts(self) -> List[Event]:
+        """U+FFFD for half a character a text or the reasoning ended on."""
+        events = [Event(kind, text=held) for kind, held in (
+            (Kind.THINKING, self._reasoning.end()), (Kind.TEXT, self._text.end())) if held]
+        for call in self._calls:
+            call.arguments.end()
         return events
 
     def _seen(self, what: str) -> None:
@@ -403,7 +417,7 @@ class Accumulator:
         parts: List[Part] = []
         for what in self._order:
             if what == "text":
-                parts.append(Text("".join(self._text)))
+                parts.append(Text(self._text.text))
             else:
                 parts.append(self._reasoning_part())
         extras: List[Part] = []
@@ -423,7 +437,7 @@ class Accumulator:
         return tuple(parts + extras)
 
     def _reasoning_part(self) -> Reasoning:
-        text = "".join(self._reasoning)
+        text = self._reasoning.text
         if not text and self._details:
             # A provider that streams only details: show what they say in words.
             for item in self._details:
@@ -432,8 +446,11 @@ class Accumulator:
                     text += words
         state = ""
         if self._details is not None:
-            state = json.dumps(self._details, ensure_ascii=False, separators=(",", ":"))
-        return Reasoning(text, state, self.dialect.protocol)
+            # Fragments are joined by plain concatenation, which leaves a pair split
+            # over two of them as two halves: made one character (or U+FFFD) here.
+            state = well_formed(json.dumps(self._details, ensure_ascii=False,
+                                           separators=(",", ":")))
+        return Reasoning(well_formed(text), state, self.dialect.protocol)
 
     def usage(self) -> Usage:
         """The turn's usage so far, from the last chunk that carried one."""
@@ -562,7 +579,7 @@ def _starts_again(call: _Call, call_id: str, name: str, arguments: str) -> bool:
     # ends an object can be complete, so that is looked at first.
     return bool(
         (call_id or name) and arguments.strip() and call.arguments
-        and call.arguments[-1].rstrip().endswith("}") and _complete_json(call.raw)
+        and call.arguments.last.rstrip().endswith("}") and _complete_json(call.raw)
     )
 
 

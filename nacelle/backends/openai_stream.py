@@ -10,7 +10,9 @@ The events are those of ``ResponseStreamEvent`` in OpenAI's OpenAPI document; ea
 ``data`` line is a JSON object whose ``type`` names it (the ``event:`` line repeats
 it and is not needed). What they become:
 
-- ``response.output_text.delta`` → one TEXT event per delta, exactly as cut;
+- ``response.output_text.delta`` → one TEXT event per delta, exactly as cut (but
+  for half a surrogate pair, held for the next delta, or U+FFFD when the item ends
+  without it: ``_stream.Deltas``);
   ``response.refusal.delta`` too (a refusal is what the model said instead of an
   answer, so it is shown and kept as text), and the turn's stop becomes REFUSAL.
   ``response.reasoning_summary_text.delta`` (and ``response.reasoning_text.delta``,
@@ -71,6 +73,7 @@ from ..errors import StreamError, StreamTruncated, transient
 from ..events import Event, Kind, Stop, Usage, _wire_count
 from ..messages import Part, ProviderBlock, Reasoning, Text, ToolCall
 from ..sse import SSEEvent, parse_json
+from ._stream import Deltas, well_formed
 from .openai_wire import PROTOCOL
 
 __all__ = ["Accumulator", "usage_from"]
@@ -95,7 +98,7 @@ def _unchanged(text: str) -> str:
 
 
 def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return well_formed(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
 
 
 class _Item:
@@ -105,9 +108,9 @@ class _Item:
     def __init__(self, kind: str, item_id: str) -> None:
         self.type = kind
         self.id = item_id
-        self.text: List[str] = []  # message text / raw reasoning text
-        self.summary: Dict[int, List[str]] = {}
-        self.arguments: List[str] = []
+        self.text = Deltas()  # message text / raw reasoning text
+        self.summary: Dict[int, Deltas] = {}
+        self.arguments = Deltas()
         self.call_id = ""
         self.name = ""
         self.done = False
@@ -171,11 +174,12 @@ class Accumulator:
         if kind in _THINKING_DELTAS:
             return self._thinking(event, kind)
         if kind == "response.function_call_arguments.delta":
-            self._item_for(event, kind, "function_call").arguments.append(
+            self._item_for(event, kind, "function_call").arguments.add(
                 self._string(event, "delta", kind))
         elif kind == "response.function_call_arguments.done":
             if isinstance(event.get("arguments"), str):
-                self._item_for(event, kind, "function_call").arguments = [event["arguments"]]
+                self._item_for(event, kind, "function_call").arguments.replace(
+                    event["arguments"])
         elif kind == "response.output_item.added":
             self._added(event, kind)
         elif kind == "response.output_item.done":
@@ -202,22 +206,19 @@ class Accumulator:
         item = self._item_for(event, kind, "message")
         if refusal:
             self._refused = True
-        if not delta:
-            return []
-        item.text.append(delta)
-        return [Event(Kind.TEXT, text=delta)]
+        delta = item.text.add(delta)
+        return [Event(Kind.TEXT, text=delta)] if delta else []
 
     def _thinking(self, event: Dict[str, Any], kind: str) -> List[Event]:
         delta = self._string(event, "delta", kind)
         item = self._item_for(event, kind, "reasoning")
-        if not delta:
-            return []
         if kind == "response.reasoning_text.delta":
-            item.text.append(delta)
+            delta = item.text.add(delta)
         else:
             index = event.get("summary_index", 0)
-            item.summary.setdefault(index if type(index) is int else 0, []).append(delta)
-        return [Event(Kind.THINKING, text=delta)]
+            delta = item.summary.setdefault(index if type(index) is int else 0,
+                                            Deltas()).add(delta)
+        return [Event(Kind.THINKING, text=delta)] if delta else []
 
     def _added(self, event: Dict[str, Any], kind: str) -> None:
         raw = event.get("item")
@@ -236,7 +237,7 @@ class Accumulator:
         item.final = raw
         events: List[Event] = []
         if item.type == "function_call" and isinstance(raw.get("arguments"), str):
-            item.arguments = [raw["arguments"]]
+            item.arguments.replace(raw["arguments"])
         elif item.type == "message" and not item.text:
             # A server that sends the message whole, with no deltas: show it now.
             for part in raw.get("content") or ():
@@ -246,15 +247,24 @@ class Accumulator:
                     part.get("refusal") if part.get("type") == "refusal" else None)
                 if part.get("type") == "refusal":
                     self._refused = True
-                if isinstance(words, str) and words:
-                    item.text.append(words)
-                    events.append(Event(Kind.TEXT, text=words))
+                shown = item.text.add(words) if isinstance(words, str) else ""
+                if shown:
+                    events.append(Event(Kind.TEXT, text=shown))
         elif item.type == "reasoning" and not item.summary:
             for index, part in enumerate(raw.get("summary") or ()):
                 words = part.get("text") if isinstance(part, dict) else None
                 if isinstance(words, str) and words:
-                    item.summary[index] = [words]
-        return events
+                    item.summary[index] = Deltas()
+                    item.summary[index].replace(words)
+        return events + self._end_texts(item)
+
+    @staticmethod
+    def _end_texts(item: _Item) -> List[Event]:
+        """U+FFFD for half a character an item's text or reasoning ended on."""
+        item.arguments.end()
+        kind = Kind.TEXT if item.type == "message" else Kind.THINKING
+        return [Event(kind, text=held) for held in (
+            [item.text.end()] + [item.summary[k].end() for k in sorted(item.summary)]) if held]
 
     def _latch(self, item: _Item, raw: Dict[str, Any], kind: str) -> None:
         if item.type != "function_call":
@@ -282,6 +292,8 @@ class Accumulator:
             self.response_id = response["id"]
         self.done = True
         events: List[Event] = []
+        for item in self._items.values():
+            events += self._end_texts(item)
         output = response.get("output")
         if not self._items and isinstance(output, list):
             # A server that streamed no items reports them only here: read them so.
@@ -354,13 +366,13 @@ class Accumulator:
             item = self._items[index]
             if item.type == "message":
                 if item.text:
-                    parts.append(Text("".join(item.text)))
+                    parts.append(Text(item.text.text))
             elif item.type == "reasoning":
-                words = "\n\n".join("".join(item.summary[k]) for k in sorted(item.summary))
+                words = "\n\n".join(item.summary[k].text for k in sorted(item.summary))
                 state = _compact(item.final) if item.final is not None else ""
-                parts.append(Reasoning(words or "".join(item.text), state, PROTOCOL))
+                parts.append(Reasoning(words or item.text.text, state, PROTOCOL))
             elif item.type == "function_call":
-                raw = "".join(item.arguments)
+                raw = item.arguments.text
                 finished = item.done and bool(item.call_id) and not (
                     incomplete and not _complete_json(raw))
                 if finished and not raw.strip():

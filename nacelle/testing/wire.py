@@ -23,6 +23,7 @@ Public (``nacelle.testing``); imports the standard library only.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 __all__ = ["anthropic_error", "anthropic_stream", "fragments", "openrouter_stream", "rechunk",
@@ -32,12 +33,17 @@ ToolCallSpec = Tuple[str, str, str]  # (id, name, input JSON text)
 
 KEEPALIVE = b": OPENROUTER PROCESSING\n\n"
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
 
 def sse_event(data: Any, event: Optional[str] = None) -> bytes:
     """One SSE event: an ``event:`` line if given, ``data:`` lines (a non-str value as
     compact JSON; a newline in text makes another data line), a blank line."""
     if not isinstance(data, str):
         data = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        # Half a surrogate pair has no UTF-8 form: written as the \u escape a provider
+        # that cut a pair in two deltas sends.
+        data = _SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", data)
     head = f"event: {event}\n" if event else ""
     lines = "".join(f"data: {line}\n" for line in data.split("\n"))
     return (head + lines + "\n").encode("utf-8")

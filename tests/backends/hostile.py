@@ -70,3 +70,24 @@ def chain(error):
         seen.append(current)
         todo += [current.__cause__, current.__context__]
     return seen
+
+
+# An emoji cut between its two UTF-16 halves, as a server that splits deltas by code
+# unit sends it: each half alone is a lone surrogate, which no UTF-8 encoder takes.
+EMOJI, HIGH, LOW = "\U0001f600", "\ud83d", "\ude00"
+
+
+def assert_well_formed(*values):
+    """Every string inside ``values`` (events, TurnEnds, parts, messages, containers)
+    encodes as UTF-8: no lone surrogate reached them."""
+    todo = list(values)
+    while todo:
+        value = todo.pop()
+        if isinstance(value, str):
+            value.encode("utf-8")
+        elif isinstance(value, dict):
+            todo += list(value.keys()) + list(value.values())
+        elif isinstance(value, (list, tuple)):
+            todo += list(value)
+        elif hasattr(value, "__dataclass_fields__"):
+            todo += [getattr(value, name) for name in value.__dataclass_fields__]

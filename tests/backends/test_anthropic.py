@@ -20,9 +20,9 @@ from nacelle.backends import anthropic
 from nacelle.pricing import price_for
 from nacelle.testing.scripted import FakeClock
 from nacelle.testing.server import FakeServer, Reply
-from nacelle.testing.wire import rechunk
+from nacelle.testing.wire import anthropic_stream, rechunk
 
-from hostile import chain
+from hostile import EMOJI, HIGH, LOW, assert_well_formed, chain
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "anthropic"
 KEY = "sk-ant-api03-SECRET-do-not-leak-0123456789"
@@ -87,6 +87,23 @@ def test_a_text_stream_with_pings_and_keepalive_comments_yields_each_delta(serve
     assert sent.headers["content-type"] == "application/json"
     assert "anthropic-beta" not in sent.headers
     assert sent.json()["stream"] is True and sent.json()["model"] == "claude-opus-5"
+
+
+@pytest.mark.parametrize("size", [None, 1, 5])
+def test_an_emoji_split_into_surrogate_halves_over_two_deltas_arrives_whole(server, size):
+    # fragments() cuts tool input every 7 characters: the pair falls across two deltas.
+    chunks = anthropic_stream(
+        ["Hi " + HIGH, LOW + "!", HIGH], thinking_deltas=[HIGH, LOW + " hm"],
+        tool_calls=[("toolu_1", "face", '{"face": "abc' + HIGH + LOW + '"}')])
+    server.queue(PATH, Reply(chunks=rechunk(chunks, size) if size else chunks))
+    events, end = one_turn(make(server))
+    assert [(e.kind, e.text) for e in events] == [
+        (Kind.THINKING, EMOJI + " hm"), (Kind.TEXT, "Hi "), (Kind.TEXT, EMOJI + "!"),
+        (Kind.TEXT, "\ufffd")]  # the last half never met its partner
+    assert end.parts[0].text == EMOJI + " hm"
+    assert end.parts[1] == Text("Hi " + EMOJI + "!\ufffd")
+    assert end.parts[2].input == '{"face": "abc' + EMOJI + '"}'
+    assert_well_formed(events, end)
 
 
 @pytest.mark.parametrize("size", [1, 7, 64])

@@ -28,7 +28,7 @@ from nacelle.backends import chat
 from nacelle.pricing import Price, price_for
 from nacelle.testing import FakeServer, Reply, sse_event
 
-from hostile import chain
+from hostile import EMOJI, HIGH, LOW, assert_well_formed, chain
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "openai"
 KEY = "sk-proj-0123456789abcdef-SECRET"
@@ -83,6 +83,33 @@ def test_an_openai_text_answer_streams_its_deltas_and_its_usage(server):
     # prompt_tokens counts the cached part: 1321 - 1152 are billed at the full rate.
     assert (end.usage.input_tokens, end.usage.cache_read_tokens) == (169, 1152)
     assert (end.usage.output_tokens, end.usage.reasoning_tokens) == (75, 64)
+
+
+def test_an_emoji_split_into_surrogate_halves_over_two_deltas_arrives_whole(server):
+    def chunk(delta, finish=None):
+        return sse_event({"id": "c1", "object": "chat.completion.chunk", "model": "m",
+                          "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+
+    def call(arguments, **start):
+        return {"tool_calls": [{"index": 0, **start, "function": {
+            "arguments": arguments, **({"name": "face"} if start else {})}}]}
+
+    server.queue(PATH, Reply(chunks=[
+        chunk({"role": "assistant", "reasoning_content": "hm " + HIGH}),
+        chunk({"reasoning_content": LOW}),
+        chunk({"content": "Hi " + HIGH}), chunk({"content": LOW + "!"}),
+        chunk({"content": HIGH}),  # never joined: the finish comes next
+        chunk(call('{"face": "' + HIGH, id="call_1", type="function")),
+        chunk(call(LOW + '"}')), chunk({}, "tool_calls"), b"data: [DONE]\n\n"]))
+    backend = chat.vllm("m", base_url=server.url + "/v1")
+    events, end = one_turn(backend)
+    assert [(e.kind, e.text) for e in events] == [
+        (Kind.THINKING, "hm "), (Kind.THINKING, EMOJI), (Kind.TEXT, "Hi "),
+        (Kind.TEXT, EMOJI + "!"), (Kind.TEXT, "\ufffd")]
+    assert end.parts[:2] == (nacelle.Reasoning("hm " + EMOJI, "", "chat"),
+                             nacelle.Text("Hi " + EMOJI + "!\ufffd"))
+    assert end.parts[2].input == '{"face": "' + EMOJI + '"}'
+    assert_well_formed(events, end)
 
 
 def test_an_openai_tool_loop_runs_both_calls_and_sends_their_results_back(server):

@@ -20,9 +20,9 @@ from nacelle import (
 from nacelle.backend import TurnEnd
 from nacelle.backends import openai
 from nacelle.pricing import Price
-from nacelle.testing import FakeServer, Reply
+from nacelle.testing import FakeServer, Reply, sse_event
 
-from hostile import chain
+from hostile import EMOJI, HIGH, LOW, assert_well_formed, chain
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "openai_responses"
 KEY = "sk-proj-RESPONSES-0123456789-SECRET"
@@ -80,6 +80,44 @@ def one_turn(backend, request=None, messages=None, ctx=None):
     assert isinstance(items[-1], TurnEnd)
     return items[:-1], items[-1]
 
+
+
+def test_an_emoji_split_into_surrogate_halves_over_two_deltas_arrives_whole(server):
+    reasoning = {"type": "reasoning", "id": "rs_1", "summary": []}
+    message = {"type": "message", "id": "msg_1", "role": "assistant", "content": []}
+    call = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "face"}
+
+    def event(kind, **fields):
+        return sse_event({"type": kind, **fields})
+
+    def delta(kind, index, text):
+        return event(kind, output_index=index, delta=text)
+
+    server.queue(PATH, Reply(chunks=[
+        event("response.created", response={"id": "resp_1", "model": "gpt-5.5"}),
+        event("response.output_item.added", output_index=0, item=reasoning),
+        delta("response.reasoning_summary_text.delta", 0, "hm " + HIGH),
+        delta("response.reasoning_summary_text.delta", 0, LOW),
+        event("response.output_item.done", output_index=0, item=reasoning),
+        event("response.output_item.added", output_index=1, item=message),
+        delta("response.output_text.delta", 1, "Hi " + HIGH),
+        delta("response.output_text.delta", 1, LOW + "!"),
+        delta("response.output_text.delta", 1, HIGH),  # the item ends before its partner
+        event("response.output_item.done", output_index=1, item=message),
+        event("response.output_item.added", output_index=2, item=call),
+        delta("response.function_call_arguments.delta", 2, '{"face": "' + HIGH),
+        delta("response.function_call_arguments.delta", 2, LOW + '"}'),
+        event("response.output_item.done", output_index=2, item=call),
+        event("response.completed", response={"id": "resp_1", "output": [], "usage": {}}),
+    ]))
+    events, end = one_turn(make(server))
+    assert [(e.kind, e.text) for e in events] == [
+        (Kind.THINKING, "hm "), (Kind.THINKING, EMOJI), (Kind.TEXT, "Hi "),
+        (Kind.TEXT, EMOJI + "!"), (Kind.TEXT, "\ufffd")]
+    assert end.parts[0].text == "hm " + EMOJI
+    assert end.parts[1] == nacelle.Text("Hi " + EMOJI + "!\ufffd")
+    assert end.parts[2].input == '{"face": "' + EMOJI + '"}'
+    assert_well_formed(events, end)
 
 @nacelle.tool
 def get_capital(country: str) -> str:

@@ -18,8 +18,9 @@ from nacelle import (
 from nacelle.backend import TurnEnd
 from nacelle.backends import openrouter
 from nacelle.testing import FakeClock, FakeServer, Reply
+from nacelle.testing.wire import openrouter_stream
 
-from hostile import chain
+from hostile import EMOJI, HIGH, LOW, assert_well_formed, chain
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "openrouter"
 KEY = "sk-or-v1-0123456789abcdef-SECRET"
@@ -77,6 +78,20 @@ def clock() -> str:
 
 
 # -- construction -------------------------------------------------------------------
+
+
+
+def test_an_emoji_split_over_two_deltas_arrives_whole_in_text_reasoning_and_details(server):
+    server.queue(PATH, Reply(chunks=openrouter_stream(
+        ["Hi " + HIGH, LOW + "!"], reasoning_deltas=["hm " + HIGH, LOW])))
+    events, end = one_turn(make_backend(server))
+    assert [(e.kind, e.text) for e in events] == [
+        (Kind.THINKING, "hm "), (Kind.THINKING, EMOJI), (Kind.TEXT, "Hi "),
+        (Kind.TEXT, EMOJI + "!")]
+    reasoning, text = end.parts
+    assert text == nacelle.Text("Hi " + EMOJI + "!") and reasoning.text == "hm " + EMOJI
+    assert json.loads(reasoning.state)[0]["text"] == "hm " + EMOJI
+    assert_well_formed(events, end)
 
 
 def test_the_capability_row_is_declared_as_data():

@@ -1,0 +1,135 @@
+"""What every stream accumulator shares: text made well-formed as it streams.
+
+JSON writes a character outside the Basic Multilingual Plane as two ``\\u`` escapes, a
+UTF-16 surrogate pair (RFC 8259, section 7: https://www.rfc-editor.org/rfc/rfc8259#section-7),
+and a server that cuts its deltas by UTF-16 code units can put the two halves of one
+emoji in two deltas. Decoded alone, each half is a lone surrogate: a ``str`` Python holds
+but no UTF-8 encoder takes, so a terminal, a session file, a results line or an HTTP
+answer raises ``UnicodeEncodeError`` on it, long after the stream, and the answer is
+lost. So no lone surrogate leaves a backend:
+
+- :class:`Deltas` is one streamed text (a block's text or reasoning, a call's
+  arguments): a high surrogate that ends a delta is held and joined with the low one
+  that starts the next; a half with no partner becomes U+FFFD (REPLACEMENT CHARACTER),
+  as a UTF-8 decoder does with a broken sequence. What :meth:`Deltas.add` returns is
+  what to show now, and the events of a text joined are its part's text.
+- :func:`well_formed` does the same to a text read whole (an id, a name, a block kept
+  as JSON); :func:`clean` to every string of an event or a turn's end, which
+  ``_turn.stream_turn`` applies to all a backend yields, whatever its accumulator
+  missed.
+
+Outer ring: imports the standard library and nacelle's core only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, Dict, List, TypeVar, cast
+
+from ..events import Event, Kind
+
+__all__ = ["REPLACEMENT", "Deltas", "clean", "well_formed"]
+
+REPLACEMENT = "\ufffd"
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_TEXTS = (Kind.TEXT, Kind.THINKING)
+
+T = TypeVar("T")
+
+
+def well_formed(text: str) -> str:
+    """``text`` with each surrogate pair joined into its character and each lone half
+    replaced by U+FFFD; ``text`` itself when it holds no surrogate (the usual case,
+    checked in constant time for ASCII)."""
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    # UTF-16 pairs what is a pair and "replace" marks what is not; surrogatepass lets
+    # the halves through the encoder so the decoder can judge them.
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def _is_high(char: str) -> bool:
+    return "\ud800" <= char <= "\udbff"
+
+
+class Deltas:
+    """One text as a provider streams it, kept well-formed across its deltas.
+
+    :meth:`add` takes a delta and returns the text to show now (empty while a held
+    half waits for its partner); :meth:`end` closes the text, returning U+FFFD for a
+    half still held; :attr:`text` is everything shown, joined once when asked.
+    """
+
+    __slots__ = ("_parts", "_held")
+
+    def __init__(self) -> None:
+        self._parts: List[str] = []
+        self._held = ""
+
+    def add(self, delta: str) -> str:
+        """Take one delta; return its text to show now."""
+        if not self._held and (delta.isascii() or _SURROGATE.search(delta) is None):
+            if delta:
+                self._parts.append(delta)
+            return delta
+        text, self._held = self._held + delta, ""
+        if text and _is_high(text[-1]):
+            text, self._held = text[:-1], text[-1]
+        text = well_formed(text)
+        if text:
+            self._parts.append(text)
+        return text
+
+    def end(self) -> str:
+        """Close the text: U+FFFD for a high surrogate whose partner never came (it is
+        part of :attr:`text` from now on), else ``""``."""
+        if not self._held:
+            return ""
+        self._held = ""
+        self._parts.append(REPLACEMENT)
+        return REPLACEMENT
+
+    def replace(self, text: str) -> None:
+        """Make the text ``text`` read whole (a final event that repeats it all)."""
+        self._parts, self._held = [well_formed(text)] if text else [], ""
+
+    @property
+    def text(self) -> str:
+        """The text so far, a half still held read as U+FFFD."""
+        return "".join(self._parts) + (REPLACEMENT if self._held else "")
+
+    @property
+    def last(self) -> str:
+        """The last piece shown (``""`` before any)."""
+        return self._parts[-1] if self._parts else ""
+
+    def __bool__(self) -> bool:
+        return bool(self._parts or self._held)
+
+
+def clean(value: T) -> T:
+    """``value`` (an Event, a TurnEnd, a part, a string, or a tuple of them) with every
+    string in it well-formed; ``value`` itself when nothing changes."""
+    if isinstance(value, str):
+        return cast(T, well_formed(value))
+    if isinstance(value, Event) and value.kind in _TEXTS and value.tool is None:
+        text = well_formed(value.text)  # a delta: only its text can carry one
+        return value if text is value.text else dataclasses.replace(value, text=text)
+    if isinstance(value, tuple):
+        items = tuple(clean(item) for item in value)
+        return value if all(a is b for a, b in zip(items, value)) else cast(T, items)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changed: Dict[str, Any] = {}
+        for field in dataclasses.fields(value):
+            if not field.init:
+                continue
+            current = getattr(value, field.name)
+            if isinstance(current, (str, tuple)) or (
+                    dataclasses.is_dataclass(current) and not isinstance(current, type)):
+                now = clean(current)
+                if now is not current:
+                    changed[field.name] = now
+        return dataclasses.replace(value, **changed) if changed else value
+    return value

@@ -1,0 +1,52 @@
+"""backends/_stream.py: text deltas kept well-formed whatever a provider cut, and the
+net every backend's turn passes through."""
+
+from hypothesis import given, strategies as st
+
+from nacelle import Event, Kind, Text, ToolCall
+from nacelle.backend import TurnEnd
+from nacelle.events import ToolEvent
+from nacelle.backends._stream import Deltas, clean, well_formed
+
+from hostile import EMOJI, HIGH, LOW, assert_well_formed
+
+
+def utf16_units(text):
+    """``text`` as a list of one-character strings, one per UTF-16 code unit."""
+    raw = text.encode("utf-16-le", "surrogatepass")
+    return [raw[i:i + 2].decode("utf-16-le", "surrogatepass") for i in range(0, len(raw), 2)]
+
+
+@given(st.text(alphabet=st.sampled_from(["a", "é", EMOJI, "\U0001f914", HIGH, LOW]),
+               max_size=12), st.data())
+def test_deltas_cut_anywhere_give_what_the_whole_text_gives(text, data):
+    units = utf16_units(text)
+    cuts = sorted(data.draw(st.sets(st.integers(0, len(units)))))
+    pieces = ["".join(units[a:b]) for a, b in zip([0] + cuts, cuts + [len(units)])]
+    deltas = Deltas()
+    shown = "".join(deltas.add(piece) for piece in pieces) + deltas.end()
+    assert shown == deltas.text == well_formed("".join(pieces))
+    assert_well_formed(shown)
+
+
+def test_a_pair_split_over_two_deltas_is_one_character_and_a_lone_half_is_a_replacement():
+    deltas = Deltas()
+    assert [deltas.add("a" + HIGH), deltas.add(LOW + "b"), deltas.add(HIGH), deltas.add("c")] \
+        == ["a", EMOJI + "b", "", "\ufffdc"]
+    assert deltas.add(LOW) == "\ufffd" and deltas.add(HIGH) == "" and deltas.end() == "\ufffd"
+    assert deltas.text == "a" + EMOJI + "b\ufffdc\ufffd\ufffd"
+
+
+def test_text_without_surrogates_is_returned_as_it_is():
+    text = "plain, é and " + EMOJI
+    assert well_formed(text) is text
+    event = Event(Kind.TEXT, text=text)
+    assert clean(event) is event
+
+
+def test_clean_replaces_a_lone_half_in_any_string_of_an_event_or_a_turn_end():
+    event = Event(Kind.TOOL_CALL, tool=ToolEvent(id="c" + HIGH, index=0, name="n", input="{}"))
+    assert clean(event).tool.id == "c\ufffd"
+    end = TurnEnd((Text("x" + LOW), ToolCall("c", "n" + HIGH + LOW, "{}")))
+    assert clean(end).parts == (Text("x\ufffd"), ToolCall("c", "n" + EMOJI, "{}"))
+    assert_well_formed(clean(event), clean(end))
