@@ -37,7 +37,6 @@ Imports the standard library and the core; writes only to the streams it is give
 
 from __future__ import annotations
 
-import json
 from typing import IO, Any, Dict, List, Optional
 
 from . import bounded_json

@@ -54,17 +54,16 @@ Outer-ring module: imports the standard library and nacelle's core only.
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .. import bounded_json
 from ..backend import CallProfile, Effort, MCPServer, Request, Thinking
 from ..errors import ConfigError
 from ..messages import (
     Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
 )
 from ..output_schema import for_anthropic
+from ..sse import parse_json
 from ._wire_cache import Body, Run, WireCache, assemble, dumps, grow, split_frame
 
 __all__ = [
@@ -269,7 +268,7 @@ def _block(part: Any) -> Optional[Dict[str, Any]]:
         if part.protocol != PROTOCOL:
             return None
         try:
-            data = json.loads(part.data)
+            data = parse_json(part.data)
         except ValueError:
             raise ConfigError(
                 "an anthropic ProviderBlock does not hold a JSON object; it cannot be"
@@ -284,7 +283,7 @@ def _block(part: Any) -> Optional[Dict[str, Any]]:
 def _reasoning(part: Reasoning) -> Dict[str, Any]:
     if part.state.startswith("{"):
         try:
-            whole = json.loads(part.state)
+            whole = parse_json(part.state)
         except ValueError:
             whole = None
         if isinstance(whole, dict) and whole.get("type") == "redacted_thinking":
@@ -297,8 +296,9 @@ def _tool_input(call: ToolCall) -> Dict[str, Any]:
     if not text:
         return {}
     try:
-        # dicts keep the model's key order; too deep an input failed its call already
-        value = bounded_json.loads(text, what="tool input")
+        # dicts keep the model's key order; input too deep to read, or holding NaN,
+        # failed its call already, and goes back as {}
+        value = parse_json(text)
     except ValueError:
         value = None
     if not isinstance(value, dict):

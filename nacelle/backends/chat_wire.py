@@ -364,7 +364,7 @@ def _call_extra(data: str, extras: Dict[str, Any]) -> None:
 
 def _details(state: str, position: int, dialect: Dialect) -> List[Any]:
     try:
-        value = json.loads(state)
+        value = parse_json(state)
     except ValueError:
         value = None
     if not isinstance(value, list):

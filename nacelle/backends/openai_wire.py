@@ -58,7 +58,6 @@ May import: the standard library and nacelle's core. Never ``requests``.
 from __future__ import annotations
 
 import copy
-import json
 import logging
 from typing import Any, Dict, List, Optional, Sequence, Set
 
@@ -68,6 +67,7 @@ from ..messages import (
     Finish, Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
 )
 from ..output_schema import for_openai
+from ..sse import parse_json
 
 __all__ = ["INCLUDE", "MCP_HINT", "MIN_OUTPUT_TOKENS", "PROTOCOL", "count_tokens_body",
            "to_wire"]
@@ -232,7 +232,7 @@ def _assistant(message: Message, position: int) -> List[Dict[str, Any]]:
 def _item(text: str, position: int, what: str) -> Dict[str, Any]:
     """The output item a part's JSON holds, to go back as it came."""
     try:
-        value: Optional[Any] = json.loads(text)
+        value: Optional[Any] = parse_json(text)
     except ValueError:
         value = None
     if not isinstance(value, dict) or not isinstance(value.get("type"), str):

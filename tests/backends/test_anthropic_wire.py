@@ -124,6 +124,14 @@ def test_thinking_is_replayed_byte_for_byte_and_in_order_with_its_signature():
     ]}
 
 
+def test_reasoning_state_nested_five_thousand_deep_goes_as_a_signature_not_a_crash():
+    state = '{"type": "redacted_thinking", "data": ' + "[" * 5000 + "]" * 5000 + "}"
+    conversation = [user_text("hi"), assistant(Reasoning("t", state, "anthropic"), Text("ok"))]
+    body = to_wire(Request("sys"), conversation)
+    assert body["messages"][1]["content"][0] == {"type": "thinking", "thinking": "t",
+                                                 "signature": state}
+
+
 def test_reasoning_from_another_protocol_is_dropped():
     conversation = [
         user_text("hi"),
@@ -198,7 +206,8 @@ def test_provider_blocks_of_another_protocol_are_dropped():
     assert body["messages"][1]["content"] == [{"type": "text", "text": "ok"}]
 
 
-@pytest.mark.parametrize("data", ["not json", "[1, 2]", '{"no_type": 1}'])
+@pytest.mark.parametrize("data", ["not json", "[1, 2]", '{"no_type": 1}',
+                                  '{"type": "x", "a": ' + "[" * 5000 + "]" * 5000 + "}"])
 def test_a_broken_anthropic_provider_block_is_a_config_error(data):
     conversation = [user_text("hi"), assistant(ProviderBlock("anthropic", data))]
     with pytest.raises(ConfigError, match="ProviderBlock"):

@@ -262,8 +262,9 @@ def test_an_empty_reasoning_details_list_is_kept():
     assert body["messages"][2]["reasoning_details"] == []
 
 
-def test_reasoning_state_that_is_not_a_json_list_is_a_clear_error():
-    turn = Message(Role.ASSISTANT, (Reasoning("x", "not json", "openrouter"), Text("A")))
+@pytest.mark.parametrize("state", ["not json", "[" * 5000 + "]" * 5000])
+def test_reasoning_state_that_is_not_a_json_list_is_a_clear_error(state):
+    turn = Message(Role.ASSISTANT, (Reasoning("x", state, "openrouter"), Text("A")))
     with pytest.raises(ConfigError, match=r"message 1: openrouter reasoning state"):
         to_wire(Request("S"), [user_text("Q"), turn], model="m/x")
 

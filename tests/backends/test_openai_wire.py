@@ -232,7 +232,8 @@ def test_a_provider_block_of_this_protocol_goes_back_as_the_item_it_holds():
     assert body["input"][1] == block
 
 
-@pytest.mark.parametrize("state", ["not json", "[]", '{"no": "type"}', "42"])
+@pytest.mark.parametrize("state", ["not json", "[]", '{"no": "type"}', "42",
+                                   '{"type": "reasoning", "a": ' + "[" * 5000 + "]" * 5000 + "}"])
 def test_reasoning_state_that_is_not_an_item_is_a_config_error_naming_the_message(state):
     turn = Message(Role.ASSISTANT, (Reasoning("t", state, "openai-responses"), Text("x")))
     with pytest.raises(ConfigError, match="message 1"):
