@@ -163,6 +163,7 @@ class Agent:
         hooks: Optional[Mapping[Any, Sequence[Callable[..., Any]]]] = None,
         max_parallel_tools: int = 8,
         tool_timeout: Optional[float] = None,
+        max_result_chars: int = 100_000,
         budget: Optional[Budget] = None,
         output: Any = None,
         output_mode: str = "auto",
@@ -190,6 +191,7 @@ class Agent:
                                          not tool_timeout > 0):
             raise ConfigError(f"tool_timeout must be a positive number of seconds or None, "
                               f"got {tool_timeout!r}")
+        _check_int("max_result_chars", max_result_chars, 0)
         if approve is not None and not callable(approve):
             raise ConfigError(f"approve must be callable, got {type(approve).__name__}")
         if budget is not None and not isinstance(budget, Budget):
@@ -220,6 +222,7 @@ class Agent:
         self.hooks = normalize_hooks(hooks) or None
         self.max_parallel_tools = max_parallel_tools
         self.tool_timeout = tool_timeout
+        self.max_result_chars = max_result_chars
         self.budget = budget
         self.profile = profile
         self.compaction = compaction
@@ -300,6 +303,7 @@ class Agent:
             thinking=self.thinking, max_tokens=self.max_tokens,
             max_iterations=self.max_iterations, approve=self.approve, hooks=self.hooks,
             max_parallel_tools=self.max_parallel_tools, tool_timeout=self.tool_timeout,
+            max_result_chars=self.max_result_chars,
             budget=self.budget, output=compiled, profile=self.profile,
             compaction=self.compaction, loop_guard=self.loop_guard,
             toolsets=self.tools if any(is_toolset(t) for t in self.tools) else (),

@@ -169,6 +169,9 @@ class Request:
     hooks: Optional[Mapping[Any, Sequence[Callable[..., Any]]]] = None
     max_parallel_tools: int = 8
     tool_timeout: Optional[float] = None
+    # A tool result longer than this reaches the model cut, with a note (0: never cut;
+    # a tool's own max_result_chars overrides it). 5 MB of log is no answer to read.
+    max_result_chars: int = 100_000
     budget: Optional[Budget] = None
     output: Optional[Any] = None
     resume: Optional[Any] = None

@@ -23,7 +23,7 @@ Entry point for backends — every backend's ``stream(request, ctx)`` is one lin
   (``id_2``, ``id_3``, … — a warning is logged). The rename is recorded in the
   assistant message, so a replayed conversation carries the same ids as its results.
 - The calls run on their own threads (``tools.py``'s :func:`run_tool` in
-  ``toolcalls.py``), ``max_parallel_tools`` at a time; see :class:`~nacelle.toolcalls.Round`
+  ``toolcalls.py``), ``max_parallel_tools`` at a time; see :class:`~nacelle.toolround.Round`
   for exclusive chains, timeouts and what happens to a call that ignores
   cancellation.
 - ``max_iterations`` = N allows N model requests; when the Nth still asks for tools
@@ -94,7 +94,8 @@ from .context import Budget, RunContext
 from .errors import Cancelled, StreamError
 from .events import Event, Kind, Stop, ToolEvent, Usage
 from .messages import Finish, Message, Part, Role, Text, ToolCall, ToolResult
-from .toolcalls import Call, Round, ToolSink, as_result, closing
+from .toolcalls import ToolSink, as_result, closing
+from .toolround import Call, Round
 from .tools import expand_tools, tools_by_name
 
 __all__ = ["run"]
@@ -133,7 +134,8 @@ class _Run:
         self.turn = turn
         self.backend = backend
         self.tools = tools_by_name(request.tools)
-        self.sink = ToolSink(request.approve, request.hooks)
+        self.sink = ToolSink(request.approve, request.hooks,
+                             max_result_chars=request.max_result_chars)
         self.conversation: List[Message] = list(request.messages)
         self.total = Usage()
         self.iterations = 0

@@ -149,6 +149,7 @@ def subagent_tool(
         hooks=agent.hooks,
         max_parallel_tools=agent.max_parallel_tools,
         tool_timeout=agent.tool_timeout,
+        max_result_chars=agent.max_result_chars,
         output=agent.output,
         output_mode=agent.output_mode,
         output_retries=agent.output_retries,

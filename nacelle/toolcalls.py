@@ -1,46 +1,27 @@
-"""Running one turn's local tool calls: ``run_tool``, ``ToolSink`` and the round.
+"""Running one local tool call: ``run_tool`` and ``ToolSink``.
 
 :func:`run_tool` is the one place a local call runs. :class:`ToolSink` is the run's
-tool policy (approval, hooks) and the locked hand-off of TOOL_RESULT events from the
-tool threads to the generator. :class:`Round` runs one turn's calls:
+tool policy (approval, hooks, the result cap) and the locked hand-off of TOOL_RESULT
+events from the tool threads to the generator. A turn's calls run on their threads
+in :class:`nacelle.toolround.Round`.
 
-- Each call runs on a thread of its own, at most ``max_parallel_tools`` at a time;
-  the rest wait in the model's order. All calls of exclusive tools in a turn form one
-  chain that runs one call at a time in the model's order, alongside the other calls
-  (writers and commands must not interleave with each other; a read the model asked
-  for in the same turn is independent by the model's own account).
-- ``tool_timeout`` counts from the moment the model asked for the call, whether it
-  was running or still waiting for a free slot: it bounds how long the model waits
-  for the answer. When it passes, the call is closed as failed and its
-  ``ctx.cancelled`` is set.
-- A call that ignores cancellation is *abandoned*, never waited for: its result is
-  closed already, so whatever it returns later is dropped (and logged at DEBUG), and
-  its thread no longer counts against ``max_parallel_tools`` — the calls after it, in
-  this turn or the next, start as if it had finished. The abandoned thread runs on
-  until the tool returns; like any non-daemon thread, the interpreter waits for it at
-  exit. (A fixed thread pool cannot do this: a wedged worker would hold its slot, and
-  every call queued behind it would wait with no timeout running.)
-- The round's context is a child of the run's (:meth:`RunContext.tool`): a call's
-  deadline is the earlier of its timeout and the run's deadline, its clock the run's,
-  so a run's budget bounds its tools and tests drive timeouts with a fake clock.
-
-The generator waits on the sink's condition; a result, the run's cancellation (a
-callback) or the next timeout wakes it. The wait is capped at half a second, so a
-fake clock moved by a test — which signals nobody — is seen within that bound.
+A result longer than the tool's ``max_result_chars``, else the Agent's (100,000 by
+default; 0 never cuts), is cut with a note saying how much was cut: a 5 MB log read
+whole would fill the model's context with one answer and cost the run for every turn
+after it, and the model can ask for the part it needs.
 
 Core module: imports the standard library and nacelle's core modules only.
 """
 
 from __future__ import annotations
 
-import collections
 import logging
 import threading
 import time
-from typing import Any, Callable, Deque, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from .checkpoint import PAUSE
-from .context import RunContext, ToolContext
+from .context import ToolContext
 from .errors import Cancelled
 from .events import Event, Kind, ToolEvent
 from .hooks import HookEvent, HookPoint, cut_inject, normalize_hooks, run_after, run_before
@@ -53,11 +34,6 @@ __all__ = ["ToolSink", "run_tool"]
 log = logging.getLogger(__name__)
 
 _TOOL_RESULT = Kind.TOOL_RESULT
-
-# The longest the generator waits between looks at its calls; results, cancellation
-# and the next timeout wake it sooner. A bound, so a clock that moves without
-# signalling (a test's fake clock) is noticed within it.
-_LONGEST_WAIT = 0.5
 
 
 class _DeniedNames:
@@ -92,10 +68,11 @@ class ToolSink:
 
     def __init__(self, approve: Optional[Callable[..., Any]] = None,
                  hooks: Optional[Mapping[Any, Sequence[Callable[..., Any]]]] = None,
-                 *, _denied: Optional[_DeniedNames] = None) -> None:
+                 *, max_result_chars: int = 0, _denied: Optional[_DeniedNames] = None) -> None:
         if approve is not None and not callable(approve):
             raise TypeError(f"approve must be callable, got {type(approve).__name__}")
         self.approve = approve
+        self.max_result_chars = max_result_chars  # the run's cap (0: none); see run_tool
         self.hooks = normalize_hooks(hooks)
         self.before = self.hooks.get(HookPoint.BEFORE_TOOL_CALL, ())
         self.after = self.hooks.get(HookPoint.AFTER_TOOL_CALL, ())
@@ -109,7 +86,8 @@ class ToolSink:
     def for_round(self) -> "ToolSink":
         """A sink for the next round of calls: the same policy and the same memory of
         denied tool names, with results of its own."""
-        return ToolSink(self.approve, self.hooks, _denied=self._denied)
+        return ToolSink(self.approve, self.hooks, max_result_chars=self.max_result_chars,
+                        _denied=self._denied)
 
     def __repr__(self) -> str:
         return f"<ToolSink {len(self._events)} waiting, {len(self._closed)} closed>"
@@ -166,9 +144,10 @@ def run_tool(tool: Any, call: ToolCall, index: int, sink: ToolSink, ctx: ToolCon
     """Run one local call — the only place one runs — and report its TOOL_RESULT.
 
     In order: parse and validate the input (a failure is the result; no hook or
-    approval is asked), before-hooks, approval, the tool, after-hooks. ``tool`` None
-    means the model named a tool that does not exist. Returns the ToolResult the
-    conversation records; the event reported to ``sink`` carries the same text.
+    approval is asked), before-hooks, approval, the tool (its answer cut to the tool's
+    or the run's ``max_result_chars``), after-hooks. ``tool`` None means the model
+    named a tool that does not exist. Returns the ToolResult the conversation
+    records; the event reported to ``sink`` carries the same text.
 
     ``approve`` answers True (run), False or a reason str (refused; the reason is what
     the model reads) or ``nacelle.PAUSE``: the call is closed with ``paused=True``
@@ -247,6 +226,9 @@ def _run_tool(tool: Any, call: ToolCall, index: int, sink: ToolSink, ctx: ToolCo
         error, kind = "cancelled: the run was cancelled before this call started", "cancelled"
     if error is None:
         result, error, kind = _invoke(tool, call.name, arguments, ctx)
+        limit = getattr(tool, "max_result_chars", None)
+        limit = sink.max_result_chars if limit is None else limit
+        result, error = cut(result, limit), None if error is None else cut(error, limit)
         if error is None and ctx.cancelled.is_set():
             # Whatever a cancelled call returns was cut short (a wait that woke early),
             # so it closes as cancelled, as the generator would have closed it.
@@ -260,6 +242,16 @@ def _run_tool(tool: Any, call: ToolCall, index: int, sink: ToolSink, ctx: ToolCo
                       duration=clock() - started, refused=refused)
     sink.report(Event(_TOOL_RESULT, tool=event))
     return as_result(event), event, kind
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters (0: never) with a note saying how much was
+    cut, so the model knows it read a part and can ask for the rest in smaller pieces.
+    Cut before the after-hooks, which see what the model will read."""
+    if not limit or len(text) <= limit:
+        return text
+    return (f"{text[:limit]}\n\n[cut: {len(text) - limit:,} more characters of "
+            f"{len(text):,} are not shown; the limit is {limit:,}]")
 
 
 #: What the model reads for a paused call if the paused run's DONE conversation is
@@ -360,193 +352,3 @@ def closing(call: ToolCall, index: int, error: str, duration: float = 0.0,
     """A TOOL_RESULT that closes ``call`` with ``error`` without running it (further)."""
     return Event(_TOOL_RESULT, tool=ToolEvent(call.id, index, call.name, call.input, error=error,
                                               duration=duration, discarded=discarded))
-
-
-class Call:
-    """One local call of a round: the model's part, its tool, its context."""
-
-    __slots__ = ("call", "index", "tool", "ctx", "started", "decided", "approved")
-
-    def __init__(self, call: ToolCall, index: int, tool: Any,
-                 decided: Optional[Sequence[str]] = None, approved: bool = False) -> None:
-        self.call = call
-        self.index = index
-        self.tool = tool
-        self.decided = decided  # run_tool's ``decided``: a resumed call's injects
-        self.approved = approved  # run_tool's ``approved``: a resumed call, edited
-        self.ctx = ToolContext(call.id, index, call.name)
-        self.started: Optional[float] = None
-
-
-class Round:
-    """One turn's calls: slots, the exclusive chain, timeouts, the run's deadline and
-    cancellation. See the module docstring."""
-
-    def __init__(self, calls: List[Call], sink: ToolSink, ctx: RunContext,
-                 timeout: Optional[float], max_parallel: int) -> None:
-        self.calls = calls
-        self.sink = sink
-        self.run_ctx = ctx
-        self.clock = ctx.clock
-        self.timeout = timeout
-        self.asked = ctx.clock()
-        self.due = self.asked + timeout if timeout is not None else None
-        for call in calls:
-            call.ctx = ctx.tool(call.call.id, call.index, call.call.name, timeout=timeout,
-                                asked=self.asked)
-        self.chain = [c for c in calls if c.tool is not None and getattr(c.tool, "exclusive", False)]
-        self._lock = threading.Lock()
-        self._free = max_parallel
-        self._holding: Set[int] = set()  # indexes of calls that hold a slot
-        chained = {c.index for c in self.chain}
-        self._waiting: Deque[Call] = collections.deque(
-            c for c in calls if c.tool is not None and c.index not in chained)
-        if self.chain:
-            self._waiting.append(self.chain[0])
-        self._chain_at = 0
-
-    def results(self) -> Iterator[Event]:
-        """Start the calls; yield their results as they land, until all are closed.
-
-        On cancellation the open calls are closed as cancelled, those results yielded,
-        and ``Cancelled`` raised; at the run's deadline likewise, raising the
-        deadline's error.
-        """
-        for call in self.calls:
-            if call.tool is None:
-                run_tool(None, call.call, call.index, self.sink, call.ctx)
-                call.ctx.release()
-        self._dispatch()
-        try:
-            yield from self._until_closed()
-        finally:
-            for call in self.calls:
-                if call.started is None:  # closed before it ran: stop listening to the run
-                    call.ctx.release()
-
-    def _until_closed(self) -> Iterator[Event]:
-        open_calls = len(self.calls)
-        run_ctx, sink = self.run_ctx, self.sink
-        while True:
-            batch = sink.drain()
-            open_calls -= len(batch)
-            yield from batch
-            if open_calls <= 0:
-                return
-            if run_ctx.cancelled.is_set():
-                log.debug("the run was cancelled with %d calls open", open_calls)
-                yield from self.close_open("the run was cancelled", verb="cancelled")
-                raise Cancelled("the run was cancelled")
-            now = self.clock()
-            if run_ctx.deadline is not None and now >= run_ctx.deadline:
-                log.debug("the run's deadline passed with %d calls open", open_calls)
-                yield from self.close_open("the run's deadline passed")
-                run_ctx.check()
-            if self.due is not None and now >= self.due:
-                self._time_out(now)
-                continue
-            if not batch:
-                sink.wait(self._wait_for(now), run_ctx.cancelled)
-
-    def close_open(self, reason: str, *, verb: str = "stopped") -> Iterator[Event]:
-        """Close every open call because of ``reason`` (a call that never started as
-        discarded), tell it to stop, and yield the results that land."""
-        now = self.clock()
-        for call in self.calls:
-            call.ctx.cancelled.set()
-            if call.started is None:
-                event = closing(call.call, call.index,
-                                f"not run: {reason} before this call started", discarded=True)
-            else:
-                event = closing(call.call, call.index,
-                                f"{verb}: {reason} before this call finished", now - call.started)
-            self.sink.report(event)
-        with self._lock:
-            self._waiting.clear()
-        yield from self.sink.drain()
-
-    def cancel_all(self) -> None:
-        """Tell every call to stop, and start no more (the run is over)."""
-        with self._lock:
-            self._waiting.clear()
-        for call in self.calls:
-            call.ctx.cancelled.set()
-
-    # -- internals --------------------------------------------------------------
-
-    def _wait_for(self, now: float) -> float:
-        soonest = _LONGEST_WAIT
-        for due in (self.due, self.run_ctx.deadline):
-            if due is not None:
-                soonest = min(soonest, max(0.0, due - now))
-        return soonest
-
-    def _time_out(self, now: float) -> None:
-        """Close every open call: the round's timeout has passed (calls of one round are
-        asked at once, so they are all due at once)."""
-        message = f"timed out after {self.timeout:g} s"
-        for call in self.calls:
-            # The timeout bounds the model's wait, so that is what a timed-out call's
-            # duration says: never less than the timeout it names.
-            duration = now - self.asked if call.started is not None else 0.0
-            if self.sink.report(closing(call.call, call.index, message, duration)):
-                log.debug("call %s of %s %s%s", call.call.id, call.call.name, message,
-                          "; its thread is abandoned and its late result will be dropped"
-                          if call.started is not None else " before a slot was free")
-                call.ctx.cancelled.set()
-        with self._lock:
-            self._waiting.clear()
-
-    def _dispatch(self) -> None:
-        """Start waiting calls while slots are free."""
-        starting = []
-        with self._lock:
-            while self._free > 0 and self._waiting:
-                call = self._waiting.popleft()
-                self._free -= 1
-                self._holding.add(call.index)
-                starting.append(call)
-        for call in starting:
-            thread = threading.Thread(target=self._work, args=(call,), daemon=False,
-                                      name=f"nacelle-tool-{call.call.name}")
-            try:
-                thread.start()
-            except RuntimeError:  # no thread can be had (the interpreter is exiting)
-                self.sink.report(closing(call.call, call.index,
-                                         "not run: no thread could be started for this call",
-                                         discarded=True))
-                self._finished(call)
-
-    def _work(self, call: Call) -> None:
-        try:
-            if self.sink.is_closed(call.call.id):
-                return  # timed out or cancelled while it waited for a slot
-            if call.ctx.cancelled.is_set():
-                self.sink.report(closing(call.call, call.index, "cancelled: the run was "
-                                         "cancelled before this call started", discarded=True))
-                return
-            call.started = self.clock()
-            run_tool(call.tool, call.call, call.index, self.sink, call.ctx,
-                     decided=call.decided, approved=call.approved)
-        except BaseException as exc:  # noqa: BLE001 - a call must close even if a hook exits
-            log.warning("call %s of %s failed outside the tool", call.call.id, call.call.name,
-                        exc_info=True)
-            duration = self.clock() - call.started if call.started is not None else 0.0
-            self.sink.report(closing(call.call, call.index, f"{type(exc).__name__}: {exc}",
-                                     duration))
-        finally:
-            self._finished(call)
-
-    def _finished(self, call: Call) -> None:
-        """Free the call's slot, move the exclusive chain on, start what can start."""
-        call.ctx.release()
-        with self._lock:
-            if call.index in self._holding:
-                self._holding.discard(call.index)
-                self._free += 1
-            at = self._chain_at
-            if at < len(self.chain) and self.chain[at] is call:
-                self._chain_at = at + 1
-                if at + 1 < len(self.chain):
-                    self._waiting.append(self.chain[at + 1])
-        self._dispatch()

@@ -58,6 +58,15 @@ class Tool(Protocol):
     (False), ``destructive`` (True), ``idempotent`` (False), ``open_world`` (True).
     A policy reads them with :func:`metadata`, so a missing attribute is the cautious
     default, never an error.
+
+    Limits the loop reads, each optional (None: none): ``call_timeout`` (seconds from
+    when the model asked; a call still running then fails with "timed out" and its
+    thread is abandoned, as for the Agent's ``tool_timeout``, the sooner of the two
+    applying), ``max_concurrency`` (at most this many of the tool's calls run at once)
+    and ``max_result_chars`` (cut a longer result, overriding the Agent's cap; 0: never
+    cut). ``@tool(timeout=...)`` sets ``call_timeout``: the attribute is not named
+    ``timeout`` because tools already use that name for their own limit on a command
+    or a request, which should end the call with the tool's own, fuller answer.
     """
 
     name: str
@@ -87,6 +96,9 @@ class FunctionTool:
         destructive: Optional[bool] = None,
         idempotent: bool = False,
         open_world: bool = True,
+        timeout: Optional[float] = None,
+        max_concurrency: Optional[int] = None,
+        max_result_chars: Optional[int] = None,
     ) -> None:
         if not callable(fn):
             raise ConfigError(f"@tool needs a function, got {type(fn).__name__}")
@@ -104,6 +116,8 @@ class FunctionTool:
         self.destructive = (not self.read_only) if destructive is None else bool(destructive)
         self.idempotent = bool(idempotent)
         self.open_world = bool(open_world)
+        self.call_timeout, self.max_concurrency, self.max_result_chars = check_limits(
+            timeout, max_concurrency, max_result_chars, "timeout")
         self._converters: Dict[str, Converter] = converters
         self._context_parameter = context_parameter
         if not NAME_PATTERN.match(self.name):
@@ -138,25 +152,50 @@ class FunctionTool:
                 "name; make tools from module-level functions to pickle them")
         return (_restore_tool, (module, qualname, self.name, self.description,
                                 self.exclusive, self.read_only, self.destructive,
-                                self.idempotent, self.open_world))
+                                self.idempotent, self.open_world, self.call_timeout,
+                                self.max_concurrency, self.max_result_chars))
 
 
 def _restore_tool(module: str, qualname: str, name: str, description: str,
                   exclusive: bool, read_only: bool, destructive: Optional[bool] = None,
-                  idempotent: bool = False, open_world: bool = True) -> FunctionTool:
-    # The last three default so a tool pickled before they existed still loads.
+                  idempotent: bool = False, open_world: bool = True,
+                  timeout: Optional[float] = None, max_concurrency: Optional[int] = None,
+                  max_result_chars: Optional[int] = None) -> FunctionTool:
+    # The arguments after read_only default so a tool pickled before they existed loads.
     found: Any = importlib.import_module(module)
     for part in qualname.split("."):
         found = getattr(found, part)
     options = dict(exclusive=exclusive, read_only=read_only, idempotent=idempotent,
                    open_world=open_world,
                    destructive=(not read_only) if destructive is None else destructive)
+    limits = dict(call_timeout=timeout, max_concurrency=max_concurrency,
+                  max_result_chars=max_result_chars)
     if (isinstance(found, FunctionTool) and found.name == name
             and found.description == description
-            and all(getattr(found, key) == value for key, value in options.items())):
+            and all(getattr(found, key) == value
+                    for key, value in {**options, **limits}.items())):
         return found
     fn = found.fn if isinstance(found, FunctionTool) else found
-    return FunctionTool(fn, name=name, description=description, **options)
+    return FunctionTool(fn, name=name, description=description, timeout=timeout,
+                        max_concurrency=max_concurrency, max_result_chars=max_result_chars,
+                        **options)
+
+
+def check_limits(timeout: Any, max_concurrency: Any, max_result_chars: Any,
+                 timeout_name: str = "call_timeout") -> Tuple[Optional[float], Optional[int],
+                                                               Optional[int]]:
+    """A tool's limits (see :class:`Tool`), checked: ConfigError naming a bad one."""
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                or not timeout > 0):
+        raise ConfigError(f"{timeout_name} must be a positive number of seconds or None, "
+                          f"got {timeout!r:.40}")
+    for label, value, least in (("max_concurrency", max_concurrency, 1),
+                                ("max_result_chars", max_result_chars, 0)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < least):
+            raise ConfigError(f"{label} must be a whole number of at least {least} or None, "
+                              f"got {value!r:.40}")
+    return timeout, max_concurrency, max_result_chars
 
 
 def from_hints(annotations: Any) -> Tuple[bool, bool, bool, bool]:
@@ -200,6 +239,9 @@ def tool(
     destructive: Optional[bool] = None,
     idempotent: bool = False,
     open_world: bool = True,
+    timeout: Optional[float] = None,
+    max_concurrency: Optional[int] = None,
+    max_result_chars: Optional[int] = None,
 ) -> Any:
     """Make a Tool from a function: ``@tool`` or ``@tool(name=..., description=...)``.
 
@@ -208,11 +250,19 @@ def tool(
     ``idempotent`` and ``open_world`` are what approval policies such as
     :func:`nacelle.policy.secure` read; the defaults are MCP's cautious ones. A type
     the schema generator cannot express raises ConfigError here, naming the parameter.
+
+    Limits, each None for none: ``timeout`` (seconds; a call still running then fails
+    as timed out and is abandoned, the sooner of it and the Agent's ``tool_timeout``
+    applying), ``max_concurrency`` (at most this many of its calls at once, across a
+    turn's calls) and ``max_result_chars`` (a longer result is cut, with a note saying
+    how much; overrides the Agent's ``max_result_chars``, 0 never cuts).
     """
     def decorate(f: Callable[..., Any]) -> FunctionTool:
         return FunctionTool(f, name=name, description=description, exclusive=exclusive,
                             read_only=read_only, destructive=destructive,
-                            idempotent=idempotent, open_world=open_world)
+                            idempotent=idempotent, open_world=open_world, timeout=timeout,
+                            max_concurrency=max_concurrency,
+                            max_result_chars=max_result_chars)
 
     return decorate(fn) if fn is not None else decorate
 
@@ -311,5 +361,7 @@ def tools_by_name(tools: Iterable[Any]) -> Dict[str, Any]:
         if not isinstance(item.description, str):
             raise ConfigError(f"tool {name!r}: description must be a str")
         _check_schema(item)
+        check_limits(getattr(item, "call_timeout", None), getattr(item, "max_concurrency", None),
+                     getattr(item, "max_result_chars", None))
         found[name] = item
     return found

@@ -419,3 +419,27 @@ def test_the_html_view_of_an_incomplete_result_is_marked():
     result = Result("partial", (), Usage(1, 2), Stop.MAX_TOKENS, 1)
     view = result._repr_html_()
     assert 'style="color:#d0453a"' in view and "max_tokens" in view and "details" not in view
+
+
+@nacelle.tool
+def five_megabytes() -> str:
+    """Returns 5 MB of text."""
+    return "z" * 5_000_000
+
+
+def test_a_five_megabyte_result_reaches_the_model_cut_to_100_000_characters_with_a_note():
+    turns = [assistant(ToolCall("a", "five_megabytes", "{}")), assistant(Text("done"))]
+    scripted = backend(turns)
+    result = Agent(scripted, "Test.", tools=[five_megabytes]).run([user_text("go")])
+    sent = scripted.requests[1].messages[-1].parts[0].result
+    assert sent.startswith("z" * 100_000 + "\n\n[") and len(sent) < 100_200
+    assert "4,900,000" in sent and result.text == "done"
+    uncut = backend(turns)
+    Agent(uncut, "Test.", tools=[five_megabytes], max_result_chars=0).run([user_text("go")])
+    assert uncut.requests[1].messages[-1].parts[0].result == "z" * 5_000_000
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "100"])
+def test_max_result_chars_must_be_a_whole_number_of_at_least_zero(bad):
+    with pytest.raises(ConfigError, match="max_result_chars"):
+        Agent(backend(), "Test.", max_result_chars=bad)

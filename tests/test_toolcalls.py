@@ -246,3 +246,123 @@ def test_calls_closed_before_they_ran_no_longer_listen_to_the_run():
     while ctx.cancelled._callbacks and time.monotonic() < deadline:
         time.sleep(0.01)
     assert ctx.cancelled._callbacks == {}
+
+
+def test_a_tools_own_timeout_fails_only_its_calls_and_leaves_their_threads_behind():
+    limited = nacelle.tool(stubborn.fn, name="limited", timeout=0.3)
+    backend = ScriptedBackend([
+        assistant(ToolCall("a", "limited", "{}"), ToolCall("b", "slow", '{"seconds": 0.8}')),
+        assistant(ToolCall("c", "limited", "{}"), ToolCall("d", "quick", '{"word": "w"}')),
+        assistant(Text("done")),
+    ])
+    agent = Agent(backend, "Test.", tools=[limited, slow, quick], max_parallel_tools=1)
+    started = time.monotonic()
+    events = list(agent.stream([user_text("go")]))
+    assert time.monotonic() - started < 4.0  # the stubborn threads hold on for 10 s
+    by_id = results_of(events)
+    assert by_id["a"].error == by_id["c"].error == "timed out after 0.3 s"
+    assert by_id["b"].result == "slept" and by_id["d"].result == "w"
+    assert events[-1].stop is Stop.END
+
+
+def test_the_sooner_of_a_tools_timeout_and_tool_timeout_applies():
+    limited = nacelle.tool(stubborn.fn, name="limited", timeout=30)
+    backend = ScriptedBackend([assistant(ToolCall("a", "limited", "{}"),
+                                         ToolCall("b", "stubborn", "{}")),
+                               assistant(Text("done"))])
+    events = list(Agent(backend, "Test.", tools=[limited, stubborn], tool_timeout=0.3)
+                  .stream([user_text("go")]))
+    by_id = results_of(events)
+    assert by_id["a"].error == by_id["b"].error == "timed out after 0.3 s"
+
+
+def concurrency_counter():
+    active, most = {}, {}
+    lock = threading.Lock()
+
+    def counted(name):
+        with lock:
+            active[name] = active.get(name, 0) + 1
+            most[name] = max(most.get(name, 0), active[name])
+        time.sleep(0.05)
+        with lock:
+            active[name] -= 1
+
+    return counted, most
+
+
+def test_max_concurrency_bounds_a_tools_calls_while_other_tools_use_the_free_slots():
+    counted, most = concurrency_counter()
+
+    @nacelle.tool(max_concurrency=2)
+    def narrow(n: int) -> str:
+        """At most two at once."""
+        counted("narrow")
+        return str(n)
+
+    @nacelle.tool
+    def wide(n: int) -> str:
+        """As many as there are slots."""
+        counted("wide")
+        return str(n)
+
+    parts = tuple(ToolCall(f"n{i}", "narrow", f'{{"n": {i}}}') for i in range(6)) + tuple(
+        ToolCall(f"w{i}", "wide", f'{{"n": {i}}}') for i in range(6))
+    backend = ScriptedBackend([assistant(*parts), assistant(Text("done"))])
+    events = list(Agent(backend, "Test.", tools=[narrow, wide], max_parallel_tools=8)
+                  .stream([user_text("go")]))
+    by_id = results_of(events)
+    assert [by_id[f"n{i}"].result for i in range(6)] == [str(i) for i in range(6)]
+    assert [by_id[f"w{i}"].result for i in range(6)] == [str(i) for i in range(6)]
+    assert most["narrow"] == 2 and most["wide"] == 6
+
+
+def test_a_timed_out_call_frees_its_tools_concurrency_for_the_next_one():
+    limited = nacelle.tool(stubborn.fn, name="limited", timeout=0.3, max_concurrency=1)
+    one = nacelle.tool(quick.fn, name="one", max_concurrency=1)
+    backend = ScriptedBackend([
+        assistant(ToolCall("a", "limited", "{}"), ToolCall("b", "limited", "{}"),
+                  ToolCall("c", "one", '{"word": "x"}'), ToolCall("d", "one", '{"word": "y"}')),
+        assistant(Text("done")),
+    ])
+    started = time.monotonic()
+    events = list(Agent(backend, "Test.", tools=[limited, one]).stream([user_text("go")]))
+    assert time.monotonic() - started < 4.0
+    by_id = results_of(events)
+    # Both limited calls were asked at once, so both are due 0.3 s after the model asked.
+    assert by_id["a"].error == by_id["b"].error == "timed out after 0.3 s"
+    assert (by_id["c"].result, by_id["d"].result) == ("x", "y")
+
+
+def test_a_long_result_is_cut_with_a_note_and_a_tools_own_cap_overrides_the_agents():
+    @nacelle.tool
+    def big(n: int) -> str:
+        """Returns n characters."""
+        return "x" * n
+
+    @nacelle.tool(max_result_chars=10)
+    def small(n: int) -> str:
+        """Returns n characters, cut at 10."""
+        return "y" * n
+
+    @nacelle.tool
+    def fails(n: int) -> str:
+        """Raises with n characters."""
+        raise ValueError("e" * n)
+
+    backend = ScriptedBackend([assistant(ToolCall("a", "big", '{"n": 5000000}'),
+                                         ToolCall("b", "small", '{"n": 50}'),
+                                         ToolCall("c", "big", '{"n": 100}'),
+                                         ToolCall("d", "fails", '{"n": 300}')),
+                               assistant(Text("done"))])
+    events = list(Agent(backend, "Test.", tools=[big, small, fails], max_result_chars=200)
+                  .stream([user_text("go")]))
+    by_id = results_of(events)
+    assert by_id["a"].result.startswith("x" * 200 + "\n\n[")
+    assert len(by_id["a"].result) < 400 and "4,999,800" in by_id["a"].result
+    assert "5,000,000" in by_id["a"].result
+    assert by_id["b"].result.startswith("y" * 10 + "\n\n[") and "40" in by_id["b"].result
+    assert by_id["c"].result == "x" * 100
+    assert by_id["d"].error.startswith("e" * 200 + "\n\n[") and "100" in by_id["d"].error
+    sent = backend.requests[1].messages[-1].parts
+    assert sent[0].result == by_id["a"].result and sent[3].result == by_id["d"].error

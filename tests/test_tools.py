@@ -258,3 +258,37 @@ def test_a_pickled_tool_keeps_its_metadata():
     # A tool pickled before the metadata existed (six arguments) still loads.
     old = _restore_tool(__name__, "lookup", "lookup", lookup.description, False, True)
     assert (old.destructive, old.open_world) == (False, True)
+
+
+def test_per_tool_options_are_kept_checked_and_pickled():
+    import pickle
+
+    made = nacelle.tool(limited_tool, timeout=2.5, max_concurrency=3, max_result_chars=0)
+    assert (made.call_timeout, made.max_concurrency, made.max_result_chars) == (2.5, 3, 0)
+    plain = nacelle.tool(limited_tool)
+    assert (plain.call_timeout, plain.max_concurrency, plain.max_result_chars) == (None,) * 3
+    again = pickle.loads(pickle.dumps(made))
+    assert (again.call_timeout, again.max_concurrency, again.max_result_chars) == (2.5, 3, 0)
+    for bad in ({"timeout": 0}, {"timeout": -1}, {"timeout": True}, {"timeout": "5"},
+                {"max_concurrency": 0}, {"max_concurrency": 1.5}, {"max_concurrency": True},
+                {"max_result_chars": -1}, {"max_result_chars": "10"}):
+        with pytest.raises(ConfigError, match=next(iter(bad))):
+            nacelle.tool(limited_tool, **bad)
+
+
+def test_a_tool_class_with_a_bad_option_is_refused_when_the_tools_are_checked():
+    class Tool:
+        name, description = "t", ""
+        schema = {"type": "object", "properties": {}}
+        max_concurrency = 0
+
+        def run(self, input, ctx):
+            return ""
+
+    with pytest.raises(ConfigError, match="max_concurrency"):
+        tools_by_name([Tool()])
+
+
+def limited_tool(x: int) -> str:
+    """A module-level function, so tools made from it pickle."""
+    return str(x)

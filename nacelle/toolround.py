@@ -1,0 +1,274 @@
+"""One turn's local calls on their threads: :class:`Round` and its :class:`Call`.
+
+- Each call runs on a thread of its own, at most ``max_parallel_tools`` at a time;
+  the rest wait in the model's order. All calls of exclusive tools in a turn form one
+  chain that runs one call at a time in the model's order, alongside the other calls
+  (writers and commands must not interleave with each other; a read the model asked
+  for in the same turn is independent by the model's own account). A tool's
+  ``max_concurrency`` holds its calls past that many at once; a waiting call of
+  another tool takes the free slot meanwhile, so the order kept is each tool's.
+- ``tool_timeout``, and a tool's own ``call_timeout`` (``@tool(timeout=)``; the
+  sooner applies), count from the moment the model asked for the call, whether it
+  was running or still waiting for a free slot: they bound how long the model waits
+  for the answer. When a call's time passes, it is closed as failed and its
+  ``ctx.cancelled`` is set; the others go on.
+- A call that ignores cancellation is *abandoned*, never waited for: its result is
+  closed already, so whatever it returns later is dropped (and logged at DEBUG), and
+  its thread no longer counts against ``max_parallel_tools``, its tool's
+  ``max_concurrency`` or the exclusive chain — the calls after it, in this turn or
+  the next, start as if it had finished. The abandoned thread runs on until the tool
+  returns; like any non-daemon thread, the interpreter waits for it at exit. (A fixed
+  thread pool cannot do this: a wedged worker would hold its slot, and every call
+  queued behind it would wait with no timeout running.)
+- The round's context is a child of the run's (:meth:`RunContext.tool`): a call's
+  deadline is the earlier of its timeout and the run's deadline, its clock the run's,
+  so a run's budget bounds its tools and tests drive timeouts with a fake clock.
+
+The generator waits on the sink's condition; a result, the run's cancellation (a
+callback) or the next timeout wakes it. The wait is capped at half a second, so a
+fake clock moved by a test — which signals nobody — is seen within that bound.
+
+Core module: imports the standard library and nacelle's core modules only.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+from typing import Any, Deque, Dict, Iterator, List, Optional, Sequence, Set
+
+from .context import RunContext, ToolContext
+from .errors import Cancelled
+from .events import Event
+from .messages import ToolCall
+from .toolcalls import ToolSink, closing, run_tool
+
+__all__ = ["Call", "Round"]
+
+log = logging.getLogger(__name__)
+
+# The longest the generator waits between looks at its calls; results, cancellation
+# and the next timeout wake it sooner. A bound, so a clock that moves without
+# signalling (a test's fake clock) is noticed within it.
+_LONGEST_WAIT = 0.5
+
+
+class Call:
+    """One local call of a round: the model's part, its tool, its context."""
+
+    __slots__ = ("call", "index", "tool", "ctx", "started", "decided", "approved", "timeout",
+                 "due")
+
+    def __init__(self, call: ToolCall, index: int, tool: Any,
+                 decided: Optional[Sequence[str]] = None, approved: bool = False) -> None:
+        self.call = call
+        self.index = index
+        self.tool = tool
+        self.decided = decided  # run_tool's ``decided``: a resumed call's injects
+        self.approved = approved  # run_tool's ``approved``: a resumed call, edited
+        self.ctx = ToolContext(call.id, index, call.name)
+        self.started: Optional[float] = None
+        self.timeout: Optional[float] = None  # the sooner of tool_timeout and the tool's own
+        self.due: Optional[float] = None  # when the timeout passes, on the run's clock
+
+
+class Round:
+    """One turn's calls: slots, the exclusive chain, timeouts, the run's deadline and
+    cancellation. See the module docstring."""
+
+    def __init__(self, calls: List[Call], sink: ToolSink, ctx: RunContext,
+                 timeout: Optional[float], max_parallel: int) -> None:
+        self.calls = calls
+        self.sink = sink
+        self.run_ctx = ctx
+        self.clock = ctx.clock
+        self.asked = ctx.clock()
+        for call in calls:
+            own = getattr(call.tool, "call_timeout", None)
+            call.timeout = own if timeout is None else timeout if own is None else min(own, timeout)
+            call.due = self.asked + call.timeout if call.timeout is not None else None
+            call.ctx = ctx.tool(call.call.id, call.index, call.call.name, timeout=call.timeout,
+                                asked=self.asked)
+        self.chain = [c for c in calls if c.tool is not None and getattr(c.tool, "exclusive", False)]
+        self._lock = threading.Lock()
+        self._free = max_parallel
+        self._holding: Set[int] = set()  # indexes of calls that hold a slot
+        self._running: Dict[str, int] = {}  # slots held, by tool name (max_concurrency)
+        chained = {c.index for c in self.chain}
+        self._waiting: Deque[Call] = collections.deque(
+            c for c in calls if c.tool is not None and c.index not in chained)
+        if self.chain:
+            self._waiting.append(self.chain[0])
+        self._chain_at = 0
+
+    def results(self) -> Iterator[Event]:
+        """Start the calls; yield their results as they land, until all are closed.
+
+        On cancellation the open calls are closed as cancelled, those results yielded,
+        and ``Cancelled`` raised; at the run's deadline likewise, raising the
+        deadline's error.
+        """
+        for call in self.calls:
+            if call.tool is None:
+                run_tool(None, call.call, call.index, self.sink, call.ctx)
+                call.ctx.release()
+        self._dispatch()
+        try:
+            yield from self._until_closed()
+        finally:
+            for call in self.calls:
+                if call.started is None:  # closed before it ran: stop listening to the run
+                    call.ctx.release()
+
+    def _until_closed(self) -> Iterator[Event]:
+        open_calls = len(self.calls)
+        run_ctx, sink = self.run_ctx, self.sink
+        while True:
+            batch = sink.drain()
+            open_calls -= len(batch)
+            yield from batch
+            if open_calls <= 0:
+                return
+            if run_ctx.cancelled.is_set():
+                log.debug("the run was cancelled with %d calls open", open_calls)
+                yield from self.close_open("the run was cancelled", verb="cancelled")
+                raise Cancelled("the run was cancelled")
+            now = self.clock()
+            if run_ctx.deadline is not None and now >= run_ctx.deadline:
+                log.debug("the run's deadline passed with %d calls open", open_calls)
+                yield from self.close_open("the run's deadline passed")
+                run_ctx.check()
+            if self._time_out(now):
+                self._dispatch()
+                continue
+            if not batch:
+                sink.wait(self._wait_for(now), run_ctx.cancelled)
+
+    def close_open(self, reason: str, *, verb: str = "stopped") -> Iterator[Event]:
+        """Close every open call because of ``reason`` (a call that never started as
+        discarded), tell it to stop, and yield the results that land."""
+        now = self.clock()
+        for call in self.calls:
+            call.ctx.cancelled.set()
+            if call.started is None:
+                event = closing(call.call, call.index,
+                                f"not run: {reason} before this call started", discarded=True)
+            else:
+                event = closing(call.call, call.index,
+                                f"{verb}: {reason} before this call finished", now - call.started)
+            self.sink.report(event)
+        with self._lock:
+            self._waiting.clear()
+        yield from self.sink.drain()
+
+    def cancel_all(self) -> None:
+        """Tell every call to stop, and start no more (the run is over)."""
+        with self._lock:
+            self._waiting.clear()
+        for call in self.calls:
+            call.ctx.cancelled.set()
+
+    # -- internals --------------------------------------------------------------
+
+    def _wait_for(self, now: float) -> float:
+        soonest = _LONGEST_WAIT
+        dues = [c.due for c in self.calls
+                if c.due is not None and not self.sink.is_closed(c.call.id)]
+        for due in dues + [self.run_ctx.deadline]:
+            if due is not None:
+                soonest = min(soonest, max(0.0, due - now))
+        return soonest
+
+    def _time_out(self, now: float) -> bool:
+        """Close each open call whose time has passed, and let the calls after it go on
+        as if it had finished; True if any was closed."""
+        closed = False
+        for call in self.calls:
+            if call.due is None or now < call.due or self.sink.is_closed(call.call.id):
+                continue
+            message = f"timed out after {call.timeout:g} s"
+            # The timeout bounds the model's wait, so that is what a timed-out call's
+            # duration says: never less than the timeout it names.
+            duration = now - self.asked if call.started is not None else 0.0
+            if self.sink.report(closing(call.call, call.index, message, duration)):
+                closed = True
+                log.debug("call %s of %s %s%s", call.call.id, call.call.name, message,
+                          "; its thread is abandoned and its late result will be dropped"
+                          if call.started is not None else " before a slot was free")
+                call.ctx.cancelled.set()
+                with self._lock:
+                    if call in self._waiting:
+                        self._waiting.remove(call)
+                    self._release(call)
+        return closed
+
+    def _dispatch(self) -> None:
+        """Start waiting calls while slots are free, in the model's order, passing over
+        a call whose tool already runs its ``max_concurrency`` calls."""
+        starting = []
+        with self._lock:
+            held: Deque[Call] = collections.deque()
+            while self._free > 0 and self._waiting:
+                call = self._waiting.popleft()
+                name, most = call.call.name, getattr(call.tool, "max_concurrency", None)
+                if most is not None and self._running.get(name, 0) >= most:
+                    held.append(call)
+                    continue
+                self._free -= 1
+                self._holding.add(call.index)
+                self._running[name] = self._running.get(name, 0) + 1
+                starting.append(call)
+            held.extend(self._waiting)
+            self._waiting = held
+        for call in starting:
+            thread = threading.Thread(target=self._work, args=(call,), daemon=False,
+                                      name=f"nacelle-tool-{call.call.name}")
+            try:
+                thread.start()
+            except RuntimeError:  # no thread can be had (the interpreter is exiting)
+                self.sink.report(closing(call.call, call.index,
+                                         "not run: no thread could be started for this call",
+                                         discarded=True))
+                self._finished(call)
+
+    def _work(self, call: Call) -> None:
+        try:
+            if self.sink.is_closed(call.call.id):
+                return  # timed out or cancelled while it waited for a slot
+            if call.ctx.cancelled.is_set():
+                self.sink.report(closing(call.call, call.index, "cancelled: the run was "
+                                         "cancelled before this call started", discarded=True))
+                return
+            call.started = self.clock()
+            run_tool(call.tool, call.call, call.index, self.sink, call.ctx,
+                     decided=call.decided, approved=call.approved)
+        except BaseException as exc:  # noqa: BLE001 - a call must close even if a hook exits
+            log.warning("call %s of %s failed outside the tool", call.call.id, call.call.name,
+                        exc_info=True)
+            duration = self.clock() - call.started if call.started is not None else 0.0
+            self.sink.report(closing(call.call, call.index, f"{type(exc).__name__}: {exc}",
+                                     duration))
+        finally:
+            self._finished(call)
+
+    def _finished(self, call: Call) -> None:
+        """Free the call's slot, move the exclusive chain on, start what can start."""
+        call.ctx.release()
+        with self._lock:
+            self._release(call)
+        self._dispatch()
+
+    def _release(self, call: Call) -> None:
+        """Free what ``call`` holds: its slot, its tool's count, its place in the chain.
+        Called under the lock, once when it finishes and once more if it timed out
+        first; the second time finds nothing left to free."""
+        if call.index in self._holding:
+            self._holding.discard(call.index)
+            self._free += 1
+            self._running[call.call.name] -= 1
+        at = self._chain_at
+        if at < len(self.chain) and self.chain[at] is call:
+            self._chain_at = at + 1
+            if at + 1 < len(self.chain):
+                self._waiting.append(self.chain[at + 1])
