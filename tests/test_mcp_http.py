@@ -631,8 +631,8 @@ def guarded_modern(endpoint):
 
 def test_a_probe_that_timed_out_on_a_sign_in_waits_for_it_and_speaks_2026(endpoint):
     guarded_modern(endpoint)
-    auth = SlowAuth(delay=1.5)
-    with connect_http(endpoint.url, timeout=0.5, auth=auth) as client:
+    auth = SlowAuth(delay=2.5)
+    with connect_http(endpoint.url, timeout=1.0, auth=auth) as client:
         assert client.protocol_version == "2026-07-28"
         assert client.call_tool("echo", {"text": "hi"}) == "hi"
     assert len(auth.challenges) == 1  # one sign-in, not one more for a handshake
@@ -648,6 +648,6 @@ def test_a_sign_in_that_fails_after_the_probe_timed_out_is_the_error_raised(endp
             raise MCPAuthError("authorization refused: access_denied", error="access_denied")
 
     with pytest.raises(MCPAuthError, match="access_denied") as raised:
-        connect_http(endpoint.url, timeout=0.5, auth=Refusing(delay=1.0))
+        connect_http(endpoint.url, timeout=1.0, auth=Refusing(delay=2.0))
     assert raised.value.error == "access_denied"
     assert not endpoint.posts("initialize")
