@@ -8,7 +8,9 @@ serves every scenario:
 - ``hang``: the ``hang`` tool, which waits for its cancellation and notes whether it
   saw it in the file named by ``NACELLE_SERVE_NOTES``;
 - ``pause``: the ``send`` tool, which ``approve`` pauses; the resumed run (a POST to
-  the decisions route) answers "Sent." and ``send`` notes each time it ran.
+  the decisions route) answers "Sent." and ``send`` notes each time it ran;
+- ``protos``: two ``send`` calls whose ids are ``__proto__`` and ``constructor``,
+  names a page must keep as plain keys.
 
 ``wsgi`` and ``asgi`` are the apps gunicorn and uvicorn load: the store is the
 directory named by ``NACELLE_SERVE_STORE`` and the keepalive ``NACELLE_SERVE_KEEPALIVE``.
@@ -83,6 +85,10 @@ def script(prompt: str):
                 Turn("All done.", usage=USAGE)]
     if word == "hang":
         return [calling("", "h1", "hang", {})]
+    if word == "protos":
+        calls = tuple(ToolCall(call_id, "send", json.dumps({"to": call_id}))
+                      for call_id in ("__proto__", "constructor"))
+        return [Turn(Message(Role.ASSISTANT, calls), usage=USAGE)]
     if word == "pause":
         return [calling("I will send it.", "p1", "send", {"to": rest or "ada"})]
     return [Turn(Message(Role.ASSISTANT, (Text("Hello"), Text(", world <b>!</b>"))), usage=USAGE)]

@@ -148,3 +148,20 @@ def test_an_approval_clicked_before_the_run_is_named_is_sent_once_it_is(browser,
     until(browser, "document.querySelector('#status').textContent.startsWith('end')")
     assert browser.evaluate("window.clickedEarly") is True
     assert Path(os.environ["NACELLE_SERVE_NOTES"]).read_text() == "send Grace Hopper\n"
+
+
+def test_call_ids_named_like_object_properties_are_kept_as_plain_keys(browser, served):
+    browser.call("Runtime.enable")
+    browser.load(served)
+    type_and_send(browser, "protos")
+    until(browser, "document.querySelectorAll('button.approve').length === 2")
+    for _ in range(2):
+        click(browser, "button.approve")
+    until(browser, "[...document.querySelectorAll('.msg.assistant')].some(m => m.textContent === 'Sent.')")
+    until(browser, "document.querySelector('#status').textContent.startsWith('end')")
+    results = browser.evaluate("[...document.querySelectorAll('.tool.ok .result')]"
+                               ".map(r => r.textContent).sort().join('|')")
+    assert results == "sent to __proto__|sent to constructor"
+    assert sorted(Path(os.environ["NACELLE_SERVE_NOTES"]).read_text().splitlines()) == [
+        "send __proto__", "send constructor"]
+    assert [m for m in browser.events if m.get("method") == "Runtime.exceptionThrown"] == []
