@@ -175,6 +175,26 @@ def test_a_flood_on_the_get_stream_is_answered_with_a_bounded_number_of_threads(
     assert threads.added <= 8
 
 
+def test_a_live_list_is_listed_again_after_a_call_even_when_no_notification_comes(endpoint):
+    grown = {"name": "later", "description": "Added by a call.",
+             "inputSchema": {"type": "object", "properties": {}}}
+
+    def grow(message):
+        endpoint.TOOLS = ScriptedEndpoint.TOOLS + [grown]  # and no list_changed, ever
+        return result(message, {"content": [{"type": "text", "text": "grown"}]})
+
+    endpoint.on["tools/call"] = grow
+    with connect_http(endpoint.url) as client:
+        live, snapshot = client.tools(live=True), client.tools()
+        assert "later" not in by_name(live)
+        listings = len(endpoint.posts("tools/list"))
+        assert "later" not in by_name(live) and len(endpoint.posts("tools/list")) == listings
+        assert snapshot[0].run({}, ToolContext()) == "grown"
+        assert len(endpoint.posts("tools/list")) == listings  # a snapshot's call lists nothing
+        assert "later" in by_name(live)
+        assert len(endpoint.posts("tools/list")) == listings + 1
+
+
 def test_an_expired_session_is_renewed_and_the_request_sent_again(endpoint):
     answers = iter([Answer(404, b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,'
                                 b'"message":"Session not found"}}')])
@@ -364,6 +384,31 @@ def test_sdk_over_http_tool_added_at_runtime_arrives_on_the_get_or_listen_stream
         while name not in by_name(client.tools()) and time.monotonic() < deadline:
             time.sleep(0.02)
         assert client.call_tool(name, {"text": "ab"}) == "ba"
+
+
+@needs_sdk
+@GENERATIONS
+def test_sdk_over_http_a_tool_added_mid_run_is_offered_at_the_next_turn_every_time(
+        sdk_url, generation):
+    from nacelle.testing import ScriptedBackend
+
+    era = (generation or "modern").replace("-", "_")
+    offered = []
+    for attempt in range(20):
+        name = f"midrun_{era}_{attempt}"
+        backend = ScriptedBackend([
+            nacelle.Message(nacelle.Role.ASSISTANT, (
+                nacelle.ToolCall("a", "grow", json.dumps({"name": name})),)),
+            nacelle.Message(nacelle.Role.ASSISTANT, (
+                nacelle.ToolCall("b", name, json.dumps({"text": "ab"})),)),
+            nacelle.assistant_text("ok")])
+        with connect_http(sdk_url, protocol_version=generation) as client:
+            events = list(nacelle.Agent(backend, "Use the tools.", tools=client.tools(live=True))
+                          .stream([nacelle.user_text("go")]))
+        results = [e.tool for e in events if e.kind is nacelle.Kind.TOOL_RESULT]
+        offered.append(name in [t.name for t in backend.requests[1].tools]
+                       and results[-1].result == "ba")
+    assert offered == [True] * 20
 
 
 @needs_sdk

@@ -105,6 +105,8 @@ class MCPClient(Session):
         self._tools: Optional[List[Dict[str, Any]]] = None
         self._tools_changes = 0  # bumped by every list_changed notification
         self._tools_fetched_at = -1  # the value of _tools_changes the cache reflects
+        self._tools_calls = 0  # bumped by every tools/call that ends, however it ends
+        self._tools_fetched_calls = -1  # the value of _tools_calls the cache reflects
         self._refreshing = False  # whether the refresh thread runs
         self._handshake_lock = threading.Lock()
         self._listening = False
@@ -145,17 +147,27 @@ class MCPClient(Session):
                                               else spec["name"]))
                 for spec in self.list_tools()]
 
-    def list_tools(self) -> List[Dict[str, Any]]:
+    def list_tools(self, *, fresh: bool = False) -> List[Dict[str, Any]]:
         """The server's tool definitions as it sent them (every page), cached until
-        the server says the list changed."""
+        the server says the list changed.
+
+        ``fresh=True`` (what a live list asks before each turn) also lists again when
+        a ``tools/call`` ended since the last listing. A call may change the list
+        (a server adds a tool, then answers), and the server's notification of it
+        travels apart from the call's answer — on the GET stream, not yet open, or
+        on the subscription — so it may come after the next turn has begun. A
+        listing sent after the answer arrived sees whatever the call changed.
+        """
         # The lock serialises fetches only; a list_changed arriving mid-fetch (the
         # reader thread must not wait for this lock: it delivers the fetch's answer)
-        # bumps the counter, so the next call fetches again.
+        # bumps the counter, so the next call fetches again; a call ending mid-fetch
+        # bumps the other one, the same way.
         with self._tools_lock:
-            changes = self._tools_changes
-            if self._tools is None or self._tools_fetched_at != changes:
+            changes, calls = self._tools_changes, self._tools_calls
+            if (self._tools is None or self._tools_fetched_at != changes
+                    or (fresh and self._tools_fetched_calls != calls)):
                 self._tools = self._fetch_tools()
-                self._tools_fetched_at = changes
+                self._tools_fetched_at, self._tools_fetched_calls = changes, calls
             return list(self._tools)
 
     def offers(self, remote_name: str) -> bool:
@@ -193,7 +205,11 @@ class MCPClient(Session):
         """The ``tools/call`` result as the server sent it (``content``,
         ``structuredContent``, ``isError``), after any rounds of input it asked for."""
         params = {"name": name, "arguments": dict(arguments or {})}
-        return self._complete("tools/call", params, cancelled, deadline, progress)
+        try:
+            return self._complete("tools/call", params, cancelled, deadline, progress)
+        finally:
+            with self._lock:  # a call, answered or not, may have changed the list
+                self._tools_calls += 1
 
     # -- resources and prompts -----------------------------------------------------------------
 

@@ -16,7 +16,11 @@ Choices, and why:
   server's tools as they are *now*. Given to an Agent, in ``tools=[live, ...]`` or
   bare as ``tools=live``, it is asked again before every model turn, so a tool the
   server added mid-run is offered at the next turn; spread into a list
-  (``tools=[*live]``) it is the list of that moment.
+  (``tools=[*live]``) it is the list of that moment. "Now" is listed again after
+  any of the server's tools was called, not only when its notification came: the
+  notification travels apart from the call's answer and may come after the next
+  turn began, and a change the call made must be offered at that turn every time.
+  That is one ``tools/list`` per round of calls, on a live list only.
 - ``outputSchema`` is kept as :attr:`MCPTool.output_schema`; the model reads the
   result as text (``content``), ``structuredContent`` as JSON when the server sent
   no content blocks.
@@ -135,16 +139,18 @@ class LiveTools:
         return f"<LiveTools from {self.client.name!r}>"
 
     def current(self) -> List[MCPTool]:
+        """The server's tools now: listed again when it said its list changed, and
+        after any call of its tools (see :meth:`MCPClient.list_tools`)."""
         prefix = self.prefix
         return [MCPTool(self.client, spec, tool_name(f"{prefix}__{spec['name']}" if prefix
                                                      else spec["name"]))
-                for spec in self.client.list_tools()]
+                for spec in self.client.list_tools(fresh=True)]
 
     def __iter__(self) -> Iterator[MCPTool]:
         return iter(self.current())
 
     def __len__(self) -> int:
-        return len(self.client.list_tools())
+        return len(self.client.list_tools(fresh=True))
 
 
 class _ListResources:
