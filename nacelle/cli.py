@@ -36,7 +36,7 @@ attaches a :class:`nacelle.observe.Recorder`.
 
 Whatever a model, a tool, a provider or an MCP server wrote is shown through
 :func:`nacelle.terminal_text.visible` (the console, the approvals, the answer, the
-errors), so no escape sequence of theirs acts on the terminal.
+errors, the library's warnings), so no escape sequence of theirs acts on the terminal.
 
 Ctrl-C during a one-prompt run cancels it and exits 130, without waiting for tool
 threads that ignore cancellation.
@@ -61,7 +61,7 @@ from .cli_help import (EPILOG, EXIT_FAILED, EXIT_INCOMPLETE, EXIT_INTERRUPTED, E
                        EXIT_USAGE)
 from .errors import ConfigError, NacelleError
 from .settings import Settings, SettingsError, resolve
-from .terminal_text import visible
+from .terminal_text import VisibleFormatter, visible
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -467,8 +467,22 @@ def _exit_now(code: int) -> int:
     return code
 
 
+def _warnings_to_stderr() -> None:
+    """Show the library's warnings on stderr through the sanitiser, as Python's last
+    resort handler would show them raw, unless logging is configured already."""
+    import logging
+
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(VisibleFormatter("%(message)s"))
+        handler.setLevel(logging.WARNING)
+        root.addHandler(handler)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    _warnings_to_stderr()
     if argv[:1] and argv[0] in COMMANDS:
         return COMMANDS[argv[0]](argv[1:])
     if len(argv) == 1 and not argv[0].startswith("-"):

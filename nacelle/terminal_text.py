@@ -24,16 +24,21 @@ two) is shown the same way, since no terminal encoding can write it.
 written as ``\\uXXXX`` escapes inside the strings, so the document decodes to exactly
 the same value.
 
+:class:`VisibleFormatter` is a :class:`logging.Formatter` for a program that shows
+the library's warnings on a terminal (the ``nacelle`` command does): warnings quote
+what a provider or an MCP server sent.
+
 Leaf: imports the standard library only.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from typing import Any
 
-__all__ = ["json_text", "visible"]
+__all__ = ["VisibleFormatter", "json_text", "visible"]
 
 # C0 controls but tab and newline, DEL, the C1 controls, the bidi embeddings,
 # overrides and isolates, and lone surrogates.
@@ -64,3 +69,10 @@ def json_text(value: Any, **options: Any) -> str:
     be escaped."""
     text = json.dumps(value, ensure_ascii=False, **options)
     return _HIDDEN.sub(_json_escape, text) if _HIDDEN.search(text) else text
+
+
+class VisibleFormatter(logging.Formatter):
+    """A log record formatted as usual, then shown through :func:`visible`."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return visible(super().format(record))

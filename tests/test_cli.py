@@ -899,3 +899,12 @@ def test_models_lists_the_backends_models_from_its_endpoint(server, tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout == "claude-x-1\tX\n"
     assert list((tmp_path / "cache" / "nacelle").glob("models-anthropic-*.json"))
+
+
+def test_the_librarys_warnings_reach_stderr_through_the_sanitiser():
+    code = ("import logging, sys; from nacelle import cli; cli._warnings_to_stderr(); "
+            "cli._warnings_to_stderr(); "
+            "logging.getLogger('nacelle.mcp.client').warning('server said %s', sys.argv[1])")
+    out = subprocess.run([sys.executable, "-c", code, "no" + ESCAPES], capture_output=True,
+                         text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
+    assert out.stderr == "server said no" + SHOWN + "\n"
