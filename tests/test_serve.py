@@ -790,6 +790,26 @@ def test_the_stdlib_server_holds_60_slow_clients_and_40_simultaneous_posts_with_
         thread.join(10)
 
 
+def test_a_request_behind_silent_connections_gets_a_thread_of_its_own():
+    app = wsgi_app(serve_app.make_agent, keepalive=KEEP)
+    httpd = make_server(app, "127.0.0.1", 0, max_threads=8, request_timeout=5.0)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    silent = []
+    try:
+        for _ in range(5):
+            silent.append(socket.create_connection(("127.0.0.1", httpd.server_address[1]), timeout=5))
+        start = time.monotonic()
+        status, _ = post_json(httpd.url.rstrip("/"), "/runs", {"prompt": "hello"})
+        assert status == 200 and time.monotonic() - start < 2.5
+    finally:
+        for sock in silent:
+            sock.close()
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(10)
+
+
 def test_a_request_sent_a_byte_at_a_time_is_dropped_at_the_request_timeout(tmp_path):
     app = wsgi_app(serve_app.make_agent, keepalive=KEEP)
     httpd = make_server(app, "127.0.0.1", 0, request_timeout=0.6)

@@ -88,19 +88,26 @@ class Server(WSGIServer):
         self.request_timeout = float(request_timeout)
         self._waiting: "queue.Queue[Any]" = queue.Queue()
         self._lock = threading.Lock()
-        self._threads = 0
-        self._idle = 0
+        self._threads = 0  # handler threads started and not ended
+        self._idle = 0  # of them, those waiting for a connection
+        self._unclaimed = 0  # connections queued and not yet taken
         super().__init__(address, handler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         """Queue the connection for a handler thread (socketserver calls this on the
         thread that accepts)."""
         with self._lock:
-            full = self._waiting.qsize() >= self.max_waiting
-            start = not full and self._idle == 0 and self._threads < self.max_threads
-            if start:
-                self._threads += 1
-                self._idle += 1
+            full = self._unclaimed >= self.max_waiting
+            start = False
+            if not full:
+                self._unclaimed += 1
+                # A thread that took a connection but has not yet said so still counts
+                # as idle and the connection as unclaimed: the two stay paired.
+                start = self._unclaimed > self._idle and self._threads < self.max_threads
+                if start:
+                    self._threads += 1
+                    self._idle += 1
+                self._waiting.put((request, client_address))
         if full:
             log.warning("%d connections wait for a thread already: refusing one", self.max_waiting)
             try:
@@ -110,20 +117,18 @@ class Server(WSGIServer):
                 pass
             self.shutdown_request(request)
             return
-        self._waiting.put((request, client_address))
         if start:
             threading.Thread(target=self._work, name="nacelle-serve-handler", daemon=True).start()
 
     def _work(self) -> None:
         while True:
             item = self._waiting.get()
-            if item is None:
-                with self._lock:
-                    self._threads -= 1
-                    self._idle -= 1
-                return
             with self._lock:
                 self._idle -= 1
+                if item is None:
+                    self._threads -= 1
+                    return
+                self._unclaimed -= 1
             request, client_address = item
             try:
                 self.finish_request(request, client_address)
