@@ -5,7 +5,9 @@ resume over HTTP, and a small chat page.
   ``encode.py``), with ``: keepalive`` comments while nothing happens;
 - :func:`wsgi_app` and :func:`asgi_app` serve the same routes (``routes.py``):
   ``GET /`` the chat page, ``POST /runs`` a run, ``POST /runs/{id}/decisions`` the
-  resumption of a paused run, whose checkpoint stays in the server's ``store``;
+  resumption of a paused run, whose checkpoint stays in the server's ``store`` (by
+  default a :class:`~nacelle.sessions.MemoryStore`), owned by the principal
+  ``authorize`` named;
 - :func:`serve` / :func:`run_server` run the WSGI app on the standard library's
   threaded server, and ``python -m nacelle.serve MODULE:FACTORY`` does from a shell.
 
