@@ -48,14 +48,13 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import json
 import os
 import re
 import sys
 import threading
 from typing import IO, TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from . import __version__
+from . import __version__, bounded_json
 from .cli_approval import Approver as Approver
 from .cli_help import (EPILOG, EXIT_FAILED, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK,
                        EXIT_USAGE)
@@ -222,7 +221,7 @@ def _load_schema(path: str) -> Any:
 
     try:
         with open(os.path.expanduser(path), encoding="utf-8") as handle:
-            schema = json.load(handle)
+            schema = bounded_json.loads(handle.read(), what="the schema")
     except (OSError, ValueError) as err:
         raise SettingsError(f"--schema {path}: {err}") from None
     if not isinstance(schema, dict):

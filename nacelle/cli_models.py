@@ -43,7 +43,9 @@ import urllib.parse
 import urllib.request
 from typing import IO, Any, Callable, Dict, List, Optional, Tuple
 
+from . import bounded_json
 from .errors import NacelleError
+from .sse import parse_json
 from .terminal_text import visible
 
 __all__ = ["PROVIDERS", "TTL", "ListingError", "fetch_models", "models_command"]
@@ -75,7 +77,7 @@ def _get(url: str, headers: Dict[str, str], timeout: float) -> Any:
     request = urllib.request.Request(url, headers={"Accept": "application/json", **headers})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - the user's URL
-            return json.loads(response.read(16 * 2**20))
+            return parse_json(response.read(16 * 2**20))
     except urllib.error.HTTPError as err:
         raise ListingError(f"{url} answered {err.code} {err.reason}") from None
     except (urllib.error.URLError, OSError) as err:
@@ -155,7 +157,7 @@ def _cache_path(provider: str, base: str) -> str:
 def _read_cache(path: str, base: str, now: float) -> Optional[List[Model]]:
     try:
         with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
+            data = bounded_json.loads(handle.read(), what="the cache")
         if data["url"] != base or not 0 <= now - float(data["fetched"]) < TTL:
             return None
         return [(str(name), str(about)) for name, about in data["models"]]

@@ -338,6 +338,14 @@ def test_a_structured_answer_nested_a_thousand_deep_is_no_value_not_a_crash(serv
     assert "Traceback" not in out.stderr
 
 
+def test_a_schema_file_nested_five_thousand_deep_is_a_one_line_error(server, tmp_path):
+    schema = tmp_path / "deep.json"
+    schema.write_text('{"type": "object", "x": ' + "[" * 5000 + "]" * 5000 + "}")
+    out = nacelle("--schema", str(schema), "x", "--root", str(tmp_path), server=server)
+    assert out.returncode == 1 and "nested deeper than" in out.stderr
+    assert "Traceback" not in out.stderr and server.requests == []
+
+
 def test_system_replaces_the_system_prompt(server, tmp_path):
     server.queue("/v1/messages", Reply(chunks=anthropic_stream(["ok"])))
     out = nacelle("hi", "--system", "You answer in French.", "--root", str(tmp_path),

@@ -69,6 +69,13 @@ def test_a_failed_listing_is_one_line_without_the_key(server):
         fetch_models("anthropic", refresh=True)
 
 
+def test_a_listing_nested_five_thousand_deep_is_a_listing_error(server):
+    deep = b'{"data": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    server.queue("/models", Reply(chunks=[deep], mode="length"))
+    with pytest.raises(ListingError, match="did not answer JSON"):
+        fetch_models("openai", refresh=True)
+
+
 def test_the_command_prints_one_model_a_line_with_a_tab(server):
     server.queue("/api/tags", Reply.json({"models": [{"name": "a"}, {"name": "b", "size": 1e9}]}))
     out, err = io.StringIO(), io.StringIO()

@@ -474,6 +474,13 @@ def test_an_unreadable_token_file_is_an_error_naming_the_file(tmp_path):
     assert path.read_text() == "[not json"
 
 
+def test_a_token_file_nested_five_thousand_deep_is_an_error_naming_the_file(tmp_path):
+    path = tmp_path / "tokens.json"
+    path.write_text('{"k": ' + "[" * 5000 + "]" * 5000 + "}")
+    with pytest.raises(MCPAuthError, match="tokens.json"):
+        FileTokenStore(path).load("k")
+
+
 def _chain(error):
     while error is not None:
         yield error

@@ -96,10 +96,11 @@ from typing import Any, Callable, Dict, Generator, Mapping, Optional, Union
 import requests
 import urllib3
 
+from ..bounded_json import TooDeep
 from ..context import RunContext
 from ..errors import APIError, Cancelled, StreamError, StreamTruncated, TransportError
 from ..read_limits import Cutoff, content_length
-from ..sse import SSEDecoder, SSEEvent
+from ..sse import SSEDecoder, SSEEvent, parse_json
 from ._http_errors import (
     api_error, describe, parse_error, preview, retry_delay, scrub, stalled, where as _where,
 )
@@ -223,10 +224,11 @@ class Transport:
         extra.update(headers or {})
         response = self._request(path, body, ctx, extra, stream=False)
         try:
-            return json.loads(response.content)
-        except ValueError:
+            return parse_json(response.content)
+        except ValueError as exc:
+            said = str(exc) if isinstance(exc, TooDeep) else "not JSON"
             raise StreamError(
-                f"{self.name} answered {response.status_code} with a body that is not JSON: "
+                f"{self.name} answered {response.status_code} with a body that is {said}: "
                 f"{scrub(preview(response.content), self.request_headers())!r}"
             ) from None
         finally:

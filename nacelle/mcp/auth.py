@@ -73,6 +73,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple
 
+from .. import bounded_json
 from ..errors import ConfigError
 from ..sessions import file_lock, write_private
 from .auth_flows import (
@@ -161,7 +162,8 @@ class FileTokenStore:
     def _read(self) -> Dict[str, Any]:
         try:
             with open(self.path, "rb") as handle:
-                value = json.loads(handle.read().decode("utf-8"))
+                value = bounded_json.loads(handle.read().decode("utf-8"), what="the token file",
+                                           max_depth=bounded_json.DOCUMENT_DEPTH)
         except FileNotFoundError:
             return {}
         except (UnicodeDecodeError, ValueError):

@@ -64,7 +64,6 @@ import hashlib
 import hmac
 import http.server
 import ipaddress
-import json
 import logging
 import re
 import secrets
@@ -73,6 +72,7 @@ from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Tupl
 from urllib.parse import parse_qsl, quote, urlencode, urljoin, urlsplit, urlunsplit
 
 from ..errors import NacelleError
+from ..sse import parse_json
 from ..toolsets.ssrf import IP, blocked_reason, resolve_checked
 from .errors import MCPError
 
@@ -533,8 +533,8 @@ def _send_once(method: str, url: str, *, timeout: float,
 
 def _json_object(body: bytes) -> Optional[Dict[str, Any]]:
     try:
-        value = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
+        value = parse_json(body)  # no NaN, and no nesting the token file cannot hold
+    except ValueError:  # UnicodeDecodeError included
         return None
     return value if isinstance(value, dict) else None
 

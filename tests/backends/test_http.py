@@ -95,6 +95,12 @@ def test_post_json_with_a_body_that_is_not_json_is_a_stream_error(server):
         make(server).post_json("/count", {}, RunContext())
 
 
+def test_post_json_with_a_body_nested_five_thousand_deep_is_a_stream_error(server):
+    server.queue("/count", Reply(chunks=[b"[" * 5000 + b"]" * 5000], mode="length"))
+    with pytest.raises(StreamError, match="nested deeper than 128 levels"):
+        make(server).post_json("/count", {}, RunContext())
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [
