@@ -72,6 +72,7 @@ from .messages import loads as loads
 from .messages import trim as trim
 from .messages import user_text as user_text
 from .output import Schema as Schema
+from .partial import PartialJSON as PartialJSON
 from .partial import partial_json as partial_json
 from .retry import Retry as Retry
 from .retry import RetryOptions as RetryOptions
@@ -112,6 +113,7 @@ __all__ = [
     "Message",
     "NacelleError",
     "PAUSE",
+    "PartialJSON",
     "ProviderBlock",
     "Reasoning",
     "Request",

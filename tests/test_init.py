@@ -14,7 +14,7 @@ PUBLIC = {
     "Checkpoint", "CheckpointError", "Compaction", "ConfigError", "ConversationError",
     "DEFAULT_MAX_TOKENS", "Effort", "Event", "Fallback", "Finish", "HookEvent", "HookPoint",
     "HookResult", "Image", "Kind", "MAX_INJECT", "MCPServer", "Message", "NacelleError", "PAUSE",
-    "ProviderBlock", "Reasoning", "Request", "Result", "Retry", "RetryBudgetExceeded",
+    "PartialJSON", "ProviderBlock", "Reasoning", "Request", "Result", "Retry", "RetryBudgetExceeded",
     "RetryOptions", "Role", "RunContext", "Schema", "Stop", "StreamError", "StreamTruncated", "Text",
     "Thinking", "Tool", "ToolCall", "ToolContext", "ToolEvent", "ToolResult", "ToolSink",
     "TransportError", "Unsupported", "Usage", "assistant_text", "attempt", "detached",
