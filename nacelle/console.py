@@ -228,7 +228,9 @@ class _Live:
 
     def __init__(self) -> None:
         self.parts: List[str] = []  # finished HTML
-        self.text = ""  # the text of the part still streaming
+        # The deltas of the part still streaming, joined when shown: adding each to a
+        # string copies it every time, the square of a long answer.
+        self.deltas: List[str] = []
         self.thinking = False
 
     def add(self, event: Event) -> None:
@@ -237,7 +239,7 @@ class _Live:
             if (kind is Kind.THINKING) != self.thinking:
                 self._flush()
                 self.thinking = kind is Kind.THINKING
-            self.text += event.text
+            self.deltas.append(event.text)
             return
         self._flush()
         if kind is Kind.TOOL_CALL and event.tool is not None:
@@ -257,14 +259,23 @@ class _Live:
                               f'<div class="bad"><b>INCOMPLETE ANSWER</b>: stopped with '
                               f"'{escape(stop.value)}'; {totals}</div>")
 
+    @property
+    def text(self) -> str:
+        """The text of the part still streaming."""
+        if len(self.deltas) > 1:
+            self.deltas[:] = ["".join(self.deltas)]  # joined once per showing, not per delta
+        return self.deltas[0] if self.deltas else ""
+
     def _flush(self) -> None:
-        if self.text:
+        text = self.text
+        if text:
             style = ' style="opacity:.6"' if self.thinking else ""
-            self.parts.append(f'<div class="text"{style}>{escape(self.text)}</div>')
-            self.text = ""
+            self.parts.append(f'<div class="text"{style}>{escape(text)}</div>')
+        self.deltas = []
 
     def html(self) -> str:
-        pending = self.text and f'<div class="text">{escape(self.text)}</div>'
+        text = self.text
+        pending = text and f'<div class="text">{escape(text)}</div>'
         return f'{_NOTEBOOK_CSS}<div class="nacelle">{"".join(self.parts)}{pending}</div>'
 
 

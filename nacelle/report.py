@@ -176,8 +176,16 @@ def _parse(run_id: str, records: Sequence[Mapping[str, Any]]) -> _Run:
             tool.error = data.get("error")
         elif kind == "event":
             _event(run, data.get("event"))
+    _joined(run.streamed)
     _assign_lanes(run.tools)
     return run
+
+
+def _joined(streamed: List[Any]) -> None:
+    """Make each streamed text part's list of deltas its text."""
+    for part in streamed:
+        if part.get("type") == "text":
+            part["text"] = "".join(part["text"])
 
 
 def _event(run: _Run, event: Any) -> None:
@@ -188,10 +196,12 @@ def _event(run: _Run, event: Any) -> None:
     if kind == "done" and isinstance(event.get("messages"), list):
         run.messages = event["messages"]
     elif kind == "text" and isinstance(event.get("text"), str):
+        # The deltas are kept as a list and joined once, by _joined: adding each to
+        # the text so far copies it every time, the square of a long answer.
         if run.streamed and run.streamed[-1].get("type") == "text":
-            run.streamed[-1]["text"] += event["text"]
+            run.streamed[-1]["text"].append(event["text"])
         else:
-            run.streamed.append({"type": "text", "text": event["text"]})
+            run.streamed.append({"type": "text", "text": [event["text"]]})
     elif kind in ("tool_call", "tool_result") and isinstance(event.get("tool"), Mapping):
         tool = event["tool"]
         if kind == "tool_call":

@@ -1,6 +1,7 @@
 """The console renderer: golden output with and without colour."""
 
 import io
+import time
 
 import pytest
 
@@ -237,6 +238,16 @@ def test_display_updates_one_live_output_and_ends_with_the_whole_run(monkeypatch
     assert "&lt;script&gt;" in final and "<script>" not in final
     assert "Let me look." in final and "&rarr; read_file" in final and "refused write_file" in final
     assert "<b>done</b>: 435 tokens" in final
+
+
+def test_display_of_a_long_answer_joins_its_deltas_once_not_at_every_delta(monkeypatch):
+    shown = fake_ipython(monkeypatch)
+    deltas = [Event(Kind.TEXT, text=f"{i % 10}" * 10) for i in range(200_000)]
+    started = time.monotonic()
+    display(deltas, interval=3600)
+    # A fraction of a second; adding each delta to the text so far took 40 s here.
+    assert time.monotonic() - started < 10
+    assert "".join(e.text for e in deltas) in shown[-1]
 
 
 def test_display_updates_as_events_come_when_the_interval_allows(monkeypatch):

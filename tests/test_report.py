@@ -162,6 +162,20 @@ def test_hostile_record_values_do_not_break_the_page(tmp_path):
     assert "<script" not in page and "<img" not in page and "did not finish" in page
 
 
+def test_a_long_streamed_answer_is_joined_once_not_copied_at_every_delta(tmp_path):
+    path, deltas = tmp_path / "long.jsonl", 150_000
+    lines = [{"kind": "run.start", "run_id": "r", "time": 1.0, "data": {"messages": []}}]
+    lines += [{"kind": "event", "run_id": "r", "time": 1.0 + i / deltas,
+               "data": {"event": {"kind": "text", "text": f"{i % 10}" * 30}}}
+              for i in range(deltas)]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    started = time.monotonic()
+    page = report.html(path)
+    # About a second; adding each delta to the text so far took half a minute here.
+    assert time.monotonic() - started < 10
+    assert "".join(f"{i % 10}" * 30 for i in range(deltas)) in page
+
+
 def test_write_saves_the_page(tmp_path, recording):
     out = tmp_path / "run.html"
     report.write(recording, out)
