@@ -221,6 +221,20 @@ def test_an_unknown_run_id_is_404(app):
         assert status == 404, run
 
 
+def test_a_decisions_path_with_a_trailing_newline_is_no_route_and_keeps_the_run(app, store):
+    run = decoded([call_wsgi(app, body={"prompt": "pause ada"})[2]])[-1][1]["run"]
+    path = f"/runs/{run}/decisions"
+    assert call_wsgi(app, path=path + "\n", body={"decisions": {"p1": False}})[0] == 404
+    status, _, out = call_wsgi(app, path=path, body={"decisions": {"p1": False}})
+    assert status == 200 and decoded([out])[-1][1]["stop"] == "end"
+
+
+def test_an_empty_checkpoint_key_is_refused_when_the_app_is_made(store):
+    for key in ("", b""):
+        with pytest.raises(nacelle.ConfigError, match="must not be empty"):
+            wsgi_app(serve_app.make_agent, store=store, key=key)
+
+
 def test_the_authorize_hook_refuses_with_401_and_has_no_default_key(store):
     app = wsgi_app(serve_app.make_agent, store=store,
                    authorize=lambda environ: environ.get("HTTP_AUTHORIZATION") == "Bearer s3cret")

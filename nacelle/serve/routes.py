@@ -84,6 +84,7 @@ from importlib import resources
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ..agent import Agent
+from ..checkpoint import signing_key
 from ..context import CancelEvent
 from ..errors import CheckpointError, ConfigError, ConversationError, Unsupported
 from ..events import Event, Kind, Stop
@@ -96,7 +97,7 @@ __all__ = ["Reply", "RequestInfo", "Routes", "host_allowed"]
 
 log = logging.getLogger(__name__)
 
-_DECISIONS = re.compile(r"^/runs/([^/]+)/decisions$")
+_DECISIONS = re.compile(r"/runs/([^/]+)/decisions\Z")
 _HOST_NAME = re.compile(r"[a-z0-9._-]+")
 _SSE_HEADERS = [("Content-Type", "text/event-stream; charset=utf-8"),
                 ("Cache-Control", "no-cache"), ("X-Accel-Buffering", "no")]
@@ -235,6 +236,8 @@ class Routes:
         self.allowed_hosts = tuple(h.strip().lower().rstrip(".") for h in allowed_hosts)
         self.max_body = max_body
         self.max_runs = max_runs
+        if key is not None:
+            signing_key(key)  # an empty key is refused now, not at the first pause
         self.key = key
         self._runs = threading.BoundedSemaphore(max_runs)
         self._page: Optional[bytes] = None
