@@ -17,6 +17,12 @@ read with :func:`nacelle.sse.parse_json`, the reader for JSON from outside (no
 ``NaN``, no runaway nesting), and a value it quotes is cut short. ``trim``
 returns ``(kept, dropped)`` where ``dropped`` is the number of messages left out.
 
+No lone UTF-16 surrogate is stored. :func:`well_formed` joins a pair split in two
+and replaces a lone half with U+FFFD, as a UTF-8 decoder does with a broken
+sequence; the backends apply it to what they stream, the tool loop to every result,
+and ``dumps`` to what it writes, so a session file, a checkpoint or a request body
+never meets the ``UnicodeEncodeError`` a lone half raises in any UTF-8 encoder.
+
 Core module: imports the standard library, ``errors``, ``events`` and ``sse`` (a leaf).
 """
 
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Type, Union
 
@@ -47,7 +54,22 @@ __all__ = [
     "loads",
     "trim",
     "user_text",
+    "well_formed",
 ]
+
+REPLACEMENT = "\ufffd"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def well_formed(text: str) -> str:
+    """``text`` with each surrogate pair joined into its character and each lone half
+    replaced by U+FFFD; ``text`` itself when it holds no surrogate (the usual case,
+    checked in constant time for ASCII)."""
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    # UTF-16 pairs what is a pair and "replace" marks what is not; surrogatepass lets
+    # the halves through the encoder so the decoder can judge them.
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 class Role(str, enum.Enum):
@@ -272,13 +294,13 @@ def _part_to_json(part: Part) -> Dict[str, Any]:
 
 def dumps(conversation: Iterable[Message]) -> str:
     """The conversation as JSON text; :func:`loads` gives back equal values."""
-    return json.dumps(
+    return well_formed(json.dumps(
         [
             {"role": m.role.value, "parts": [_part_to_json(p) for p in m.parts]}
             for m in conversation
         ],
         ensure_ascii=False,
-    )
+    ))
 
 
 # type name -> (class, {field: (python type, required)})

@@ -224,7 +224,7 @@ class MemoryStore:
 
     def save(self, name: str, messages: Iterable[Message]) -> None:
         """Save ``messages`` under ``name``, replacing what was there."""
-        data = dumps(list(messages)).encode("utf-8")  # as a file would: a lone surrogate raises
+        data = dumps(list(messages)).encode("utf-8")  # as a file would
         with self._lock:
             self._sessions[check_name(name)] = data
 

@@ -25,7 +25,7 @@ from .context import ToolContext
 from .errors import Cancelled
 from .events import Event, Kind, ToolEvent
 from .hooks import HookEvent, HookPoint, cut_inject, normalize_hooks, run_after, run_before
-from .messages import ToolCall, ToolResult
+from .messages import ToolCall, ToolResult, well_formed
 from .observe import new_span
 from .tools import parse_input, result_text
 
@@ -238,6 +238,9 @@ def _run_tool(tool: Any, call: ToolCall, index: int, sink: ToolSink, ctx: ToolCo
         kind = "hook_denied" if denied else kind
     if injects:
         result, error = _with_injects(result, error, injects)
+    # A tool, an MCP server or a hook may hand back half a surrogate pair; the model
+    # reads it as U+FFFD instead of the next request failing to encode.
+    result, error = well_formed(result), None if error is None else well_formed(error)
     event = ToolEvent(call.id, index, call.name, call.input, result=result, error=error,
                       duration=clock() - started, refused=refused)
     sink.report(Event(_TOOL_RESULT, tool=event))

@@ -256,3 +256,17 @@ def test_an_unreadable_value_is_named_briefly_however_large_it_is():
 def test_loads_refuses_bytes_that_are_not_text():
     with pytest.raises(ConversationError, match="not JSON"):
         loads(b"\xff\xfe\xfa[]")
+
+
+def test_dumps_joins_a_split_surrogate_pair_and_replaces_a_lone_half_so_utf8_takes_it():
+    conversation = [user_text("a \ud83d\ude00 b"), assistant_text("lone \ud83d and \ude00 here")]
+    text = dumps(conversation)
+    text.encode("utf-8")  # raises on any lone half
+    assert [m.parts[0].text for m in loads(text)] == ["a \U0001F600 b", "lone \ufffd and \ufffd here"]
+
+
+def test_well_formed_leaves_text_without_surrogates_as_it_is():
+    from nacelle.messages import well_formed
+
+    for text in ("", "plain", "ünïcode ✓ \U0001F600"):
+        assert well_formed(text) is text

@@ -355,3 +355,10 @@ def test_an_answer_with_an_emoji_split_over_two_deltas_saves_and_loads_whole(tmp
     store = FileStore(tmp_path / "store")
     store.save("smile", result.messages)
     assert store.load("smile")[-1].text == "Hi " + EMOJI + "!"
+
+
+@pytest.mark.parametrize("make", [lambda path: MemoryStore(), FileStore], ids=["memory", "file"])
+def test_a_conversation_holding_half_a_surrogate_pair_saves_with_a_replacement_character(make, tmp_path):
+    store = make(tmp_path / "s")
+    store.save("half", [user_text("cut \ud83d here")])
+    assert store.load("half")[0].parts[0].text == "cut \ufffd here"

@@ -366,3 +366,25 @@ def test_a_long_result_is_cut_with_a_note_and_a_tools_own_cap_overrides_the_agen
     assert by_id["d"].error.startswith("e" * 200 + "\n\n[") and "100" in by_id["d"].error
     sent = backend.requests[1].messages[-1].parts
     assert sent[0].result == by_id["a"].result and sent[3].result == by_id["d"].error
+
+
+def test_half_a_surrogate_pair_in_a_result_reaches_the_model_as_a_replacement_character():
+    from nacelle.backends import anthropic
+    from nacelle.testing import FakeServer, Reply
+    from nacelle.testing.wire import anthropic_stream
+
+    @nacelle.tool
+    def emoji() -> str:
+        """An emoji an MCP server cut in half."""
+        return "half \ud83d here"
+
+    with FakeServer() as server:
+        server.queue("/v1/messages",
+                     Reply(chunks=anthropic_stream([], tool_calls=[("toolu_1", "emoji", "{}")])),
+                     Reply(chunks=anthropic_stream(["Read it."])))
+        agent = nacelle.Agent(anthropic.Backend(api_key="sk-test", base_url=server.url),
+                              "Be brief.", tools=[emoji])
+        result = agent.run([nacelle.user_text("Show it.")])
+        sent = server.requests[1].json()["messages"][-1]["content"][0]["content"]
+    assert result.text == "Read it."
+    assert sent == "half \ufffd here" and result.messages[2].parts[0].result == "half \ufffd here"

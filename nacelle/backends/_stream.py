@@ -13,7 +13,8 @@ lost. So no lone surrogate leaves a backend:
   that starts the next; a half with no partner becomes U+FFFD (REPLACEMENT CHARACTER),
   as a UTF-8 decoder does with a broken sequence. What :meth:`Deltas.add` returns is
   what to show now, and the events of a text joined are its part's text.
-- :func:`well_formed` does the same to a text read whole (an id, a name, a block kept
+- :func:`well_formed` (from ``nacelle.messages``, where the rule is stated for every
+  stored text) does the same to a text read whole (an id, a name, a block kept
   as JSON); :func:`clean` to every string of an event or a turn's end, which
   ``_turn.stream_turn`` applies to all a backend yields, whatever its accumulator
   missed.
@@ -28,26 +29,14 @@ import re
 from typing import Any, Dict, List, TypeVar, cast
 
 from ..events import Event, Kind
+from ..messages import REPLACEMENT, well_formed
 
 __all__ = ["REPLACEMENT", "Deltas", "clean", "well_formed"]
-
-REPLACEMENT = "\ufffd"
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _TEXTS = (Kind.TEXT, Kind.THINKING)
 
 T = TypeVar("T")
-
-
-def well_formed(text: str) -> str:
-    """``text`` with each surrogate pair joined into its character and each lone half
-    replaced by U+FFFD; ``text`` itself when it holds no surrogate (the usual case,
-    checked in constant time for ASCII)."""
-    if text.isascii() or _SURROGATE.search(text) is None:
-        return text
-    # UTF-16 pairs what is a pair and "replace" marks what is not; surrogatepass lets
-    # the halves through the encoder so the decoder can judge them.
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 def _is_high(char: str) -> bool:

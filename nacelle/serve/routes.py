@@ -88,7 +88,7 @@ from ..checkpoint import signing_key
 from ..context import CancelEvent
 from ..errors import CheckpointError, ConfigError, ConversationError, Unsupported
 from ..events import Event, Kind, Stop
-from ..messages import Message, dumps, loads, user_text
+from ..messages import Message, loads, user_text
 from ..sessions import MemoryStore, check_name
 from ..sse import parse_json
 from .encode import Item, event_json
@@ -468,13 +468,7 @@ class Routes:
             return []
 
     def _save_session(self, name: str, messages: Sequence[Message]) -> None:
-        try:
-            self.store.save(name, messages)
-        except UnicodeEncodeError:
-            # A model's text may still hold a surrogate: through UTF-16 a split pair
-            # is joined and a lone half becomes U+FFFD, rather than the conversation lost.
-            self.store.save(name, loads(dumps(list(messages)).encode(
-                "utf-16-le", "surrogatepass").decode("utf-16-le", "replace")))
+        self.store.save(name, messages)  # messages.dumps stores no lone surrogate
 
     def _take(self, name: str) -> Any:
         if self.key is None:
