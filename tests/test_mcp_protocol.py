@@ -3,6 +3,8 @@
 ``x-mcp-header`` rules, and elicitation answers and refusals."""
 
 import pickle
+import subprocess
+import sys
 
 import pytest
 
@@ -26,6 +28,18 @@ def test_every_2026_request_carries_version_capabilities_and_client_info():
     assert meta["io.modelcontextprotocol/clientCapabilities"] == {"elicitation": {"form": {}}}
     assert meta["io.modelcontextprotocol/clientInfo"]["name"] == "nacelle"
     assert modern_meta(elicit=False)["io.modelcontextprotocol/clientCapabilities"] == {}
+
+
+def test_the_client_info_carries_the_package_version_not_a_copy_of_it():
+    # A fresh interpreter, so the version can be changed before the module reads it:
+    # a literal in the module would still say what it said.
+    script = ("import nacelle; nacelle.__version__ = '9.8.7'\n"
+              "from nacelle.mcp import protocol\n"
+              "print(protocol.CLIENT_INFO['version'], "
+              "protocol.modern_meta(False)['io.modelcontextprotocol/clientInfo']['version'])")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["9.8.7", "9.8.7"]
 
 
 def test_elicitation_is_declared_only_with_a_callback():

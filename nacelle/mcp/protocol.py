@@ -50,8 +50,9 @@ Choices where the text leaves room:
   A form whose own fields are ``action`` (and ``content``) is answered wrapped,
   ``{"action": "accept", "content": {...}}``: the shape decides, not the schema.
 
-Outer ring (with the rest of the MCP client); imports the standard library and the
-package's ``errors``.
+Outer ring (with the rest of the MCP client); imports the standard library, the
+package's ``errors``, and ``nacelle`` itself for ``__version__`` (the version the client
+names is the package's).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Tuple, Union
 
+from .. import __version__
 from .errors import MCPError
 
 __all__ = ["CLIENT_INFO", "Elicitation", "LEGACY_VERSIONS", "MODERN_VERSION",
@@ -70,7 +72,7 @@ __all__ = ["CLIENT_INFO", "Elicitation", "LEGACY_VERSIONS", "MODERN_VERSION",
 MODERN_VERSION = "2026-07-28"
 #: The handshake revisions, newest first: the first is what the handshake offers.
 LEGACY_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
-CLIENT_INFO = {"name": "nacelle", "version": "0.1.0"}
+CLIENT_INFO = {"name": "nacelle", "version": __version__}
 #: ``UnsupportedProtocolVersion``: -32022 in the final text, -32004 in the draft.
 UNSUPPORTED_VERSION_CODES = (-32022, -32004)
 #: How many ``input_required`` answers one request may get before the client gives up.
