@@ -3,7 +3,8 @@ DevTools protocol (the launcher and client in tests/browser.py): a
 prompt typed in, its text streaming in while the tool still runs, a paused call
 approved by a click, its result and the answer shown, nothing fetched but the page's
 own loopback origin, hostile text shown as text. Screenshots go to NACELLE_ARTIFACTS
-and, at 1000 px, to docs/serve.png."""
+(or a folder under the system's temporary directory), never into the checkout: the
+README's docs/serve.png is a committed file, and a test run leaves it as it was."""
 
 import base64
 import os
@@ -19,6 +20,21 @@ from nacelle.sessions import FileStore
 from browser import artifacts, chromium, launched
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def docs_untouched():
+    """Every tracked picture under docs/ as it was before this module ran: same bytes,
+    never even rewritten (a rewrite with equal bytes still dirties a checkout's
+    timestamps and races a concurrent run)."""
+    def state():
+        return {path.name: (path.stat().st_mtime_ns, path.read_bytes())
+                for path in sorted(DOCS.glob("*.png"))} if DOCS.is_dir() else {}
+
+    before = state()
+    yield
+    changed = sorted(name for name, seen in state().items() if before.get(name) != seen)
+    assert changed == [], f"the browser tests wrote into docs/: {changed}"
 
 
 @pytest.fixture
@@ -128,8 +144,6 @@ def test_the_chat_page_streams_text_and_asks_for_approval(browser, served):
 
     data = screenshot(browser, "serve.png")
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) < 200_000
-    if DOCS.is_dir():
-        (DOCS / "serve.png").write_bytes(data)
 
 
 def test_an_approval_clicked_before_the_run_is_named_is_sent_once_it_is(browser, served):
