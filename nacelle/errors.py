@@ -22,8 +22,8 @@ happened rather than where::
     ├── mcp.MCPError                    the local MCP client failed
     │   ├── mcp.SessionExpired          an HTTP server no longer knows the session
     │   └── mcp.auth_flows.MCPAuthError  authorizing with an HTTP MCP server failed
-    ├── cli_models.ListingError         a provider's model list could not be read
-    ├── cli_resume.Undecided            ``nacelle resume`` was not told what to do with a call
+    ├── cli.models.ListingError         a provider's model list could not be read
+    ├── cli.resume.Undecided            ``nacelle resume`` was not told what to do with a call
     ├── toolsets.confine.PathError      a tool's path cannot be used
     │   └── toolsets.confine.PathRefused  the path would leave the root
     ├── toolsets.ssrf.FetchError        a fetch failed

@@ -208,7 +208,7 @@ def test_openrouter_needs_a_model(tmp_path):
 
 # -- for scripts: stdin, stdout, --json, --jsonl, exit codes ------------------------
 
-RESULT_SCHEMA = json.loads((ROOT / "nacelle" / "cli_result.schema.json").read_text())
+RESULT_SCHEMA = json.loads((ROOT / "nacelle" / "cli" / "result.schema.json").read_text())
 
 
 def look_then_answer(*answer):
@@ -668,6 +668,7 @@ def test_the_sessions_directory_defaults_under_xdg_data_home(server, tmp_path):
 def test_a_paused_run_saves_its_checkpoint_and_says_how_to_resume(monkeypatch, tmp_path, capsys):
     import nacelle
     from nacelle import cli
+    from nacelle.cli import run
     from nacelle.testing import ScriptedBackend
 
     def lookup(city: str) -> str:
@@ -683,8 +684,8 @@ def test_a_paused_run_saves_its_checkpoint_and_says_how_to_resume(monkeypatch, t
 
     store = FileStore(tmp_path / "sessions")
     store.save("work", [user_text("before"), assistant_text("earlier")])
-    monkeypatch.setattr(cli, "build_agent", paused_agent)
-    monkeypatch.setattr(cli, "_exit_now", lambda code: code)
+    monkeypatch.setattr(run, "build_agent", paused_agent)
+    monkeypatch.setattr(run, "exit_now", lambda code: code)
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))
     monkeypatch.setenv("NACELLE_SESSIONS_DIR", str(tmp_path / "sessions"))
     monkeypatch.setenv("NACELLE_CONFIG", os.devnull)
@@ -746,8 +747,8 @@ def test_the_result_schema_ships_as_package_data():
 
     config = configparser.ConfigParser()
     config.read(ROOT / "setup.cfg")
-    shipped = [name.strip() for name in config["options.package_data"]["nacelle"].split(",")]
-    assert "cli_result.schema.json" in shipped
+    shipped = [name.strip() for name in config["options.package_data"]["nacelle.cli"].split(",")]
+    assert "result.schema.json" in shipped
     assert RESULT_SCHEMA["type"] == "object" and "tool_calls" in RESULT_SCHEMA["required"]
 
 
@@ -910,8 +911,8 @@ def test_models_lists_the_backends_models_from_its_endpoint(server, tmp_path):
 
 
 def test_the_librarys_warnings_reach_stderr_through_the_sanitiser():
-    code = ("import logging, sys; from nacelle import cli; cli._warnings_to_stderr(); "
-            "cli._warnings_to_stderr(); "
+    code = ("import logging, sys; from nacelle.cli.terminal import warnings_to_stderr; "
+            "warnings_to_stderr(); warnings_to_stderr(); "
             "logging.getLogger('nacelle.mcp.client').warning('server said %s', sys.argv[1])")
     out = subprocess.run([sys.executable, "-c", code, "no" + ESCAPES], capture_output=True,
                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)

@@ -2,7 +2,7 @@
 
 import io
 
-from nacelle.cli_approval import Approver, preview
+from nacelle.cli.approval import Approver, preview
 from nacelle.tools import ToolContext
 
 

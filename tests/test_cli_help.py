@@ -1,16 +1,16 @@
-"""The help text's epilog (nacelle/cli_help.py) against what the CLI does: every
+"""The help text's epilog (nacelle/cli/help.py) against what the CLI does: every
 subcommand, every setting's variable and every exit code is there."""
 
 import re
 
-from nacelle import cli
-from nacelle.cli_help import EPILOG
+from nacelle.cli import app, help as cli_help
+from nacelle.cli.help import EPILOG
 from nacelle.settings import KEYS
 
 
 def test_every_subcommand_is_listed():
     listed = set(re.findall(r"^  ([a-z]+)\b", EPILOG.split("prompts:")[0], re.M))
-    assert listed == set(cli.COMMANDS)
+    assert listed == set(app.COMMANDS)
 
 
 def test_every_setting_has_its_environment_variable_named():
@@ -19,7 +19,7 @@ def test_every_setting_has_its_environment_variable_named():
 
 
 def test_every_exit_code_is_explained():
-    codes = {cli.EXIT_OK, cli.EXIT_FAILED, cli.EXIT_USAGE, cli.EXIT_INCOMPLETE,
-             cli.EXIT_INTERRUPTED}
+    codes = {cli_help.EXIT_OK, cli_help.EXIT_FAILED, cli_help.EXIT_USAGE,
+             cli_help.EXIT_INCOMPLETE, cli_help.EXIT_INTERRUPTED}
     explained = {int(c) for c in re.findall(r"^  (\d+) ", EPILOG.split("exit codes:")[1], re.M)}
     assert codes <= explained

@@ -4,7 +4,7 @@ import io
 
 import pytest
 
-from nacelle.cli_models import TTL, ListingError, fetch_models, models_command
+from nacelle.cli.models import TTL, ListingError, fetch_models, models_command
 from nacelle.testing import FakeServer, Reply
 
 KEY = "sk-ant-models-test-0123456789"

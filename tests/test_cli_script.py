@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from nacelle.cli_script import ScriptOutput, event_json, read_prompt, result_json
+from nacelle.cli.script import ScriptOutput, event_json, read_prompt, result_json
 from nacelle.events import Event, Kind, Stop, ToolEvent, Usage
 from nacelle.messages import assistant_text, user_text
 
-SCHEMA = json.loads((Path(__file__).resolve().parent.parent / "nacelle" /
-                     "cli_result.schema.json").read_text())
+SCHEMA = json.loads((Path(__file__).resolve().parent.parent / "nacelle" / "cli" /
+                     "result.schema.json").read_text())
 
 
 def test_the_prompt_comes_from_the_argument_stdin_or_both():

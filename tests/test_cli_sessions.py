@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from nacelle.cli_sessions import data_dir, latest, sessions_command, sessions_dir
+from nacelle.cli.sessions import data_dir, latest, sessions_command, sessions_dir
 from nacelle.messages import assistant_text, user_text
 from nacelle.sessions import FileStore
 

@@ -4,7 +4,7 @@ and a vendored copy that imports from a bare folder.
 Layers: leaves (``errors``, ``sse``, ``bounded_json``, ``terminal_text``: standard
 library only) ← core (every other top-level module that is not in the outer ring:
 never ``requests``, never a backend, a tool set or the test doubles) ← outer ring
-(``retry``, ``mcp/``, ``settings``, ``console``, ``cli``, ``demo``, ``__main__``,
+(``retry``, ``mcp/``, ``settings``, ``console``, ``cli/``, ``demo``, ``__main__``,
 ``backends/``, ``toolsets/``, ``testing/``). Backends never import each other, but for
 OpenRouter, which is the Chat Completions dialect plus its extras and so imports
 ``chat_wire`` and ``chat_stream`` (never ``chat``, the backend). ``retry`` sits in the outer ring
@@ -26,12 +26,13 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "nacelle"
 
 LEAVES = {"nacelle.errors", "nacelle.sse", "nacelle.bounded_json", "nacelle.terminal_text"}
-OUTER_MODULES = {"nacelle.retry", "nacelle.settings", "nacelle.console", "nacelle.cli",
+OUTER_MODULES = {"nacelle.retry", "nacelle.settings", "nacelle.console",
                  "nacelle.demo", "nacelle.__main__"}
 # Packages, and families of modules named by a common prefix (batch_progress, cli_script…).
 OUTER_PACKAGES = ("nacelle.backends", "nacelle.toolsets", "nacelle.testing", "nacelle.serve",
-                  "nacelle.cli_", "nacelle.batch", "nacelle.report", "nacelle.otel")
-PRINTERS = {"nacelle.console", "nacelle.cli", "nacelle.__main__"}
+                  "nacelle.cli", "nacelle.batch", "nacelle.report", "nacelle.otel")
+PRINTERS = {"nacelle.console", "nacelle.__main__"}
+PRINTING_PACKAGES = ("nacelle.cli",)
 
 
 def module_name(path: Path) -> str:
@@ -129,7 +130,8 @@ def test_no_import_points_against_the_dependency_direction(name):
                     assert not top_level, f"{where} at import time"
 
 
-@pytest.mark.parametrize("name", sorted(set(MODULES) - PRINTERS))
+@pytest.mark.parametrize("name", sorted(n for n in set(MODULES) - PRINTERS
+                                         if not n.startswith(PRINTING_PACKAGES)))
 def test_the_library_never_prints(name):
     tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
     calls = [n.lineno for n in ast.walk(tree)

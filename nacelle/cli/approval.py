@@ -37,7 +37,7 @@ import sys
 import threading
 from typing import IO, Any, Dict, List, Optional, Sequence
 
-from .terminal_text import visible
+from ..terminal_text import visible
 
 __all__ = ["Approver", "preview"]
 
@@ -110,7 +110,7 @@ class Approver:
                  stdin: Optional[IO[str]] = None, stderr: Optional[IO[str]] = None,
                  root: Optional[str] = None, no_terminal: bool = False,
                  pause: bool = False) -> None:
-        from .policy import ask, secure
+        from ..policy import ask, secure
 
         self.yes, self.pause = yes, pause
         self.stdin = None if no_terminal else (stdin if stdin is not None else sys.stdin)
@@ -134,7 +134,7 @@ class Approver:
         if self.yes or self._safe(name, input, ctx) is True:
             return True
         if self.pause:
-            from .checkpoint import PAUSE
+            from ..checkpoint import PAUSE
 
             return PAUSE
         self._call.cancelled = ctx.cancelled

@@ -1,10 +1,10 @@
 """The text ``nacelle --help`` ends with: the subcommands, the forms of a prompt, the
 exit codes, the environment variables read and the defaults. Kept apart from
-:mod:`nacelle.cli` because it is prose a person reads, and it grows with every
+:mod:`nacelle.cli.run` because it is prose a person reads, and it grows with every
 subcommand while the code that parses the line does not.
 
 The exit codes live here too, beside the text that explains them, for
-:mod:`nacelle.cli` and :mod:`nacelle.cli_resume` alike.
+every command alike.
 
 Imports nothing.
 """

@@ -36,9 +36,9 @@ import sys
 import threading
 from typing import IO, Any, Callable, List, Optional
 
-from .cli_sessions import Session, after
-from .errors import NacelleError
-from .terminal_text import visible
+from .sessions import Session, after
+from ..errors import NacelleError
+from ..terminal_text import visible
 
 __all__ = ["Spinner", "interactive"]
 
@@ -176,8 +176,8 @@ def interactive(agent: Any, *, make_renderer: Callable[[], Any],
     """The session; returns the exit code. ``switch_model(name)`` returns the agent to
     use from now on (or raises a NacelleError saying why not); ``settle()`` returns
     once no approval question is reading the terminal."""
-    from .events import Kind, Usage
-    from .messages import user_text
+    from ..events import Kind, Usage
+    from ..messages import user_text
 
     err = sys.stderr
     history = _History(history_path)
@@ -215,7 +215,7 @@ def interactive(agent: Any, *, make_renderer: Callable[[], Any],
                     agent = switch_model(rest)
                     err.write(f"(model: {rest})\n")
                 elif word in ("save", "load") and rest:
-                    from .sessions import FileStore
+                    from ..sessions import FileStore
 
                     session = Session(FileStore(sessions_directory), rest)
                     if word == "save":

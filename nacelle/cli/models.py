@@ -41,12 +41,12 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import IO, Any, Callable, Dict, List, Optional, Tuple
+from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from . import bounded_json
-from .errors import NacelleError
-from .sse import parse_json
-from .terminal_text import visible
+from .. import bounded_json
+from ..errors import NacelleError
+from ..sse import parse_json
+from ..terminal_text import visible
 
 __all__ = ["PROVIDERS", "TTL", "ListingError", "fetch_models", "models_command"]
 
@@ -88,7 +88,7 @@ def _get(url: str, headers: Dict[str, str], timeout: float) -> Any:
 
 
 def _price(provider: str, model: str) -> str:
-    from .pricing import price_for
+    from ..pricing import price_for
 
     price = price_for(provider, model)
     return "" if price is None else f"${price.input:g}/${price.output:g} per Mtok"
@@ -216,3 +216,17 @@ def models_command(argv: List[str], default_provider: Callable[[], str],
     elif cached:
         err.write(f"({len(models)} models from the cache; --refresh asks again)\n")
     return 0
+
+
+def command(argv: Sequence[str]) -> int:
+    """``nacelle models``, for the backend the settings name unless told."""
+    import sys
+
+    from ..settings import resolve
+    from .terminal import fail, one_line
+
+    try:
+        backend = resolve().backend
+    except NacelleError as err:
+        return fail(one_line(err))
+    return models_command(list(argv), lambda: backend, sys.stdout, sys.stderr)

@@ -29,7 +29,8 @@ What the model wrote (a call's id, name and input) and what a failure says are s
 through :func:`nacelle.terminal_text.visible`.
 
 Imports the standard library and the core; the agent, its options and the run's
-output come from :mod:`nacelle.cli`, which calls :func:`resume_command`.
+output (:mod:`nacelle.cli.agent`, :mod:`nacelle.cli.run`) are handed to
+:func:`resume_command` by :func:`command`, which imports them when it runs.
 """
 
 from __future__ import annotations
@@ -37,16 +38,16 @@ from __future__ import annotations
 import argparse
 from typing import IO, TYPE_CHECKING, Any, Callable, Dict, Iterator, Optional, Sequence, Tuple
 
-from .cli_approval import Approver, preview
-from .cli_help import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
-from .errors import NacelleError
-from .terminal_text import visible
-from .tools import parse_input
+from .approval import Approver, preview
+from .help import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
+from ..errors import NacelleError
+from ..terminal_text import visible
+from ..tools import parse_input
 
 if TYPE_CHECKING:
-    from .checkpoint import Checkpoint, PendingCall
-    from .events import Event
-    from .sessions import FileStore
+    from ..checkpoint import Checkpoint, PendingCall
+    from ..events import Event
+    from ..sessions import FileStore
 
 __all__ = ["decide", "resume_command"]
 
@@ -117,9 +118,9 @@ def resume_command(
     **options)`` makes the agent, ``run(events, mode=, quiet=, schema=, session=)``
     prints a run, and ``terminal`` is where y/n answers are read (None: nowhere).
     """
-    from .cli_sessions import Session, after, sessions_dir
-    from .sessions import FileStore, SessionNotFound
-    from .settings import resolve
+    from .sessions import Session, after, sessions_dir
+    from ..sessions import FileStore, SessionNotFound
+    from ..settings import resolve
 
     parser = argparse.ArgumentParser(
         prog="nacelle resume", argument_default=argparse.SUPPRESS,
@@ -196,7 +197,7 @@ def resume_command(
 
 def _watched(events: Iterator["Event"], closed: Dict[str, Any]) -> Iterator["Event"]:
     """The run's events, noting each call's result as it closes."""
-    from .events import Kind
+    from ..events import Kind
 
     for event in events:
         if event.kind is Kind.TOOL_RESULT and event.tool is not None:
@@ -209,8 +210,8 @@ def _keep(store: "FileStore", name: str, checkpoint: "Checkpoint", closed: Dict[
     """What a resumed run that failed leaves: the checkpoint again if none of its calls
     was closed, else the conversation with the round's results, so that nothing that
     ran is lost and nothing is run twice."""
-    from .messages import Message, Role, ToolResult
-    from .toolcalls import as_result
+    from ..messages import Message, Role, ToolResult
+    from ..toolcalls import as_result
 
     pending = {p.id: p for p in checkpoint.pending}
     if not any(call_id in closed for call_id in pending):
@@ -226,3 +227,17 @@ def _keep(store: "FileStore", name: str, checkpoint: "Checkpoint", closed: Dict[
     store.save(name, list(checkpoint.messages) + [answered])
     err.write(f"nacelle: {visible(why)}; the decided calls were closed and the conversation is saved "
               f"as session {name!r} (go on with --session {name})\n")
+
+
+def command(argv: Sequence[str]) -> int:
+    """``nacelle resume``, asking on this terminal (or the controlling one)."""
+    import sys
+
+    from .agent import agent_options, build_agent, output_options
+    from .run import run_events
+    from .terminal import exit_now, isatty, open_terminal
+
+    terminal = sys.stdin if isatty(sys.stdin) else open_terminal()
+    return exit_now(resume_command(
+        argv, agent_options=agent_options, output_options=output_options,
+        build_agent=build_agent, run=run_events, terminal=terminal, err=sys.stderr))

@@ -19,7 +19,7 @@ terminal it streams as it comes. With ``--schema`` the answer is the validated J
 value.
 
 ``--json`` prints one object when the run ends, described by
-``cli_result.schema.json`` beside this module (package data): text, output, stop,
+``result.schema.json`` beside this module (package data): text, output, stop,
 complete, turns, usage, cost (null when unknown — never 0 for unknown) and the tool
 calls with their results. ``--jsonl`` prints one object per event as it happens
 (``{"kind": "text", "text": ...}``, ``tool_call``, ``tool_result``, ``turn``,
@@ -39,9 +39,9 @@ from __future__ import annotations
 
 from typing import IO, Any, Dict, List, Optional
 
-from . import bounded_json
-from .events import Event, Kind, Stop, ToolEvent, Usage
-from .terminal_text import json_text, visible
+from .. import bounded_json
+from ..events import Event, Kind, Stop, ToolEvent, Usage
+from ..terminal_text import json_text, visible
 
 __all__ = ["ScriptOutput", "event_json", "read_prompt", "result_json", "usage_json"]
 
@@ -100,7 +100,7 @@ def tool_json(tool: ToolEvent, *, result: bool = True) -> Dict[str, Any]:
 
 
 def _jsonable(value: Any) -> Any:
-    from .output import to_jsonable
+    from ..output import to_jsonable
 
     return to_jsonable(value)
 
@@ -108,7 +108,7 @@ def _jsonable(value: Any) -> Any:
 def result_json(done: Event, tools: List[ToolEvent], turns: int,
                 session: Optional[str] = None) -> Dict[str, Any]:
     """The ``--json`` object for a run that ended with ``done``."""
-    from .messages import Role
+    from ..messages import Role
 
     stop = done.stop or Stop.OTHER
     text = next((m.text for m in reversed(done.messages) if m.role is Role.ASSISTANT), "")

@@ -26,12 +26,12 @@ import argparse
 import os
 from typing import IO, TYPE_CHECKING, Any, List, Optional, Sequence
 
-from .errors import ConfigError, NacelleError
-from .terminal_text import visible
+from ..errors import ConfigError, NacelleError
+from ..terminal_text import visible
 
 if TYPE_CHECKING:
-    from .events import Event
-    from .sessions import FileStore
+    from ..events import Event
+    from ..sessions import FileStore
 
 __all__ = ["Session", "after", "data_dir", "open_session", "sessions_command", "sessions_dir"]
 
@@ -55,7 +55,7 @@ class Session:
     """One named conversation in a FileStore: loaded when opened, saved after answers."""
 
     def __init__(self, store: "FileStore", name: str) -> None:
-        from .sessions import SessionNotFound
+        from ..sessions import SessionNotFound
 
         self.store, self.name = store, name
         try:
@@ -72,7 +72,7 @@ def _mtime(path: str) -> int:
 
 
 def _store(directory: str) -> "FileStore":
-    from .sessions import FileStore
+    from ..sessions import FileStore
 
     try:
         return FileStore(directory)
@@ -91,7 +91,7 @@ def open_session(directory: str, name: Optional[str], continue_latest: bool) -> 
     """The session ``--session NAME`` or ``--continue`` means, loaded; None for neither."""
     if name is None and not continue_latest:
         return None
-    from .sessions import SessionNotFound, check_name
+    from ..sessions import SessionNotFound, check_name
 
     if name is not None:
         check_name(name)  # before a directory is made for a name that cannot be used
@@ -106,7 +106,7 @@ def open_session(directory: str, name: Optional[str], continue_latest: bool) -> 
 def after(done: "Event", session: Optional[Session], err: IO[str]) -> bool:
     """Keep what a finished run leaves; False when it paused, since its conversation
     ends in calls nobody answered and cannot be sent again."""
-    from .events import Stop
+    from ..events import Stop
 
     if done.stop is Stop.PAUSED:
         if session is None or done.checkpoint is None:
@@ -142,7 +142,7 @@ def sessions_command(argv: Sequence[str], directory: str, out: IO[str], err: IO[
     delete = sub.add_parser("delete", help="delete saved sessions (and their paused runs)")
     delete.add_argument("names", nargs="+", metavar="NAME")
     args = parser.parse_args(argv)
-    from .sessions import SessionNotFound, check_name
+    from ..sessions import SessionNotFound, check_name
 
     try:
         if not os.path.isdir(directory):  # listing never creates the directory
@@ -193,3 +193,17 @@ def sessions_command(argv: Sequence[str], directory: str, out: IO[str], err: IO[
         lines = str(exc).strip().splitlines()
         err.write(f"nacelle: error: {type(exc).__name__}: {visible(lines[0]) if lines else ''}\n")
         return 1
+
+
+def command(argv: Sequence[str]) -> int:
+    """``nacelle sessions``, in the directory the settings name."""
+    import sys
+
+    from ..settings import resolve
+    from .terminal import fail, one_line
+
+    try:
+        directory = sessions_dir(resolve().sessions_dir)
+    except NacelleError as err:
+        return fail(one_line(err))
+    return sessions_command(argv, directory, sys.stdout, sys.stderr)

@@ -1,0 +1,132 @@
+"""The agent a command line describes: the options that make it (shared by a prompt,
+``serve``, ``batch`` and ``resume``), the options that say how a run is printed, and
+:func:`build_agent`, which turns settings into an Agent with the local tools, the web
+tools when a SearXNG instance is named, a retried backend and an approval policy.
+
+Settings come from :mod:`nacelle.settings` (flag > environment > file > default);
+argparse leaves untyped flags out (``SUPPRESS``) so its defaults never outrank the
+file. The backends read their keys and base URL variables themselves.
+
+Imports the standard library, the core, ``settings`` and ``approval`` at import time;
+the agent, the backends and the tool sets inside :func:`build_agent`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from .. import __version__
+from ..errors import NacelleError
+from ..settings import Settings, SettingsError, resolve
+from .approval import Approver
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+    from ..toolsets import LocalTools
+
+__all__ = ["SYSTEM", "agent_options", "build_agent", "output_options", "subcommand_agent",
+           "version"]
+
+DISTRIBUTION = "nacelle-sdk"  # the name on PyPI; `nacelle` there is an unrelated project
+
+
+SYSTEM = (
+    "You are a capable assistant working in a local project folder through tools. "
+    "Paths are relative to that folder. Read before you change anything, keep changes "
+    "small, and say plainly what you did and what you could not do."
+)
+
+
+
+def version() -> str:
+    return f"{DISTRIBUTION} {__version__} (import nacelle)"
+
+
+def agent_options(parser: argparse.ArgumentParser) -> None:
+    """The options that make the agent, shared by prompts, ``serve`` and ``batch``."""
+    parser.add_argument("--backend", help="anthropic or openrouter (default: anthropic)")
+    parser.add_argument("--model", help="the model name (required for openrouter)")
+    parser.add_argument("--system", metavar="TEXT", help="the system prompt (replaces the default)")
+    parser.add_argument("--root", help="the folder the local tools work in (default: .)")
+    parser.add_argument("--bash", action=argparse.BooleanOptionalAction,
+                        help="allow run_command (asks before each command unless --yes)")
+    parser.add_argument("--max-iterations", type=int, dest="max_iterations",
+                        help="model requests allowed per prompt (0: no cap; default 50)")
+    parser.add_argument("--max-cost", type=float, dest="max_cost", metavar="DOLLARS",
+                        help="stop a run (exit 3) once it has cost this much (needs prices)")
+    parser.add_argument("--effort", help="none, minimal, low, medium, high, xhigh or max")
+    parser.add_argument("--show-thinking", action=argparse.BooleanOptionalAction,
+                        dest="show_thinking", help="show the model's thinking")
+    parser.add_argument("--search-url", dest="search_url",
+                        help="a SearXNG instance for web_search (also enables web_fetch)")
+    parser.add_argument("--yes", action="store_true",
+                        help="approve every tool call without asking")
+
+
+def output_options(parser: argparse.ArgumentParser) -> None:
+    """How a run is printed, shared by prompts and ``resume``."""
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_const", const="json", dest="mode",
+                        help="print the result as one JSON object (nacelle/cli/result.schema.json)")
+    output.add_argument("--jsonl", action="store_const", const="jsonl", dest="mode",
+                        help="print each event as one JSON object per line, then the result")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no tool lines, usage or cost on stderr (errors still show)")
+
+
+def build_agent(settings: Settings, *, yes: bool = False, observers: Sequence[Any] = (),
+                system: Optional[str] = None, max_cost: Optional[float] = None,
+                approver: Optional[Callable[[Sequence[Any], str], Any]] = None,
+                ) -> Tuple["Agent", "LocalTools"]:
+    """The Agent the CLI runs, and the tool sets to close afterwards. ``approver``
+    makes the approval policy from the tools and the root (default: an
+    :class:`Approver` on this terminal)."""
+    from ..agent import Agent
+    from ..backend import Effort, Thinking
+    from ..context import Budget
+    from ..retry import Retry
+
+    if settings.backend == "openrouter":
+        from ..backends import openrouter
+        if not settings.model:
+            raise SettingsError("the openrouter backend needs a model (--model or NACELLE_MODEL)")
+        backend: Any = openrouter.Backend(model=settings.model)
+    else:
+        from ..backends import anthropic
+        backend = anthropic.Backend(model=settings.model) if settings.model else anthropic.Backend()
+    from ..toolsets import LocalTools
+
+    root = os.path.abspath(os.path.expanduser(settings.root))
+    local = LocalTools(root, allow_bash=settings.bash)
+    tools: List[Any] = list(local.tools())
+    if settings.search_url:
+        from ..toolsets import web_fetch, web_search
+        tools += web_search(settings.search_url) + web_fetch()
+    thinking = Thinking(effort=Effort(settings.effort) if settings.effort else None,
+                        show=settings.show_thinking)
+    if max_cost is not None and not backend.capabilities.cost:
+        local.close()
+        raise SettingsError(f"--max-cost needs prices, and the price table has none for "
+                            f"{backend.name} model {getattr(backend, 'model', '?')!r}")
+    approve = approver(tools, root) if approver is not None else Approver(tools, yes=yes, root=root)
+    try:
+        agent = Agent(Retry(backend), SYSTEM if system is None else system, thinking=thinking,
+                      tools=tools, max_iterations=settings.max_iterations, approve=approve,
+                      observers=observers,
+                      budget=Budget(cost=max_cost) if max_cost is not None else None)
+    except (NacelleError, ValueError):
+        local.close()
+        raise
+    return agent, local
+
+
+def subcommand_agent(args: Dict[str, Any], policy: Callable[[Sequence[Any], str, bool], Any],
+                      ) -> Tuple["Agent", "LocalTools"]:
+    """The agent a ``serve`` or ``batch`` command line describes (``args`` from a
+    parser given :func:`agent_options`); ``policy(tools, root, yes)`` approves."""
+    yes, system, max_cost = args.pop("yes", False), args.pop("system", None), args.pop("max_cost", None)
+    return build_agent(resolve(args), system=system, max_cost=max_cost,
+                       approver=lambda tools, root: policy(tools, root, yes))
+

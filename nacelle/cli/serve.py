@@ -1,0 +1,70 @@
+"""``nacelle serve [MODULE:FACTORY]``: the agent (nacelle's own, or the one a function
+of the user's makes) over HTTP with a chat page (:func:`nacelle.serve.run_server`).
+Calls that would ask at the terminal pause instead, for the page to approve.
+
+Imports the standard library and the agent options; the serving code and the policy
+inside :func:`command`; prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from ..errors import ConfigError, NacelleError
+from .agent import agent_options, subcommand_agent
+from .help import EXIT_OK
+from .terminal import fail, one_line
+
+__all__ = ["command"]
+
+
+def command(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="nacelle serve", argument_default=argparse.SUPPRESS,
+        description="Serve the agent over HTTP (nacelle.serve): GET / is a chat page, POST "
+                    "/runs streams a run as Server-Sent Events. Calls that would ask at the "
+                    "terminal pause instead, for the page to approve (--yes approves all).")
+    parser.add_argument("factory", nargs="?", metavar="MODULE:FACTORY", help="serve the Agent "
+                        "this function of yours makes (myapp:make_agent) instead of nacelle's "
+                        "own; the agent options below are then not used")
+    agent_options(parser)
+    parser.add_argument("--host", default="127.0.0.1", help="the address to bind (default: "
+                        "127.0.0.1; anyone who reaches the port can run the agent's tools)")
+    parser.add_argument("--port", type=int, default=8000, help="the port (default: 8000)")
+    parser.add_argument("--store", metavar="DIR", default=None,
+                        help="where paused runs and sessions are kept (default: "
+                             "$XDG_DATA_HOME/nacelle/serve)")
+    parser.add_argument("--allowed-host", action="append", default=[], dest="allowed_hosts",
+                        metavar="NAME", help="a host name to answer to besides IP addresses "
+                        "and localhost (repeatable; .example.com for a domain, * for any)")
+    args = vars(parser.parse_args(argv))
+    host, port, store = args.pop("host"), args.pop("port"), args.pop("store")
+    allowed_hosts, factory = args.pop("allowed_hosts"), args.pop("factory", None)
+    from ..policy import secure
+    from ..serve import run_server
+    from ..serve.server import load_factory
+
+    try:
+        if factory is not None and args:
+            raise ConfigError(f"{factory} makes the agent: --{sorted(args)[0].replace('_', '-')} "
+                              "is for nacelle's own")
+        # secure() pauses what it will not run, which is what the page's approvals resume.
+        agent, local = (load_factory(factory), None) if factory is not None else (
+            subcommand_agent(args, lambda tools, root, yes: (
+                (lambda *a: True) if yes else secure(tools))))
+    except NacelleError as err:
+        return fail(one_line(err))
+
+    try:
+        run_server(agent, host, port, store, allowed_hosts=allowed_hosts,
+                   on_ready=lambda url: print(f"nacelle: serving on {url} (Ctrl-C stops)",
+                                              file=sys.stderr, flush=True))
+    except OSError as err:
+        return fail(f"cannot serve on {host}:{port}: {err.strerror or err}")
+    finally:
+        if local is not None:
+            local.close()
+    return EXIT_OK
+
