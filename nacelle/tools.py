@@ -28,9 +28,10 @@ import functools
 import importlib
 import json
 import re
+import sys
 from typing import (
-    TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Protocol, Tuple,
-    runtime_checkable,
+    TYPE_CHECKING, Any, Callable, Dict, Generic, Iterable, List, Optional, Protocol, Tuple,
+    TypeVar, overload, runtime_checkable,
 )
 
 from . import bounded_json
@@ -38,10 +39,22 @@ from .context import ToolContext
 from .errors import ConfigError
 
 if TYPE_CHECKING:
+    # A checker reads ParamSpec from typing_extensions whatever the target version: its
+    # stubs ship inside every checker (typeshed), so this import costs a user nothing.
+    # At run time typing_extensions is never imported: the core is stdlib-only.
+    from typing_extensions import ParamSpec
+
     from .schema import Converter
+elif sys.version_info >= (3, 10):
+    from typing import ParamSpec
+else:  # 3.9 has no ParamSpec; a TypeVar stands in for it, since only checkers read it
+    ParamSpec = TypeVar
 
 __all__ = ["FunctionTool", "Tool", "expand_tools", "from_hints", "is_toolset", "metadata", "tool",
            "tools_by_name"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}\Z")  # \Z: "$" lets a final "\n" through
 
@@ -77,17 +90,22 @@ class Tool(Protocol):
         ...
 
 
-class FunctionTool:
+class FunctionTool(Generic[P, R]):
     """A Tool made from a Python function by :func:`tool`.
 
     ``run(input, ctx)`` converts the validated input to the annotated types, passes
     ``ctx`` to the parameter annotated ``ToolContext`` (if any), calls the function
     and returns its result as text.
+
+    For a type checker it is ``FunctionTool[P, R]``: the wrapped function's parameters
+    and return type, so calling a tool directly is checked as calling the function.
+    (The generic is this class, not the :class:`Tool` protocol: every tool, an MCP
+    server's included, is a ``Tool``, and most have no Python signature to keep.)
     """
 
     def __init__(
         self,
-        fn: Callable[..., Any],
+        fn: Callable[P, R],
         *,
         name: Optional[str] = None,
         description: Optional[str] = None,
@@ -129,7 +147,7 @@ class FunctionTool:
     def __repr__(self) -> str:
         return f"<FunctionTool {self.name!r}>"
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
 
     def run(self, input: Dict[str, Any], ctx: ToolContext) -> str:
@@ -139,7 +157,8 @@ class FunctionTool:
         }
         if self._context_parameter is not None:
             arguments[self._context_parameter] = ctx
-        return result_text(self.fn(**arguments))
+        call: Callable[..., Any] = self.fn  # by name: the schema vouches for the arguments
+        return result_text(call(**arguments))
 
     def __reduce__(self) -> Tuple[Any, ...]:
         module = getattr(self.fn, "__module__", None)
@@ -160,7 +179,7 @@ def _restore_tool(module: str, qualname: str, name: str, description: str,
                   exclusive: bool, read_only: bool, destructive: Optional[bool] = None,
                   idempotent: bool = False, open_world: bool = True,
                   timeout: Optional[float] = None, max_concurrency: Optional[int] = None,
-                  max_result_chars: Optional[int] = None) -> FunctionTool:
+                  max_result_chars: Optional[int] = None) -> FunctionTool[..., Any]:
     # The arguments after read_only default so a tool pickled before they existed loads.
     found: Any = importlib.import_module(module)
     for part in qualname.split("."):
@@ -229,6 +248,29 @@ def metadata(tool: Any) -> Dict[str, bool]:
     }
 
 
+@overload
+def tool(fn: Callable[P, R], /) -> FunctionTool[P, R]:
+    ...
+
+
+@overload
+def tool(
+    fn: None = None,
+    *,
+    name: Optional[str] = None,
+    description: Optional[str] = None,
+    exclusive: bool = False,
+    read_only: bool = False,
+    destructive: Optional[bool] = None,
+    idempotent: bool = False,
+    open_world: bool = True,
+    timeout: Optional[float] = None,
+    max_concurrency: Optional[int] = None,
+    max_result_chars: Optional[int] = None,
+) -> Callable[[Callable[P, R]], FunctionTool[P, R]]:
+    ...
+
+
 def tool(
     fn: Optional[Callable[..., Any]] = None,
     *,
@@ -256,8 +298,11 @@ def tool(
     applying), ``max_concurrency`` (at most this many of its calls at once, across a
     turn's calls) and ``max_result_chars`` (a longer result is cut, with a note saying
     how much; overrides the Agent's ``max_result_chars``, 0 never cuts).
+
+    Typed with overloads, so both forms keep the function's signature for a checker
+    (``FunctionTool[P, R]``) and a misspelt option is an error there too.
     """
-    def decorate(f: Callable[..., Any]) -> FunctionTool:
+    def decorate(f: Callable[P, R]) -> FunctionTool[P, R]:
         return FunctionTool(f, name=name, description=description, exclusive=exclusive,
                             read_only=read_only, destructive=destructive,
                             idempotent=idempotent, open_world=open_world, timeout=timeout,

@@ -1,0 +1,51 @@
+"""The public API is typed where users make mistakes: a checker must catch each one.
+
+``mistakes.py`` beside this file holds one deliberate mistake a marked line
+(``# E: <what> [code]``); mypy --strict, for the oldest Python the package supports,
+must report that error code on every marked line and nothing anywhere else, so a
+name that silently became ``Any`` (or a check that started failing a correct line)
+fails here. mypy is a test extra (pinned in setup.cfg to a release that still checks
+a 3.9 target); without it the test is skipped.
+"""
+
+import re
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+MARK = re.compile(r"#\s*E:\s*(?P<what>.*?)\s*\[(?P<code>[a-z-]+)\]\s*$")
+REPORTED = re.compile(r"^(?P<path>[^:]+):(?P<line>\d+): error: (?P<message>.*?)(?:  \[(?P<code>[a-z-]+)\])?$")
+
+
+def strict_mypy(paths, cache_dir):
+    """mypy --strict's errors for ``paths``, as ``{(file name, line): [codes]}``."""
+    api = pytest.importorskip("mypy.api", reason="mypy is not installed (pip install .[test])")
+    stdout, stderr, status = api.run([
+        "--strict", "--python-version", "3.9", "--config-file", str(ROOT / "setup.cfg"),
+        "--cache-dir", str(cache_dir), "--show-error-codes", "--no-pretty",
+        "--hide-error-context", "--no-error-summary", *map(str, paths)])
+    assert status in (0, 1), stderr or stdout
+    found = {}
+    for line in stdout.splitlines():
+        match = REPORTED.match(line)
+        if match:
+            key = (Path(match["path"]).name, int(match["line"]))
+            found.setdefault(key, []).append(match["code"] or match["message"])
+    return found, stdout
+
+
+def test_the_checker_reports_every_deliberate_mistake_and_nothing_else(monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)  # mypy finds this nacelle, not an installed one
+    source = (HERE / "mistakes.py").read_text(encoding="utf-8").splitlines()
+    expected = {("mistakes.py", n): m["code"] for n, text in enumerate(source, 1)
+                for m in [MARK.search(text)] if m}
+    assert expected
+    found, output = strict_mypy([HERE / "mistakes.py"], tmp_path / "cache")
+    missed = {line: code for (_, line), code in expected.items()
+              if code not in found.get(("mistakes.py", line), [])}
+    unexpected = {key: codes for key, codes in found.items() if key not in expected}
+    assert not missed and not unexpected, (
+        f"not reported (line: code): {missed}\nreported where no mistake is marked: "
+        f"{unexpected}\n{output}")
