@@ -44,7 +44,7 @@ from typing import IO, Any, Iterable, List, Optional, Sequence
 from . import bounded_json
 from .events import Event, Kind, Stop, ToolEvent, Usage
 from .messages import Message, dumps
-from .report_page import messages_html
+from .report.page import messages_html
 from .terminal_text import visible
 
 __all__ = ["Renderer", "describe_usage", "display", "html", "render"]

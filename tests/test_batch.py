@@ -22,7 +22,7 @@ import pytest
 import nacelle
 from nacelle import batch
 from nacelle.batch import BatchItem, Progress, ProgressLine
-from nacelle.batch_results import finished_indexes, record
+from nacelle.batch.results import finished_indexes, record
 from nacelle.backends import anthropic
 from nacelle.testing import FakeServer, Reply, ScriptedBackend, Turn
 from nacelle.testing.wire import anthropic_stream

@@ -15,6 +15,21 @@ ROOT = Path(__file__).resolve().parent.parent
 # module -> names a user's code reads from it
 PATHS = {
     "nacelle.cli": ["main", "Approver", "build_agent"],
+    "nacelle.batch": ["BatchItem", "Progress", "ProgressLine", "Summary", "best_of",
+                      "main_batch", "ray_executor", "run_many", "summary"],
+    "nacelle.report": ["html", "write"],
+    "nacelle.output": ["FINAL_ANSWER", "Output", "Schema", "make_output", "to_jsonable"],
+    "nacelle.compaction": ["CLEARED", "Compacted", "Compaction", "SUMMARY_PROMPT", "Strategy",
+                           "clear_tool_results", "drop_oldest", "is_context_overflow",
+                           "summarize"],
+    "nacelle.backends.anthropic": ["Backend", "PROTOCOL", "Pricing", "capabilities",
+                                   "to_wire"],
+    "nacelle.backends.chat": ["Backend", "Dialect", "PROTOCOL", "deepseek", "gemini", "groq",
+                              "llamacpp", "lmstudio", "mistral", "ollama", "openai", "to_wire",
+                              "together", "vllm", "xai"],
+    "nacelle.backends.openai": ["Backend", "PROTOCOL", "capabilities", "to_wire"],
+    "nacelle.backends.openrouter": ["Backend", "DIALECT", "PROTOCOL", "capabilities",
+                                    "to_wire"],
 }
 
 

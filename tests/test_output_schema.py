@@ -13,7 +13,7 @@ import pytest
 import nacelle
 from nacelle import ConfigError, Schema
 from nacelle.output import make_output
-from nacelle.output_schema import (
+from nacelle.output.schema import (
     for_anthropic, for_gemini, for_openai, inline_refs, restore, strict_form,
 )
 from nacelle.testing import ScriptedBackend

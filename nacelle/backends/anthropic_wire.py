@@ -43,7 +43,7 @@ Choices made where the wire leaves room:
   ``output_config.format: {"type": "json_schema", "schema": ...}`` beside any effort
   in the same ``output_config`` — the field structured outputs moved to from the
   beta's top-level ``output_format`` (platform.claude.com/docs/en/build-with-claude/
-  structured-outputs). The schema is ``output_schema.for_anthropic``'s subset; the
+  structured-outputs). The schema is ``output.schema.for_anthropic``'s subset; the
   loop validates the answer against the full one. No beta header is needed.
 - ``Reasoning.state`` holds the signature of a ``thinking`` block; a
   ``redacted_thinking`` block is kept whole, as its JSON object, in ``state`` (a
@@ -62,7 +62,7 @@ from ..errors import ConfigError
 from ..messages import (
     Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
 )
-from ..output_schema import for_anthropic
+from ..output.schema import for_anthropic
 from ..sse import parse_json
 from ._wire_cache import Body, Run, WireCache, assemble, dumps, grow, split_frame
 

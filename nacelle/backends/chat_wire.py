@@ -51,9 +51,9 @@ Many servers speak Chat Completions and each is loose in its own place. A
   ``response_format: {"type": "json_schema", "json_schema": {"name", "schema",
   "strict"}}`` (platform.openai.com/docs/api-reference/chat/create), in the form
   ``Dialect.output_schema`` names: ``"openai"`` — OpenAI's strict subset
-  (``output_schema.for_openai``: every property required, optional ones nullable,
+  (``output.schema.for_openai``: every property required, optional ones nullable,
   ``additionalProperties: false``), which OpenRouter, Groq, Mistral, Together and xAI
-  also take; ``"gemini"`` — Gemini's schema subset (``output_schema.for_gemini``);
+  also take; ``"gemini"`` — Gemini's schema subset (``output.schema.for_gemini``);
   ``"full"`` — the schema as it is, for servers that compile any JSON Schema into a
   grammar (llama.cpp, vLLM, Ollama, LM Studio), with ``strict`` as asked. ``""``:
   the server has no native structured output (``capabilities.structured_output``
@@ -85,7 +85,7 @@ from ..errors import ConfigError, Unsupported
 from ..messages import (
     Finish, Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
 )
-from ..output_schema import for_gemini, for_openai
+from ..output.schema import for_gemini, for_openai
 from ..sse import parse_json
 from ._wire_cache import Body, Run, WireCache, assemble, dumps, grow, split_frame
 

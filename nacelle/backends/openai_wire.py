@@ -47,7 +47,7 @@ Choices where the contract is silent:
 - **Structured output** (a Request whose ``output`` mode is "native") is
   ``text.format: {"type": "json_schema", "name", "schema", "strict"}`` (the spec's
   ``TextResponseFormatJsonSchema``), the schema in OpenAI's strict subset
-  (``output_schema.for_openai``) unless a ``Schema(..., strict=False)`` asks otherwise.
+  (``output.schema.for_openai``) unless a ``Schema(..., strict=False)`` asks otherwise.
 - **Max tokens.** ``max_output_tokens`` is sent only when the Agent chose a cap
   (``max_tokens`` other than ``DEFAULT_MAX_TOKENS``), as on Chat Completions, and
   never below the spec's minimum of 16.
@@ -66,7 +66,7 @@ from ..errors import ConfigError, Unsupported
 from ..messages import (
     Finish, Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
 )
-from ..output_schema import for_openai
+from ..output.schema import for_openai
 from ..sse import parse_json
 
 __all__ = ["INCLUDE", "MCP_HINT", "MIN_OUTPUT_TOKENS", "PROTOCOL", "count_tokens_body",

@@ -42,7 +42,7 @@ in progress depends on the executor:
 Finished items that were not yet yielded when the batch stopped are still written to
 the results file, so work already paid for is kept.
 
-``results=path`` keeps a JSONL file (``batch_results.py``): each finished item is
+``results=path`` keeps a JSONL file (``batch/results.py``): each finished item is
 appended, flushed and fsynced before it is yielded, and a rerun skips the indexes the
 file holds, so an interrupted batch resumes where it was. A run in progress when the
 process was killed is done again: a batch is at-least-once for the runs in flight at
@@ -55,7 +55,7 @@ a million pickled futures at once, and the conversations may be a lazy iterable.
 
 Imports the standard library and nacelle's core modules (Ray only inside
 :func:`ray_executor`); never prints, but for the progress line on stderr
-(``batch_progress.py``).
+(``batch/progress.py``).
 """
 
 from __future__ import annotations
@@ -74,14 +74,14 @@ from dataclasses import dataclass
 from typing import (Any, Callable, Deque, Dict, Generator, Iterable, List, Optional, Sequence,
                     Set, Tuple, Union)
 
-from . import bounded_json
-from .agent import Agent, Result
-from .batch_progress import Progress, ProgressLine
-from .batch_results import ResultsFile, finished_indexes
-from .context import CancelEvent
-from .errors import Cancelled, ConfigError
-from .events import Usage
-from .messages import Message, loads, user_text
+from .. import bounded_json
+from ..agent import Agent, Result
+from ..context import CancelEvent
+from ..errors import Cancelled, ConfigError
+from ..events import Usage
+from ..messages import Message, loads, user_text
+from .progress import Progress, ProgressLine
+from .results import ResultsFile, finished_indexes
 
 __all__ = ["BatchItem", "Progress", "ProgressLine", "Summary", "best_of", "main_batch",
            "ray_executor", "run_many", "summary"]

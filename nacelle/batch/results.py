@@ -32,8 +32,8 @@ import logging
 import os
 from typing import IO, Any, Dict, Optional, Set, Union
 
-from . import bounded_json
-from .events import Usage
+from .. import bounded_json
+from ..events import Usage
 
 __all__ = ["ResultsFile", "finished_indexes", "record"]
 

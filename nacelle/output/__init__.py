@@ -8,7 +8,7 @@ run, for ``run(..., output=...)``); the Agent puts it in the Request and the loo
 - a dataclass, a TypedDict, an Enum, a primitive (``str``, ``int``, ``float``,
   ``bool``) or any annotation ``@tool`` understands (``list[...]``, ``Optional``,
   ``Literal``, ``dict[str, T]``, nested dataclasses): the schema comes from the same
-  generator as tool parameters (``schema.py``), and the answer is rebuilt with its
+  generator as tool parameters (``nacelle/schema.py``), and the answer is rebuilt with its
   converters (dataclasses recursively, Enums by value, tuples and sets);
 - ``nacelle.Schema(name, schema, strict=True)``: a JSON Schema as a dict; the answer
   is the validated JSON value;
@@ -18,14 +18,14 @@ run, for ``run(..., output=...)``); the Agent puts it in the Request and the loo
 A schema whose root is not an object with properties (a primitive, a list, an Enum,
 ``dict[str, T]``) is wrapped as
 ``{"value": ...}``, since every provider wants an object at the root; the value is
-unwrapped before it is returned. ``$ref`` is inlined (``output_schema.inline_refs``),
+unwrapped before it is returned. ``$ref`` is inlined (``output/schema.py``: ``inline_refs``),
 so both validators and every provider see a plain tree.
 
 Modes (``output_mode``):
 
 - ``"native"``: the provider constrains its decoding to the schema
   (``capabilities.structured_output``); each wire module sends its dialect's subset
-  (``output_schema.py``) and the answer is the final turn's text.
+  (``output/schema.py``) and the answer is the final turn's text.
 - ``"tool"``: a tool named :data:`FINAL_ANSWER` whose input schema is the output
   schema. Calling it ends the run; its call is closed by one TOOL_RESULT, other calls
   of that turn are closed as discarded (they were asked for alongside an answer that
@@ -55,9 +55,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from . import bounded_json
-from .context import ToolContext
-from .errors import ConfigError, Unsupported
+from .. import bounded_json
+from ..context import ToolContext
+from ..errors import ConfigError, Unsupported
 
 # ``output_schema``, ``schema`` and ``validation`` are imported when an output is first
 # made, not with ``import nacelle`` (as ``tools.py`` does with ``schema``).
@@ -107,7 +107,7 @@ class Output:
         self.strict = strict
         self.mode = mode
         self.retries = retries
-        from .validation import compile_schema
+        from ..validation import compile_schema
 
         self._convert = convert
         self._check = compile_schema(schema)
@@ -141,7 +141,7 @@ class Output:
     def read_data(self, data: Any) -> Tuple[Any, Optional[str]]:
         """The typed value of an answer already parsed from JSON, or (None, what is
         wrong): restored from a strict dialect's shape, validated, converted."""
-        from .output_schema import restore
+        from .schema import restore
 
         data = restore(self.schema, data)
         problem = self._check(data)
@@ -231,8 +231,8 @@ def make_output(target: Any, mode: str = "auto", retries: int = 2, *,
 
 def _describe(target: Any) -> Tuple[str, Dict[str, Any], Callable[[Any], Any], bool]:
     """(name, schema, converter, strict) for an ``output=`` value."""
-    from .output_schema import inline_refs
-    from .schema import _Unsupported, type_schema
+    from .schema import inline_refs
+    from ..schema import _Unsupported, type_schema
 
     if isinstance(target, Schema):
         return target.name, inline_refs(target.schema), _same, target.strict

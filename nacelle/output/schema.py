@@ -1,6 +1,6 @@
 """One output schema in, each provider's strict subset out — and answers back.
 
-The output schema (``output.py`` makes it) is ordinary JSON Schema: optional
+The output schema (``output/__init__.py`` makes it) is ordinary JSON Schema: optional
 properties, ``dict[str, T]`` as ``additionalProperties: T``, tuples as
 ``prefixItems``, ``uniqueItems`` for sets, defaults. A provider that constrains its
 decoding to a schema accepts only a subset of that, and each a different one. Here
@@ -51,7 +51,7 @@ import copy
 import json
 from typing import Any, Dict, FrozenSet, Optional, Tuple
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 __all__ = ["MAX_INLINED", "for_anthropic", "for_gemini", "for_openai", "inline_refs", "restore",
            "strict_form"]

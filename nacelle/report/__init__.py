@@ -33,7 +33,7 @@ Choices where the brief is silent:
   no network), holds no script, and uses the reader's system font.
 
 Outer ring in spirit (nothing imports it but the CLI); imports the standard
-library and ``observe``, ``events``, ``pricing`` and ``report_page``.
+library and ``observe``, ``events``, ``pricing`` and ``page`` (beside it).
 """
 
 from __future__ import annotations
@@ -43,10 +43,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .events import Usage
-from .observe import load
-from .pricing import price_for
-from .report_page import e, messages_html, page
+from ..events import Usage
+from ..observe import load
+from ..pricing import price_for
+from .page import e, messages_html, page
 
 __all__ = ["html", "write"]
 

@@ -23,7 +23,7 @@ import json
 from html import escape
 from typing import Any, List, Mapping, Sequence
 
-from . import bounded_json
+from .. import bounded_json
 
 __all__ = ["CSS", "e", "messages_html", "page"]
 

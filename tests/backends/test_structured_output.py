@@ -11,7 +11,7 @@ import nacelle
 from nacelle import Agent, Kind, Schema, Stop, user_text
 from nacelle.backends import anthropic, chat, openrouter
 from nacelle.output import FINAL_ANSWER, make_output
-from nacelle.output_schema import for_anthropic, for_gemini, for_openai
+from nacelle.output.schema import for_anthropic, for_gemini, for_openai
 from nacelle.testing import FakeServer, Reply
 from nacelle.testing.wire import anthropic_stream, sse_event
 
