@@ -51,9 +51,12 @@ import json
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Generator, Iterable, Mapping, Optional, Sequence, Tuple
+from typing import (
+    TYPE_CHECKING, Any, Callable, Dict, Generator, Generic, Iterable, Mapping, Optional,
+    Sequence, Tuple, Type, TypedDict, TypeVar, overload,
+)
 
-from .backend import DEFAULT_MAX_TOKENS, CallProfile, MCPServer, Request, Thinking
+from .backend import DEFAULT_MAX_TOKENS, Backend, CallProfile, MCPServer, Request, Thinking
 from .checkpoint import Checkpoint, Resume
 from .compaction import Compaction
 from .context import Budget, RunContext
@@ -68,6 +71,17 @@ from .tools import expand_tools, is_toolset, tools_by_name
 
 __all__ = ["Agent", "Result"]
 
+if TYPE_CHECKING:
+    import typing_extensions
+
+    # The type of a run's structured output. Its default (a PEP 696 TypeVar default,
+    # from typing_extensions for checkers only) keeps a bare ``Agent`` or ``Result`` in a
+    # user's annotations meaning what it meant before: any output.
+    OutputT = typing_extensions.TypeVar("OutputT", covariant=True, default=Any)
+else:
+    OutputT = TypeVar("OutputT", covariant=True)
+T = TypeVar("T")
+
 _WATCH_INTERVAL = 0.05
 
 #: ``stream``/``run`` without ``output=``: the Agent's own applies.
@@ -75,20 +89,29 @@ _AGENT_OUTPUT: Any = object()
 
 
 @dataclass(frozen=True)
-class Result:
+class Result(Generic[OutputT]):
     """What ``Agent.run`` returns: the final assistant text, the whole conversation
     after the run, the total usage, why it stopped, and how many model requests it
     took; ``output`` is the typed answer of a run given ``output=`` (None otherwise, and
     when the run ended without a valid one); ``checkpoint`` resumes a run that ended
-    with ``Stop.PAUSED`` (None otherwise)."""
+    with ``Stop.PAUSED`` (None otherwise).
+
+    For a checker it is ``Result[T]`` with ``output: Optional[T]``, T being the type
+    given as ``output=`` (``Result[None]`` without one, ``Result[Any]`` for a
+    ``Schema`` or a typing form such as ``Optional[X]``). Optional, not ``T``: a run
+    that stops without a valid answer (``Stop.INVALID_OUTPUT``, ``MAX_ITERATIONS``,
+    ``PAUSED``, a budget) has None there, and a checker that let
+    ``result.output.city`` through would hide exactly that case; test ``result.output
+    is not None`` (or ``result.stop``) first.
+    """
 
     text: str
     messages: Tuple[Message, ...]
     usage: Usage
     stop: Stop
     turns: int
-    output: Any = None
-    checkpoint: Any = None
+    output: Optional[OutputT] = None
+    checkpoint: Optional[Checkpoint] = None
 
     def __repr__(self) -> str:
         text = self.text if len(self.text) <= 60 else self.text[:57] + "..."
@@ -146,12 +169,50 @@ def _shown_output(output: Any) -> str:
     return f", output={text if len(text) <= 80 else text[:77] + '...'}"
 
 
-class Agent:
-    """A model with a system prompt and tools; see the module docstring."""
+class _Options(TypedDict, total=False):
+    """Agent's keyword options but ``output``, for its typed overloads (which differ
+    only in ``output``); tests/test_agent.py holds it to the signature."""
+
+    thinking: Thinking
+    max_tokens: int
+    max_iterations: int
+    tools: Iterable[Any]
+    mcp: Iterable[MCPServer]
+    approve: Optional[Callable[..., Any]]
+    hooks: Optional[Mapping[Any, Sequence[Callable[..., Any]]]]
+    max_parallel_tools: int
+    tool_timeout: Optional[float]
+    max_result_chars: int
+    budget: Optional[Budget]
+    output_mode: str
+    output_retries: int
+    profile: CallProfile
+    compaction: Optional[Compaction]
+    loop_guard: int
+    observers: Sequence[Observer]
+    logger: Optional[logging.Logger]
+
+
+class Agent(Generic[OutputT]):
+    """A model with a system prompt and tools; see the module docstring.
+
+    For a checker it is ``Agent[T]``, T the type of its ``output=`` (None without one,
+    Any for a ``Schema`` or a typing form), which ``run`` gives its :class:`Result`.
+    """
+
+    @overload
+    def __init__(self: Agent[None], backend: Backend, system: str, *, output: None = None,
+                 **options: typing_extensions.Unpack[_Options]) -> None: ...
+    @overload
+    def __init__(self: Agent[T], backend: Backend, system: str, *, output: Type[T],
+                 **options: typing_extensions.Unpack[_Options]) -> None: ...
+    @overload
+    def __init__(self: Agent[Any], backend: Backend, system: str, *, output: object,
+                 **options: typing_extensions.Unpack[_Options]) -> None: ...
 
     def __init__(
         self,
-        backend: Any,
+        backend: Backend,
         system: str,
         *,
         thinking: Thinking = Thinking(),
@@ -410,17 +471,30 @@ class Agent:
         return self._stream(request, cancel)
 
     def resume_run(self, checkpoint: Checkpoint, decisions: Mapping[str, Any], *,
-                   cancel: Optional[threading.Event] = None) -> Result:
+                   cancel: Optional[threading.Event] = None) -> Result[OutputT]:
         """The blocking form of :meth:`resume`: run to the end, return a Result."""
         return self._result(self.resume(checkpoint, decisions, cancel=cancel))
 
+    @overload
+    def run(self, conversation: Iterable[Message], *,
+            cancel: Optional[threading.Event] = None) -> Result[OutputT]: ...
+    @overload
+    def run(self, conversation: Iterable[Message], *, cancel: Optional[threading.Event] = None,
+            output: None) -> Result[None]: ...
+    @overload
+    def run(self, conversation: Iterable[Message], *, cancel: Optional[threading.Event] = None,
+            output: Type[T]) -> Result[T]: ...
+    @overload
+    def run(self, conversation: Iterable[Message], *, cancel: Optional[threading.Event] = None,
+            output: object) -> Result[Any]: ...
+
     def run(self, conversation: Iterable[Message], *,
             cancel: Optional[threading.Event] = None,
-            output: Any = _AGENT_OUTPUT) -> Result:
+            output: Any = _AGENT_OUTPUT) -> Result[Any]:
         """Run to the end and return a :class:`Result` (``output``: as for ``stream``)."""
         return self._result(self.stream(conversation, cancel=cancel, output=output))
 
-    def _result(self, events: Generator[Event, None, None]) -> Result:
+    def _result(self, events: Generator[Event, None, None]) -> Result[Any]:
         turns = 0
         done: Optional[Event] = None
         try:

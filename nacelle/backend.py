@@ -216,8 +216,15 @@ class Backend(Protocol):
     raise. ``count_tokens`` counts the request the run would send.
     """
 
-    name: str
-    capabilities: Capabilities
+    # Read-only for a checker, so a wrapper that passes its backend's name and
+    # capabilities through as properties (Retry, Fallback) is a Backend too.
+    @property
+    def name(self) -> str:
+        ...
+
+    @property
+    def capabilities(self) -> Capabilities:
+        ...
 
     def stream(self, request: Request, ctx: RunContext) -> Iterator[Event]:
         ...

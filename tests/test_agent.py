@@ -443,3 +443,16 @@ def test_a_five_megabyte_result_reaches_the_model_cut_to_100_000_characters_with
 def test_max_result_chars_must_be_a_whole_number_of_at_least_zero(bad):
     with pytest.raises(ConfigError, match="max_result_chars"):
         Agent(backend(), "Test.", max_result_chars=bad)
+
+
+def test_the_typed_overloads_of_agent_name_every_option_of_its_signature():
+    # Agent's overloads take the options but output= as **_Options, so an option
+    # added to the signature and not there would be refused by a user's type checker.
+    import inspect
+    import typing
+
+    from nacelle.agent import _Options
+
+    parameters = inspect.signature(nacelle.Agent.__init__).parameters
+    options = {n for n, p in parameters.items() if p.kind is p.KEYWORD_ONLY} - {"output"}
+    assert set(typing.get_type_hints(_Options)) == options == set(_Options.__annotations__)

@@ -4,7 +4,10 @@ tests/typing/test_mistakes.py runs mypy --strict on this file and expects an err
 with that error code, on every marked line and nowhere else. The file is never run.
 """
 
+import dataclasses
+
 import nacelle
+from nacelle.testing.scripted import ScriptedBackend
 
 
 @nacelle.tool
@@ -19,8 +22,30 @@ def shout(text: str) -> str:
     return text.upper()
 
 
+@dataclasses.dataclass
+class Weather:
+    city: str
+    temp_c: float
+
+
+backend = ScriptedBackend(['{"city": "Paris", "temp_c": 21}'])
+
 # A tool keeps its function's signature and return type when called directly.
 add(1, "2")  # E: a str for an int parameter [arg-type]
 shout(loud=True)  # E: a parameter the function does not have [call-arg]
 add(1, 2).upper()  # E: an int has no upper() [attr-defined]
 nacelle.tool(read_onyl=True)  # E: a misspelt option of @tool [call-overload]
+
+# The Agent takes a Backend, not a model name.
+nacelle.Agent("claude-sonnet-4-5", "You help.")  # E: a str is not a Backend [call-overload]
+nacelle.Agent(backend, "You help.", max_tokns=100)  # E: a misspelt option [call-overload]
+
+# Structured output: the run's output has the type asked for, and may be None.
+agent = nacelle.Agent(backend, "You report the weather.", output=Weather)
+result = agent.run([nacelle.user_text("Paris?")])
+result.output.city  # E: None when the run ended without a valid answer [union-attr]
+if result.output is not None:
+    result.output.temperature  # E: Weather has no temperature [attr-defined]
+count: int = agent.run([], output=str).output or 0  # E: a str for an int [assignment]
+nacelle.Agent(backend, "You help.").run([]).output.city  # E: no output= gives None [attr-defined]
+agent.resume_run(result.checkpoint, {})  # E: the checkpoint may be None [arg-type]
