@@ -70,7 +70,9 @@ from __future__ import annotations
 import functools
 import logging
 import re
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
+from typing import (
+    TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Tuple, TypedDict, Union,
+)
 
 from .. import loop
 from ..backend import Capabilities, Request, TurnEnd
@@ -86,6 +88,9 @@ from ._turn import Endpoint, base_url_from, check_key, check_model, stream_turn
 from .chat_stream import Accumulator
 from ._wire_cache import WireCache
 from .chat_wire import PROTOCOL, Dialect, encode_body, to_wire
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # checkers only: the core is stdlib + requests
 
 __all__ = [
     "Accumulator", "Backend", "Dialect", "PROTOCOL", "deepseek", "gemini", "groq",
@@ -283,35 +288,92 @@ XAI = Dialect(name="xAI", key_env="XAI_API_KEY", max_tokens="max_completion_toke
               output_schema="openai")
 
 
-def _preset(dialect: Dialect, base_url: str, variable: str = "") -> Callable[..., Backend]:
-    default = base_url
+class _PresetOptions(TypedDict, total=False):
+    """The options a preset passes on to :class:`Backend` (each as documented there);
+    a preset fixes the dialect and defaults the base URL."""
 
-    def make(model: str, *, base_url: Optional[str] = None, api_key: Optional[str] = None,
-             **options: Any) -> Backend:
-        url = base_url_from(base_url, variable, default) if variable else base_url or default
-        return Backend(api_key, model=model, base_url=url, dialect=dialect, **options)
-
-    make.__doc__ = (f"A Backend for {dialect.name} at ``base_url`` (default {base_url}); "
-                    f"other options are :class:`Backend`'s.")
-    return make
-
-
-openai = _preset(OPENAI, "https://api.openai.com/v1", "OPENAI_BASE_URL")
-ollama = _preset(OLLAMA, "http://localhost:11434/v1")
-vllm = _preset(VLLM, "http://localhost:8000/v1")
-lmstudio = _preset(LMSTUDIO, "http://localhost:1234/v1")
-groq = _preset(GROQ, "https://api.groq.com/openai/v1")
-deepseek = _preset(DEEPSEEK, "https://api.deepseek.com")
-gemini = _preset(GEMINI, "https://generativelanguage.googleapis.com/v1beta/openai")
-mistral = _preset(MISTRAL, "https://api.mistral.ai/v1")
-together = _preset(TOGETHER, "https://api.together.xyz/v1")
-xai = _preset(XAI, "https://api.x.ai/v1")
-_llamacpp = _preset(LLAMACPP, "http://localhost:8080/v1")
+    api_key: Optional[str]
+    base_url: Optional[str]
+    key_env: Optional[str]
+    max_retries: int
+    timeout: float
+    stall_timeout: float
+    pricing: Optional[Price]
 
 
-def llamacpp(model: str = "local", **options: Any) -> Backend:
+def _preset(dialect: Dialect, default: str, model: str, options: _PresetOptions,
+            variable: str = "") -> Backend:
+    given: Dict[str, Any] = dict(options)
+    base_url, api_key = given.pop("base_url", None), given.pop("api_key", None)
+    url = base_url_from(base_url, variable, default) if variable else base_url or default
+    return Backend(api_key, model=model, base_url=url, dialect=dialect, **given)
+
+
+# One plain function a preset, not one made by a factory, so a type checker sees each
+# option (a misspelt one is an error) and help() shows the preset by its name.
+def openai(model: str, **options: Unpack[_PresetOptions]) -> Backend:
+    """A Backend for OpenAI at ``base_url`` (default ``OPENAI_BASE_URL`` if set, else
+    https://api.openai.com/v1); the options are :class:`Backend`'s."""
+    return _preset(OPENAI, "https://api.openai.com/v1", model, options, "OPENAI_BASE_URL")
+
+
+def ollama(model: str, **options: Unpack[_PresetOptions]) -> Backend:
+    """A Backend for Ollama at ``base_url`` (default http://localhost:11434/v1); the
+    options are :class:`Backend`'s."""
+    return _preset(OLLAMA, "http://localhost:11434/v1", model, options)
+
+
+def vllm(model: str, **options: Unpack[_PresetOptions]) -> Backend:
+    """A Backend for vLLM at ``base_url`` (default http://localhost:8000/v1); the
+    options are :class:`Backend`'s."""
+    return _preset(VLLM, "http://localhost:8000/v1", model, options)
+
+
+def lmstudio(model: str, **options: Unpack[_PresetOptions]) -> Backend:
+    """A Backend for LM Studio at ``base_url`` (default http://localhost:1234/v1); the
+    options are :class:`Backend`'s."""
+    return _preset(LMSTUDIO, "http://localhost:1234/v1", model, options)
+
+
+def groq(model: str, **options: Unpack[_PresetOptions]) -> Backend:
+    """A Backend for Groq at ``base_url`` (default https://api.groq.com/openai/v1); the
+    options are :class:`Backend`'s."""
+    return _preset(GROQ, "https://api.groq.com/openai/v1", model, options)
+
+
+def deepseek(model: str, **options: Unpack[_PresetOptions]) -> Backend:
+    """A Backend for DeepSeek at ``base_url`` (default https://api.deepseek.com); the
+    options are :class:`Backend`'s."""
+    return _preset(DEEPSEEK, "https://api.deepseek.com", model, options)
+
+
+def gemini(model: str, **options: Unpack[_PresetOptions]) -> Backend:
+    """A Backend for Gemini at ``base_url`` (default https://generativelanguage.googleapis.com/v1beta/openai); the
+    options are :class:`Backend`'s."""
+    return _preset(GEMINI, "https://generativelanguage.googleapis.com/v1beta/openai", model, options)
+
+
+def mistral(model: str, **options: Unpack[_PresetOptions]) -> Backend:
+    """A Backend for Mistral at ``base_url`` (default https://api.mistral.ai/v1); the
+    options are :class:`Backend`'s."""
+    return _preset(MISTRAL, "https://api.mistral.ai/v1", model, options)
+
+
+def together(model: str, **options: Unpack[_PresetOptions]) -> Backend:
+    """A Backend for Together at ``base_url`` (default https://api.together.xyz/v1); the
+    options are :class:`Backend`'s."""
+    return _preset(TOGETHER, "https://api.together.xyz/v1", model, options)
+
+
+def xai(model: str, **options: Unpack[_PresetOptions]) -> Backend:
+    """A Backend for xAI at ``base_url`` (default https://api.x.ai/v1); the
+    options are :class:`Backend`'s."""
+    return _preset(XAI, "https://api.x.ai/v1", model, options)
+
+
+def llamacpp(model: str = "local", **options: Unpack[_PresetOptions]) -> Backend:
     """A Backend for a llama.cpp server (``llama-server``) at ``base_url`` (default
     http://localhost:8080/v1). The server answers with the model it loaded whatever
     ``model`` says, so it has a default."""
-    return _llamacpp(model, **options)
+    return _preset(LLAMACPP, "http://localhost:8080/v1", model, options)
 

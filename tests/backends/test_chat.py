@@ -385,3 +385,20 @@ def test_the_openai_preset_reads_openai_base_url_unless_given_one(monkeypatch):
     assert chat.ollama("qwen3").base_url == "http://localhost:11434/v1"
     monkeypatch.setenv("OPENAI_BASE_URL", "")
     assert chat.openai("gpt-5", api_key="sk-x").base_url == "https://api.openai.com/v1"
+
+
+def test_every_preset_is_a_function_of_its_own_name_with_the_backends_options():
+    # A preset made by a factory was a (*Any, **Any) function named "make" to a type
+    # checker and to help(); tests/typing/mistakes.py holds what a checker now sees.
+    import inspect
+
+    for name in ("openai", "ollama", "vllm", "llamacpp", "lmstudio", "groq", "deepseek",
+                 "gemini", "mistral", "together", "xai"):
+        preset = getattr(chat, name)
+        assert preset.__name__ == name and preset.__qualname__ == name
+        assert "model" in inspect.signature(preset).parameters
+        assert name.replace("lmstudio", "LM Studio").replace("llamacpp", "llama.cpp").lower() \
+            in preset.__doc__.lower()
+    backend = chat.ollama("m", base_url="http://127.0.0.1:9/v1", max_retries=0, timeout=5.0,
+                          stall_timeout=6.0, key_env="OLLAMA_KEY", api_key="k")
+    assert (backend.base_url, backend.key_env) == ("http://127.0.0.1:9/v1", "OLLAMA_KEY")

@@ -7,6 +7,7 @@ with that error code, on every marked line and nowhere else. The file is never r
 import dataclasses
 
 import nacelle
+from nacelle.backends import chat
 from nacelle.testing.scripted import ScriptedBackend
 
 
@@ -49,3 +50,8 @@ if result.output is not None:
 count: int = agent.run([], output=str).output or 0  # E: a str for an int [assignment]
 nacelle.Agent(backend, "You help.").run([]).output.city  # E: no output= gives None [attr-defined]
 agent.resume_run(result.checkpoint, {})  # E: the checkpoint may be None [arg-type]
+
+# The chat presets are typed functions.
+chat.ollama(modle="llama3")  # E: a misspelt keyword [call-arg]
+chat.openai("gpt-5-mini", timeout="10")  # E: a str for a float option [arg-type]
+chat.llamacpp(dialect=None)  # E: a preset's dialect is its own [call-arg]
