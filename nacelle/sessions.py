@@ -12,7 +12,9 @@ once however many processes try. What the store promises, and how:
   directory, is fsynced, renamed over the old file (``os.replace``, atomic on POSIX
   and Windows), and the directory is fsynced so the rename survives a power cut. A
   writer killed at any point leaves the old file or the new one, never half of one;
-  at worst a ``.tmp-*`` file is left behind, which :meth:`FileStore.names` ignores.
+  at worst a ``.tmp-*`` file is left behind, which :meth:`FileStore.names`
+  ignores. (The writer and the lock are :mod:`nacelle._files`, shared with every
+  private file nacelle keeps.)
 - **Private.** The directory is created 0700 and every file is 0600, whatever the
   umask: a conversation holds whatever the user and the tools said. An existing
   directory is used as it is (the store does not change the permissions of a
@@ -33,8 +35,8 @@ server's default store, tests): it keeps the same text a file would hold, so wha
 gives back is a copy, a checkpoint's signature is checked the same way, a name follows
 the same rule, and :meth:`MemoryStore.take_checkpoint` is at most once under its lock.
 
-Held to the core's rules: imports the standard library, ``checkpoint``, ``errors``
-and ``messages``.
+Held to the core's rules: imports the standard library, ``_files``, ``checkpoint``,
+``errors`` and ``messages``.
 """
 
 from __future__ import annotations
@@ -42,18 +44,14 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import tempfile
 import threading
-from typing import IO, Dict, Iterable, Iterator, List, Optional
+from typing import Dict, Iterable, List
 
+from ._files import file_lock as file_lock
+from ._files import fsync_directory, private_directory, write_atomic
 from .checkpoint import Checkpoint
 from .errors import CheckpointError, ConfigError, ConversationError, NacelleError
 from .messages import Message, dumps, loads
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - not POSIX
-    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["CorruptSession", "FileStore", "MemoryStore", "SessionError", "SessionNotFound",
            "file_lock", "write_private"]
@@ -92,8 +90,7 @@ class FileStore:
     def __init__(self, directory: "os.PathLike[str] | str") -> None:
         self.directory = os.path.abspath(os.fspath(directory))
         if not os.path.isdir(self.directory):
-            os.makedirs(self.directory, mode=0o700, exist_ok=True)
-            os.chmod(self.directory, 0o700)  # makedirs' mode is cut by the umask
+            private_directory(self.directory)
 
     def __repr__(self) -> str:
         return f"FileStore({self.directory!r})"
@@ -155,7 +152,7 @@ class FileStore:
             except CheckpointError as exc:
                 raise CheckpointError(f"checkpoint {name!r} ({path}): {exc}") from None
             os.remove(path)
-            _fsync_directory(self.directory)
+            fsync_directory(self.directory)
         return checkpoint
 
     def delete_checkpoint(self, name: str) -> None:
@@ -189,7 +186,7 @@ class FileStore:
                 os.remove(path)
             except FileNotFoundError:
                 raise SessionNotFound(f"no session named {name!r} in {self.directory}") from None
-            _fsync_directory(self.directory)
+            fsync_directory(self.directory)
 
     def _read(self, name: str, path: str) -> str:
         try:
@@ -205,7 +202,7 @@ class FileStore:
 
     def _write(self, path: str, text: str) -> None:
         with self._locked():
-            write_private(path, text.encode("utf-8"))
+            write_atomic(path, text.encode("utf-8"))
 
     def _locked(self) -> "contextlib.AbstractContextManager[None]":
         return file_lock(os.path.join(self.directory, _LOCK))
@@ -286,56 +283,6 @@ class MemoryStore:
 
 
 def write_private(path: str, data: bytes) -> None:
-    """Replace ``path`` with ``data`` all at once, readable by its owner only: a
-    temporary file in the same directory (``mkstemp`` makes it 0600, under a name no
-    other writer can pick), fsynced, renamed over ``path``, and the directory fsynced.
-    The store's writes, and any other private file nacelle keeps (OAuth tokens), go
-    through here."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            _write_all(handle, data)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(temporary)
-        raise
-    _fsync_directory(directory)
-
-
-@contextlib.contextmanager
-def file_lock(path: str) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on the file ``path`` (made 0600 if missing), so
-    writers in several processes take turns; without ``fcntl`` (Windows) nothing is
-    held and writes stay atomic but unserialised."""
-    if fcntl is None:  # pragma: no cover - not POSIX: atomic, not serialised
-        yield
-        return
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock
-
-
-def _write_all(handle: IO[bytes], data: bytes) -> None:
-    handle.write(data)
-    handle.flush()
-    os.fsync(handle.fileno())
-
-
-def _fsync_directory(directory: str) -> None:
-    # Without this the rename may live only in the page cache; some systems
-    # (Windows) cannot open a directory, and there the rename is as durable as it gets.
-    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
-    fd: Optional[int] = None
-    try:
-        fd = os.open(directory, flags)
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        if fd is not None:
-            os.close(fd)
+    """Replace ``path`` with ``data`` all at once, readable by its owner only
+    (:func:`nacelle._files.write_atomic`, kept here under its old name)."""
+    write_atomic(path, data)

@@ -45,6 +45,36 @@ def test_a_listing_is_reused_from_the_cache_until_it_is_ten_minutes_old(server):
     assert len(server.requests) == 3
 
 
+
+def test_a_cache_write_that_fails_leaves_no_temporary_file_and_the_listing_still_comes(
+        server, monkeypatch, tmp_path):
+    import os
+
+    server.queue("/models", Reply.json({"data": [{"id": "m0"}]}))
+
+    def full_disk(source, target):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    assert fetch_models("openai") == ([("m0", "")], False)
+    assert list((tmp_path / "cache" / "nacelle").iterdir()) == []
+
+
+def test_the_cache_is_a_private_file_in_a_private_directory(server, tmp_path):
+    import os
+    import stat
+
+    server.queue("/models", Reply.json({"data": [{"id": "m0"}]}))
+    old = os.umask(0o022)
+    try:
+        fetch_models("openai")
+    finally:
+        os.umask(old)
+    folder = tmp_path / "cache" / "nacelle"
+    (cache,) = folder.iterdir()
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o600
+
 def test_openrouter_shows_its_own_prices_per_million_tokens(server):
     server.queue("/models", Reply.json({"data": [{
         "id": "vendor/model", "name": "Model", "context_length": 128000,

@@ -36,7 +36,6 @@ import argparse
 import hashlib
 import json
 import os
-import tempfile
 import time
 import urllib.error
 import urllib.parse
@@ -44,6 +43,7 @@ import urllib.request
 from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .. import bounded_json
+from .._files import private_directory, write_atomic
 from ..errors import NacelleError
 from ..sse import parse_json
 from ..terminal_text import visible
@@ -166,12 +166,10 @@ def _read_cache(path: str, base: str, now: float) -> Optional[List[Model]]:
 
 
 def _write_cache(path: str, base: str, now: float, models: List[Model]) -> None:
+    data = json.dumps({"url": base, "fetched": now, "models": models}).encode("utf-8")
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump({"url": base, "fetched": now, "models": models}, handle)
-        os.replace(temporary, path)
+        private_directory(os.path.dirname(path))
+        write_atomic(path, data)
     except OSError:
         pass  # no cache is slower, not wrong
 

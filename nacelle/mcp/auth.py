@@ -57,8 +57,8 @@ Tokens and client secrets never appear in a repr (``<hidden>``), a log record or
 error (see :mod:`nacelle.mcp.auth_flows`). :class:`MCPAuthError` is an
 :class:`~nacelle.mcp.MCPError`.
 
-Outer ring: imports the standard library, ``nacelle.errors``, ``nacelle.sessions``
-(whose private-file writing and lock the token file shares) and
+Outer ring: imports the standard library, ``nacelle.errors``, ``nacelle._files``
+(the private-file writing and lock every file nacelle keeps shares) and
 ``nacelle.mcp.auth_flows``; ``requests`` only there, inside functions.
 """
 
@@ -75,7 +75,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Sequ
 
 from .. import bounded_json
 from ..errors import ConfigError
-from ..sessions import file_lock, write_private
+from .._files import file_lock, private_directory, write_atomic
 from .auth_flows import (
     Client, LoopbackRedirect, MCPAuthError, authorization_url, canonical,
     check_authorization_response, check_destination, covers, get_json, metadata_urls,
@@ -126,17 +126,16 @@ class MemoryTokenStore:
 
 
 class FileTokenStore:
-    """Every entry in one JSON file, 0600 in a 0700 directory, replaced atomically the
-    way :class:`nacelle.sessions.FileStore` writes (a temporary file in the same
-    directory, fsynced, renamed over, the directory fsynced), and read-modify-written
+    """Every entry in one JSON file, 0600 in a 0700 directory, replaced atomically by
+    :func:`nacelle._files.write_atomic` (a temporary file in the same directory,
+    fsynced, renamed over, the directory fsynced), and read-modify-written
     under an ``flock`` so processes sharing it keep each other's rotated tokens."""
 
     def __init__(self, path: "os.PathLike[str] | str") -> None:
         self.path = os.path.abspath(os.path.expanduser(os.fspath(path)))
         self.directory = os.path.dirname(self.path)
         if not os.path.isdir(self.directory):
-            os.makedirs(self.directory, mode=0o700, exist_ok=True)
-            os.chmod(self.directory, 0o700)  # makedirs' mode is cut by the umask
+            private_directory(self.directory)
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -173,7 +172,7 @@ class FileTokenStore:
         return value
 
     def _write(self, entries: Dict[str, Any]) -> None:
-        write_private(self.path, json.dumps(entries, indent=1, sort_keys=True).encode("utf-8"))
+        write_atomic(self.path, json.dumps(entries, indent=1, sort_keys=True).encode("utf-8"))
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:

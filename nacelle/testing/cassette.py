@@ -31,7 +31,7 @@ file alone. Choices where the spec is silent:
   400) carry ``x-should-retry: false``, so clients fail fast.
 
 Public (``nacelle.testing``); imports the standard library, ``nacelle.bounded_json``,
-``nacelle.testing.server`` and ``_cassette_secrets`` (the scrubbing) only, and is never
+``nacelle._files`` (the atomic write), ``nacelle.testing.server`` and ``_cassette_secrets`` (the scrubbing) only, and is never
 imported by the core.
 """
 
@@ -45,7 +45,6 @@ import logging
 import os
 import socket
 import sys
-import tempfile
 import threading
 import time
 from collections import deque
@@ -56,6 +55,7 @@ from typing import Any, Callable, Collection, Deque, Dict, List, Optional, Seque
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from .. import bounded_json
+from .._files import write_atomic
 from ._cassette_secrets import (
     SCRUBBED, SHORTEST_SECRET, is_secret, redact, redact_chunks, redact_text, saved_header,
 )
@@ -439,20 +439,10 @@ def _load(path: Path) -> List[_Exchange]:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    """A temporary file beside ``path``, fsynced, renamed over it: whole or absent."""
+    """Whole or absent (:func:`nacelle._files.write_atomic`), and 0644: a cassette is a
+    file to commit, not a private one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
-                                             dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        os.chmod(temporary, 0o644)  # a file to commit, not mkstemp's private 0600
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
+    write_atomic(str(path), text.encode("utf-8"), mode=0o644)
 
 
 def _framing(method: str, status: int, headers: Sequence[str]) -> str:
