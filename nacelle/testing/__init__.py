@@ -16,7 +16,20 @@ touched. Never imported by the core.
 """
 
 import importlib as _importlib
-from typing import Any, List
+from typing import TYPE_CHECKING, Any, List
+
+if TYPE_CHECKING:  # what a type checker sees; at run time each loads on first use
+    from .cassette import Cassette as Cassette
+    from .scripted import FakeClock as FakeClock
+    from .scripted import ScriptedBackend as ScriptedBackend
+    from .scripted import Turn as Turn
+    from .server import FakeServer as FakeServer
+    from .server import RecordedRequest as RecordedRequest
+    from .server import Reply as Reply
+    from .wire import anthropic_stream as anthropic_stream
+    from .wire import openrouter_stream as openrouter_stream
+    from .wire import rechunk as rechunk
+    from .wire import sse_event as sse_event
 
 _HOMES = {
     "ScriptedBackend": "scripted",

@@ -9,7 +9,12 @@ Outer ring: may import the core, never ``backends``.
 """
 
 import importlib as _importlib
-from typing import Any, List
+from typing import TYPE_CHECKING, Any, List
+
+if TYPE_CHECKING:  # what a type checker sees; at run time each loads on first use
+    from .files import LocalTools as LocalTools
+    from .web import web_fetch as web_fetch
+    from .web import web_search as web_search
 
 _HOMES = {
     "LocalTools": "files",

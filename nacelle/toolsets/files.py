@@ -37,6 +37,7 @@ import stat
 from typing import Any, BinaryIO, Dict, List, Optional, Tuple
 
 from ..errors import ConfigError
+from ..tools import Tool
 from .confine import (
     ConfinedTool, PathError, PathRefused, Root, kind_of, open_regular_in, replace_file,
 )
@@ -385,7 +386,7 @@ class LocalTools:
         self.max_output = max_output
         self._readers = [cls(self.root, max_output=max_output)
                          for cls in (ReadFile, ListDirectory, FindFiles, SearchContent)]
-        self._writers: List[Any] = [WriteFile(self.root, max_output=max_output),
+        self._writers: List[Tool] = [WriteFile(self.root, max_output=max_output),
                                     EditFile(self.root, max_output=max_output)]
         if self.allow_bash:
             from .shell import RunCommand
@@ -399,12 +400,12 @@ class LocalTools:
                 f"command_timeout={self.command_timeout}, max_output={self.max_output}"
                 f"{state})")
 
-    def tools(self) -> List[Any]:
+    def tools(self) -> List[Tool]:
         """Every tool of the set, in a fresh list."""
         first, rest = self._readers[0], self._readers[1:]
         return [first, *self._writers[:2], *rest, *self._writers[2:]]
 
-    def read_only(self) -> List[Any]:
+    def read_only(self) -> List[Tool]:
         """The tools that only read: read_file, list_directory, find_files, search_content."""
         return list(self._readers)
 

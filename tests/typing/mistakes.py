@@ -5,10 +5,12 @@ with that error code, on every marked line and nowhere else. The file is never r
 """
 
 import dataclasses
+from pathlib import Path
 
 import nacelle
 from nacelle.backends import chat
-from nacelle.testing.scripted import ScriptedBackend
+from nacelle.testing import Cassette, FakeServer, Reply, ScriptedBackend, anthropic_stream
+from nacelle.toolsets import LocalTools, web_fetch, web_search
 
 
 @nacelle.tool
@@ -55,3 +57,13 @@ agent.resume_run(result.checkpoint, {})  # E: the checkpoint may be None [arg-ty
 chat.ollama(modle="llama3")  # E: a misspelt keyword [call-arg]
 chat.openai("gpt-5-mini", timeout="10")  # E: a str for a float option [arg-type]
 chat.llamacpp(dialect=None)  # E: a preset's dialect is its own [call-arg]
+
+# The test doubles and the tool sets are typed.
+ScriptedBackend("hello", nme="x")  # E: a misspelt keyword [call-arg]
+FakeServer().queue("/v1/messages", "not a Reply")  # E: a str for a Reply [arg-type]
+Reply(chunks=anthropic_stream(["Hi"]), status="200")  # E: a str for an int status [arg-type]
+Cassette(Path("c.json"), record="yes")  # E: a str for a bool [arg-type]
+LocalTools("/tmp/work", allow_bash="no")  # E: a str for a bool [arg-type]
+web_fetch(True)  # E: allow_private is keyword-only [misc]
+tools: list[int] = LocalTools("/tmp/work").tools()  # E: tools are not ints [assignment]
+web_search("http://localhost:8888")[0].run({}, None)  # E: run needs a ToolContext [arg-type]

@@ -49,3 +49,21 @@ def test_the_checker_reports_every_deliberate_mistake_and_nothing_else(monkeypat
     assert not missed and not unexpected, (
         f"not reported (line: code): {missed}\nreported where no mistake is marked: "
         f"{unexpected}\n{output}")
+
+
+@pytest.mark.parametrize("package", ["nacelle.testing", "nacelle.toolsets"])
+def test_every_name_a_package_loads_on_first_use_is_imported_for_a_checker(package):
+    # A name found only by a module __getattr__ is Any to a checker, and so is
+    # everything made with it: each must be imported under TYPE_CHECKING as well.
+    import ast
+    import importlib
+
+    module = importlib.import_module(package)
+    tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
+    seen = {}
+    for node in tree.body:
+        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
+            for item in node.body:
+                if isinstance(item, ast.ImportFrom):
+                    seen.update({a.asname: item.module for a in item.names if a.asname})
+    assert seen == module._HOMES
