@@ -5,7 +5,8 @@ a terminal, a notebook, an SSE endpoint and a test all read the same stream, whi
 is why the loop never prints. Every value here is a frozen dataclass with value
 equality and a readable repr.
 
-Core module: imports the standard library and ``errors``.
+Core module: imports the standard library and ``errors`` (and, for a type checker
+only, ``messages``, ``checkpoint`` and ``compaction``, which import this module).
 """
 
 from __future__ import annotations
@@ -13,9 +14,14 @@ from __future__ import annotations
 import enum
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Optional, Tuple
 
 from .errors import ConfigError
+
+if TYPE_CHECKING:  # for a checker only: each of these imports this module
+    from .checkpoint import Checkpoint
+    from .compaction import Compacted
+    from .messages import Message
 
 __all__ = ["Event", "Kind", "Stop", "ToolEvent", "Usage"]
 
@@ -353,10 +359,12 @@ class Event:
     tool: Optional[ToolEvent] = None
     usage: Usage = _NO_USAGE  # one shared empty value: Usage is frozen, and most events have none
     stop: Optional[Stop] = None
-    messages: Tuple[Any, ...] = ()
-    output: Any = None
-    checkpoint: Any = None
-    compaction: Any = None
+    messages: Tuple[Message, ...] = ()
+    # object, not Any: the stream is not generic in the output's type, so a checker
+    # cannot know it here; Agent.run's Result[T] has it typed.
+    output: object = None
+    checkpoint: Optional[Checkpoint] = None
+    compaction: Optional[Compacted] = None
 
     def __repr__(self) -> str:
         # Only the fields that mean something for this kind, so a printed stream reads.

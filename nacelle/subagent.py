@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from .agent import Agent
 from .errors import ConfigError
@@ -86,7 +86,8 @@ class SubagentTool:
 
     def run(self, input: Dict[str, Any], ctx: ToolContext) -> str:
         spent = Usage()
-        text, stop, output, paused = "", None, None, ()
+        text, stop, output = "", None, None
+        paused: Tuple[str, ...] = ()
         try:
             for event in self.agent.stream([user_text(input["task"])], cancel=ctx.cancelled):
                 if event.kind is Kind.TURN:

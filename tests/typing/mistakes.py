@@ -67,3 +67,12 @@ LocalTools("/tmp/work", allow_bash="no")  # E: a str for a bool [arg-type]
 web_fetch(True)  # E: allow_private is keyword-only [misc]
 tools: list[int] = LocalTools("/tmp/work").tools()  # E: tools are not ints [assignment]
 web_search("http://localhost:8888")[0].run({}, None)  # E: run needs a ToolContext [arg-type]
+
+# Events: every field has a precise type.
+for event in agent.stream([nacelle.user_text("Paris?")]):
+    event.messages[0].txt  # E: a Message has no txt [attr-defined]
+    event.output.city  # E: a stream's output is not typed: narrow it first [attr-defined]
+    if event.checkpoint is not None:
+        event.checkpoint.dumps(key=1)  # E: a checkpoint key is text or bytes [arg-type]
+    if event.compaction is not None:
+        event.compaction.tokens.upper()  # E: the tokens removed are a count [attr-defined]
