@@ -79,6 +79,49 @@ def test_a_handshake_the_client_cannot_accept_raises_mcp_error(mode, expected):
         connect_stdio(sys.executable, [BAD_SERVER, mode], timeout=10)
 
 
+def connected_in(*args, **kwargs):
+    """A connected client to ``args`` (a command line), and the seconds connecting took."""
+    start = time.monotonic()
+    client = connect_stdio(sys.executable, list(args), **kwargs)
+    return client, time.monotonic() - start
+
+
+def test_a_2025_server_answering_the_probe_with_method_not_found_gets_the_handshake_at_once():
+    client, seconds = connected_in(BAD_SERVER, timeout=30)
+    with client:
+        assert client.protocol_version == "2025-06-18"
+        assert seconds < 5  # a second or less, but for starting Python on a busy machine
+
+
+def test_a_2025_server_that_never_answers_the_probe_is_connected_in_seconds_not_the_timeout():
+    client, seconds = connected_in(BAD_SERVER, "silent-probe", timeout=30)
+    with client:
+        assert client.protocol_version == "2025-06-18"
+        assert history(client)[:3] == ["server/discover", "initialize",
+                                       "notifications/initialized"]
+        assert client.call_tool("echo", {"text": "hi"}) == "hi"
+    assert seconds < 10  # the probe's quiet bound (1 s) and a start, never the 30 s timeout
+
+
+@needs_sdk
+def test_the_sdk_server_deaf_to_the_probe_gets_the_2025_handshake_in_seconds():
+    client, seconds = connected_in(SDK_SERVER, "--drop-discover", timeout=60)
+    with client:
+        assert client.protocol_version == "2025-11-25" and not client.modern
+        assert client.call_tool("add", {"a": 2, "b": 3}) == "5"
+    assert seconds < 20  # importing the SDK takes seconds on a loaded machine; not 60
+
+
+@needs_sdk
+def test_an_sdk_server_slower_to_start_than_the_probe_wait_still_speaks_2026():
+    # Its answer to the probe comes after the handshake went out too: the server, held
+    # to 2026 by the probe, refuses the handshake, and the probe's answer decides.
+    client, seconds = connected_in(SDK_SERVER, "--start-delay", "2.5", timeout=60)
+    with client:
+        assert client.protocol_version == "2026-07-28" and client.modern
+        assert client.call_tool("add", {"a": 2, "b": 3}) == "5"
+
+
 def test_a_server_that_never_answers_the_handshake_times_out():
     start = time.monotonic()
     with pytest.raises(MCPError, match=r"did not answer initialize within 0.5s"):

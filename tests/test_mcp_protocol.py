@@ -11,7 +11,7 @@ import pytest
 from nacelle.mcp import Elicitation, MCPError
 from nacelle.mcp.protocol import (
     LEGACY_VERSIONS, MODERN_VERSION, answer_elicitation, capabilities, elicitation, modern_meta,
-    param_headers, param_values, refusal, unsupported_versions)
+    offers_modern, param_headers, param_values, refusal, unsupported_versions)
 
 FORM = {"mode": "form", "message": "Name?", "requestedSchema": {
     "type": "object", "properties": {"name": {"type": "string"}}}}
@@ -40,6 +40,14 @@ def test_the_client_info_carries_the_package_version_not_a_copy_of_it():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ["9.8.7", "9.8.7"]
+
+
+@pytest.mark.parametrize("result, expected", [
+    ({"supportedVersions": ["2026-07-28"]}, True), ({"supportedVersions": ["2025-11-25"]}, False),
+    ({"supportedVersions": "2026-07-28"}, False), ({}, False),
+])
+def test_only_a_discover_result_listing_2026_is_evidence_of_it(result, expected):
+    assert offers_modern(result) is expected
 
 
 def test_elicitation_is_declared_only_with_a_callback():

@@ -15,7 +15,9 @@ Choices where the protocol is silent, made as the official SDKs make them:
   otherwise shakes hands the 2025 way, offering 2025-11-25 and accepting 2025-06-18,
   2025-03-26 and 2024-11-05 back (``protocol_version=`` pins one). Any other answer
   closes the connection with an :class:`MCPError`. The result is
-  :attr:`MCPClient.protocol_version`. A probe that failed while an OAuth sign-in ran
+  :attr:`MCPClient.protocol_version`. Over stdio, a probe unanswered for a second
+  gets the handshake sent beside it (:meth:`MCPClient._probe`), so a 2025 server
+  that ignores it connects then, not after the timeout. A probe that failed while an OAuth sign-in ran
   is sent again once it ends (a timeout then is no evidence of 2025), and a failed
   authorization is raised as the ``MCPAuthError`` it is, never followed by a
   handshake.
@@ -88,7 +90,8 @@ class MCPClient(Session):
 
     def __init__(self, transport: Transport, *, name: str, timeout: Optional[float] = 30.0,
                  on_elicit: Optional[OnElicit] = None,
-                 protocol_version: Optional[str] = None) -> None:
+                 protocol_version: Optional[str] = None,
+                 probe_quiet: Optional[float] = None) -> None:
         if protocol_version not in (None, MODERN_VERSION, *LEGACY_VERSIONS):
             raise ConfigError(f"protocol_version must be one of {MODERN_VERSION}, "
                               f"{', '.join(LEGACY_VERSIONS)} or None, got {protocol_version!r}")
@@ -101,6 +104,7 @@ class MCPClient(Session):
         self.instructions = ""
         self.on_elicit = on_elicit
         self._wanted = protocol_version
+        self._probe_quiet = probe_quiet  # see _probe; None: the probe has the whole timeout
         self._tools_lock = threading.Lock()
         self._tools: Optional[List[Dict[str, Any]]] = None
         self._tools_changes = 0  # bumped by every list_changed notification
@@ -384,7 +388,7 @@ class MCPClient(Session):
             self._handshake(timeout, self._wanted)
             return
         try:
-            result = self._opening("server/discover", {}, timeout)
+            probed = self._probe(timeout)
         except MCPAuthError:
             raise  # the server asked for authorization and it failed: no handshake helps
         except MCPError as err:
@@ -397,14 +401,49 @@ class MCPClient(Session):
             logger.debug("MCP server %s did not answer server/discover (%s); shaking hands",
                          self.name, err)
         else:
-            versions = result.get("supportedVersions")
-            if isinstance(versions, list) and MODERN_VERSION in versions:
+            if probed is None:
+                return  # a silent probe, and the handshake answered in its place
+            result = probed
+            if protocol.offers_modern(result):
                 self._adopt(result)
                 return
             if self._wanted == MODERN_VERSION:
                 raise MCPError(f"MCP server {self.name} does not speak {MODERN_VERSION} "
-                               f"(it speaks {_preview(versions)})")
+                               f"(it speaks {_preview(result.get('supportedVersions'))})")
         self._handshake(timeout, LEGACY_VERSIONS[0])
+
+    def _probe(self, timeout: Optional[float]) -> Optional[Dict[str, Any]]:
+        """The answer to ``server/discover``, or None when the server left it
+        unanswered and the 2025 handshake, sent beside it, succeeded instead.
+
+        With ``probe_quiet`` (stdio), a probe unanswered that long is kept, and the
+        handshake goes out too, with the whole timeout: some 2025 servers never answer
+        a request they do not know before the handshake. A 2026 server only slow to
+        start answers the probe first (it reads in order), then refuses the handshake
+        (-32022 from the official SDK's server, its era settled by the probe): the
+        probe's answer decides. The bound says how long a silent server delays the
+        connection, never which protocol is spoken."""
+        quiet = self._probe_quiet
+        if quiet is None or self._wanted == MODERN_VERSION or (timeout and timeout <= quiet):
+            return self._opening("server/discover", {}, timeout)
+        probe_id, probe = self._issue("server/discover", {})
+        if probe.settled.wait(quiet):
+            return self._outcome(probe)
+        logger.debug("MCP server %s is silent on server/discover; shaking hands", self.name)
+        try:
+            self._handshake(timeout, LEGACY_VERSIONS[0])
+        except MCPError as err:
+            if protocol.unsupported_versions(err) is not None:  # the probe settled the era:
+                probe.settled.wait(timeout or None)  # its answer may follow this refusal
+            answered = probe.settled.is_set() and probe.error is None
+            if not (answered and probe.result is not None and protocol.offers_modern(probe.result)):
+                raise
+            logger.debug("MCP server %s answered server/discover late and refused the "
+                         "handshake", self.name)
+            return probe.result
+        finally:
+            self._give_up(probe_id, "server/discover", "the handshake answered first")
+        return None
 
     def _opening(self, method: str, params: Dict[str, Any],
                  timeout: Optional[float]) -> Dict[str, Any]:

@@ -65,8 +65,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Tuple
 from .. import __version__
 from .errors import MCPError
 
-__all__ = ["CLIENT_INFO", "Elicitation", "LEGACY_VERSIONS", "MODERN_VERSION",
-           "OnElicit", "answer_elicitation", "capabilities", "header_value", "modern_meta",
+__all__ = ["CLIENT_INFO", "Elicitation", "LEGACY_VERSIONS", "MODERN_VERSION", "OnElicit",
+           "answer_elicitation", "capabilities", "header_value", "modern_meta", "offers_modern",
            "param_headers", "param_values", "unsupported_versions"]
 
 MODERN_VERSION = "2026-07-28"
@@ -121,6 +121,12 @@ def modern_meta(elicit: bool) -> Dict[str, Any]:
     """The ``_meta`` every 2026-07-28 request carries."""
     return {PROTOCOL_KEY: MODERN_VERSION, CAPABILITIES_KEY: capabilities(elicit),
             CLIENT_INFO_KEY: dict(CLIENT_INFO)}
+
+
+def offers_modern(discovered: Mapping[str, Any]) -> bool:
+    """Whether a ``server/discover`` result names the 2026 revision."""
+    versions = discovered.get("supportedVersions")
+    return isinstance(versions, list) and MODERN_VERSION in versions
 
 
 def unsupported_versions(err: MCPError) -> Optional[List[str]]:

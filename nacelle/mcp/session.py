@@ -42,7 +42,7 @@ import itertools
 import logging
 import threading
 import time
-from typing import Any, Callable, Deque, Dict, Mapping, Optional, Protocol
+from typing import Any, Callable, Deque, Dict, Mapping, Optional, Protocol, Tuple
 
 from ..errors import Cancelled
 from .content import preview as _preview
@@ -261,6 +261,20 @@ class Session:
                  cancelled: Optional[threading.Event], deadline: Optional[float],
                  timeout: Optional[float], progress: Optional[Progress] = None,
                  ) -> Dict[str, Any]:
+        request_id, waiter = self._issue(method, params, progress)
+        timeout = self.timeout if timeout is None else timeout
+        try:
+            self._wait(waiter, request_id, method, cancelled, deadline, timeout)
+        finally:
+            if progress is not None:
+                with self._lock:
+                    self._progress.pop(request_id, None)
+        return self._outcome(waiter)
+
+    def _issue(self, method: str, params: Optional[Mapping[str, Any]],
+               progress: Optional[Progress] = None) -> Tuple[int, "_Pending"]:
+        """Send a request without waiting for it: its id, and the waiter its answer
+        settles (wait with :meth:`_wait`, read with :meth:`_outcome`)."""
         waiter = _Pending()
         with self._lock:
             if self._closed:
@@ -286,13 +300,11 @@ class Session:
         except BaseException:  # arguments that are not JSON, say: nobody will answer
             self._fail(request_id, MCPError(f"{method} was not sent"))
             raise
-        timeout = self.timeout if timeout is None else timeout
-        try:
-            self._wait(waiter, request_id, method, cancelled, deadline, timeout)
-        finally:
-            if progress is not None:
-                with self._lock:
-                    self._progress.pop(request_id, None)
+        return request_id, waiter
+
+    @staticmethod
+    def _outcome(waiter: "_Pending") -> Dict[str, Any]:
+        """A settled request's result, or its error raised."""
         error = waiter.error
         if error is not None:
             # A copy for each caller: one failure reaches every waiting thread, and a

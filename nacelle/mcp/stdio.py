@@ -28,6 +28,10 @@ Choices, and why:
   stdout for messages, and a server that breaks that rule may be answering anything.
   One line is capped at 64 MiB, so a server that never ends a line cannot take the
   host's memory.
+- The era probe is not given the whole timeout: a server silent on
+  ``server/discover`` for ``PROBE_QUIET`` seconds gets ``initialize`` too, and
+  whichever the server answers decides (``MCPClient._probe`` says why that is safe
+  for a 2026 server that is merely slow to start).
 - The reader thread never dies without a word: whatever goes wrong in it fails the
   connection with an :class:`~nacelle.mcp.MCPError` that every waiting call gets at
   once, and stops the server, which nobody reads any more.
@@ -68,6 +72,11 @@ MAX_LINE = 64 * 2**20
 GRACE = 2.0  # seconds to wait after closing stdin, and again after SIGTERM
 EXITING = 1.0  # seconds a server on its way out is given to exit, so errors can say how
 STDERR_TAIL = 20
+#: Seconds a server may leave ``server/discover`` unanswered before the handshake goes
+#: out beside it (see ``MCPClient._probe``): a running server answers either at once,
+#: so this is what a 2025 server that ignores the probe costs, and a wrong guess
+#: (a server still starting) costs nothing.
+PROBE_QUIET = 1.0
 # Inside JSON, a string (escapes and all) or a bracket: everything that decides how
 # deep a byte sits. What lies between them (numbers, commas, colons) is skipped.
 _STRUCTURE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\]]')
@@ -398,8 +407,11 @@ def connect_stdio(
     ``on_elicit(Elicitation)`` answers a server that asks for the user's input
     (see :mod:`nacelle.mcp.protocol`); without it such servers are refused.
     ``protocol_version`` pins one revision instead of negotiating (2026-07-28 when
-    the server offers it, else the 2025 handshake).
+    the server offers it, else the 2025 handshake). Negotiating, a server that has
+    not answered the 2026 probe within a second (``PROBE_QUIET``) also gets the 2025
+    handshake, which then has the whole ``timeout``: a 2025 server that ignores the
+    probe is connected in about a second, not after ``timeout``.
     """
     transport = StdioTransport(command, args, env=env, cwd=cwd)
     return MCPClient(transport, name=transport.describe, timeout=timeout, on_elicit=on_elicit,
-                     protocol_version=protocol_version)._start()
+                     protocol_version=protocol_version, probe_quiet=PROBE_QUIET)._start()

@@ -8,7 +8,8 @@ received.
 
 ``python bad_server.py [MODE]``. Modes: ``ok`` (the default: behaves), ``exit-at-start``
 (complains on stderr and exits 2), ``mute`` (never answers ``initialize``),
-``refuse`` (answers it with a JSON-RPC error), ``not-rpc`` (answers with JSON that is
+``silent-probe`` (never answers ``server/discover``, where other 2025 servers answer
+method-not-found), ``refuse`` (answers ``initialize`` with a JSON-RPC error), ``not-rpc`` (answers with JSON that is
 not JSON-RPC), ``old-version`` (answers protocol version 1999-01-01) and ``linger``
 (ignores its closed stdin, so only a signal stops it). In every mode the tools
 ``crash``, ``garbage`` and ``hang`` misbehave when called, and ``emit`` writes one of
@@ -195,6 +196,8 @@ def main():
         if "id" not in message or method is None:
             continue
         request_id = message["id"]
+        if method == "server/discover" and mode == "silent-probe":
+            continue
         if method == "initialize":
             if mode == "mute":
                 continue

@@ -11,10 +11,16 @@ with arguments, tools that add and remove tools (announced the way the client's
 protocol generation hears it), a tool with structured output, one that asks the
 user for their name (an elicitation: a 2025 server request, or a 2026
 ``input_required`` round), and one that reports progress.
+
+``--drop-discover`` makes it a 2025 server that never answers the 2026 probe, and
+``--start-delay`` one that starts slowly, for the client's era negotiation.
 """
 
 import argparse
+import os
 import sys
+import threading
+import time
 from typing import Annotated
 
 import anyio
@@ -164,10 +170,35 @@ def review(code: str, language: str = "python") -> list:
             {"role": "assistant", "content": {"type": "text", "text": "Looking at it now."}}]
 
 
+def drop_discover() -> None:
+    """Make this a 2025 server that never answers ``server/discover``, as servers whose
+    SDK drops a request it does not know before the handshake do: the lines naming it
+    are taken out of stdin before the SDK reads them (a pipe in place of fd 0)."""
+    wire = os.fdopen(os.dup(0), "rb")
+    read_end, write_end = os.pipe()
+    os.dup2(read_end, 0)
+    os.close(read_end)
+
+    def forward() -> None:
+        with os.fdopen(write_end, "wb", buffering=0) as sink:
+            for line in wire:
+                if b'"server/discover"' not in line:
+                    sink.write(line)
+
+    threading.Thread(target=forward, daemon=True).start()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--http", type=int, default=0, help="serve streamable HTTP on this port")
+    parser.add_argument("--drop-discover", action="store_true",
+                        help="over stdio, never answer server/discover (a silent 2025 server)")
+    parser.add_argument("--start-delay", type=float, default=0.0,
+                        help="wait this many seconds before reading anything (a slow start)")
     args = parser.parse_args()
+    time.sleep(args.start_delay)
+    if args.drop_discover:
+        drop_discover()
     if args.http:
         server.run(transport="streamable-http", host="127.0.0.1", port=args.http)
     else:
