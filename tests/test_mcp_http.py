@@ -309,6 +309,9 @@ def test_an_error_from_a_call_chains_nothing_that_holds_the_secrets(endpoint):
     {"Authorization": "Bearer sk-header-secret\n"},
     {"Authorization": " Bearer sk-header-secret"},
     {"Bad Name: sk-header-secret": "x"},
+    {"Authorization": "Bearer sk-header-secret\u20ac"},
+    {"Authorization": "Bearer sk-header-secret\x00"},
+    {"Authorization": "Bearer sk-header-secret "},
 ])
 def test_a_header_http_cannot_carry_is_a_config_error_that_does_not_quote_it(endpoint, headers):
     with pytest.raises(nacelle.ConfigError, match="header") as caught:
@@ -338,6 +341,12 @@ def test_nothing_nacelle_logs_about_a_failing_session_shows_the_secrets(endpoint
 def test_a_url_that_is_not_http_is_a_config_error(url):
     with pytest.raises(nacelle.ConfigError, match="http:// or https:// URL"):
         connect_http(url)
+
+
+def test_a_url_refused_never_repeats_the_password_it_holds():
+    with pytest.raises(nacelle.ConfigError, match="http:// or https:// URL") as caught:
+        connect_http("admin:sk-hunter2@127.0.0.1/mcp")
+    assert "sk-hunter2" not in str(caught.value)
 
 
 def test_headers_that_are_not_strings_are_a_config_error(endpoint):
