@@ -31,7 +31,7 @@ OUTER_MODULES = {"nacelle.retry", "nacelle.settings", "nacelle.console",
                  "nacelle.demo", "nacelle.__main__"}
 # Packages, and families of modules named by a common prefix (batch_progress, cli_script…).
 OUTER_PACKAGES = ("nacelle.backends", "nacelle.toolsets", "nacelle.testing", "nacelle.serve",
-                  "nacelle.cli", "nacelle.batch", "nacelle.report", "nacelle.otel")
+                  "nacelle.cli", "nacelle.batch", "nacelle.report", "nacelle.otel", "nacelle._net")
 PRINTERS = {"nacelle.console", "nacelle.__main__"}
 PRINTING_PACKAGES = ("nacelle.cli",)
 

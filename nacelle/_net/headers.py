@@ -1,6 +1,7 @@
-"""What a model request's headers may hold: the API key, read from the argument or
-the environment by :func:`read_key`, values HTTP can carry (:func:`checked`), and
-:func:`scrub`, which hides the secret ones in any text made from a provider's answer.
+"""What a request's headers may hold, for a model backend and an MCP server alike: the
+API key, read from the argument or the environment by :func:`read_key`, and names and
+values HTTP can carry (:func:`checked`). (Hiding the secret ones in text made from an
+answer is :func:`nacelle._net.secrets.scrub`.)
 
 A key is printable ASCII without spaces. One with anything else — a zero width space
 or a newline pasted with it, a letter from another alphabet, whitespace around it —
@@ -10,7 +11,10 @@ character is and where and never repeats the key. Sent on, it would become a
 values as latin-1), or a header ``requests`` refuses with the value in its message,
 mistaken for a network failure and retried. A header value is held to what HTTP
 carries — latin-1, no control characters, no whitespace at either end — and a
-value that is not is named by its header alone, since it may be a secret too.
+value that is not is named by its header alone, since it may be a secret too. A name
+is an HTTP token (RFC 9110 §5.1: letters, digits and ``!#$%&'*+-.^_`|~``); one that is
+not is refused without being repeated (``"Authorization: Bearer sk-…"`` pasted as a
+name is a secret too).
 
 :func:`checked_settings` checks the rest of what a transport is made with (the
 ``base_url``, retries and timeouts). Pure functions of strings and the environment;
@@ -22,15 +26,16 @@ Outer ring: imports the standard library and ``nacelle.errors``.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Callable, Dict, Mapping, Optional
 from urllib.parse import urlsplit
 
 from ..errors import ConfigError
 
-__all__ = ["checked", "checked_settings", "read_key", "scrub"]
+__all__ = ["checked", "checked_settings", "read_key"]
 
-#: Header names holding one of these words carry a secret.
-_SECRET_WORDS = ("key", "auth", "token", "secret", "cookie", "signature")
+#: RFC 9110 §5.6.2's ``token``: what a field name is made of.
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 
 
 def read_key(given: Optional[str], variable: str, provider: str, module: str) -> str:
@@ -52,29 +57,20 @@ def read_key(given: Optional[str], variable: str, provider: str, module: str) ->
     return key
 
 
-def checked(headers: Mapping[str, str]) -> Dict[str, str]:
+def checked(headers: Mapping[str, str], *, what: str = "the") -> Dict[str, str]:
     """A copy of ``headers``, or a ``ConfigError`` naming the first one whose value
     HTTP cannot carry (what ``requests`` or ``http.client`` would refuse with the value,
-    which may be a secret, in the message). Latin-1 letters are carried, as HTTP
-    allows."""
+    which may be a secret, in the message, or send changed). Latin-1 letters are
+    carried, as HTTP allows. A name that is not a token is refused unnamed. ``what``
+    begins the message ("the MCP server's")."""
     for name, value in headers.items():
+        if not _TOKEN.fullmatch(str(name)):
+            raise ConfigError(f"{what} header name {_stray_name(str(name))}: a header name "
+                              f"is letters, digits and !#$%&'*+-.^_`|~")
         problem = _stray(str(value), _fits_a_header)
         if problem:
-            raise ConfigError(f"the {name} header {problem}")
+            raise ConfigError(f"{what} {name} header {problem}")
     return dict(headers)
-
-
-def scrub(text: str, headers: Mapping[str, str]) -> str:
-    """``text`` with the value of every secret-looking header replaced by ``<hidden>``."""
-    for name, value in headers.items():
-        if not value or not any(word in name.lower() for word in _SECRET_WORDS):
-            continue
-        secret = str(value)
-        token = secret.split(" ", 1)[-1]  # "Bearer sk-…": hide the token alone too
-        for hidden in (secret, token):
-            if len(hidden) >= 4:
-                text = text.replace(hidden, "<hidden>")
-    return text
 
 
 def checked_settings(base_url: Any, max_retries: Any, timeouts: Mapping[str, Any]) -> str:
@@ -118,6 +114,13 @@ def _stray(text: str, fits: Callable[[str], bool]) -> str:
         if not fits(char):
             return f"contains {_char_name(char)} at position {index}"
     return ""
+
+
+def _stray_name(name: str) -> str:
+    for index, char in enumerate(name):
+        if not _TOKEN.fullmatch(char):
+            return f"holds {_char_name(char)} at position {index}"
+    return "is empty"
 
 
 def _char_name(char: str) -> str:

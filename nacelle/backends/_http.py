@@ -69,7 +69,7 @@ What it promises:
   unlabelled one is read.
 - Secrets: header values are kept out of every repr, message and log line, and are
   scrubbed from provider messages and body previews too. The key is read by
-  :func:`read_key` (``_http_headers``, re-exported here), which refuses one with a character no key holds (a zero width
+  :func:`read_key` (``nacelle._net.headers``, re-exported here), which refuses one with a character no key holds (a zero width
   space, a newline, whitespace around it) with a ``ConfigError`` naming the
   character and its position, never the key; a header value HTTP cannot carry is a
   ``ConfigError`` naming the header. Both happen before anything is sent.
@@ -79,8 +79,8 @@ What it promises:
   proxies and CA bundle once, when it is made, rather than on every request.
 
 Outer ring: imports ``requests``, ``urllib3``, the standard library, ``nacelle.errors``,
-``nacelle.sse``, ``nacelle.read_limits``, ``_http_errors``, ``_http_headers``,
-``_http_session`` and ``nacelle.backend`` (for the RunContext type only).
+``nacelle.sse``, ``nacelle.read_limits``, ``nacelle._net`` (the header checks and the
+socket walk, shared with the MCP client), ``_http_errors``, ``_http_session`` and ``nacelle.backend`` (for the RunContext type only).
 """
 
 from __future__ import annotations
@@ -104,7 +104,8 @@ from ..sse import SSEDecoder, SSEEvent, parse_json
 from ._http_errors import (
     api_error, describe, parse_error, preview, retry_delay, scrub, stalled, where as _where,
 )
-from ._http_headers import checked as _checked, checked_settings, read_key as read_key
+from .._net.headers import checked as _checked, checked_settings, read_key as read_key
+from .._net.sockets import socket_of
 from ._http_session import InFlight, new_session
 from ._wire_cache import Body
 
@@ -324,7 +325,7 @@ class Transport:
     def _api_error(self, response: requests.Response, path: str, ctx: RunContext) -> APIError:
         # The error body gets the read timeout in all (and no more than the run has
         # left); cut short, the status still says enough.
-        sock = _socket_of(response)
+        sock = socket_of(response)
         cutoff = Cutoff(lambda: sock)
         left = ctx.remaining()
         cutoff.arm(time.monotonic() + (self.timeout if left is None else min(self.timeout, left)),
@@ -373,7 +374,7 @@ def iter_sse(
     """
     where = _where(response.url or "")
     decoder = SSEDecoder(max_line)
-    sock = _socket_of(response)
+    sock = socket_of(response)
     # Each read is bounded as a whole, not only each recv under it: a chunk-size line
     # sent a byte at a time would keep one read going past every limit.
     cutoff = Cutoff(lambda: sock)
@@ -559,15 +560,3 @@ def _reader(response: requests.Response) -> Callable[[int], bytes]:
     # for chunked and close-delimited bodies alike.
     fallback: Callable[[int], bytes] = getattr(raw, "_fp").read1
     return fallback
-
-
-def _socket_of(response: requests.Response) -> Optional[socket.socket]:
-    raw = response.raw
-    conn = getattr(raw, "_connection", None)
-    sock = getattr(conn, "sock", None)
-    if sock is None:
-        try:
-            sock = getattr(raw, "_fp").fp.raw._sock
-        except AttributeError:
-            return None
-    return sock if isinstance(sock, socket.socket) else None

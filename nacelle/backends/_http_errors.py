@@ -49,7 +49,7 @@ import requests
 
 from ..errors import RETRYABLE_STATUSES, APIError, StreamError, transient
 from ..sse import parse_json
-from ._http_headers import scrub
+from .._net.secrets import scrub
 
 __all__ = [
     "PREVIEW_CHARS", "api_error", "describe", "parse_error", "preview", "retry_delay",

@@ -57,7 +57,8 @@ from ..errors import Cancelled, ConfigError, NacelleError, StreamError
 from ..events import Event, Kind, Usage, _wire_count
 from ..observe import new_span
 from ..sse import SSEEvent
-from ._http_headers import checked, checked_settings, scrub
+from .._net.headers import checked, checked_settings
+from .._net.secrets import scrub
 from ._stream import clean
 
 if TYPE_CHECKING:  # typing only: the import costs requests

@@ -79,7 +79,7 @@ from ..events import Event
 from ..messages import Message, ProviderBlock, Role
 from ..pricing import price_for
 from ..sse import parse_json
-from ._http_headers import read_key
+from .._net.headers import read_key
 from ._turn import Endpoint, base_url_from, check_key, check_model, count_tokens, stream_turn
 from ._wire_cache import WireCache
 from .anthropic_stream import Accumulator, Pricing

@@ -82,7 +82,8 @@ from ..events import Event
 from ..messages import Message
 from ..pricing import Price, price_for
 from ..sse import SSEEvent
-from ._http_headers import read_key, scrub
+from .._net.headers import read_key
+from .._net.secrets import scrub
 from ._stream import clean
 from ._turn import Endpoint, base_url_from, check_key, check_model, stream_turn
 from .chat_stream import Accumulator

@@ -75,7 +75,7 @@ from ..errors import ConfigError
 from ..events import Event
 from ..messages import Message
 from ..pricing import Price, price_for
-from ._http_headers import read_key
+from .._net.headers import read_key
 from ._turn import Endpoint, base_url_from, check_key, check_model, count_tokens, stream_turn
 from .openai_stream import Accumulator
 from .openai_wire import PROTOCOL, count_tokens_body, to_wire

@@ -74,7 +74,7 @@ from ..context import RunContext
 from ..errors import ConfigError, Unsupported
 from ..events import Event, Usage
 from ..messages import Message
-from ._http_headers import read_key
+from .._net.headers import read_key
 from ._turn import Endpoint, base_url_from, check_key, check_model, stream_turn
 from ._wire_cache import WireCache
 from . import chat_stream, chat_wire

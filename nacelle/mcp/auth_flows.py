@@ -71,6 +71,8 @@ import threading
 from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Tuple, Type
 from urllib.parse import parse_qsl, quote, urlencode, urljoin, urlsplit, urlunsplit
 
+from .._net.secrets import hide as scrub
+from .._net.secrets import safe_url as safe_url
 from ..errors import NacelleError
 from ..sse import parse_json
 from ..toolsets.ssrf import IP, blocked_reason, resolve_checked
@@ -181,13 +183,6 @@ def covers(resource: str, server_url: str) -> bool:
     return mine == theirs or mine.startswith(theirs + "/")
 
 
-def safe_url(url: str) -> str:
-    """``url`` without user info, query or fragment: how errors and logs name it."""
-    parts = urlsplit(str(url))
-    return urlunsplit((parts.scheme, parts.hostname or "", parts.path, "", "")) + (
-        f" (port {parts.port})" if parts.port else "")
-
-
 def check_url(url: Any, what: str) -> str:
     """``url`` if HTTPS (or HTTP to a loopback host); MCPAuthError otherwise."""
     parts = urlsplit(url) if isinstance(url, str) else None
@@ -282,15 +277,6 @@ def pkce_pair() -> Tuple[str, str]:
     verifier = secrets.token_urlsafe(48)
     digest = hashlib.sha256(verifier.encode("ascii")).digest()
     return verifier, base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
-
-
-def scrub(text: str, hidden: Iterable[Optional[str]]) -> str:
-    """``text`` with every value in ``hidden`` (raw and URL-encoded) as ``<hidden>``."""
-    for secret in hidden:
-        if secret and len(secret) >= 4:
-            for form in {secret, quote(secret, safe=""), quote(secret)}:
-                text = text.replace(form, "<hidden>")
-    return text
 
 
 def get_json(url: str, *, timeout: float,

@@ -50,12 +50,14 @@ Choices, and why:
   name the server by scheme, host and path only. Nor do they ride along: an error
   is raised outside the ``except`` that caught the ``requests`` exception, so its
   ``__context__`` is not that exception, with the full URL in its text and the
-  headers in its request. A header HTTP cannot carry (a line break, a leading
-  space) is a ``ConfigError`` naming the header, never quoting it, where
-  ``requests`` would have quoted the value.
+  headers in its request. A header HTTP cannot carry (a line break, a space at
+  either end, a character beyond latin-1, a name that is not a token) is a
+  ``ConfigError`` naming the header, never quoting it, where ``requests`` would have
+  quoted the value or ``http.client`` failed at the first request; the checks are the
+  model backends' own (:mod:`nacelle._net.headers`).
 
 Outer ring: imports the standard library, the package's ``client`` and ``errors``,
-``nacelle.sse``, and ``requests`` inside the methods that need it (so importing
+``nacelle.sse``, ``nacelle._net`` (header checks, URL naming, the socket walk), and ``requests`` inside the methods that need it (so importing
 ``nacelle.mcp`` loads no third-party module).
 """
 
@@ -63,12 +65,14 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import threading
 import time
 from typing import Any, Callable, Dict, Mapping, Optional, Set, Tuple
 from urllib.parse import urlsplit
 
+from .._net.headers import checked
+from .._net.secrets import safe_url
+from .._net.sockets import shut
 from ..errors import ConfigError
 from ..sse import SSEDecoder, parse_json
 from .client import MCPClient
@@ -92,8 +96,6 @@ QUEUED = 1024
 ACCEPT = "application/json, text/event-stream"
 # What HTTP can carry in a header; requests and http.client refuse the rest with an
 # error that quotes the value. Whole-string matches: ``$`` would let a final "\n" by.
-_HEADER_NAME = re.compile(r"[^:\s][^:\r\n]*")
-_HEADER_VALUE = re.compile(r"(?:\S[^\r\n]*)?")
 
 
 class HTTPTransport:
@@ -110,17 +112,11 @@ class HTTPTransport:
         parts = urlsplit(url) if isinstance(url, str) else None
         if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"an MCP server URL must be an http:// or https:// URL, "
-                              f"got {_safe_url(url)!r}")
+                              f"got {safe_url(url)}")
         headers = dict(headers or {})
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
             raise ConfigError("MCP server headers must map strings to strings")
-        for name, value in headers.items():
-            if not _HEADER_NAME.fullmatch(name):
-                raise ConfigError("an MCP server header name holds a colon, a line break or "
-                                  "leading whitespace")
-            if not _HEADER_VALUE.fullmatch(value):
-                raise ConfigError(f"the value of MCP server header {name!r} holds a line "
-                                  f"break or leading whitespace")
+        headers = checked(headers, what="the MCP server's")
         self.url = url
         netloc = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
         self.describe = repr(f"{parts.scheme}://{netloc}{parts.path}")
@@ -203,7 +199,7 @@ class HTTPTransport:
         with self._lock:
             self._abandoned.add(request_id)
             response = self._responses.pop(request_id, None)
-        _close(response)
+        shut(response)
 
     def close(self) -> None:
         if self._closing.is_set():
@@ -213,7 +209,7 @@ class HTTPTransport:
         with self._lock:
             responses, self._responses = list(self._responses.values()), {}
         for response in responses:
-            _close(response)
+            shut(response)
         if self._http is None:
             return
         if self._session_id:
@@ -227,7 +223,7 @@ class HTTPTransport:
         with self._lock:
             responses, self._responses = list(self._responses.values()), {}
         for response in responses:
-            _close(response)
+            shut(response)
         joined = time.monotonic() + 1.0  # a second for all of them, not one each
         for thread in list(self._threads):
             if thread is not threading.current_thread():
@@ -515,32 +511,6 @@ def _mirrored(message: Dict[str, Any],
     return headers
 
 
-def _close(response: Any) -> None:
-    """Close a response another thread may be blocked reading.
-
-    Closing the file object does not wake a thread blocked in ``recv`` on every
-    platform; shutting the socket down does, so that is done first when the socket
-    can be found.
-    """
-    if response is None:
-        return
-    try:
-        sock = getattr(getattr(response.raw, "_connection", None), "sock", None)
-        if sock is None:
-            fp = getattr(getattr(response.raw, "_fp", None), "fp", None)
-            sock = getattr(getattr(fp, "raw", None), "_sock", None)
-        if sock is not None:
-            import socket
-
-            sock.shutdown(socket.SHUT_RDWR)
-    except (OSError, AttributeError):
-        pass
-    try:
-        response.close()
-    except Exception:  # noqa: BLE001 - closing is best effort
-        pass
-
-
 def _reason(err: BaseException) -> str:
     """Why a request failed, without the URL (its query may hold a token)."""
     import requests
@@ -550,13 +520,6 @@ def _reason(err: BaseException) -> str:
     if isinstance(err, requests.ConnectionError):
         return "connection failed (refused, reset or unresolvable)"
     return type(err).__name__
-
-
-def _safe_url(url: Any) -> str:
-    if not isinstance(url, str):
-        return repr(url)
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.hostname or ''}{parts.path}" if parts.scheme else url[:80]
 
 
 def _preview(data: Any, limit: int = 200) -> str:
