@@ -1,7 +1,7 @@
 """The model transport against a real loopback server: streaming, the final event
 and the connection going back to the pool, retries, time limits (servers that trickle
 included), cancellation, Content-Length, and the key never showing — with the key
-and header checks of _http_headers and the cut-off sessions of _http_session, which
+and header checks of nacelle._net.headers and the cut-off sessions of _http_session, which
 only the transport uses. What an error response becomes is in test_http_errors."""
 
 import logging
