@@ -25,8 +25,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from typing import (
-    Any, Callable, Iterator, Mapping, Optional, Protocol, Sequence, Tuple, Union,
-    runtime_checkable,
+    TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Optional, Protocol, Sequence,
+    Tuple, Union, runtime_checkable,
 )
 
 from .context import Budget, RunContext
@@ -129,6 +129,11 @@ class MCPServer:
     url: str
     authorization_token: Optional[str] = field(default=None, repr=False)
     allowed_tools: Optional[Tuple[str, ...]] = None
+
+    if TYPE_CHECKING:  # the generated __init__, as a checker should see it
+        def __init__(self, name: str, url: str, authorization_token: Optional[str] = None,
+                     allowed_tools: Optional[Iterable[str]] = None) -> None:
+            ...
 
     def __post_init__(self) -> None:
         if self.allowed_tools is not None and not isinstance(self.allowed_tools, tuple):

@@ -32,7 +32,9 @@ import enum
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Type, Union
+from typing import (
+    TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Type, Union,
+)
 
 from .errors import ConversationError
 from .events import Stop
@@ -162,6 +164,10 @@ class Message:
 
     role: Role
     parts: Tuple[Part, ...]
+
+    if TYPE_CHECKING:  # the generated __init__, as a checker should see it
+        def __init__(self, role: Role, parts: Iterable[Part]) -> None:
+            ...
 
     def __post_init__(self) -> None:
         if not isinstance(self.role, Role):

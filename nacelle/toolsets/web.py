@@ -60,6 +60,7 @@ from urllib.parse import urlsplit, urlunsplit
 from ..errors import Cancelled, ConfigError, TransportError
 from ..read_limits import content_length
 from ..context import ToolContext
+from ..tools import Tool
 from .html_text import decode_html, decode_text, html_to_text
 from .ssrf import FetchError, Opened, open_url
 
@@ -411,7 +412,7 @@ def _kind(mime: str, body: bytes) -> str:
     return "text"
 
 
-def web_search(url: Optional[str]) -> List[WebSearch]:
+def web_search(url: Optional[str]) -> List[Tool]:
     """The ``web_search`` tool for the SearXNG instance at ``url``; ``[]`` when
     ``url`` is empty (no search service configured)."""
     if not url or not url.strip():
@@ -419,7 +420,7 @@ def web_search(url: Optional[str]) -> List[WebSearch]:
     return [WebSearch(url)]
 
 
-def web_fetch(*, allow_private: bool = False) -> List[WebFetch]:
+def web_fetch(*, allow_private: bool = False) -> List[Tool]:
     """The ``web_fetch`` tool. It refuses loopback, private, link-local and other
     internal addresses at connect time, on every redirect hop. ``allow_private=True``
     lifts that refusal: for trusted, internal use only."""
