@@ -19,6 +19,13 @@ lost. So no lone surrogate leaves a backend:
   ``_turn.stream_turn`` applies to all a backend yields, whatever its accumulator
   missed.
 
+And whether a call's streamed input is whole: :func:`complete_json` is the one test
+the three accumulators use (a call cut by the output limit, or whose stream ended
+before its input did, is reported unfinished rather than run on half its input).
+Blank input is not complete JSON, and input nested past ``sse.MAX_JSON_DEPTH`` is not
+JSON at all (``parse_json`` says ``ValueError``, never ``RecursionError``); what each
+accumulator does with a blank input (``{}`` for a call that closed) is its own rule.
+
 Outer ring: imports the standard library and nacelle's core only.
 """
 
@@ -30,8 +37,9 @@ from typing import Any, Dict, List, TypeVar, cast
 
 from ..events import Event, Kind
 from ..messages import REPLACEMENT, well_formed
+from ..sse import parse_json
 
-__all__ = ["REPLACEMENT", "Deltas", "clean", "well_formed"]
+__all__ = ["REPLACEMENT", "Deltas", "clean", "complete_json", "well_formed"]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _TEXTS = (Kind.TEXT, Kind.THINKING)
@@ -122,3 +130,15 @@ def clean(value: T) -> T:
                     changed[field.name] = now
         return dataclasses.replace(value, **changed) if changed else value
     return value
+
+
+def complete_json(raw: str) -> bool:
+    """Whether ``raw`` (a call's input as streamed) is one whole JSON value: not blank,
+    and parsed by ``parse_json`` within its depth cap."""
+    if not raw.strip():
+        return False
+    try:
+        parse_json(raw)
+    except ValueError:
+        return False
+    return True

@@ -79,7 +79,7 @@ from ..events import Event, Kind, Stop, ToolEvent, Usage, _wire_count
 from ..messages import Part, ProviderBlock, Reasoning, Text, ToolCall
 from ..pricing import Price
 from ..sse import SSEEvent, parse_json
-from ._stream import Deltas, well_formed
+from ._stream import Deltas, complete_json, well_formed
 
 __all__ = ["Accumulator", "Pricing"]
 
@@ -396,7 +396,8 @@ class Accumulator:
             block = self._blocks[index]
             if not block.closed:
                 cut = block.type in _CALLS and (
-                    self._stop_reason == "max_tokens" or not _is_json(block.raw.text))
+                    self._stop_reason == "max_tokens" or bool(block.raw.text.strip())
+                    and not complete_json(block.raw.text))
                 events.extend(self._close(block, cut=cut))
         return events
 
@@ -548,16 +549,6 @@ def _parse_object(raw: str, fallback: Any) -> Any:
         logger.debug("a server-side call's input is not a JSON object; kept as {}")
         return {}
     return value
-
-
-def _is_json(raw: str) -> bool:
-    if not raw.strip():
-        return True
-    try:
-        parse_json(raw)
-    except ValueError:
-        return False
-    return True
 
 
 def _dumps(value: Any) -> str:

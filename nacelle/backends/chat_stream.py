@@ -99,7 +99,7 @@ from ..errors import StreamError, StreamTruncated, transient
 from ..events import Event, Kind, Stop, Usage, _wire_cost, _wire_count
 from ..messages import Part, ProviderBlock, Reasoning, Text, ToolCall
 from ..sse import SSEEvent, parse_json
-from ._stream import Deltas, well_formed
+from ._stream import Deltas, complete_json, well_formed
 from .chat_wire import Dialect, call_extra_block
 
 __all__ = ["Accumulator", "usage_from"]
@@ -425,7 +425,7 @@ class Accumulator:
             raw = call.raw
             finished = True
             if stop is Stop.MAX_TOKENS:
-                finished = _complete_json(raw)
+                finished = complete_json(raw)
             if finished and not raw.strip():
                 raw = "{}"
             # A duplicate id is left for the loop, which renames for every backend.
@@ -570,7 +570,7 @@ def _first(index: Any) -> bool:
 
 
 def _reuses_index(call: _Call, call_id: str) -> bool:
-    return bool(call_id and call.id and call_id != call.id and _complete_json(call.raw))
+    return bool(call_id and call.id and call_id != call.id and complete_json(call.raw))
 
 
 def _starts_again(call: _Call, call_id: str, name: str, arguments: str) -> bool:
@@ -579,18 +579,8 @@ def _starts_again(call: _Call, call_id: str, name: str, arguments: str) -> bool:
     # ends an object can be complete, so that is looked at first.
     return bool(
         (call_id or name) and arguments.strip() and call.arguments
-        and call.arguments.last.rstrip().endswith("}") and _complete_json(call.raw)
+        and call.arguments.last.rstrip().endswith("}") and complete_json(call.raw)
     )
-
-
-def _complete_json(raw: str) -> bool:
-    if not raw.strip():
-        return False
-    try:
-        parse_json(raw)
-    except ValueError:
-        return False
-    return True
 
 
 def _string(value: Any) -> str:

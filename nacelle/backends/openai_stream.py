@@ -73,7 +73,7 @@ from ..errors import StreamError, StreamTruncated, transient
 from ..events import Event, Kind, Stop, Usage, _wire_count
 from ..messages import Part, ProviderBlock, Reasoning, Text, ToolCall
 from ..sse import SSEEvent, parse_json
-from ._stream import Deltas, well_formed
+from ._stream import Deltas, complete_json, well_formed
 from .openai_wire import PROTOCOL
 
 __all__ = ["Accumulator", "usage_from"]
@@ -374,7 +374,7 @@ class Accumulator:
             elif item.type == "function_call":
                 raw = item.arguments.text
                 finished = item.done and bool(item.call_id) and not (
-                    incomplete and not _complete_json(raw))
+                    incomplete and not complete_json(raw))
                 if finished and not raw.strip():
                     raw = "{}"
                 parts.append(ToolCall(item.call_id or item.id, item.name, raw, finished))
@@ -450,13 +450,3 @@ def _transient_code(code: Any) -> bool:
     if isinstance(code, bool) or not isinstance(code, int):
         return False
     return code in (408, 429) or 500 <= code <= 599
-
-
-def _complete_json(raw: str) -> bool:
-    if not raw.strip():
-        return False
-    try:
-        parse_json(raw)
-    except (ValueError, RecursionError):
-        return False
-    return True

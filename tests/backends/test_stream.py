@@ -50,3 +50,12 @@ def test_clean_replaces_a_lone_half_in_any_string_of_an_event_or_a_turn_end():
     end = TurnEnd((Text("x" + LOW), ToolCall("c", "n" + HIGH + LOW, "{}")))
     assert clean(end).parts == (Text("x\ufffd"), ToolCall("c", "n" + EMOJI, "{}"))
     assert_well_formed(clean(event), clean(end))
+
+
+def test_whether_a_calls_input_is_whole_is_one_rule_for_every_accumulator():
+    from nacelle.backends._stream import complete_json
+
+    assert complete_json('{"a": [1, 2]}') and complete_json(' {} ')
+    assert not complete_json("") and not complete_json("  \n")
+    assert not complete_json('{"a": [1, 2')
+    assert not complete_json("[" * 5000 + "]" * 5000)  # past the depth cap: not JSON here
