@@ -26,20 +26,35 @@ Blank input is not complete JSON, and input nested past ``sse.MAX_JSON_DEPTH`` i
 JSON at all (``parse_json`` says ``ValueError``, never ``RecursionError``); what each
 accumulator does with a blank input (``{}`` for a call that closed) is its own rule.
 
+Two more rules every OpenAI-style stream shares: :func:`transient_code` says whether an
+in-band error's ``code`` means "try again" (408, 429, 5xx, or a word in
+:data:`TRANSIENT_CODES`, in any case), and :func:`token_count` reads one count of a
+usage object, a value that is not a count logged and taken as 0.
+
 Outer ring: imports the standard library and nacelle's core only.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
-from typing import Any, Dict, List, TypeVar, cast
+from typing import Any, Dict, List, Mapping, TypeVar, cast
 
-from ..events import Event, Kind
+from ..events import Event, Kind, _wire_count
 from ..messages import REPLACEMENT, well_formed
 from ..sse import parse_json
 
-__all__ = ["REPLACEMENT", "Deltas", "clean", "complete_json", "well_formed"]
+__all__ = ["REPLACEMENT", "TRANSIENT_CODES", "Deltas", "clean", "complete_json", "token_count",
+           "transient_code", "well_formed"]
+
+logger = logging.getLogger(__name__)
+
+#: In-band error codes that mean "the same request may well succeed later".
+TRANSIENT_CODES = frozenset({
+    "server_error", "rate_limit_exceeded", "server_is_overloaded", "slow_down",
+    "internal_error", "service_unavailable", "overloaded", "timeout",
+})
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _TEXTS = (Kind.TEXT, Kind.THINKING)
@@ -142,3 +157,32 @@ def complete_json(raw: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def transient_code(code: Any) -> bool:
+    """Whether an in-band error's ``code`` (a number, a string holding one, or a word)
+    means the request may succeed if sent again."""
+    if isinstance(code, str):
+        word = code.strip().lower()
+        if word in TRANSIENT_CODES:
+            return True
+        try:
+            code = int(word)
+        except ValueError:
+            return False
+    if isinstance(code, bool) or not isinstance(code, int):
+        return False
+    return code in (408, 429) or 500 <= code <= 599
+
+
+def token_count(holder: Mapping[str, Any], key: str, name: str) -> int:
+    """The token count ``holder[key]``; 0, with a warning naming the provider, for a
+    value that is not one (absent is 0 without a word)."""
+    value = holder.get(key)
+    count = _wire_count(value)
+    if count is None:
+        if value is not None:
+            logger.warning("%s reported a %s that is not a token count (%s); counted as 0",
+                           name, key, type(value).__name__)
+        return 0
+    return count

@@ -76,7 +76,9 @@ Rules, each answering a way other clients went wrong:
 - Errors inside a 200 stream — a top-level ``error`` object, a choice-level
   ``error``, or ``finish_reason: "error"`` — raise :class:`StreamError`, marked
   :func:`~nacelle.errors.transient` when the error's ``code`` (a number, or a string
-  holding one) is 408, 429 or 5xx, or is the string ``server_error``. A body that
+  holding one) is 408, 429 or 5xx, or a word that means "try again"
+  (``server_error``, ``rate_limit_exceeded``: ``_stream.transient_code``, the Responses
+  accumulator's rule too). A body that
   ends with neither ``[DONE]`` nor a finish raises :class:`StreamTruncated`.
 - Data lines are read with :func:`nacelle.sse.parse_json` (no NaN, no Infinity, no
   runaway nesting), and ``scrub`` cleans every error text made from what the
@@ -96,10 +98,10 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..backend import TurnEnd
 from ..errors import StreamError, StreamTruncated, transient
-from ..events import Event, Kind, Stop, Usage, _wire_cost, _wire_count
+from ..events import Event, Kind, Stop, Usage, _wire_cost
 from ..messages import Part, ProviderBlock, Reasoning, Text, ToolCall
 from ..sse import SSEEvent, parse_json
-from ._stream import Deltas, complete_json, well_formed
+from ._stream import Deltas, complete_json, token_count, transient_code, well_formed
 from .chat_wire import Dialect, call_extra_block
 
 __all__ = ["Accumulator", "usage_from"]
@@ -475,7 +477,7 @@ class Accumulator:
         text += f"{by}: {message if isinstance(message, str) and message else 'no message'}"
         err = StreamError(self._scrub(text))
         err.code = self._scrub(code) if isinstance(code, str) else code  # type: ignore[attr-defined]
-        if _transient_code(code):
+        if transient_code(code):
             transient(err)
         return err
 
@@ -484,13 +486,13 @@ def usage_from(usage: Dict[str, Any], dialect: Dialect = Dialect()) -> Usage:
     """Map a Chat Completions ``usage`` object onto :class:`Usage` (see the module
     docstring); ``cost`` only where ``dialect.cost_in_usage``."""
     name = dialect.name
-    prompt = _count(usage, "prompt_tokens", name)
+    prompt = token_count(usage, "prompt_tokens", name)
     details = usage.get("prompt_tokens_details")
     if not isinstance(details, dict):
         details = {}
-    cached = _count(details, "cached_tokens", name) or _count(
+    cached = token_count(details, "cached_tokens", name) or token_count(
         usage, "prompt_cache_hit_tokens", name)
-    written = _count(details, "cache_write_tokens", name)
+    written = token_count(details, "cache_write_tokens", name)
     completion = usage.get("completion_tokens_details")
     if not isinstance(completion, dict):
         completion = {}
@@ -504,10 +506,10 @@ def usage_from(usage: Dict[str, Any], dialect: Dialect = Dialect()) -> Usage:
         dollars, priced = found or 0.0, found is not None
     return Usage(
         input_tokens=max(0, prompt - cached - written),
-        output_tokens=_count(usage, "completion_tokens", name),
+        output_tokens=token_count(usage, "completion_tokens", name),
         cache_read_tokens=cached,
         cache_creation_tokens=written,
-        reasoning_tokens=_count(completion, "reasoning_tokens", name),
+        reasoning_tokens=token_count(completion, "reasoning_tokens", name),
         cost=dollars,
         priced=priced,
     )
@@ -517,30 +519,6 @@ def _made_id(seed: str, number: int, name: str, arguments: str) -> str:
     """The id of a call that came without one: the same for the same conversation."""
     digest = hashlib.sha256(f"{seed}\0{number}\0{name}\0{arguments}".encode("utf-8"))
     return "call_" + digest.hexdigest()[:24]
-
-
-def _count(holder: Dict[str, Any], key: str, name: str) -> int:
-    value = holder.get(key)
-    count = _wire_count(value)
-    if count is None:
-        if value is not None:
-            logger.warning("%s reported a %s that is not a token count (%s); "
-                           "counted as 0", name, key, type(value).__name__)
-        return 0
-    return count
-
-
-def _transient_code(code: Any) -> bool:
-    if isinstance(code, str):
-        if code.strip() == "server_error":
-            return True
-        try:
-            code = int(code.strip())
-        except ValueError:
-            return False
-    if isinstance(code, bool) or not isinstance(code, int):
-        return False
-    return code in (408, 429) or 500 <= code <= 599
 
 
 def _merge_detail(details: List[Dict[str, Any]], fragment: Dict[str, Any]) -> None:

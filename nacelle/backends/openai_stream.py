@@ -46,7 +46,7 @@ it and is not needed). What they become:
   :class:`StreamError` carrying the provider's ``code`` (``err.code``), marked
   :func:`~nacelle.errors.transient` for the codes that mean "try again"
   (``server_error``, ``rate_limit_exceeded`` and the like, or an HTTP status of
-  408, 429 or 5xx); ``insufficient_quota``, ``invalid_prompt``,
+  408, 429 or 5xx: ``_stream.transient_code``); ``insufficient_quota``, ``invalid_prompt``,
   ``context_length_exceeded`` and the rest are not. A rate-limit message's "try
   again in 1.5s" becomes ``err.retry_after``, which ``Retry`` honours.
 - The structure is checked, not trusted: an event that is not a JSON object, a
@@ -70,10 +70,10 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..backend import TurnEnd
 from ..errors import StreamError, StreamTruncated, transient
-from ..events import Event, Kind, Stop, Usage, _wire_count
+from ..events import Event, Kind, Stop, Usage
 from ..messages import Part, ProviderBlock, Reasoning, Text, ToolCall
 from ..sse import SSEEvent, parse_json
-from ._stream import Deltas, complete_json, well_formed
+from ._stream import Deltas, complete_json, token_count, transient_code, well_formed
 from .openai_wire import PROTOCOL
 
 __all__ = ["Accumulator", "usage_from"]
@@ -82,11 +82,6 @@ logger = logging.getLogger(__name__)
 
 _INCOMPLETE = {"max_output_tokens": Stop.MAX_TOKENS, "content_filter": Stop.REFUSAL}
 
-#: Error codes that mean "the same request may well succeed later".
-_TRANSIENT_CODES = frozenset({
-    "server_error", "rate_limit_exceeded", "server_is_overloaded", "slow_down",
-    "internal_error", "service_unavailable", "overloaded", "timeout",
-})
 
 _TRY_AGAIN = re.compile(r"(?i)try again in (\d+(?:\.\d+)?)\s*(ms|s)\b")
 
@@ -401,7 +396,7 @@ class Accumulator:
         text += f": {message if isinstance(message, str) and message else 'no message'}"
         err = StreamError(self._scrub(text))
         err.code = self._scrub(code) if isinstance(code, str) else code  # type: ignore[attr-defined]
-        if _transient_code(code):
+        if transient_code(code):
             transient(err)
             wait = _TRY_AGAIN.search(message) if isinstance(message, str) else None
             if wait:
@@ -416,37 +411,12 @@ def usage_from(usage: Dict[str, Any], name: str = "OpenAI") -> Usage:
     details = details if isinstance(details, dict) else {}
     output = usage.get("output_tokens_details")
     output = output if isinstance(output, dict) else {}
-    cached = _count(details, "cached_tokens", name)
-    written = _count(details, "cache_write_tokens", name)
+    cached = token_count(details, "cached_tokens", name)
+    written = token_count(details, "cache_write_tokens", name)
     return Usage(
-        input_tokens=max(0, _count(usage, "input_tokens", name) - cached - written),
-        output_tokens=_count(usage, "output_tokens", name),
+        input_tokens=max(0, token_count(usage, "input_tokens", name) - cached - written),
+        output_tokens=token_count(usage, "output_tokens", name),
         cache_read_tokens=cached,
         cache_creation_tokens=written,
-        reasoning_tokens=_count(output, "reasoning_tokens", name),
+        reasoning_tokens=token_count(output, "reasoning_tokens", name),
     )
-
-
-def _count(holder: Dict[str, Any], key: str, name: str) -> int:
-    value = holder.get(key)
-    count = _wire_count(value)
-    if count is None:
-        if value is not None:
-            logger.warning("%s reported a %s that is not a token count (%s); counted as 0",
-                           name, key, type(value).__name__)
-        return 0
-    return count
-
-
-def _transient_code(code: Any) -> bool:
-    if isinstance(code, str):
-        word = code.strip().lower()
-        if word in _TRANSIENT_CODES:
-            return True
-        try:
-            code = int(word)
-        except ValueError:
-            return False
-    if isinstance(code, bool) or not isinstance(code, int):
-        return False
-    return code in (408, 429) or 500 <= code <= 599

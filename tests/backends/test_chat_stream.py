@@ -789,3 +789,11 @@ def test_errors_name_the_server_of_the_dialect():
     with pytest.raises(StreamError, match="^Ollama sent a data line that is not JSON"):
         acc.feed_data("{oops")
 
+
+
+@pytest.mark.parametrize("code", ["rate_limit_exceeded", "server_is_overloaded", "Overloaded",
+                                  " SERVER_ERROR ", "timeout"])
+def test_an_in_band_error_word_that_means_try_again_is_transient_as_on_the_responses_api(code):
+    with pytest.raises(StreamError) as info:
+        Accumulator().feed_chunk(chunk(error={"code": code, "message": "boom"}))
+    assert retryable(info.value)
