@@ -29,6 +29,11 @@ tools of the moment, as ``client.tools(live=True)`` from ``nacelle.mcp``); a too
 given bare, not in a list, is taken as that one toolset and asked before each turn,
 as it would be inside a list, which is what passing a live list means.
 
+A run is the Agent's: it builds the run's :class:`~nacelle.backend.Request` (what the
+provider sees) and :class:`~nacelle.loop.RunSettings` (the loop's policy) and runs
+``loop.run`` with the backend's ``turn``, so any object with ``name``,
+``capabilities`` and ``turn`` is a backend (``count_tokens`` too, for counting).
+
 An Agent holds configuration, never run state, so one Agent serves many runs, from
 many threads at once, and pickles when its backend, tools and callbacks do.
 
@@ -63,6 +68,7 @@ from .context import Budget, RunContext
 from .errors import Cancelled, CheckpointError, ConfigError, StreamError, Unsupported
 from .events import Event, Kind, Stop, Usage
 from .hooks import normalize_hooks
+from .loop import RunSettings, run
 from .messages import Image, Message, Role, ToolCall
 from .observe import Observer, Observers
 from .observe import checked as checked_observers
@@ -237,9 +243,11 @@ class Agent(Generic[OutputT]):
     ) -> None:
         if backend is None:
             raise ConfigError("an Agent needs a backend, e.g. nacelle.backends.anthropic.Backend()")
-        for attribute in ("name", "capabilities", "stream"):
+        for attribute in ("name", "capabilities", "turn"):
             if not hasattr(backend, attribute):
                 raise ConfigError(f"{type(backend).__name__} is not a Backend: it has no {attribute!r}")
+        if not callable(backend.turn):
+            raise ConfigError(f"{type(backend).__name__} is not a Backend: its turn is not callable")
         if not isinstance(system, str) or not system.strip():
             raise ConfigError("an Agent needs a non-empty system prompt")
         if not isinstance(thinking, Thinking):
@@ -359,16 +367,18 @@ class Agent(Generic[OutputT]):
             system = f"{system}\n\n{compiled.instructions()}"
         elif compiled is not None and compiled.tool is not None:
             tools = tools + (compiled.tool,)
-        return Request(
-            system=system, messages=messages, tools=tools, mcp=self.mcp,
-            thinking=self.thinking, max_tokens=self.max_tokens,
+        return Request(system=system, messages=messages, tools=tools, mcp=self.mcp,
+                       thinking=self.thinking, max_tokens=self.max_tokens, output=compiled,
+                       profile=self.profile)
+
+    def _settings(self, resume: Optional[Resume] = None) -> RunSettings:
+        """The loop's policy for a run of this Agent (``resume``: from ``resume``)."""
+        return RunSettings(
             max_iterations=self.max_iterations, approve=self.approve, hooks=self.hooks,
             max_parallel_tools=self.max_parallel_tools, tool_timeout=self.tool_timeout,
-            max_result_chars=self.max_result_chars,
-            budget=self.budget, output=compiled, profile=self.profile,
+            max_result_chars=self.max_result_chars, budget=self.budget, resume=resume,
             compaction=self.compaction, loop_guard=self.loop_guard,
-            toolsets=self.tools if any(is_toolset(t) for t in self.tools) else (),
-        )
+            toolsets=self.tools if any(is_toolset(t) for t in self.tools) else ())
 
     def stream(self, conversation: Iterable[Message], *,
                cancel: Optional[threading.Event] = None,
@@ -383,9 +393,10 @@ class Agent(Generic[OutputT]):
         if cancel is not None and not (hasattr(cancel, "is_set") and hasattr(cancel, "wait")):
             raise ConfigError(f"cancel must be a threading.Event, got {type(cancel).__name__}")
         request = self.request(conversation, output=output)
-        return self._stream(request, cancel)
+        return self._stream(request, self._settings(), cancel)
 
-    def _stream(self, request: Request, cancel: Optional[threading.Event]) -> Generator[Event, None, None]:
+    def _stream(self, request: Request, settings: RunSettings,
+                cancel: Optional[threading.Event]) -> Generator[Event, None, None]:
         observer = Observers.make(self.observers)
         ctx = RunContext(observer=observer)
         ended = threading.Event()
@@ -396,11 +407,13 @@ class Agent(Generic[OutputT]):
                         system=request.system, messages=request.messages,
                         tools=tuple((t.name, t.description) for t in request.tools),
                         max_tokens=request.max_tokens, profile=request.profile,
-                        resumed=request.resume is not None)
+                        resumed=settings.resume is not None)
         done: Optional[Event] = None
         turns = 0
         failure: Optional[BaseException] = None
-        events = self.backend.stream(request, ctx)
+        # The Agent runs the loop; the backend is asked for one model turn at a time.
+        events = run(request, ctx, self.backend.turn, settings=settings,
+                     backend=self.backend.name)
         try:
             if observer is None:
                 yield from events
@@ -466,9 +479,8 @@ class Agent(Generic[OutputT]):
         if lacking:
             raise CheckpointError(f"the checkpoint's run had tools this agent lacks: {lacking!r}")
         messages, verdicts = _decided(checkpoint, decisions, have)
-        request = dataclasses.replace(request, messages=messages,
-                                      resume=Resume(checkpoint, verdicts))
-        return self._stream(request, cancel)
+        request = dataclasses.replace(request, messages=messages)
+        return self._stream(request, self._settings(Resume(checkpoint, verdicts)), cancel)
 
     def resume_run(self, checkpoint: Checkpoint, decisions: Mapping[str, Any], *,
                    cancel: Optional[threading.Event] = None) -> Result[OutputT]:
@@ -505,8 +517,8 @@ class Agent(Generic[OutputT]):
                     done = event
         finally:
             events.close()
-        if done is None or done.stop is None:  # a Backend that broke its contract
-            raise StreamError(f"backend {self.backend.name!r} ended a run without DONE "
+        if done is None or done.stop is None:  # the loop always ends with DONE
+            raise StreamError(f"the run of backend {self.backend.name!r} ended without DONE "
                               "and its stop")
         text = next((m.text for m in reversed(done.messages) if m.role is Role.ASSISTANT), "")
         return Result(text, done.messages, done.usage, done.stop, turns, done.output,

@@ -1,21 +1,30 @@
 """What a model backend is and what it is given: the Backend protocol, Capabilities,
-Request, Thinking, Effort, MCPServer, and the per-turn contract.
+Request, Thinking, Effort, MCPServer, TurnEnd and the per-turn contract.
 
 A backend declares what it can do as data (:class:`Capabilities`); the Agent
 compares a configuration against it and refuses at construction — the core never
 asks ``isinstance(backend, ...)``.
 
-A backend runs a whole run (``stream(request, ctx)``), but the HTTP backends and
-the scripted test double only supply one *model turn* at a time and hand the rest
-to ``loop.py``. That per-turn contract is :data:`TurnFunction`: given the request
-and the conversation so far, yield the turn's :class:`~nacelle.events.Event` deltas
-as they arrive (TEXT, THINKING, and server-side TOOL_CALL / TOOL_RESULT with
-``server`` set), then one :class:`TurnEnd` holding the assistant message's parts in
-stream order, the turn's usage and its stop.
+The seam between the Agent and a provider is one *model turn*, never a whole run
+(as httpx's transport is one request and pydantic-ai's model one response): the
+Agent runs the tool loop (``loop.py``) and asks the backend's ``turn(request,
+messages, ctx)`` for each model request. Given the request and the conversation so
+far, a turn yields its :class:`~nacelle.events.Event` deltas as they arrive (TEXT,
+THINKING, and server-side TOOL_CALL / TOOL_RESULT with ``server`` set), then one
+:class:`TurnEnd` holding the assistant message's parts in stream order, the turn's
+usage and its stop. :data:`TurnFunction` is that contract as a type. Because the
+seam is one turn, a wrapper (``Retry``, ``Fallback``, the scripted test double) is a
+Backend whose ``turn`` calls another's ``turn``: none of them calls back into the
+loop, and a user's backend needs nothing but ``name``, ``capabilities`` and ``turn``
+(``count_tokens`` only when its capabilities claim ``token_counting``).
 
-A backend may also expose that turn function as ``turn``: it is the seam where
-``Retry`` retries one turn rather than a whole run. The run's cancellation, clock and
-deadline arrive as a :class:`~nacelle.context.RunContext` (``context.py``).
+:class:`Request` is what a provider sees — the system prompt, the conversation the
+request starts from, tools, server-side MCP servers, thinking, the output limit,
+structured output and what the request is for. The loop's own policy (iterations,
+approval, hooks, budgets, the loop guard, compaction, resume state) is the run's
+(``loop.RunSettings``), so a backend cannot come to depend on it. The run's
+cancellation, clock and deadline arrive as a :class:`~nacelle.context.RunContext`
+(``context.py``).
 
 Core module: imports the standard library, ``context``, ``events`` and ``messages``.
 """
@@ -25,11 +34,11 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from typing import (
-    TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Optional, Protocol, Sequence,
-    Tuple, Union, runtime_checkable,
+    TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional, Protocol, Tuple, Union,
+    runtime_checkable,
 )
 
-from .context import Budget, RunContext
+from .context import RunContext
 from .events import Event, Stop, Usage
 from .messages import Message, Part
 
@@ -147,20 +156,20 @@ class MCPServer:
 
 @dataclass(frozen=True)
 class Request:
-    """Everything one run needs, built, validated and defaulted by the Agent.
+    """What a provider is asked, built, validated and defaulted by the Agent.
 
-    ``messages`` is the conversation the run starts from, a tuple of Message.
-    ``output`` is the run's compiled structured output (a :class:`nacelle.output.Output`)
-    or None: the loop reads final answers with it, and a backend whose
+    ``messages`` is the conversation the request starts from (a tuple of Message):
+    what ``count_tokens`` counts, and a run's first turn. Each turn is given the
+    conversation as of that turn as its own argument, so a turn reads that, never
+    ``messages``. ``tools`` are the tools the model is offered; ``mcp`` the servers the
+    provider calls itself. ``output`` is the run's compiled structured output (a
+    :class:`nacelle.output.Output`) or None: a backend whose
     ``capabilities.structured_output`` is true sends its schema when its ``mode`` is
-    "native". ``resume`` is set by ``Agent.resume`` only (a ``checkpoint.Resume``):
-    the loop runs the paused calls as decided before the first model turn, and
-    continues the paused run's counts. ``profile`` says what the request is for
-    (:class:`CallProfile`); ``compaction`` is the run's ``nacelle.Compaction`` or None;
-    ``loop_guard`` is how many identical calls a run may make before they are refused
-    (0: no guard). ``toolsets`` is the Agent's ``tools`` as given when any of them is a
-    toolset (``tools.is_toolset``): ``tools`` holds their tools as of the request, and
-    the loop asks the toolsets again before each model turn.
+    "native" (the loop reads the answers). ``profile`` says what the request is for
+    (:class:`CallProfile`).
+
+    One Request serves every turn of a run (the same object), so a backend may keep
+    what it derived from it for the next turn (``backends/_wire_cache.py`` does).
     """
 
     system: str
@@ -169,24 +178,11 @@ class Request:
     mcp: Tuple[MCPServer, ...] = ()
     thinking: Thinking = field(default_factory=Thinking)
     max_tokens: int = DEFAULT_MAX_TOKENS
-    max_iterations: int = 0
-    approve: Optional[Callable[..., Any]] = None
-    hooks: Optional[Mapping[Any, Sequence[Callable[..., Any]]]] = None
-    max_parallel_tools: int = 8
-    tool_timeout: Optional[float] = None
-    # A tool result longer than this reaches the model cut, with a note (0: never cut;
-    # a tool's own max_result_chars overrides it). 5 MB of log is no answer to read.
-    max_result_chars: int = 100_000
-    budget: Optional[Budget] = None
     output: Optional[Any] = None
-    resume: Optional[Any] = None
     profile: CallProfile = CallProfile.AGENT_TURN
-    compaction: Optional[Any] = None
-    loop_guard: int = 0
-    toolsets: Tuple[Any, ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("messages", "tools", "mcp", "toolsets"):
+        for name in ("messages", "tools", "mcp"):
             value = getattr(self, name)
             if not isinstance(value, tuple):
                 object.__setattr__(self, name, tuple(value))
@@ -215,10 +211,13 @@ TurnFunction = Callable[
 
 @runtime_checkable
 class Backend(Protocol):
-    """A model provider, as the Agent sees it.
+    """A model provider, as the Agent sees it: one model turn at a time.
 
-    ``stream`` runs a whole run and must end with DONE carrying the total usage, or
-    raise. ``count_tokens`` counts the request the run would send.
+    ``turn`` is a :data:`TurnFunction`: the turn's deltas, then one TurnEnd (or an
+    exception). ``count_tokens`` counts the input tokens of ``request`` (its system
+    prompt, tools and ``messages``) as the provider would; it is asked only of a
+    backend whose ``capabilities.token_counting`` is true, so a backend without
+    counting may leave it out or raise ``Unsupported``.
     """
 
     # Read-only for a checker, so a wrapper that passes its backend's name and
@@ -231,7 +230,8 @@ class Backend(Protocol):
     def capabilities(self) -> Capabilities:
         ...
 
-    def stream(self, request: Request, ctx: RunContext) -> Iterator[Event]:
+    def turn(self, request: Request, messages: Tuple[Message, ...],
+             ctx: RunContext) -> Iterator[Union[Event, TurnEnd]]:
         ...
 
     def count_tokens(self, request: Request, ctx: RunContext) -> int:

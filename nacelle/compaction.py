@@ -107,10 +107,10 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Iterable, List, Optional, Protocol, Set, Tuple
 
-from .backend import CallProfile, Request, Thinking, TurnEnd, TurnFunction
+from .backend import Backend, CallProfile, Request, Thinking, TurnEnd, TurnFunction
 from .context import RunContext
 from .errors import APIError, ConfigError
-from .events import Kind, Usage
+from .events import Usage
 from .messages import (
     Image, Message, ProviderBlock, Role, Text, ToolCall, ToolResult, _tool_ids,
 )
@@ -321,7 +321,7 @@ def drop_oldest(keep: int = 10) -> DropOldest:
 class Summarize:
     """The :func:`summarize` strategy."""
 
-    backend: Optional[Any] = None
+    backend: Optional[Backend] = None
     keep_last: int = 6
     max_tokens: int = 2048
     prompt: str = SUMMARY_PROMPT
@@ -329,6 +329,9 @@ class Summarize:
     def __post_init__(self) -> None:
         _count("keep_last", self.keep_last, 0)
         _count("max_tokens", self.max_tokens, 1)
+        if self.backend is not None and not hasattr(self.backend, "turn"):
+            raise ConfigError(f"a summary backend needs a turn, and a "
+                              f"{type(self.backend).__name__} has none")
         if not isinstance(self.prompt, str) or not self.prompt.strip():
             raise ConfigError("a summary prompt must be non-empty text")
 
@@ -341,9 +344,7 @@ class Summarize:
         ask = (Message(Role.USER, (Text(transcript(messages[:cut]) + "\n\n" + _INSTRUCTION),)),)
         summary_request = dataclasses.replace(
             request, system=self.prompt, messages=ask, tools=(), mcp=(), thinking=Thinking(),
-            max_tokens=self.max_tokens, max_iterations=1, approve=None, hooks=None,
-            budget=None, output=None, resume=None, profile=CallProfile.COMPACTION,
-            compaction=None, loop_guard=0)
+            max_tokens=self.max_tokens, output=None, profile=CallProfile.COMPACTION)
         text, usage = self._ask(summary_request, ask, ctx, turn)
         if not text:
             log.warning("the compaction summary came back empty; nothing was compacted")
@@ -355,13 +356,10 @@ class Summarize:
 
     def _ask(self, request: Request, ask: Tuple[Message, ...], ctx: RunContext,
              turn: TurnFunction) -> Tuple[str, Usage]:
-        """The summary text and its usage, from the turn function (the backend's, when
-        one was given and has one) or else from the given backend's whole run."""
+        """The summary text and its usage, from one turn of the given backend's, or
+        else of the run's own."""
         if self.backend is not None:
-            own = getattr(self.backend, "turn", None)
-            if not callable(own):
-                return _from_stream(self.backend, request, ctx)
-            turn = own
+            turn = self.backend.turn
         end: Optional[TurnEnd] = None
         for item in turn(request, ask, ctx):
             if isinstance(item, TurnEnd):
@@ -371,19 +369,11 @@ class Summarize:
         return _joined(end.parts), end.usage
 
 
-def _from_stream(backend: Any, request: Request, ctx: RunContext) -> Tuple[str, Usage]:
-    for event in backend.stream(request, ctx):
-        if event.kind is Kind.DONE:
-            replies = [m for m in event.messages if m.role is Role.ASSISTANT]
-            return (_joined(replies[-1].parts) if replies else ""), event.usage
-    return "", Usage()
-
-
 def _joined(parts: Iterable[Any]) -> str:
     return "".join(p.text for p in parts if isinstance(p, Text)).strip()
 
 
-def summarize(backend: Optional[Any] = None, keep_last: int = 6,
+def summarize(backend: Optional[Backend] = None, keep_last: int = 6,
               max_tokens: int = 2048) -> Summarize:
     """A strategy that asks a model to summarise the older part of the conversation and
     puts the summary in its place, as a user message ("Summary of the earlier
@@ -394,7 +384,7 @@ def summarize(backend: Optional[Any] = None, keep_last: int = 6,
     servers, no structured output, hooks or approval, no thinking, at most
     ``max_tokens`` of output, and :data:`SUMMARY_PROMPT` as its system prompt. It goes to
     the run's own turn function, or to ``backend`` when one is given (a cheaper model,
-    say): its ``turn`` when it has one, else its ``stream``.
+    say): one ``turn`` of it.
     """
     return Summarize(backend, keep_last, max_tokens)
 

@@ -15,17 +15,17 @@ Moving between providers drops the provider state of the one left behind
 backend already does with state that is not its own, so the conversation stays
 valid for whoever answers next.
 
-The wrapped backends must expose their per-turn function as ``turn`` (every backend
-built on ``loop.py`` does); a backend that only offers ``stream`` falls back a whole
-run, while that run has yielded nothing. ``capabilities`` are the intersection of the
-backends' (a feature one of them lacks cannot be asked of the run), and
-``count_tokens`` asks the first backend. Every switch is logged at WARNING on
+``Fallback`` is a Backend whose ``turn`` calls the wrapped backends' ``turn``s: it
+never sees the run and never calls back into the loop. ``capabilities`` are the
+intersection of the backends' (a feature one of them lacks cannot be asked of the
+run), and ``count_tokens`` asks the first backend. Every switch is logged at WARNING on
 ``nacelle.fallback`` with the backend left, its error and the one taken.
 
 Put ``Retry`` outside: ``Retry(Fallback([a, b]))`` retries a turn that every backend
-failed, and its budget bounds the whole run.
+failed, its budget bounding the turn and every backend's try at it; ``Fallback([Retry(a),
+b])`` retries ``a`` before moving on.
 
-Core module: imports the standard library and nacelle's core modules only.
+Core module: imports the standard library and nacelle's core modules, never ``loop.py``.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from __future__ import annotations
 import functools
 import logging
 from dataclasses import fields
-from typing import Any, Callable, Iterable, Iterator, List, Tuple
+from typing import Callable, Iterable, Iterator, List, Tuple, Union
 
-from .backend import Backend, Capabilities, Request
+from .backend import Backend, Capabilities, Request, TurnEnd
 from .context import RunContext
 from .errors import Cancelled, ConfigError, RetryBudgetExceeded, retryable
 from .events import Event
@@ -55,7 +55,7 @@ class Fallback:
         if not chosen:
             raise ConfigError("Fallback needs at least one backend")
         for backend in chosen:
-            for attribute in ("name", "capabilities", "stream"):
+            for attribute in ("name", "capabilities", "turn"):
                 if not hasattr(backend, attribute):
                     raise ConfigError(f"{type(backend).__name__} is not a Backend: it has "
                                       f"no {attribute!r}")
@@ -70,41 +70,19 @@ class Fallback:
     def __repr__(self) -> str:
         return f"Fallback({list(self.backends)!r})"
 
-    @property
-    def turn(self) -> Callable[[Request, Tuple[Message, ...], RunContext], Iterator[Any]]:
-        """The per-turn function, when every backend has one (else AttributeError, so
-        ``Retry`` wrapping this backend retries whole runs, as it must)."""
-        turns = [getattr(b, "turn", None) for b in self.backends]
-        if not all(callable(t) for t in turns):
-            raise AttributeError("turn: a backend of this Fallback has no turn function")
-        return self._turn
-
-    def stream(self, request: Request, ctx: RunContext) -> Iterator[Event]:
-        """Run ``request``, moving each failed turn (or, for backends without a
-        ``turn``, the failed run) to the next backend."""
-        try:
-            turn = self.turn
-        except AttributeError:
-            return self._first_that_answers(
-                [functools.partial(b.stream, request, ctx) for b in self.backends], ctx)
-        # Imported here: the loop imports the tool machinery, which a whole-run
-        # fallback never needs.
-        from .loop import run
-
-        return run(request, ctx, turn, backend=self.name)
-
     def count_tokens(self, request: Request, ctx: RunContext) -> int:
         count: int = self.backends[0].count_tokens(request, ctx)
         return count
 
-    def _turn(self, request: Request, messages: Tuple[Message, ...],
-              ctx: RunContext) -> Iterator[Any]:
+    def turn(self, request: Request, messages: Tuple[Message, ...],
+             ctx: RunContext) -> Iterator[Union[Event, TurnEnd]]:
+        """The turn of the first backend that does not fail before yielding (and
+        whose failure ``on`` accepts); see the module docstring."""
         return self._first_that_answers(
-            [functools.partial(getattr(b, "turn"), request, messages, ctx) for b in self.backends],
-            ctx)
+            [functools.partial(b.turn, request, messages, ctx) for b in self.backends], ctx)
 
-    def _first_that_answers(self, starts: List[Callable[[], Iterator[Any]]],
-                            ctx: RunContext) -> Iterator[Any]:
+    def _first_that_answers(self, starts: List[Callable[[], Iterator[Union[Event, TurnEnd]]]],
+                            ctx: RunContext) -> Iterator[Union[Event, TurnEnd]]:
         """Yield from the first of ``starts`` that does not fail before yielding."""
         for number, start in enumerate(starts):
             yielded = False

@@ -1,12 +1,9 @@
 """The one tool loop: turns, iterations, budgets, pairing, usage, the conversation.
 
-Entry point for backends — every backend's ``stream(request, ctx)`` is one line::
-
-    def stream(self, request, ctx):
-        return nacelle.loop.run(request, ctx, self.turn, backend=self.name)
-
-``run(request, ctx, turn, *, backend)`` calls ``turn(request, messages, ctx)`` (a
-:data:`~nacelle.backend.TurnFunction`) once per model request and owns the rest:
+The Agent runs it; no backend does. ``run(request, ctx, turn, *, settings,
+backend)`` calls ``turn(request, messages, ctx)`` (a backend's ``turn``, a
+:data:`~nacelle.backend.TurnFunction`) once per model request and owns the rest, as
+``settings`` (:class:`RunSettings`, the run's policy) say:
 
 - Event order. A turn's deltas pass through as they arrive (THINKING only when
   ``request.thinking.show``); once the turn has ended cleanly, one TOOL_CALL per
@@ -18,15 +15,13 @@ Entry point for backends — every backend's ``stream(request, ctx)`` is one lin
   cap all close the call with a failure the model can read. ``ToolSink`` enforces
   "exactly one": a second report for a call (a timed-out tool answering late) is
   dropped and logged.
-- Two calls of one turn sharing an id (some providers and proxies send that) would
-  make "exactly one result per call" ambiguous, so the later ones are renamed
-  (``id_2``, ``id_3``, … — a warning is logged). The rename is recorded in the
-  assistant message, so a replayed conversation carries the same ids as its results.
+- Two calls of one turn sharing an id are given unique ids before they are announced
+  or recorded (``toolcalls.unique_call_ids``).
 - The calls run on their own threads (``tools.py``'s :func:`run_tool` in
   ``toolcalls.py``), ``max_parallel_tools`` at a time; see :class:`~nacelle.toolround.Round`
   for exclusive chains, timeouts and what happens to a call that ignores
   cancellation.
-- ``max_iterations`` = N allows N model requests; when the Nth still asks for tools
+- ``settings.max_iterations`` = N allows N model requests; when the Nth still asks for tools
   those calls are closed as discarded, answered in the conversation with failed
   results saying they were not run, and the run ends with ``Stop.ITERATIONS``. A turn
   that stops at MAX_TOKENS is handled the same way and ends the run with that stop,
@@ -39,7 +34,7 @@ Entry point for backends — every backend's ``stream(request, ctx)`` is one lin
 - Approval may return ``nacelle.PAUSE`` (``checkpoint.py``): the round's other calls
   run, the paused ones are closed with ``paused=True``, and the run ends with DONE,
   ``Stop.PAUSED`` and ``checkpoint`` (DONE's conversation answers the paused calls
-  with failed results saying so, to stay valid). A request with ``resume`` (from
+  with failed results saying so, to stay valid). A run with ``resume`` (from
   ``Agent.resume``) starts from the checkpoint's counts and closes the paused round
   first: the pending calls are announced again, the refused ones closed, the
   approved ones run without their before-hooks or approval being asked again (an
@@ -68,11 +63,11 @@ Entry point for backends — every backend's ``stream(request, ctx)`` is one lin
 Cancellation: when ``ctx`` is cancelled the loop closes the open calls as cancelled,
 yields those results and raises ``Cancelled``; an error out of a turn while ``ctx``
 is cancelled (the transport's response was closed under it) becomes ``Cancelled``
-too. A deadline that is not the run's own budget (``Retry``'s, say) closes the open
-calls the same way and raises that deadline's error. On any exit — exhaustion, an
+too. A deadline of the caller's context that is not the run's own budget closes the
+open calls the same way and raises that deadline's error. On any exit — exhaustion, an
 error, ``close()``, KeyboardInterrupt — running tools have their ``cancelled`` set.
 The loop never cancels ``ctx`` itself: the context belongs to whoever made it (the
-Agent, or ``Retry`` restarting a run).
+Agent).
 
 Per-event cost is kept flat: deltas are passed on without copying, and the
 conversation is a list appended to, turned into a tuple once per turn (the turn
@@ -85,7 +80,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any, Dict, Generator, Iterator, List, Optional, Sequence, Set, Tuple
+from dataclasses import dataclass
+from typing import (Any, Callable, Dict, Generator, Iterator, List, Mapping, Optional,
+                    Sequence, Set, Tuple)
 
 from .backend import Request, TurnEnd, TurnFunction
 from .checkpoint import Checkpoint, PendingCall, Resume, fingerprint
@@ -93,12 +90,12 @@ from .compaction import Compacted, is_context_overflow
 from .context import Budget, RunContext
 from .errors import Cancelled, StreamError
 from .events import Event, Kind, Stop, ToolEvent, Usage
-from .messages import Finish, Message, Part, Role, Text, ToolCall, ToolResult
-from .toolcalls import ToolSink, as_result, closing
+from .messages import Finish, Message, Role, Text, ToolCall, ToolResult
+from .toolcalls import ToolSink, as_result, closing, unique_call_ids
 from .toolround import Call, Round
 from .tools import expand_tools, tools_by_name
 
-__all__ = ["run"]
+__all__ = ["RunSettings", "run"]
 
 log = logging.getLogger(__name__)
 
@@ -111,31 +108,62 @@ class _OutOfTime(Cancelled):
     ``Stop.BUDGET``. Never escapes :func:`run`."""
 
 
+@dataclass(frozen=True)
+class RunSettings:
+    """The loop's own policy for one run, built by the Agent: nothing here reaches a
+    provider, so none of it is in the :class:`~nacelle.backend.Request` a turn gets.
+
+    ``max_iterations`` caps model requests (0: no cap); ``approve`` and ``hooks`` are
+    asked about each call; ``max_parallel_tools`` calls run at once, each for at most
+    ``tool_timeout`` seconds; a longer result than ``max_result_chars`` reaches the
+    model cut (``toolcalls.py``). ``budget`` bounds the run; ``resume`` (a
+    ``checkpoint.Resume``, from ``Agent.resume`` only) closes a paused round before the
+    first turn and continues its counts; ``compaction`` is a ``nacelle.Compaction``;
+    ``loop_guard`` is how many identical calls a run may make before they are refused
+    (0: no guard); ``toolsets`` are the Agent's tools as given when any is a toolset,
+    asked again before each model turn after the first.
+    """
+
+    max_iterations: int = 0
+    approve: Optional[Callable[..., Any]] = None
+    hooks: Optional[Mapping[Any, Sequence[Callable[..., Any]]]] = None
+    max_parallel_tools: int = 8
+    tool_timeout: Optional[float] = None
+    max_result_chars: int = 100_000
+    budget: Optional[Budget] = None
+    resume: Optional[Resume] = None
+    compaction: Optional[Any] = None
+    loop_guard: int = 0
+    toolsets: Tuple[Any, ...] = ()
+
+
 def run(request: Request, ctx: RunContext, turn: TurnFunction, *,
-        backend: str = "") -> Iterator[Event]:
-    """Run ``request`` to DONE, asking ``turn`` for one model turn at a time.
+        settings: RunSettings = RunSettings(), backend: str = "") -> Iterator[Event]:
+    """Run ``request`` to DONE under ``settings``, asking ``turn`` for one model turn
+    at a time, starting from ``request.messages``.
 
     ``backend`` names the backend in errors. See the module docstring for the order
     of events and what the loop guarantees.
     """
-    return _Run(request, ctx, turn, backend).events()
+    return _Run(request, ctx, turn, settings, backend).events()
 
 
 class _Run:
     """One run's state: the conversation, the usage, the iteration and call counts."""
 
     def __init__(self, request: Request, ctx: RunContext, turn: TurnFunction,
-                 backend: str) -> None:
+                 settings: RunSettings, backend: str) -> None:
         self.request = request
-        self.budget = request.budget or Budget()
+        self.settings = settings
+        self.budget = settings.budget or Budget()
         if self.budget.seconds is not None:
             ctx = ctx.child(ctx.clock() + self.budget.seconds, _OutOfTime)
         self.ctx = ctx
         self.turn = turn
         self.backend = backend
         self.tools = tools_by_name(request.tools)
-        self.sink = ToolSink(request.approve, request.hooks,
-                             max_result_chars=request.max_result_chars)
+        self.sink = ToolSink(settings.approve, settings.hooks,
+                             max_result_chars=settings.max_result_chars)
         self.conversation: List[Message] = list(request.messages)
         self.total = Usage()
         self.iterations = 0
@@ -148,8 +176,8 @@ class _Run:
         self.value: Any = None  # the run's structured answer, once read
         self.invalid = 0  # invalid answers sent back so far
         self.checkpoint: Optional[Checkpoint] = None  # set when the run pauses
-        self.resume: Optional[Resume] = request.resume
-        self.compaction = request.compaction  # a nacelle.Compaction, or None
+        self.resume: Optional[Resume] = settings.resume
+        self.compaction = settings.compaction  # a nacelle.Compaction, or None
         self.compact_next = False  # the last turn's input passed the threshold
         self.repeats: Dict[str, int] = {}  # calls per tool and canonical input, for the guard
         if self.resume is not None:
@@ -182,11 +210,11 @@ class _Run:
 
     def _turns(self) -> Generator[Event, None, Stop]:
         """Yield every turn and tool round; return the run's final stop."""
-        cap = self.request.max_iterations
+        cap = self.settings.max_iterations
         while True:
             self.ctx.check()
             self.iterations += 1
-            if self.request.toolsets and self.iterations > 1:
+            if self.settings.toolsets and self.iterations > 1:
                 self._refresh_tools()
             try:
                 if self.compact_next:
@@ -235,7 +263,7 @@ class _Run:
         request = self.request
         extra = (self.output.tool,) if self.output is not None and self.output.tool else ()
         try:
-            tools = expand_tools(request.toolsets) + extra
+            tools = expand_tools(self.settings.toolsets) + extra
             by_name = tools_by_name(tools)
         except Exception:  # noqa: BLE001 - a toolset's failure must not end the run
             log.warning("a toolset could not list its tools; the last list stays",
@@ -295,7 +323,7 @@ class _Run:
         """Count the turn's calls (those ``only``, when given) per tool and canonical
         input: from the guard's Nth one on, a call is refused (into ``settled``); at
         twice N the run ends."""
-        guard = self.request.loop_guard
+        guard = self.settings.loop_guard
         if not guard:
             return None
         for index, call in enumerate(calls):
@@ -367,7 +395,7 @@ class _Run:
         """Record the turn's message, announce its local calls and the TURN; return the
         calls to run."""
         self.total += end.usage
-        parts = _unique_call_ids(end.parts)
+        parts = unique_call_ids(end.parts)
         calls = [p for p in parts if isinstance(p, ToolCall) and p.finished]
         if end.resume and calls:
             # Refused before any TOOL_CALL is announced, so none is left unclosed.
@@ -388,7 +416,7 @@ class _Run:
         if spent:
             return Stop.BUDGET, f"not run: the run's budget of {spent} was spent"
         if capped:
-            cap = self.request.max_iterations
+            cap = self.settings.max_iterations
             return Stop.ITERATIONS, (f"not run: the run reached its limit of {cap} model "
                                      f"request{'s' if cap != 1 else ''}")
         return None
@@ -475,7 +503,8 @@ class _Run:
         sink = self.sink.for_round()
         current = Round([Call(c, i, self.tools.get(c.name), decided.get(c.id), c.id in edited)
                          for i, c in enumerate(calls) if c.id not in settled and c.id not in results],
-                        sink, self.ctx, request.tool_timeout, request.max_parallel_tools)
+                        sink, self.ctx, self.settings.tool_timeout,
+                        self.settings.max_parallel_tools)
         self.current = current
         out_of_time = False
         paused: List[ToolCall] = []
@@ -568,30 +597,3 @@ def _budget_spent(budget: Budget, total: Usage, calls: int) -> str:
     if budget.tool_calls is not None and calls > budget.tool_calls:
         return f"{budget.tool_calls} tool calls"
     return ""
-
-
-def _unique_call_ids(parts: Tuple[Part, ...]) -> Tuple[Part, ...]:
-    """The parts with every ToolCall id unique within the message (see the module
-    docstring); the tuple itself when nothing repeats, which is nearly always."""
-    ids = [p.id for p in parts if isinstance(p, ToolCall)]
-    if len(ids) == len(set(ids)):
-        return parts
-    taken: Set[str] = set(ids)
-    seen: Set[str] = set()
-    renamed: List[Part] = []
-    for part in parts:
-        if isinstance(part, ToolCall):
-            call_id = part.id
-            if call_id in seen:
-                number = 2
-                while f"{call_id}_{number}" in taken:
-                    number += 1
-                new_id = f"{call_id}_{number}"
-                log.warning("the model sent two tool calls with the id %r in one turn; "
-                            "the later one is %r", call_id, new_id)
-                taken.add(new_id)
-                part = ToolCall(new_id, part.name, part.input, part.finished)
-                call_id = new_id
-            seen.add(call_id)
-        renamed.append(part)
-    return tuple(renamed)

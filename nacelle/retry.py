@@ -8,13 +8,12 @@ after the status line. ``Retry`` wraps a backend and reruns for those, under
 one rule: **only while nothing has been yielded**. Once an event has been
 delivered, a rerun would show it twice, so the failure is raised as it is.
 
-The unit of a rerun is the turn. A backend that exposes its turn function as
-``turn`` (every backend built on ``loop.py`` does) is run through the loop with that
-function wrapped: a turn that fails before yielding anything is retried even when
-earlier turns of the run yielded text and ran tools — turn 2 of a tool-using run
-overloaded is the common case, and restarting the whole run there would repeat its
-tools. A backend without ``turn`` keeps the whole-run rule: its run is restarted only
-while it has yielded nothing. ``attempts`` counts per turn; the budget is the run's.
+``Retry`` is a Backend whose ``turn`` calls the wrapped backend's ``turn``: the unit
+of a rerun is one model turn, and the Agent's loop never knows it is there. A turn
+that fails before yielding anything is retried even when earlier turns of the run
+yielded text and ran tools — turn 2 of a tool-using run overloaded is the common
+case, and restarting the whole run there would repeat its tools. ``attempts`` and
+``budget`` count per turn.
 
 A rerun waits at least what the failure asked for: an ``APIError`` (or any error)
 with a ``retry_after`` is not retried sooner, and when that wait would pass the budget
@@ -24,15 +23,18 @@ sleeping to the deadline only to fail there.
 ``RetryOptions()`` is the recommended policy: 3 attempts, delays doubling from
 0.5 s to at most 8 s with full jitter (a uniform draw between zero and the cap, the
 scheme that spreads a thundering herd best). ``attempts=1`` disables retrying.
-``budget`` is seconds of wall clock for the whole run; it becomes the run context's
-deadline once, with ``RetryBudgetExceeded`` as its error, so every sleep and read
-timeout below — Retry-After waits in the transport included — is bounded by it.
+``budget`` is seconds of wall clock for one turn, its reruns and their waits
+included; it becomes the turn's context deadline, with ``RetryBudgetExceeded`` as
+its error, so every sleep and read timeout below — Retry-After waits in the
+transport included — is bounded by it. (A deadline for the whole run, tools
+included, is the Agent's ``Budget(seconds=...)``.)
 
 Every restart is logged at DEBUG on ``nacelle.retry`` (or the given logger) with the
 attempt number, the error's type and the delay; the error finally raised carries
 its attempt number (``nacelle.attempt(err)``).
 
-Outer ring, but pure logic: imports the standard library and the core only.
+Outer ring, but pure logic: imports the standard library and the core only, never
+``loop.py`` (a turn wrapper does not call back into the run).
 """
 
 from __future__ import annotations
@@ -40,11 +42,11 @@ from __future__ import annotations
 import logging
 import random
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple, Union
 
-from .backend import Backend, Capabilities, Request
+from .backend import Backend, Capabilities, Request, TurnEnd
 from .context import RunContext
-from .errors import RetryBudgetExceeded, _set_attempt, attempt, retryable
+from .errors import ConfigError, RetryBudgetExceeded, _set_attempt, attempt, retryable
 from .events import Event
 from .messages import Message
 
@@ -75,10 +77,14 @@ class RetryOptions:
 
 
 class Retry:
-    """A backend that reruns ``backend``'s runs on retryable failures, while nothing
+    """A backend that reruns ``backend``'s turns on retryable failures, while nothing
     has been yielded. Same ``name`` and ``capabilities`` as the backend it wraps."""
 
     def __init__(self, backend: Backend, options: RetryOptions = RetryOptions()) -> None:
+        for attribute in ("name", "capabilities", "turn"):
+            if not hasattr(backend, attribute):
+                raise ConfigError(f"{type(backend).__name__} is not a Backend: it has no "
+                                  f"{attribute!r}")
         self.backend = backend
         self.options = options
         self._random = random.Random()
@@ -106,36 +112,21 @@ class Retry:
     def count_tokens(self, request: Request, ctx: RunContext) -> int:
         return self.backend.count_tokens(request, ctx)
 
-    def stream(self, request: Request, ctx: RunContext) -> Iterator[Event]:
-        """Run ``request``, retrying each turn (or, for a backend without a ``turn``,
-        the whole run) that failed before it yielded anything."""
+    def turn(self, request: Request, messages: Tuple[Message, ...],
+             ctx: RunContext) -> Iterator[Union[Event, TurnEnd]]:
+        """The wrapped backend's turn, rerun while an attempt fails retryably before
+        yielding anything, within ``options.budget`` seconds."""
         if self.options.budget is not None:
             ctx = ctx.child(ctx.clock() + self.options.budget, RetryBudgetExceeded)
-        turn = getattr(self.backend, "turn", None)
-        if callable(turn):
-            # Imported here: the loop imports the tool machinery, which a whole-run
-            # retry of a backend of its own never needs.
-            from .loop import run
-
-            events = run(request, ctx, self._retrying(turn), backend=self.name)
-        else:
-            events = self._attempts(lambda: self.backend.stream(request, ctx), ctx)
+        turn = self.backend.turn
         try:
-            yield from events
+            yield from self._attempts(lambda: turn(request, messages, ctx), ctx)
         except RetryBudgetExceeded as err:
             if err.__dict__.get("_nacelle_budget_report"):
                 raise
-            # The deadline passed below (in a read, a sleep, a tool round): say so in
-            # the budget's words, naming the failure it was waiting on.
+            # The deadline passed below (in a read, a sleep): say so in the budget's
+            # words, naming the failure it was waiting on.
             raise self._budget_spent(attempt(err) or 1, err) from err
-
-    def _retrying(self, turn: Callable[..., Iterator[Any]]) -> Callable[..., Iterator[Any]]:
-        """``turn``, rerun while an attempt fails retryably before yielding anything."""
-        def retrying_turn(request: Request, messages: Tuple[Message, ...],
-                          ctx: RunContext) -> Iterator[Any]:
-            return self._attempts(lambda: turn(request, messages, ctx), ctx)
-
-        return retrying_turn
 
     def _attempts(self, start: Callable[[], Iterator[Any]], ctx: RunContext) -> Iterator[Any]:
         """Yield what ``start()`` yields, starting it again on a retryable failure for

@@ -25,11 +25,11 @@ from .context import ToolContext
 from .errors import Cancelled
 from .events import Event, Kind, ToolEvent
 from .hooks import HookEvent, HookPoint, cut_inject, normalize_hooks, run_after, run_before
-from .messages import ToolCall, ToolResult, well_formed
+from .messages import Part, ToolCall, ToolResult, well_formed
 from .observe import new_span
 from .tools import parse_input, result_text
 
-__all__ = ["ToolSink", "run_tool"]
+__all__ = ["ToolSink", "run_tool", "unique_call_ids"]
 
 log = logging.getLogger(__name__)
 
@@ -355,3 +355,35 @@ def closing(call: ToolCall, index: int, error: str, duration: float = 0.0,
     """A TOOL_RESULT that closes ``call`` with ``error`` without running it (further)."""
     return Event(_TOOL_RESULT, tool=ToolEvent(call.id, index, call.name, call.input, error=error,
                                               duration=duration, discarded=discarded))
+
+
+def unique_call_ids(parts: Tuple[Part, ...]) -> Tuple[Part, ...]:
+    """The parts with every ToolCall id unique within the message; the tuple itself
+    when nothing repeats, which is nearly always.
+
+    Two calls of one turn sharing an id (some providers and proxies send that) would
+    make "exactly one result per call" ambiguous, so the later ones are renamed
+    (``id_2``, ``id_3``, …, logged). The loop records the renamed message, so a
+    replayed conversation carries the same ids as its results."""
+    ids = [p.id for p in parts if isinstance(p, ToolCall)]
+    if len(ids) == len(set(ids)):
+        return parts
+    taken: Set[str] = set(ids)
+    seen: Set[str] = set()
+    renamed: List[Part] = []
+    for part in parts:
+        if isinstance(part, ToolCall):
+            call_id = part.id
+            if call_id in seen:
+                number = 2
+                while f"{call_id}_{number}" in taken:
+                    number += 1
+                new_id = f"{call_id}_{number}"
+                log.warning("the model sent two tool calls with the id %r in one turn; "
+                            "the later one is %r", call_id, new_id)
+                taken.add(new_id)
+                part = ToolCall(new_id, part.name, part.input, part.finished)
+                call_id = new_id
+            seen.add(call_id)
+        renamed.append(part)
+    return tuple(renamed)

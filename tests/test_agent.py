@@ -13,6 +13,8 @@ from nacelle import (
     Agent, Cancelled, Capabilities, ConfigError, Effort, Image, Kind, MCPServer, Message,
     Result, Role, Stop, Text, Thinking, ToolCall, ToolContext, Unsupported, Usage, user_text,
 )
+from nacelle.backend import TurnEnd
+from nacelle.events import Event
 from nacelle.testing import ScriptedBackend, Turn
 
 NONE = Capabilities()
@@ -64,6 +66,18 @@ def test_an_agent_without_a_backend_is_refused():
 def test_an_object_that_is_not_a_backend_is_refused():
     with pytest.raises(ConfigError, match="not a Backend"):
         Agent(object(), "sys")
+
+
+def test_a_backend_that_offers_a_whole_run_but_no_turn_is_refused():
+    class WholeRun:
+        name = "old"
+        capabilities = NONE
+
+        def stream(self, request, ctx):
+            return iter(())
+
+    with pytest.raises(ConfigError, match="no 'turn'"):
+        Agent(WholeRun(), "sys")
 
 
 @pytest.mark.parametrize("system", ["", "   ", None])
@@ -228,8 +242,8 @@ def test_an_agent_is_reusable_and_each_request_carries_its_configuration():
     assert agent.run([user_text("1")]).text == "one"
     assert agent.run([user_text("2")]).text == "two"
     first = scripted.requests[0]
-    assert first.system == "Be brief." and first.tools == (lookup,) and first.max_iterations == 3
-    assert first.max_tokens == 100
+    assert first.system == "Be brief." and first.tools == (lookup,) and first.max_tokens == 100
+    assert scripted.requests[1].messages == (user_text("2"),)
 
 
 def test_an_agent_is_shared_between_threads():
@@ -262,6 +276,44 @@ def test_count_tokens_counts_the_request_stream_would_send():
 def test_count_tokens_without_support_is_unsupported():
     with pytest.raises(Unsupported, match="token counting"):
         Agent(backend(capabilities=NONE), "sys").count_tokens([user_text("hi")])
+
+
+class OnlyATurn:
+    """A user's own backend: ``name``, ``capabilities`` and ``turn``, nothing more."""
+
+    name = "mine"
+    capabilities = NONE
+
+    def __init__(self):
+        self.seen = []
+
+    def turn(self, request, messages, ctx):
+        self.seen.append((request.system, messages))
+        if len(messages) == 1:
+            yield TurnEnd((ToolCall("c1", "lookup", '{"key": "oslo"}'),), Usage(3, 1), Stop.TOOLS)
+        else:
+            yield Event(Kind.TEXT, text="Sunny.")
+            yield TurnEnd((Text("Sunny."),), Usage(5, 2), Stop.END)
+
+
+def test_a_users_backend_with_only_a_turn_runs_tools_and_answers():
+    mine = OnlyATurn()
+    agent = Agent(mine, "sys", tools=[lookup])
+    events = list(agent.stream([user_text("weather?")]))
+    assert [e.kind for e in events] == [Kind.TOOL_CALL, Kind.TURN, Kind.TOOL_RESULT,
+                                        Kind.TEXT, Kind.TURN, Kind.DONE]
+    done = events[-1]
+    assert done.stop is Stop.END and done.usage == Usage(8, 3)
+    assert [len(messages) for _, messages in mine.seen] == [1, 3]
+    assert mine.seen[1][1][2].parts[0].result == "OSLO"
+    with pytest.raises(Unsupported, match="token counting"):
+        agent.count_tokens([user_text("weather?")])
+
+
+def test_a_users_backend_with_only_a_turn_runs_under_retry_and_fallback():
+    agent = Agent(nacelle.Retry(nacelle.Fallback([OnlyATurn()])), "sys", tools=[lookup])
+    result = agent.run([user_text("weather?")])
+    assert result.text == "Sunny." and result.turns == 2
 
 
 # -- cancellation ----------------------------------------------------------------

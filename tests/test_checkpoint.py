@@ -1,6 +1,5 @@
 """Approvals that pause: PAUSE, Checkpoint, Agent.resume, in this process and another."""
 
-import dataclasses
 import json
 import os
 import subprocess
@@ -13,6 +12,7 @@ import pytest
 import nacelle
 from nacelle import Checkpoint, CheckpointError, ConfigError, Kind, Stop
 from nacelle.checkpoint import Resume, fingerprint
+from nacelle.loop import RunSettings, run
 from nacelle.messages import ToolCall, ToolResult
 from nacelle.testing import ScriptedBackend, Turn
 
@@ -421,9 +421,9 @@ def test_an_edited_input_that_fails_the_schema_in_the_loop_is_a_failed_result():
     ran.clear()
     checkpoint, resumer, _ = paused_shell("ls -la")
     edited = nacelle.Message(nacelle.Role.ASSISTANT, (ToolCall("s1", "shell", '{"command": 7}'),))
-    request = dataclasses.replace(resumer.request(checkpoint.messages[:-1] + (edited,)),
-                                  resume=Resume(checkpoint, {"s1": True}))
-    events = list(resumer.backend.stream(request, nacelle.RunContext()))
+    request = resumer.request(checkpoint.messages[:-1] + (edited,))
+    settings = RunSettings(approve=resumer.approve, resume=Resume(checkpoint, {"s1": True}))
+    events = list(run(request, nacelle.RunContext(), resumer.backend.turn, settings=settings))
     (result,) = [e.tool for e in events if e.kind is Kind.TOOL_RESULT]
     assert ran == [] and "invalid input for shell" in result.error
     with pytest.raises(ConfigError, match="invalid"):

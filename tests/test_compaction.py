@@ -186,15 +186,14 @@ def test_summarize_asks_one_bounded_toolless_compaction_request_and_returns_its_
     backend = ScriptedBackend([Turn(Message(Role.ASSISTANT, (Text("  Task: fix test.  "),)),
                                     usage=SUMMARY_USAGE)])
     request = Request(system="You are a coding agent.", tools=(object(),),
-                      thinking=Thinking(budget=4000), approve=lambda call: True,
-                      hooks={"x": ()}, max_tokens=32000)
+                      thinking=Thinking(budget=4000), max_tokens=32000)
     messages = long_run()
     compacted = compact(summarize(keep_last=2), messages, turn=backend.turn, request=request)
 
     (sent,) = backend.requests
     assert sent.profile is CallProfile.COMPACTION
     assert sent.tools == () and sent.mcp == () and sent.output is None
-    assert sent.approve is None and sent.hooks is None and sent.thinking == Thinking()
+    assert sent.thinking == Thinking()
     assert sent.max_tokens == 2048
     prompt = sent.system.lower()
     for topic in ("decisions", "file paths", "open tasks", "constraint"):
@@ -218,13 +217,19 @@ def test_summarize_uses_the_given_backend_rather_than_the_runs_turn():
     assert cheap.requests[0].profile is CallProfile.COMPACTION
 
 
-def test_summarize_reads_a_whole_run_from_a_backend_without_a_turn_function():
-    scripted = ScriptedBackend([Turn(Message(Role.ASSISTANT, (Text("from stream"),)),
+def test_summarize_asks_one_turn_of_a_users_backend_that_has_only_a_turn():
+    scripted = ScriptedBackend([Turn(Message(Role.ASSISTANT, (Text("from a turn"),)),
                                      usage=SUMMARY_USAGE)])
-    streaming_only = SimpleNamespace(stream=scripted.stream)
-    compacted = compact(summarize(backend=streaming_only), long_run(), turn=never_called)
-    assert compacted.summary == "from stream"
+    turn_only = SimpleNamespace(name="mine", capabilities=scripted.capabilities,
+                                turn=scripted.turn)
+    compacted = compact(summarize(backend=turn_only), long_run(), turn=never_called)
+    assert compacted.summary == "from a turn"
     assert compacted.usage.input_tokens == SUMMARY_USAGE.input_tokens
+
+
+def test_a_summary_backend_without_a_turn_is_refused_when_the_strategy_is_made():
+    with pytest.raises(ConfigError, match="turn"):
+        summarize(backend=SimpleNamespace(stream=lambda request, ctx: iter(())))
 
 
 def test_an_empty_summary_compacts_nothing():

@@ -13,6 +13,7 @@ from nacelle import (
     RetryOptions, Role, Stop, StreamError, Text, ToolCall, assistant_text, transient,
     user_text,
 )
+from nacelle.backend import TurnEnd
 from nacelle.backends import anthropic, openrouter
 from nacelle.testing import FakeServer, Reply, ScriptedBackend, Turn, wire
 
@@ -111,34 +112,48 @@ def test_retry_outside_a_fallback_retries_a_turn_every_backend_failed():
     assert Agent(backend, "Test.").run([user_text("hi")]).text == "Back."
 
 
-class WholeRun:
-    """A backend with ``stream`` only."""
+class TurnOnly:
+    """A user's backend: ``name``, ``capabilities`` and ``turn``, nothing else."""
 
     capabilities = Capabilities()
 
-    def __init__(self, name, events):
+    def __init__(self, name, items):
         self.name = name
-        self.events = events
+        self.items = items
 
-    def stream(self, request, ctx):
-        for event in self.events:
-            if isinstance(event, BaseException):
-                raise event
-            yield event
-
-    def count_tokens(self, request, ctx):
-        return 7
+    def turn(self, request, messages, ctx):
+        for item in self.items:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
 
 
-def test_backends_without_a_turn_function_fall_back_a_whole_run():
-    done = nacelle.Event(Kind.DONE, stop=Stop.END)
-    fallback = Fallback([WholeRun("a", [transient(StreamError("down"))]),
-                         WholeRun("b", [nacelle.Event(Kind.TEXT, text="b"), done])])
-    with pytest.raises(AttributeError):
-        fallback.turn
+def test_the_turn_asked_directly_moves_to_the_next_backend():
+    end = TurnEnd((Text("b"),))
+    fallback = Fallback([TurnOnly("a", [transient(StreamError("down"))]),
+                         TurnOnly("b", [nacelle.Event(Kind.TEXT, text="b"), end])])
+    items = list(fallback.turn(nacelle.Request("s"), (user_text("hi"),), nacelle.RunContext()))
+    assert texts(items[:-1]) == ["b"] and items[-1] is end
+
+
+def test_user_backends_with_only_a_turn_fall_back_inside_an_agent():
+    fallback = Fallback([TurnOnly("a", [transient(StreamError("down"))]),
+                         TurnOnly("b", [nacelle.Event(Kind.TEXT, text="b"),
+                                        TurnEnd((Text("b"),))])])
     events = list(Agent(fallback, "Test.").stream([user_text("hi")]))
-    assert texts(events) == ["b"] and events[-1] is done
-    assert Agent(fallback, "Test.").count_tokens  # the first backend counts
+    assert texts(events) == ["b"] and events[-1].stop is Stop.END
+
+
+def test_a_backend_with_only_a_whole_run_is_no_backend():
+    class WholeRun:
+        name = "old"
+        capabilities = Capabilities()
+
+        def stream(self, request, ctx):
+            return iter(())
+
+    with pytest.raises(ConfigError, match="'turn'"):
+        Fallback([ScriptedBackend([]), WholeRun()])
 
 
 def test_capabilities_are_what_every_backend_can_do():

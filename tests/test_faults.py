@@ -27,6 +27,7 @@ from nacelle import (
 )
 from nacelle import ConfigError
 from nacelle.backends import anthropic, openrouter
+from nacelle.loop import run
 from nacelle.testing import FakeClock, FakeServer, Reply
 from nacelle.testing import wire
 
@@ -149,6 +150,11 @@ def request():
     return Request("Be brief.", messages=(user_text("Hi"),))
 
 
+def run_turns(backend, request, ctx):
+    """A run of the loop around ``backend.turn``, as an Agent runs one, on ``ctx``."""
+    return run(request, ctx, backend.turn, backend=backend.name)
+
+
 def clocked():
     """A run context whose sleeps are recorded, not slept."""
     return RunContext(clock=FakeClock())
@@ -185,7 +191,7 @@ def test_1_connection_refused_is_retried_then_a_transport_error_naming_the_host(
     ctx = clocked()
     backend = provider.backend(f"http://127.0.0.1:{port}")
     with pytest.raises(TransportError) as caught:
-        list(backend.stream(request(), ctx))
+        list(run_turns(backend, request(), ctx))
     assert f"127.0.0.1:{port}" in str(caught.value)
     assert "connection refused" in str(caught.value)
     assert len(ctx.clock.sleeps) == 2  # the default max_retries=2, each after a refusal
@@ -197,7 +203,7 @@ def test_2_a_connection_dropped_before_the_status_line_is_retried(provider, serv
     server.queue(provider.path, Reply(chunks=[b"x"], drop_after=0),
                  Reply(chunks=provider.stream()))
     ctx = clocked()
-    events = list(provider.backend(server.url).stream(request(), ctx))
+    events = list(run_turns(provider.backend(server.url), request(), ctx))
     assert texts(events) == ["Alpha", "Beta"]
     assert events[-1].kind is Kind.DONE and events[-1].stop is Stop.END
     assert len(server.requests) == 2 and len(ctx.clock.sleeps) == 1
@@ -208,7 +214,7 @@ def test_3_a_429_with_retry_after_1_is_retried_once_after_a_second(provider, ser
     server.queue(provider.path, Reply.json({}, status=429, headers={"retry-after": "1"}),
                  Reply(chunks=provider.stream()))
     started = time.monotonic()
-    events = list(provider.backend(server.url).stream(request(), RunContext()))
+    events = list(run_turns(provider.backend(server.url), request(), RunContext()))
     elapsed = time.monotonic() - started
     assert texts(events) == ["Alpha", "Beta"]
     assert len(server.requests) == 2
@@ -220,7 +226,7 @@ def test_4_overloaded_twice_then_200_succeeds_on_the_third_request(provider, ser
                             status=provider.overloaded_status)
     server.queue(provider.path, overloaded, overloaded, Reply(chunks=provider.stream()))
     ctx = clocked()
-    events = list(provider.backend(server.url).stream(request(), ctx))
+    events = list(run_turns(provider.backend(server.url), request(), ctx))
     assert texts(events) == ["Alpha", "Beta"]
     assert len(server.requests) == 3 and len(ctx.clock.sleeps) == 2
     server.assert_consumed()
@@ -231,7 +237,7 @@ def test_5_x_should_retry_false_on_a_500_is_not_retried_by_anything(provider, se
                                            headers={"x-should-retry": "false"}))
     ctx = clocked()
     with pytest.raises(APIError) as caught:
-        list(Retry(provider.backend(server.url)).stream(request(), ctx))
+        list(run_turns(Retry(provider.backend(server.url)), request(), ctx))
     assert caught.value.status == 500 and not retryable(caught.value)
     assert len(server.requests) == 1 and ctx.clock.sleeps == []
     assert attempt(caught.value) == 1
@@ -241,7 +247,7 @@ def test_6_a_400_is_not_retried_and_carries_what_the_provider_said_to_fix(provid
     server.queue(provider.path, Reply.json(provider.bad_request, status=400))
     ctx = clocked()
     with pytest.raises(APIError) as caught:
-        list(Retry(provider.backend(server.url)).stream(request(), ctx))
+        list(run_turns(Retry(provider.backend(server.url)), request(), ctx))
     assert caught.value.status == 400 and not retryable(caught.value)
     assert "max_tokens: Field required" in str(caught.value)
     assert len(server.requests) == 1 and ctx.clock.sleeps == []
@@ -253,7 +259,7 @@ def test_6_a_401_is_not_retried_and_names_the_key_variable_but_not_the_key(provi
         {"error": {"type": "authentication_error", "message": "invalid x-api-key"}}, status=401))
     ctx = clocked()
     with pytest.raises(APIError) as caught:
-        list(Retry(provider.backend(server.url)).stream(request(), ctx))
+        list(run_turns(Retry(provider.backend(server.url)), request(), ctx))
     assert caught.value.status == 401 and not retryable(caught.value)
     assert f"check the API key (${provider.key_variable}" in str(caught.value)
     assert len(server.requests) == 1 and ctx.clock.sleeps == []
@@ -267,7 +273,7 @@ def test_7_an_in_band_error_before_output_is_rerun_by_retry_and_succeeds(provide
     server.queue(provider.path, Reply(chunks=provider.in_band(())),
                  Reply(chunks=provider.stream()))
     ctx = clocked()
-    events = list(Retry(provider.backend(server.url)).stream(request(), ctx))
+    events = list(run_turns(Retry(provider.backend(server.url)), request(), ctx))
     assert texts(events) == ["Alpha", "Beta"]
     assert events[-1].kind is Kind.DONE and events[-1].stop is Stop.END
     assert len(server.requests) == 2 and len(ctx.clock.sleeps) == 1
@@ -277,7 +283,7 @@ def test_7_an_in_band_error_before_output_is_rerun_by_retry_and_succeeds(provide
 def test_7_without_retry_an_in_band_error_before_output_is_raised_as_retryable(provider, server):
     server.queue(provider.path, Reply(chunks=provider.in_band(())))
     with pytest.raises(StreamError) as caught:
-        list(provider.backend(server.url).stream(request(), clocked()))
+        list(run_turns(provider.backend(server.url), request(), clocked()))
     assert provider.in_band_words in str(caught.value)
     assert retryable(caught.value)
     assert len(server.requests) == 1
@@ -289,7 +295,7 @@ def test_8_an_in_band_error_after_text_is_raised_and_nothing_is_repeated(provide
     ctx = clocked()
     seen = []
     with pytest.raises(StreamError) as caught:
-        for event in Retry(provider.backend(server.url)).stream(request(), ctx):
+        for event in run_turns(Retry(provider.backend(server.url)), request(), ctx):
             seen.append(event)
     assert provider.in_band_words in str(caught.value)
     assert [(e.kind, e.text) for e in seen] == [(Kind.TEXT, "Alpha"), (Kind.TEXT, "Beta")]
@@ -331,7 +337,7 @@ def test_9_a_drop_mid_stream_before_any_event_is_rerun_by_retry(provider, server
     server.queue(provider.path, Reply(chunks=chunks, drop_after=first_text),
                  Reply(chunks=provider.stream()))
     ctx = clocked()
-    events = list(Retry(provider.backend(server.url)).stream(request(), ctx))
+    events = list(run_turns(Retry(provider.backend(server.url)), request(), ctx))
     assert texts(events) == ["Alpha", "Beta"]
     assert len(server.requests) == 2 and len(ctx.clock.sleeps) == 1
 
@@ -341,7 +347,7 @@ def test_9_without_retry_that_drop_is_a_stream_truncated(provider, server):
     _, first_text = split_before_output(chunks)
     server.queue(provider.path, Reply(chunks=chunks, drop_after=first_text))
     with pytest.raises(StreamTruncated):
-        list(provider.backend(server.url).stream(request(), clocked()))
+        list(run_turns(provider.backend(server.url), request(), clocked()))
     assert len(server.requests) == 1
 
 
@@ -353,7 +359,7 @@ def test_9_a_drop_after_text_is_stream_truncated_and_not_retried(provider, serve
     ctx = clocked()
     seen = []
     with pytest.raises(StreamTruncated) as caught:
-        for event in Retry(provider.backend(server.url)).stream(request(), ctx):
+        for event in run_turns(Retry(provider.backend(server.url)), request(), ctx):
             seen.append(event)
     assert texts(seen) == ["Alpha"] and len(seen) == 1
     assert attempt(caught.value) == 1
@@ -367,7 +373,7 @@ def test_10_a_stall_before_the_status_line_is_retried_by_the_transport(provider,
     server.queue(provider.path, Reply(chunks=[(b"x", 5.0)], drop_after=0),
                  Reply(chunks=provider.stream()))
     started = time.monotonic()
-    events = list(provider.backend(server.url, timeout=0.5).stream(request(), clocked()))
+    events = list(run_turns(provider.backend(server.url, timeout=0.5), request(), clocked()))
     assert texts(events) == ["Alpha", "Beta"]
     assert len(server.requests) == 2
     assert time.monotonic() - started < 3.0
@@ -378,7 +384,7 @@ def test_10_a_stall_mid_stream_past_the_read_timeout_is_a_transport_error(provid
     server.queue(provider.path, Reply(chunks=[(chunks[0], 5.0)] + chunks[1:]))
     started = time.monotonic()
     with pytest.raises(TransportError, match="read timeout"):
-        list(provider.backend(server.url, timeout=0.5).stream(request(), clocked()))
+        list(run_turns(provider.backend(server.url, timeout=0.5), request(), clocked()))
     assert time.monotonic() - started < 3.0
     assert len(server.requests) == 1  # the status had arrived: not the transport's to retry
 
@@ -389,7 +395,7 @@ def test_10_retry_reruns_a_run_that_stalled_past_the_read_timeout(provider, serv
                  Reply(chunks=provider.stream()))
     started = time.monotonic()
     ctx = clocked()
-    events = list(Retry(provider.backend(server.url, timeout=0.5)).stream(request(), ctx))
+    events = list(run_turns(Retry(provider.backend(server.url, timeout=0.5)), request(), ctx))
     assert texts(events) == ["Alpha", "Beta"]
     assert len(server.requests) == 2 and len(ctx.clock.sleeps) == 1
     assert time.monotonic() - started < 3.0
@@ -401,7 +407,7 @@ def test_10_keepalives_alone_past_the_stall_timeout_are_a_retryable_stall(provid
     server.queue(provider.path, Reply(chunks=list(before) + beats))
     started = time.monotonic()
     with pytest.raises(StreamError, match="stalled") as caught:
-        list(provider.backend(server.url, stall_timeout=0.4).stream(request(), clocked()))
+        list(run_turns(provider.backend(server.url, stall_timeout=0.4), request(), clocked()))
     assert 0.3 < time.monotonic() - started < 2.5
     assert retryable(caught.value) and not isinstance(caught.value, StreamTruncated)
 
@@ -412,7 +418,7 @@ def test_10_retry_reruns_a_run_that_only_sent_keepalives(provider, server):
     server.queue(provider.path, Reply(chunks=list(before) + beats),
                  Reply(chunks=provider.stream()))
     ctx = clocked()
-    events = list(Retry(provider.backend(server.url, stall_timeout=0.4)).stream(request(), ctx))
+    events = list(run_turns(Retry(provider.backend(server.url, stall_timeout=0.4)), request(), ctx))
     assert texts(events) == ["Alpha", "Beta"]
     assert len(server.requests) == 2
 
@@ -423,7 +429,7 @@ def test_11_a_budget_smaller_than_retry_after_ends_within_the_budget(provider, s
     backend = Retry(provider.backend(server.url), RetryOptions(budget=budget))
     started = time.monotonic()
     with pytest.raises(RetryBudgetExceeded) as caught:
-        list(backend.stream(request(), RunContext()))
+        list(run_turns(backend, request(), RunContext()))
     elapsed = time.monotonic() - started
     assert elapsed < budget + 0.5
     assert elapsed >= budget * 0.9  # it waited for the budget, not gave up at once
@@ -440,7 +446,7 @@ def test_11_the_budget_also_bounds_a_stalled_read(provider, server):
     backend = Retry(provider.backend(server.url), RetryOptions(budget=budget))
     started = time.monotonic()
     with pytest.raises(RetryBudgetExceeded) as caught:
-        list(backend.stream(request(), RunContext()))
+        list(run_turns(backend, request(), RunContext()))
     assert time.monotonic() - started < budget + 0.5
     assert attempt(caught.value) == 1
     assert len(server.requests) == 1
@@ -471,7 +477,7 @@ def test_13_a_data_line_that_is_not_json_is_a_stream_error_naming_the_event(prov
     before, _ = split_before_output(provider.stream())
     server.queue(provider.path, Reply(chunks=list(before) + [provider.garbage]))
     with pytest.raises(StreamError) as caught:
-        list(provider.backend(server.url).stream(request(), clocked()))
+        list(run_turns(provider.backend(server.url), request(), clocked()))
     err = caught.value
     assert "not JSON" in str(err) and provider.garbage_names in str(err)
     assert not isinstance(err, ValueError)
@@ -485,7 +491,7 @@ def test_13_a_200_page_that_is_not_an_event_stream_is_a_stream_error_not_retried
     server.queue(provider.path, Reply(chunks=[page], mode="length",
                                       content_type="text/html; charset=utf-8"))
     with pytest.raises(StreamError) as caught:
-        list(Retry(provider.backend(server.url)).stream(request(), clocked()))
+        list(run_turns(Retry(provider.backend(server.url)), request(), clocked()))
     assert "200 with text/html, not an event stream" in str(caught.value)
     assert "<title>Sign in</title>" in str(caught.value)
     assert not isinstance(caught.value, StreamTruncated) and not retryable(caught.value)
@@ -576,7 +582,7 @@ def test_17_a_head_sent_a_byte_at_a_time_is_cut_at_the_read_timeout_and_retried(
     server.queue(provider.path, Reply(chunks=provider.stream(), head_trickle=TRICKLE),
                  Reply(chunks=provider.stream()))
     started = time.monotonic()
-    events = list(provider.backend(server.url, timeout=0.5).stream(request(), clocked()))
+    events = list(run_turns(provider.backend(server.url, timeout=0.5), request(), clocked()))
     assert texts(events) == ["Alpha", "Beta"]
     assert len(server.requests) == 2
     assert time.monotonic() - started < 3.0  # the head alone would take half a minute
@@ -587,7 +593,7 @@ def test_17_the_budget_bounds_a_head_sent_a_byte_at_a_time(provider, server):
     backend = Retry(provider.backend(server.url), RetryOptions(budget=0.5))
     started = time.monotonic()
     with pytest.raises(RetryBudgetExceeded) as caught:
-        list(backend.stream(request(), RunContext()))
+        list(run_turns(backend, request(), RunContext()))
     assert time.monotonic() - started < 2.0
     assert attempt(caught.value) == 1 and len(server.requests) == 1
     assert_secret_free(caught.value)
@@ -601,7 +607,7 @@ def test_17_a_chunk_size_line_sent_a_byte_at_a_time_is_a_retryable_stall(provide
                                       chunks=[framed] + size_line))
     started = time.monotonic()
     with pytest.raises(StreamError, match="stalled") as caught:
-        list(provider.backend(server.url, stall_timeout=0.5).stream(request(), clocked()))
+        list(run_turns(provider.backend(server.url, stall_timeout=0.5), request(), clocked()))
     assert time.monotonic() - started < 3.0
     assert retryable(caught.value) and not isinstance(caught.value, StreamTruncated)
 
@@ -624,7 +630,7 @@ def test_18_a_key_with_a_stray_character_fails_at_the_first_request_with_nothing
         backend = provider.make_backend(server.url, key)
     ctx = clocked()
     with pytest.raises(ConfigError) as caught:
-        list(backend.stream(request(), ctx))
+        list(run_turns(backend, request(), ctx))
     message = str(caught.value)
     assert f"contains {named}" in message and "at position 12" in message
     assert (f"${provider.key_variable}" in message) == (source == "environment")

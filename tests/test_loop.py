@@ -531,7 +531,7 @@ def test_closing_the_stream_cancels_a_running_tool_without_waiting_for_it():
 def test_a_cancelled_context_closes_open_calls_then_raises_cancelled():
     ctx = RunContext()
     agent, backend = agent_for([assistant(ToolCall("x", "nap", '{"seconds": 5}')), assistant(Text("k"))])
-    stream = backend.stream(agent.request([user_text("go")]), ctx)
+    stream = run(agent.request([user_text("go")]), ctx, backend.turn)
     seen = []
     with pytest.raises(Cancelled):
         for event in stream:

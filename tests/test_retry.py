@@ -1,39 +1,43 @@
-"""Retry: reruns a turn (or, without a turn function, a run) only while nothing was
-yielded, only for retryable errors, with jittered doubling delays and the failure's
-Retry-After through the run context — no real waiting here."""
+"""Retry: a turn wrapper that reruns a turn only while nothing was yielded, only for
+retryable errors, with jittered doubling delays and the failure's Retry-After through
+the run context — no real waiting here. Its ``turn`` is tested directly and inside
+an Agent's run."""
 
 import logging
 import pickle
 
 import pytest
 
-from nacelle.backend import Capabilities, Request, RunContext
+from nacelle.backend import Capabilities, Request, RunContext, TurnEnd
 from nacelle.errors import (
-    APIError, Cancelled, RetryBudgetExceeded, StreamError, StreamTruncated, TransportError,
-    attempt, retryable, transient,
+    APIError, Cancelled, ConfigError, RetryBudgetExceeded, StreamError, StreamTruncated,
+    TransportError, attempt, retryable, transient,
 )
 from nacelle.events import Event, Kind, Stop
+from nacelle.loop import run as run_loop
+from nacelle.messages import Text
 from nacelle.retry import Retry, RetryOptions
 from nacelle.testing import FakeClock
 
 
 class FlakyBackend:
-    """Plays one script per run: a list of events, with an exception to raise at the
-    end (or in the middle, as the script says)."""
+    """Plays one script per turn asked: a list of events ending with a TurnEnd, with an
+    exception to raise at the end (or in the middle, as the script says). It has only
+    ``name``, ``capabilities``, ``turn`` and ``count_tokens``: the whole protocol."""
 
     name = "flaky"
     capabilities = Capabilities(thinking=True, cost=True)
 
-    def __init__(self, *runs):
-        self.runs = list(runs)
+    def __init__(self, *turns):
+        self.turns = list(turns)
         self.started = 0
         self.closed = 0
         self.contexts = []
 
-    def stream(self, request, ctx):
+    def turn(self, request, messages, ctx):
         self.started += 1
         self.contexts.append(ctx)
-        script = self.runs.pop(0)
+        script = self.turns.pop(0)
         try:
             for item in script:
                 if isinstance(item, BaseException):
@@ -50,14 +54,15 @@ class FlakyBackend:
 
 
 TEXT = Event(Kind.TEXT, text="hi")
-DONE = Event(Kind.DONE, stop=Stop.END)
+DONE = TurnEnd((Text("hi"),))
 
 
 def run(backend, options=RetryOptions(), clock=None):
+    """One turn of ``Retry(backend)``, asked directly: its items and the clock."""
     clock = clock or FakeClock()
     retry = Retry(backend, options)
     retry._random.seed(7)
-    return list(retry.stream(Request("s"), RunContext(clock=clock))), clock
+    return list(retry.turn(Request("s"), (), RunContext(clock=clock))), clock
 
 
 def test_retry_keeps_the_wrapped_backends_name_and_capabilities():
@@ -78,7 +83,7 @@ def test_a_clean_run_passes_through_untouched():
     TransportError("reset"),
     APIError(529, "overloaded_error"),
 ])
-def test_a_retryable_failure_before_any_event_reruns_the_run(error):
+def test_a_retryable_failure_before_any_event_reruns_the_turn(error):
     backend = FlakyBackend([error], [TEXT, DONE])
     events, clock = run(backend)
     assert events == [TEXT, DONE]
@@ -100,7 +105,7 @@ def test_a_failure_after_an_event_is_raised_and_nothing_is_repeated():
     delivered = []
     retry = Retry(backend)
     with pytest.raises(StreamError) as info:
-        for event in retry.stream(Request("s"), RunContext(clock=FakeClock())):
+        for event in retry.turn(Request("s"), (), RunContext(clock=FakeClock())):
             delivered.append(event)
     assert delivered == [TEXT] and backend.started == 1
     assert retryable(info.value) and attempt(info.value) == 1
@@ -139,7 +144,7 @@ def test_jitter_spreads_over_the_whole_range():
         retry = Retry(backend, options)
         retry._random.seed(seed)
         clock = FakeClock()
-        list(retry.stream(Request("s"), RunContext(clock=clock)))
+        list(retry.turn(Request("s"), (), RunContext(clock=clock)))
         delays += clock.sleeps
     assert min(delays) < 0.1 and max(delays) > 0.9
 
@@ -167,13 +172,25 @@ def test_a_given_logger_is_used():
     assert records and "TransportError" in records[0].getMessage()
 
 
-def test_the_budget_becomes_the_run_contexts_deadline_once():
+def test_the_budget_becomes_the_turns_context_deadline_once():
     backend = FlakyBackend([TransportError("x")], [DONE])
     clock = FakeClock(1000.0)
     run(backend, RetryOptions(budget=30), clock)
     deadlines = {ctx.deadline for ctx in backend.contexts}
     assert deadlines == {1030.0}
     assert all(ctx.deadline_error is RetryBudgetExceeded for ctx in backend.contexts)
+
+
+def test_each_turn_of_a_run_has_the_whole_budget():
+    backend = FlakyBackend([TransportError("x")], [DONE], [DONE])
+    clock = FakeClock(1000.0)
+    retry = Retry(backend, RetryOptions(budget=30))
+    ctx = RunContext(clock=clock)
+    list(retry.turn(Request("s"), (), ctx))
+    clock.advance(100)  # the tools of the first turn ran for a while
+    list(retry.turn(Request("s"), (), ctx))
+    assert backend.contexts[-1].deadline == clock() + 30
+    assert ctx.deadline is None  # the run's own context is left as it was
 
 
 def test_a_budget_shorter_than_the_delay_raises_budget_exceeded_naming_the_attempt():
@@ -184,7 +201,7 @@ def test_a_budget_shorter_than_the_delay_raises_budget_exceeded_naming_the_attem
     retry._random.seed(1)
     retry._random.uniform = lambda a, b: b  # the full delay, longer than the budget
     with pytest.raises(RetryBudgetExceeded, match="attempt 1") as info:
-        list(retry.stream(Request("s"), RunContext(clock=clock)))
+        list(retry.turn(Request("s"), (), RunContext(clock=clock)))
     assert clock() <= 1.0 and attempt(info.value) == 1
     assert not isinstance(info.value, Cancelled)
 
@@ -227,12 +244,24 @@ def test_cancellation_is_never_retried():
     assert backend.started == 1
 
 
-def test_closing_the_stream_closes_the_wrapped_run():
+def test_closing_the_turn_closes_the_wrapped_turn():
     backend = FlakyBackend([TEXT, TEXT, DONE])
-    stream = Retry(backend).stream(Request("s"), RunContext())
+    stream = Retry(backend).turn(Request("s"), (), RunContext())
     assert next(stream) == TEXT
     stream.close()
     assert backend.closed == 1
+
+
+def test_a_retry_of_something_without_a_turn_is_refused_when_made():
+    class WholeRun:
+        name = "old"
+        capabilities = Capabilities()
+
+        def stream(self, request, ctx):
+            return iter(())
+
+    with pytest.raises(ConfigError, match="turn"):
+        Retry(WholeRun())
 
 
 def test_options_refuse_nonsense():
@@ -252,13 +281,14 @@ def test_retry_pickles():
 # -- retrying at the turn -------------------------------------------------------------
 
 def scripted_run(turns, options, clock=None, tools=()):
+    """A run of the loop around ``Retry(ScriptedBackend(turns)).turn``, on a fake clock."""
     import nacelle
     from nacelle.testing import ScriptedBackend
 
     backend = ScriptedBackend(turns)
     request = nacelle.Agent(backend, "Test.", tools=tools).request([nacelle.user_text("go")])
     ctx = RunContext(clock=clock or FakeClock())
-    return backend, list(Retry(backend, options).stream(request, ctx)), ctx
+    return backend, list(run_loop(request, ctx, Retry(backend, options).turn)), ctx
 
 
 def _echo_tool():
@@ -344,8 +374,10 @@ def test_a_retry_after_beyond_the_budget_fails_at_once_naming_the_failure():
     assert clock.sleeps == [] and caught.value.__cause__ is limited
 
 
-def test_a_backend_without_a_turn_function_keeps_the_whole_run_rule():
-    flaky = FlakyBackend([transient(StreamError("overloaded"))], [TEXT, DONE])
-    assert not hasattr(flaky, "turn")
-    events, _ = run(flaky, RetryOptions(attempts=2))
-    assert events == [TEXT, DONE] and flaky.started == 2
+def test_an_agent_runs_a_retried_user_backend_that_has_only_a_turn():
+    import nacelle
+
+    backend = FlakyBackend([transient(StreamError("overloaded"))], [TEXT, DONE])
+    agent = nacelle.Agent(Retry(backend, RetryOptions(base=0, max=0)), "Test.")
+    result = agent.run([nacelle.user_text("go")])
+    assert result.text == "hi" and result.stop is Stop.END and backend.started == 2

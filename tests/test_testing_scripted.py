@@ -5,9 +5,10 @@ import pickle
 import pytest
 
 from nacelle import (
-    Capabilities, ConfigError, Kind, Message, Reasoning, Request, Role, RunContext, Stop, Text,
+    Agent, Capabilities, ConfigError, Kind, Message, Reasoning, Request, Role, RunContext, Stop, Text,
     ToolCall, Usage, user_text,
 )
+from nacelle.backend import TurnEnd
 from nacelle.testing import FakeClock, ScriptedBackend, Turn
 
 
@@ -27,16 +28,27 @@ def test_a_turn_needs_an_assistant_message():
         Turn(user_text("hi"))
 
 
+GO = (user_text("go"),)
+
+
 def test_each_text_and_reasoning_part_is_one_delta():
     backend = ScriptedBackend([assistant(Reasoning("r"), Text("a"), Text("b"))])
-    events = list(backend.stream(Request("s", (user_text("go"),)), RunContext()))
+    *deltas, end = backend.turn(Request("s"), GO, RunContext())
+    assert [(e.kind, e.text) for e in deltas] == [
+        (Kind.THINKING, "r"), (Kind.TEXT, "a"), (Kind.TEXT, "b")]
+    assert isinstance(end, TurnEnd) and end.parts == (Reasoning("r"), Text("a"), Text("b"))
+
+
+def test_inside_an_agent_the_loop_runs_around_the_scripted_turn():
+    backend = ScriptedBackend([assistant(Reasoning("r"), Text("a"), Text("b"))])
+    events = list(Agent(backend, "s").stream(GO))
     assert [(e.kind, e.text) for e in events[:2]] == [(Kind.TEXT, "a"), (Kind.TEXT, "b")]
     assert events[-1].kind is Kind.DONE and events[-1].messages[-1].parts[0] == Reasoning("r")
 
 
 def test_requests_hold_the_conversation_as_the_model_saw_each_turn():
     backend = ScriptedBackend([assistant(ToolCall("c", "missing", "{}")), "done"])
-    list(backend.stream(Request("s", (user_text("go"),)), RunContext()))
+    Agent(backend, "s").run(GO)
     assert [len(r.messages) for r in backend.requests] == [1, 3]
     assert backend.requests[1].messages[2].parts[0].failed
 
@@ -44,12 +56,12 @@ def test_requests_hold_the_conversation_as_the_model_saw_each_turn():
 def test_a_turn_past_the_script_raises():
     backend = ScriptedBackend([])
     with pytest.raises(AssertionError, match="only 0"):
-        list(backend.stream(Request("s", (user_text("go"),)), RunContext()))
+        list(backend.turn(Request("s"), GO, RunContext()))
 
 
 def test_assert_consumed_fails_while_turns_are_left():
     backend = ScriptedBackend(["a", "b"])
-    list(backend.stream(Request("s", (user_text("go"),)), RunContext()))
+    Agent(backend, "s").run(GO)
     assert backend.remaining == 1
     with pytest.raises(AssertionError, match="1 of 2"):
         backend.assert_consumed()
@@ -57,14 +69,17 @@ def test_assert_consumed_fails_while_turns_are_left():
 
 def test_usage_and_stop_come_from_the_turn():
     backend = ScriptedBackend([Turn(assistant(Text("cut")), usage=Usage(1, 2), stop=Stop.MAX_TOKENS)])
-    events = list(backend.stream(Request("s", (user_text("go"),)), RunContext()))
+    end = list(backend.turn(Request("s"), GO, RunContext()))[-1]
+    assert (end.usage, end.stop) == (Usage(1, 2), Stop.MAX_TOKENS)
+    events = list(Agent(ScriptedBackend([Turn(assistant(Text("cut")), usage=Usage(1, 2),
+                                                   stop=Stop.MAX_TOKENS)]), "s").stream(GO))
     assert (events[-2].usage, events[-2].stop) == (Usage(1, 2), Stop.MAX_TOKENS)
     assert events[-1].stop is Stop.MAX_TOKENS
 
 
 def test_a_turn_error_is_raised_after_its_deltas():
     backend = ScriptedBackend([Turn(assistant(Text("half")), error=OSError("dropped"))])
-    stream = backend.stream(Request("s", (user_text("go"),)), RunContext())
+    stream = backend.turn(Request("s"), GO, RunContext())
     assert next(stream).text == "half"
     with pytest.raises(OSError, match="dropped"):
         next(stream)
@@ -73,7 +88,7 @@ def test_a_turn_error_is_raised_after_its_deltas():
 def test_a_turn_delay_sleeps_on_the_run_context():
     clock = FakeClock()
     backend = ScriptedBackend([Turn(assistant(Text("x")), delay=30)])
-    list(backend.stream(Request("s", (user_text("go"),)), RunContext(clock=clock)))
+    list(backend.turn(Request("s"), GO, RunContext(clock=clock)))
     assert clock.sleeps == [30] and clock() == 30
 
 
@@ -86,7 +101,7 @@ def test_all_capabilities_are_on_by_default():
 
 def test_a_scripted_backend_pickles():
     copy = pickle.loads(pickle.dumps(ScriptedBackend(["hi"])))
-    assert list(copy.stream(Request("s", (user_text("go"),)), RunContext()))[-1].stop is Stop.END
+    assert Agent(copy, "s").run(GO).stop is Stop.END
 
 
 def test_fake_clock_tells_time_records_sleeps_and_advances():

@@ -9,10 +9,10 @@ import pytest
 
 import nacelle
 from nacelle import (
-    Agent, Budget, HookPoint, HookResult, Kind, Message, Retry, RetryBudgetExceeded,
-    RetryOptions, Role, Stop, Text, ToolCall, ToolContext, ToolResult, user_text,
+    Agent, Budget, HookPoint, HookResult, Kind, Message, Retry, RetryOptions, Role, Stop, Text, ToolCall, ToolContext, ToolResult, user_text,
 )
 from nacelle.context import RunContext
+from nacelle.loop import RunSettings, run
 from nacelle.testing import FakeClock, ScriptedBackend
 
 
@@ -130,7 +130,8 @@ def test_tool_timeouts_read_the_run_clock():
     backend = ScriptedBackend([assistant(ToolCall("a", "waits", "{}")), assistant(Text("k"))])
     agent = Agent(backend, "Test.", tools=[waits], tool_timeout=30.0)
     started = time.monotonic()
-    events = list(backend.stream(agent.request([user_text("go")]), RunContext(clock=clock)))
+    events = list(run(agent.request([user_text("go")]), RunContext(clock=clock), backend.turn,
+                      settings=RunSettings(tool_timeout=30.0)))
     assert time.monotonic() - started < 3.0  # 60 simulated seconds, not 30 real ones
     assert results_of(events)["a"].error == "timed out after 30 s"
 
@@ -149,17 +150,13 @@ def test_a_budget_in_seconds_bounds_a_slow_tool_and_ends_the_run_with_budget():
     assert done.messages[-1].parts[0].failed and len(backend.requests) == 1
 
 
-def test_a_retry_budget_bounds_a_slow_tool_and_raises_the_budget_error():
-    backend = ScriptedBackend([assistant(ToolCall("a", "slow", '{"seconds": 2.5}')),
-                               assistant(Text("never asked"))])
-    agent = Agent(Retry(backend, RetryOptions(budget=0.5)), "Test.", tools=[slow])
-    seen = []
-    started = time.monotonic()
-    with pytest.raises(RetryBudgetExceeded, match="0.5 s"):
-        for event in agent.stream([user_text("go")]):
-            seen.append(event)
-    assert time.monotonic() - started < 2.0
-    assert results_of(seen)["a"].error.startswith("stopped: the run's deadline passed")
+def test_a_retry_budget_bounds_each_turn_and_not_the_tools_between_them():
+    # Retry wraps a turn: its budget is each turn's, and the run's deadline is Budget's.
+    backend = ScriptedBackend([assistant(ToolCall("a", "slow", '{"seconds": 0.4}')),
+                               assistant(Text("done"))])
+    agent = Agent(Retry(backend, RetryOptions(budget=0.2)), "Test.", tools=[slow])
+    events = list(agent.stream([user_text("go")]))
+    assert results_of(events)["a"].result == "slept" and events[-1].stop is Stop.END
 
 
 def test_a_call_waiting_for_a_slot_at_the_deadline_is_closed_as_not_run():
@@ -222,8 +219,8 @@ def test_a_finished_call_no_longer_listens_to_the_run():
         assistant(*(ToolCall(f"c{i}", "quick", '{"word": "w"}') for i in range(50))),
         assistant(Text("done")),
     ])
-    agent = Agent(backend, "Test.", tools=[quick], loop_guard=0)  # 50 identical calls
-    events = list(backend.stream(agent.request([user_text("go")]), ctx))
+    agent = Agent(backend, "Test.", tools=[quick])
+    events = list(run(agent.request([user_text("go")]), ctx, backend.turn))  # no loop guard
     assert events[-1].stop is Stop.END
     assert ctx.cancelled._callbacks == {}
 
@@ -235,9 +232,9 @@ def test_calls_closed_before_they_ran_no_longer_listen_to_the_run():
                   ToolCall("c", "quick", '{"word": "w"}')),
         assistant(Text("done")),
     ])
-    agent = Agent(backend, "Test.", tools=[stubborn, quick], tool_timeout=0.2,
-                  max_parallel_tools=1)
-    events = list(backend.stream(agent.request([user_text("go")]), ctx))
+    agent = Agent(backend, "Test.", tools=[stubborn, quick])
+    events = list(run(agent.request([user_text("go")]), ctx, backend.turn,
+                      settings=RunSettings(tool_timeout=0.2, max_parallel_tools=1, loop_guard=3)))
     assert events[-1].stop is Stop.END
     # Only the abandoned call still listens, until its thread lets go.
     assert len(ctx.cancelled._callbacks) <= 1

@@ -39,7 +39,7 @@ What it promises:
   ``x-should-retry`` says otherwise, after :func:`retry_delay`. Every sleep goes
   through ``ctx.sleep``, so a fake clock records it and the run's deadline bounds it.
   A stream that fails midway is never retried here: output was already shown
-  (``Retry`` may restart a run that yielded nothing).
+  (``Retry`` may rerun a turn that yielded nothing).
 - Time limits: ``connect_timeout`` (5 s, as the Anthropic SDK) and ``timeout`` (600 s
   without a byte) are each capped by the run's remaining deadline. Separately,
   ``stall_timeout`` (600 s: long silent thinking is legitimate) bounds the time since

@@ -13,8 +13,8 @@ The backend is three parts, as every nacelle backend:
 - the thin I/O here: one streaming POST per model turn through ``backends/_turn.py``
   and the transport under it (sessions per thread, retries before the body with
   Retry-After, error statuses mapped to ``APIError``; ``requests`` is imported at
-  the first request, not with this module), and ``stream`` handing the run to
-  ``nacelle.loop``.
+  the first request, not with this module). The Agent runs the
+  loop around :meth:`turn`; this module never imports it.
 
 Choices where the contract is silent:
 
@@ -34,8 +34,8 @@ Choices where the contract is silent:
   instead of paying a new TLS handshake. ``ping`` events are keepalives: they do not
   count as progress for ``stall_timeout``, so a stream that only pings is still
   noticed as stalled.
-- ``count_tokens`` sends the body ``stream`` would send, minus ``max_tokens`` and
-  ``stream``, to ``/v1/messages/count_tokens``. An answer without a plausible
+- ``count_tokens`` sends the body a turn of ``request.messages`` would send, minus
+  ``max_tokens`` and ``stream``, to ``/v1/messages/count_tokens``. An answer without a plausible
   count (a whole number from zero to 2**53) is a ``StreamError``: a wrong count
   would be trusted by whatever budgets on it.
 - Event data is read with :func:`nacelle.sse.parse_json` (no NaN, no Infinity, no
@@ -58,7 +58,7 @@ Choices where the contract is silent:
   included: the stream reports their count, not their price.
 
 Outer ring: imports ``backends._turn`` (and, through it at the first request,
-``requests``), the two pure halves, ``nacelle.loop`` and the core. Never another
+``requests``), the two pure halves, and the core. Never another
 backend.
 """
 
@@ -71,7 +71,6 @@ from typing import (
     Any, Dict, Iterator, Mapping, Optional, Sequence, Set, Tuple, Union,
 )
 
-from .. import loop
 from ..backend import Capabilities, Request, TurnEnd
 from ..context import RunContext
 from ..errors import ConfigError
@@ -150,12 +149,8 @@ class Backend:
 
     # -- the Backend protocol ------------------------------------------------------
 
-    def stream(self, request: Request, ctx: RunContext) -> Iterator[Event]:
-        """Run ``request`` to DONE: the loop, asking :meth:`turn` for each model turn."""
-        return loop.run(request, ctx, self.turn, backend=self.name)
-
     def count_tokens(self, request: Request, ctx: RunContext) -> int:
-        """The input tokens of the request :meth:`stream` would send first, as
+        """The input tokens of ``request`` (its ``messages`` the conversation), as
         Anthropic counts them."""
         body = count_tokens_body(request, request.messages, model=self.model)
         return count_tokens(self._endpoint, "/v1/messages/count_tokens", body, ctx, "Anthropic",

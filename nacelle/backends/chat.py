@@ -62,7 +62,7 @@ one:
   ``output_mode="tool"`` there.
 
 Outer ring: imports ``backends._turn``, the two Chat Completions halves,
-``nacelle.loop``, ``nacelle.pricing`` and the core. Never another backend.
+``nacelle.pricing`` and the core. Never another backend.
 """
 
 from __future__ import annotations
@@ -74,7 +74,6 @@ from typing import (
     TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Tuple, TypedDict, Union,
 )
 
-from .. import loop
 from ..backend import Capabilities, Request, TurnEnd
 from ..context import RunContext
 from ..errors import APIError, ConfigError, Unsupported
@@ -160,10 +159,6 @@ class Backend:
                 f"dialect={self.dialect.name!r})")
 
     # -- the Backend protocol ------------------------------------------------------
-
-    def stream(self, request: Request, ctx: RunContext) -> Iterator[Event]:
-        """Run ``request`` to DONE: the loop, asking :meth:`turn` for each model turn."""
-        return loop.run(request, ctx, self.turn, backend=self.name)
 
     def count_tokens(self, request: Request, ctx: RunContext) -> int:
         """Not offered: Chat Completions has no endpoint that counts a request's tokens."""

@@ -18,8 +18,8 @@ The backend is three parts, as every nacelle backend:
 - :class:`~.openai_stream.Accumulator` (``openai_stream``): decoded SSE events to
   nacelle events and the turn's end, pure;
 - the thin I/O here: one streaming POST per model turn through ``backends/_turn.py``
-  (``requests`` is imported at the first request, not with this module), and
-  ``stream`` handing the run to ``nacelle.loop``.
+  (``requests`` is imported at the first request, not with this module). The Agent
+  runs the loop around :meth:`turn`; this module never imports it.
 
 Choices where the contract is silent:
 
@@ -36,7 +36,7 @@ Choices where the contract is silent:
 - ``count_tokens`` asks ``POST /responses/input_tokens`` (operation
   ``Getinputtokencounts`` in OpenAI's OpenAPI document, answering
   ``{"object": "response.input_tokens", "input_tokens": N}``) with the body
-  ``stream`` would send first, minus what only a generation takes. An answer without
+  a turn of ``request.messages`` would send, minus what only a generation takes. An answer without
   a plausible count is a ``StreamError``: a wrong count would be trusted.
 - ``pricing`` (a :class:`nacelle.pricing.Price`) fills ``Usage.cost``; by default it
   is :func:`nacelle.pricing.price_for` ``("openai", model)``. The table has no OpenAI
@@ -58,7 +58,7 @@ Choices where the contract is silent:
   (``reasoning.encrypted`` items among them) replayed.
 
 Outer ring: imports ``backends._turn`` (and, through it at the first request,
-``requests``), the two pure halves, ``nacelle.loop``, ``nacelle.pricing`` and the
+``requests``), the two pure halves, ``nacelle.pricing`` and the
 core. Never another backend.
 """
 
@@ -68,7 +68,6 @@ import dataclasses
 import functools
 from typing import Callable, Dict, Iterator, Optional, Tuple, Union
 
-from .. import loop
 from ..backend import Capabilities, Request, TurnEnd
 from ..context import RunContext
 from ..errors import ConfigError
@@ -132,12 +131,8 @@ class Backend:
 
     # -- the Backend protocol ------------------------------------------------------
 
-    def stream(self, request: Request, ctx: RunContext) -> Iterator[Event]:
-        """Run ``request`` to DONE: the loop, asking :meth:`turn` for each model turn."""
-        return loop.run(request, ctx, self.turn, backend=self.name)
-
     def count_tokens(self, request: Request, ctx: RunContext) -> int:
-        """The input tokens of the request :meth:`stream` would send first, as OpenAI
+        """The input tokens of ``request`` (its ``messages`` the conversation), as OpenAI
         counts them (``POST /responses/input_tokens``)."""
         body = count_tokens_body(request, request.messages, model=self.model)
         return count_tokens(self._endpoint, "/responses/input_tokens", body, ctx, "OpenAI")

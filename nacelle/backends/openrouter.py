@@ -26,8 +26,8 @@ extras:
 - the thin I/O: one streaming POST per model turn through ``backends/_turn.py``
   (the transport under it reads bytes, never ``requests``' guessed ISO-8859-1
   text, retries before the body, and maps error statuses to ``APIError`` — a 401
-  names ``OPENROUTER_API_KEY``, a 402 says the account is out of credits), and
-  ``stream`` handing the run to ``nacelle.loop``.
+  names ``OPENROUTER_API_KEY``, a 402 says the account is out of credits). The Agent
+  runs the loop around :meth:`turn`; this module never imports it.
 
 Choices where the contract is silent:
 
@@ -51,13 +51,13 @@ Choices where the contract is silent:
   at most a second of it) so the next turn reuses the connection instead of paying
   a new TLS handshake. A body that ends after a finish but without ``[DONE]`` is
   accepted, one that ends before either is ``StreamTruncated``. In-band errors are
-  ``StreamError`` (transient for 408, 429 and 5xx codes, so ``Retry`` restarts a run
+  ``StreamError`` (transient for 408, 429 and 5xx codes, so ``Retry`` reruns a turn
   that has shown nothing). Their text, like that of a data line that is not JSON,
   passes through the transport's scrubber first — the one that cleans HTTP error
   bodies — so a key the provider echoed never reaches an exception.
 
 Outer ring: imports ``backends._turn`` (and, through it at the first request,
-``requests``), the Chat Completions halves, ``nacelle.loop`` and the core: the one
+``requests``), the Chat Completions halves, and the core: the one
 backend built on another backend's dialect.
 """
 
@@ -68,7 +68,6 @@ import functools
 import logging
 from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Tuple, Union
 
-from .. import loop
 from ..backend import Capabilities, Request, TurnEnd
 from ..context import RunContext
 from ..errors import ConfigError, Unsupported
@@ -198,10 +197,6 @@ class Backend:
         return f"openrouter.Backend(model={self.model!r}, base_url={self.base_url!r})"
 
     # -- the Backend protocol ------------------------------------------------------
-
-    def stream(self, request: Request, ctx: RunContext) -> Iterator[Event]:
-        """Run ``request`` to DONE: the loop, asking :meth:`turn` for each model turn."""
-        return loop.run(request, ctx, self.turn, backend=self.name)
 
     def count_tokens(self, request: Request, ctx: RunContext) -> int:
         """Not offered: OpenRouter has no endpoint that counts a request's tokens."""

@@ -1,12 +1,13 @@
 """ScriptedBackend, Turn and FakeClock: a backend that plays back scripted model
-turns through the real tool loop, and a clock tests can drive.
+turns, and a clock tests can drive.
 
-``ScriptedBackend(turns)`` supplies one model turn per request from its script and
-hands everything else to ``nacelle.loop.run`` — the same loop the HTTP backends use
-— so real tools, approvals, hooks, timeouts and cancellation run. Each turn streams
+``ScriptedBackend(turns)`` is a Backend like any other: its ``turn`` supplies one
+model turn per request from its script, and the Agent runs the real loop around it,
+so real tools, approvals, hooks, timeouts and cancellation run. Each turn streams
 one delta per Text part (TEXT) and per Reasoning part (THINKING); ToolCall parts
 become the loop's TOOL_CALL events. ``.requests`` holds one Request per model turn
-whose ``messages`` are the conversation exactly as the model saw it that turn.
+(the turn's request) whose ``messages`` are the conversation exactly as the model saw
+it that turn.
 
 Scripts are consumed in order under a lock, so a script may be shared by a parent
 agent and a sub-agent running in a tool thread: turns are handed out in the order
@@ -27,7 +28,8 @@ capabilities) reads the final turn's text; tool mode reads a scripted ``ToolCall
 the final-answer tool; in prompted mode, the instructions in its system prompt) for a
 test to check.
 
-Outer ring: imports nacelle's core; never imported by it.
+Outer ring: imports nacelle's core (never ``loop.py``: a turn does not call back into
+the run); never imported by it.
 """
 
 from __future__ import annotations
@@ -42,7 +44,6 @@ from ..backend import Capabilities, Request, TurnEnd
 from ..context import RunContext
 from ..errors import ConfigError
 from ..events import Event, Kind, Stop, Usage
-from ..loop import run
 from ..messages import Message, Reasoning, Role, Text, ToolCall, assistant_text, dumps
 
 __all__ = ["FakeClock", "ScriptedBackend", "Turn"]
@@ -113,9 +114,6 @@ class ScriptedBackend:
     def remaining(self) -> int:
         """How many scripted turns have not been played."""
         return len(self._script) - self._next
-
-    def stream(self, request: Request, ctx: RunContext) -> Iterator[Event]:
-        return run(request, ctx, self.turn, backend=self.name)
 
     def count_tokens(self, request: Request, ctx: RunContext) -> int:
         ctx.check()

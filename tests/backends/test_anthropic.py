@@ -15,6 +15,7 @@ from nacelle import (
     APIError, ConfigError, Kind, MCPServer, Message, ProviderBlock, Request, Role, RunContext,
     Stop, StreamError, StreamTruncated, Text, ToolCall, Usage, user_text,
 )
+from nacelle import loop
 from nacelle.backend import TurnEnd
 from nacelle.backends import anthropic
 from nacelle.pricing import price_for
@@ -64,8 +65,14 @@ def one_turn(backend, request=None, ctx=None):
     return items[:-1], items[-1]
 
 
-def run(backend, request, ctx=None):
-    return list(backend.stream(request, ctx or RunContext()))
+def run_turns(backend, request, ctx, **settings):
+    """A run of the loop around ``backend.turn``, as an Agent runs one."""
+    return loop.run(request, ctx, backend.turn, settings=loop.RunSettings(**settings),
+                    backend=backend.name)
+
+
+def run(backend, request, ctx=None, **settings):
+    return list(run_turns(backend, request, ctx or RunContext(), **settings))
 
 
 # -- streams ----------------------------------------------------------------------------
@@ -156,7 +163,7 @@ def test_an_overloaded_error_after_text_is_surfaced_not_retried(server):
     retrying = nacelle.Retry(make(server))
     seen = []
     with pytest.raises(StreamError) as caught:
-        for event in retrying.stream(Request("sys", messages=(user_text("x"),)),
+        for event in run_turns(retrying, Request("sys", messages=(user_text("x"),)),
                                      RunContext(clock=clock)):
             seen.append(event)
     assert [e.text for e in seen] == ["Here is the start"]
@@ -169,8 +176,8 @@ def test_an_overloaded_error_after_text_is_surfaced_not_retried(server):
 def test_an_overloaded_error_before_any_output_is_retried_by_retry(server):
     server.queue(PATH, sse("overloaded_before_output.sse"), sse("text_with_pings.sse"))
     clock = FakeClock()
-    events = list(nacelle.Retry(make(server)).stream(
-        Request("sys", messages=(user_text("x"),)), RunContext(clock=clock)))
+    events = list(run_turns(
+        nacelle.Retry(make(server)), Request("sys", messages=(user_text("x"),)), RunContext(clock=clock)))
     assert "".join(e.text for e in events if e.kind is Kind.TEXT) == "Hello — wörld!"
     assert events[-1].stop is Stop.END
     assert len(server.requests) == 2 and len(clock.sleeps) == 1
@@ -243,7 +250,7 @@ def test_a_paused_turn_is_sent_back_as_is_and_the_server_continues(server):
 
 def test_a_paused_server_call_is_closed_when_the_iteration_cap_ends_the_run(server):
     server.queue(PATH, sse("pause_turn.sse"))
-    events = run(make(server), Request("sys", messages=(user_text("news?"),), max_iterations=1))
+    events = run(make(server), Request("sys", messages=(user_text("news?"),)), max_iterations=1)
     kinds = [e.kind for e in events]
     assert kinds == [Kind.TEXT, Kind.TOOL_CALL, Kind.TURN, Kind.TOOL_RESULT, Kind.DONE]
     call, result = events[1].tool, events[3].tool
@@ -604,7 +611,7 @@ def test_server_calls_announced_before_a_failure_are_closed_before_the_error(ser
         '"message":"Overloaded"}}'))
     seen = []
     with pytest.raises(StreamError, match="overloaded_error"):
-        for event in make(server).stream(Request("sys", messages=(user_text("q"),)),
+        for event in run_turns(make(server), Request("sys", messages=(user_text("q"),)),
                                          RunContext()):
             seen.append(event)
     assert [(e.kind, e.tool.id, e.tool.failed) for e in seen] == [

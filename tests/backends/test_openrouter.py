@@ -17,6 +17,7 @@ from nacelle import (
 )
 from nacelle.backend import TurnEnd
 from nacelle.backends import openrouter
+from nacelle.loop import run
 from nacelle.testing import FakeClock, FakeServer, Reply
 from nacelle.testing.wire import openrouter_stream
 
@@ -25,6 +26,11 @@ from hostile import EMOJI, HIGH, LOW, assert_well_formed, chain
 DATA = Path(__file__).resolve().parent.parent / "data" / "openrouter"
 KEY = "sk-or-v1-0123456789abcdef-SECRET"
 PATH = "/api/v1/chat/completions"
+
+
+def run_turns(backend, request, ctx):
+    """A run of the loop around ``backend.turn``, as an Agent runs one."""
+    return run(request, ctx, backend.turn, backend=backend.name)
 
 
 def sse_chunks(name):
@@ -356,7 +362,7 @@ def test_a_three_turn_tool_loop_echoes_reasoning_details_byte_for_byte(server):
                  stream_reply("loop_turn2_clock.sse"), stream_reply("loop_turn3_answer.sse"))
     request = Request("You are a weather desk.", messages=(user_text("Berlin?"),),
                       tools=(weather, clock), thinking=Thinking(effort=Effort.LOW, show=True))
-    events = list(make_backend(server).stream(request, RunContext()))
+    events = list(run_turns(make_backend(server), request, RunContext()))
 
     kinds = [e.kind for e in events]
     assert kinds.count(Kind.THINKING) == 4
@@ -423,7 +429,7 @@ def test_cancelling_mid_stream_closes_the_connection_at_once(server):
     timer.start()
     try:
         with pytest.raises(nacelle.Cancelled):
-            list(make_backend(server).stream(Request("sys", messages=(user_text("x"),)), ctx))
+            list(run_turns(make_backend(server), Request("sys", messages=(user_text("x"),)), ctx))
     finally:
         timer.cancel()
     assert time.monotonic() - started < 5.0  # not the 30 s the server would have waited
