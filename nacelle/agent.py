@@ -58,22 +58,22 @@ import threading
 from dataclasses import dataclass
 from typing import (
     TYPE_CHECKING, Any, Callable, Dict, Generator, Generic, Iterable, Mapping, Optional,
-    Sequence, Tuple, Type, TypedDict, TypeVar, overload,
+    Sequence, Tuple, Type, TypedDict, TypeVar, Union, cast, overload,
 )
 
 from .backend import DEFAULT_MAX_TOKENS, Backend, CallProfile, MCPServer, Request, Thinking
 from .checkpoint import Checkpoint, Resume
 from .compaction import Compaction
-from .context import Budget, RunContext
+from .context import Budget, RunContext, ToolContext
 from .errors import Cancelled, CheckpointError, ConfigError, StreamError, Unsupported
 from .events import Event, Kind, Stop, Usage
-from .hooks import normalize_hooks
+from .hooks import Hook, HookPoint, normalize_hooks
 from .loop import RunSettings, run
 from .messages import Image, Message, Role, ToolCall
 from .observe import Observer, Observers
 from .observe import checked as checked_observers
 from .output import FINAL_ANSWER, Output, check_options, make_output
-from .tools import expand_tools, is_toolset, tools_by_name
+from .tools import ToolLike, Toolset, expand_tools, is_toolset, tools_by_name
 
 __all__ = ["Agent", "Result"]
 
@@ -87,6 +87,10 @@ if TYPE_CHECKING:
 else:
     OutputT = TypeVar("OutputT", covariant=True)
 T = TypeVar("T")
+
+#: ``approve(name, input, ctx)``: True runs the call; False, a reason str or PAUSE do not
+#: (``toolcalls.py`` reads the answer, so any value type-checks).
+Approve = Callable[[str, Dict[str, Any], ToolContext], object]
 
 _WATCH_INTERVAL = 0.05
 
@@ -182,10 +186,10 @@ class _Options(TypedDict, total=False):
     thinking: Thinking
     max_tokens: int
     max_iterations: int
-    tools: Iterable[Any]
+    tools: Union[Iterable[ToolLike], Toolset]
     mcp: Iterable[MCPServer]
-    approve: Optional[Callable[..., Any]]
-    hooks: Optional[Mapping[Any, Sequence[Callable[..., Any]]]]
+    approve: Optional[Approve]
+    hooks: Optional[Mapping[HookPoint, Union[Hook, Sequence[Hook]]]]
     max_parallel_tools: int
     tool_timeout: Optional[float]
     max_result_chars: int
@@ -224,10 +228,10 @@ class Agent(Generic[OutputT]):
         thinking: Thinking = Thinking(),
         max_tokens: int = DEFAULT_MAX_TOKENS,
         max_iterations: int = 50,
-        tools: Iterable[Any] = (),
+        tools: Union[Iterable[ToolLike], Toolset] = (),
         mcp: Iterable[MCPServer] = (),
-        approve: Optional[Callable[..., Any]] = None,
-        hooks: Optional[Mapping[Any, Sequence[Callable[..., Any]]]] = None,
+        approve: Optional[Approve] = None,
+        hooks: Optional[Mapping[HookPoint, Union[Hook, Sequence[Hook]]]] = None,
         max_parallel_tools: int = 8,
         tool_timeout: Optional[float] = None,
         max_result_chars: int = 100_000,
@@ -277,15 +281,16 @@ class Agent(Generic[OutputT]):
         # A toolset given bare (``tools=client.tools(live=True)``) is one toolset, not
         # the list it yields when iterated: read as a list it would be the server's
         # tools of this moment, and the run would never see the list change.
-        tools = (tools,) if is_toolset(tools) else tuple(tools)
-        tools_by_name(expand_tools(tools))
+        held: Tuple[ToolLike, ...] = (
+            (cast(Toolset, tools),) if is_toolset(tools) else tuple(cast(Iterable[ToolLike], tools)))
+        tools_by_name(expand_tools(held))
         mcp = tuple(mcp)
         self.backend = backend
         self.system = system
         self.thinking = thinking
         self.max_tokens = max_tokens
         self.max_iterations = max_iterations
-        self.tools = tools
+        self.tools = held
         self.mcp = mcp
         self.approve = approve
         self.hooks = normalize_hooks(hooks) or None

@@ -26,7 +26,7 @@ import enum
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 from .errors import ConfigError
 
@@ -83,7 +83,8 @@ class HookResult:
 Hook = Callable[[HookEvent], Optional[HookResult]]
 
 
-def normalize_hooks(hooks: Optional[Mapping[Any, Sequence[Hook]]]) -> Dict[HookPoint, Tuple[Hook, ...]]:
+def normalize_hooks(hooks: Optional[Mapping[Any, Union[Hook, Sequence[Hook]]]],
+                    ) -> Dict[HookPoint, Tuple[Hook, ...]]:
     """Check a hooks mapping and return a private copy keyed by HookPoint.
 
     Raises ConfigError (a ValueError) naming the bad key or value; the caller's mapping is not kept,

@@ -31,7 +31,7 @@ import re
 import sys
 from typing import (
     TYPE_CHECKING, Any, Callable, Dict, Generic, Iterable, List, Optional, Protocol, Tuple,
-    TypeVar, overload, runtime_checkable,
+    TypeVar, Union, overload, runtime_checkable,
 )
 
 from . import bounded_json
@@ -50,8 +50,8 @@ elif sys.version_info >= (3, 10):
 else:  # 3.9 has no ParamSpec; a TypeVar stands in for it, since only checkers read it
     ParamSpec = TypeVar
 
-__all__ = ["FunctionTool", "Tool", "expand_tools", "from_hints", "is_toolset", "metadata", "tool",
-           "tools_by_name"]
+__all__ = ["FunctionTool", "Tool", "ToolLike", "Toolset", "expand_tools", "from_hints",
+           "is_toolset", "metadata", "tool", "tools_by_name"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -88,6 +88,18 @@ class Tool(Protocol):
 
     def run(self, input: Dict[str, Any], ctx: ToolContext) -> str:
         ...
+
+
+class Toolset(Protocol):
+    """Anything whose ``current()`` lists its tools of the moment (``client.tools(
+    live=True)`` from ``nacelle.mcp``); see :func:`is_toolset`."""
+
+    def current(self) -> Iterable[Tool]:
+        ...
+
+
+#: What an Agent's ``tools=`` holds: tools and toolsets.
+ToolLike = Union[Tool, Toolset]
 
 
 class FunctionTool(Generic[P, R]):

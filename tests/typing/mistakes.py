@@ -8,6 +8,8 @@ import dataclasses
 from pathlib import Path
 
 import nacelle
+import nacelle.mcp
+import nacelle.policy
 from nacelle.backends import chat
 from nacelle.testing import Cassette, FakeServer, Reply, ScriptedBackend, anthropic_stream
 from nacelle.toolsets import LocalTools, web_fetch, web_search
@@ -76,3 +78,30 @@ for event in agent.stream([nacelle.user_text("Paris?")]):
         event.checkpoint.dumps(key=1)  # E: a checkpoint key is text or bytes [arg-type]
     if event.compaction is not None:
         event.compaction.tokens.upper()  # E: the tokens removed are a count [attr-defined]
+
+# What an Agent is given: tools (not bare functions), an approval and hooks of the right shape.
+
+
+def lookup(city: str) -> str:
+    return city
+
+
+nacelle.Agent(backend, "You help.", tools=[lookup])  # E: a function not made a tool [list-item]
+nacelle.Agent(backend, "You help.", approve=lambda name: True)  # E: approve takes 3 [arg-type]
+nacelle.Agent(backend, "You help.", hooks={nacelle.HookPoint.BEFORE_TOOL_CALL: [print, 1]})  # E: a hook is a callable [list-item]
+
+
+# Right: every kind of tool and toolset nacelle makes, and the policies, type-check.
+def audit(event: nacelle.HookEvent) -> None:
+    return None
+
+
+with LocalTools("/tmp/work") as local:
+    client = nacelle.mcp.connect_http("https://example.com/mcp")
+    nacelle.Agent(
+        backend, "You help.",
+        tools=[add, shout, *local.tools(), *web_fetch(), *client.tools(),
+               nacelle.subagent_tool(agent, name="weather")],
+        approve=nacelle.policy.secure(local.tools()),
+        hooks={nacelle.HookPoint.AFTER_TOOL_CALL: [audit]})
+    nacelle.Agent(backend, "You help.", tools=client.tools(live=True))
