@@ -16,6 +16,8 @@ from nacelle.mcp.toolset import tool_name
 from nacelle.testing import ScriptedBackend
 from nacelle.tools import ToolContext
 
+pytestmark = pytest.mark.slow  # the official SDK's server, started per generation
+
 
 @pytest.fixture(params=[None, "2025-11-25"], ids=["2026-07-28", "2025-11-25"])
 def sdk(request):

@@ -375,6 +375,7 @@ def test_a_field_the_stream_depends_on_of_the_wrong_type_is_a_stream_error(event
         run(event, completed())
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_hostile_values_anywhere_in_a_turn_raise_only_nacelle_errors(data):

@@ -36,6 +36,7 @@ def strict_mypy(paths, cache_dir):
     return found, stdout
 
 
+@pytest.mark.slow
 def test_the_checker_reports_every_deliberate_mistake_and_nothing_else(monkeypatch, tmp_path):
     monkeypatch.chdir(ROOT)  # mypy finds this nacelle, not an installed one
     source = (HERE / "mistakes.py").read_text(encoding="utf-8").splitlines()
