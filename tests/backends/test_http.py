@@ -729,7 +729,6 @@ def call(transport, kind):
     return transport.post_json(PATH, {}, RunContext())
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["stream", "json"])
 @pytest.mark.parametrize("value", NOT_A_LENGTH)
 def test_a_content_length_that_is_not_ascii_digits_is_a_transport_error_at_once(
@@ -942,7 +941,6 @@ KEY_CASES = [(source, spoil, problem) for source in ("environment", "argument")
              for spoil, problem in STRAYS if source == "argument" or "\x00" not in spoil(KEY)]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("source, spoil, problem", KEY_CASES)
 def test_a_key_with_a_stray_character_is_a_config_error_naming_it_and_not_the_key(
         server, monkeypatch, source, spoil, problem):

@@ -489,7 +489,6 @@ def wire(text):
     return text.encode("utf-8").decode("latin-1")
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("content_type", ["text/plain", "image/png"])
 @pytest.mark.parametrize("value", ["+5", "0_5", wire("٥"), "\xb2", "5" * 30, "-5", "5.0",
                                    "5, 6", ""])
