@@ -56,8 +56,7 @@ PRINTERS = ("nacelle.console", "nacelle.__main__", "nacelle.cli")
 #: What a leaf may import of the package.
 LEAF_IMPORTS = {"nacelle.errors", "nacelle.bounded_json"}
 #: OpenRouter speaks the Chat Completions dialect.
-DIALECT = {"nacelle.backends.chat_wire", "nacelle.backends.chat_stream",
-           "nacelle.backends.chat.wire", "nacelle.backends.chat.stream"}
+DIALECT = {"nacelle.backends.chat.wire", "nacelle.backends.chat.stream"}
 
 
 def module_name(path: Path) -> str:
@@ -100,7 +99,9 @@ def imports(name: str, path: Path):
                 for alias in node.names:  # from . import x
                     yield f"{target}.{alias.name}", node.lineno, id(node) in top_level
             else:
-                yield target, node.lineno, id(node) in top_level
+                for alias in node.names:  # from .x import y: y itself when it is a module
+                    sub = f"{target}.{alias.name}"
+                    yield (sub if sub in MODULES else target), node.lineno, id(node) in top_level
 
 
 _STDLIB = Path(sysconfig.get_paths()["stdlib"]).resolve()

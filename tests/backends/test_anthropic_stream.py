@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nacelle.backends.anthropic_stream import Accumulator, Pricing
+from nacelle.backends.anthropic.stream import Accumulator, Pricing
 from nacelle.errors import ConfigError, NacelleError, StreamError, StreamTruncated, retryable
 from nacelle.events import Event, Kind, Stop, ToolEvent, Usage
 from nacelle.messages import ProviderBlock, Reasoning, Text, ToolCall

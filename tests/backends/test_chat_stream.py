@@ -15,7 +15,7 @@ from nacelle import (
     Usage, retryable,
 )
 from nacelle.backends import chat as chat_backend
-from nacelle.backends import chat_stream
+from nacelle.backends.chat import stream as chat_stream
 from nacelle.backends.openrouter import Accumulator, usage_from
 from nacelle.messages import ProviderBlock
 from nacelle.pricing import Price

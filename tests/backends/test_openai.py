@@ -189,7 +189,7 @@ def test_reasoning_of_this_backend_is_dropped_when_the_conversation_moves_elsewh
                           "openai-responses")
     assert reasoning.protocol == openai.PROTOCOL
     turn = Message(Role.ASSISTANT, (reasoning, Text("Hello.")))
-    from nacelle.backends import chat_wire
+    from nacelle.backends.chat import wire as chat_wire
 
     body = chat_wire.to_wire(Request("s"), (user_text("Hi"), turn), model="gpt-5-mini")
     assert "encrypted_content" not in json.dumps(body)

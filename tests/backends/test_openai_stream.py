@@ -12,7 +12,7 @@ from nacelle import (
     Kind, NacelleError, Reasoning, Stop, StreamError, StreamTruncated, Text, ToolCall, Usage,
     retryable,
 )
-from nacelle.backends.openai_stream import Accumulator, usage_from
+from nacelle.backends.openai.stream import Accumulator, usage_from
 from nacelle.messages import ProviderBlock
 from nacelle.pricing import Price
 from nacelle.sse import SSEDecoder, SSEEvent

@@ -18,7 +18,9 @@ from nacelle import (
     ToolCall, ToolResult, assistant_text, user_text,
 )
 from nacelle.backend import RunContext
-from nacelle.backends import anthropic, anthropic_wire, chat, chat_wire, openrouter
+from nacelle.backends import anthropic, chat, openrouter
+from nacelle.backends.anthropic import wire as anthropic_wire
+from nacelle.backends.chat import wire as chat_wire
 from nacelle.backends._http import Transport
 from nacelle.backends._wire_cache import RUNS_PER_REQUEST, WireCache, split_frame
 from nacelle.testing import FakeServer, Reply
