@@ -23,9 +23,9 @@ def main() -> None:
     for event in agent.stream([question]):
         if event.kind is nacelle.Kind.TEXT:
             print(event.text, end="", flush=True)
-        elif event.kind is nacelle.Kind.TOOL_CALL and event.tool:
+        elif event.kind is nacelle.Kind.TOOL_CALL:
             print(f"\n[calling {event.tool.name} {event.tool.input}]")
-        elif event.kind is nacelle.Kind.DONE and event.stop:
+        elif event.kind is nacelle.Kind.DONE:
             print(f"\n[{event.stop.value}; {event.usage.total} tokens]")
 
 

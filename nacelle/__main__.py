@@ -1,6 +1,4 @@
-"""``python -m nacelle``: the same as the ``nacelle`` command.
-
-Imports the standard library and ``nacelle.cli``."""
+"""``python -m nacelle``: the same as the ``nacelle`` command."""
 
 import sys
 

@@ -91,9 +91,6 @@ T = TypeVar("T")
 #: ``approve(name, input, ctx)``: True runs the call; False, a reason str or PAUSE do not
 #: (``toolcalls.py`` reads the answer, so any value type-checks).
 Approve = Callable[[str, Dict[str, Any], ToolContext], object]
-#: A decision for a paused call: run it (True), refuse it (False or the reason the model
-#: reads), or run it with this input instead (a dict).
-Decision = Union[bool, str, Dict[str, Any]]
 
 _WATCH_INTERVAL = 0.05
 
@@ -463,7 +460,7 @@ class Agent(Generic[OutputT]):
             if close is not None:
                 close()
 
-    def resume(self, checkpoint: Checkpoint, decisions: Mapping[str, Decision], *,
+    def resume(self, checkpoint: Checkpoint, decisions: Mapping[str, Any], *,
                cancel: Optional[threading.Event] = None) -> Generator[Event, None, None]:
         """Go on with a paused run: its pending calls as decided, then the next turn.
 
@@ -490,7 +487,7 @@ class Agent(Generic[OutputT]):
         request = dataclasses.replace(request, messages=messages)
         return self._stream(request, self._settings(Resume(checkpoint, verdicts)), cancel)
 
-    def resume_run(self, checkpoint: Checkpoint, decisions: Mapping[str, Decision], *,
+    def resume_run(self, checkpoint: Checkpoint, decisions: Mapping[str, Any], *,
                    cancel: Optional[threading.Event] = None) -> Result[OutputT]:
         """The blocking form of :meth:`resume`: run to the end, return a Result."""
         return self._result(self.resume(checkpoint, decisions, cancel=cancel))
@@ -593,9 +590,9 @@ def _decided(checkpoint: Checkpoint, decisions: Mapping[str, Any],
             if tool is None:
                 raise CheckpointError(f"the pending call {call_id!r} names {name!r}, a tool "
                                       "this agent lacks")
-            from .validation import compile_schema  # on first use, as run_tool does
+            from .validation import input_check  # on first use, as run_tool does
 
-            problem = compile_schema(tool.schema)(decision)
+            problem = input_check(tool)(decision)
             if problem:
                 raise ConfigError(f"the edited input for {call_id!r} ({name}) is invalid: "
                                   f"{problem}")

@@ -8,6 +8,7 @@ happened rather than where::
     │   └── settings.SettingsError      a settings file, variable or flag that cannot be used
     ├── ConversationError (also ValueError)  saved conversation JSON that cannot be read
     ├── bounded_json.TooDeep (also ValueError)  JSON nested past its reader's depth cap
+    ├── validation.UnusableSchema       a schema that cannot check input (a remote $ref…)
     ├── CheckpointError                 a checkpoint that cannot be trusted or resumed
     ├── Unsupported                     the backend cannot do a requested feature
     ├── APIError                        the provider answered with an HTTP error status

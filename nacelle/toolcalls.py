@@ -271,9 +271,12 @@ def _checked_input(tool: Any, call: ToolCall) -> Tuple[Dict[str, Any], Optional[
         arguments = parse_input(call.input)
     except ValueError as exc:
         return {}, f"{exc}. Call {name} again with a JSON object as input."
-    from .validation import compile_schema  # on first use: most imports run no tool
+    from .validation import UnusableSchema, input_check  # on first use: most imports run no tool
 
-    problem = compile_schema(tool.schema)(arguments)
+    try:
+        problem = input_check(tool)(arguments)
+    except UnusableSchema as exc:
+        return arguments, f"{name} cannot be called: {exc}"
     if problem:
         return arguments, f"invalid input for {name}: {problem}. Correct the input and call again."
     return arguments, None

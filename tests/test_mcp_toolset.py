@@ -1,11 +1,17 @@
 """MCP tools as nacelle tools: live tool lists that follow the server on both protocol
 generations, a removed tool's clear failure, the tools an Agent sees run after run,
-and the resource tools — against the official SDK's server (Python 3.10+) and the
-hand-written ``bad_server.py``."""
+the resource tools, and a server's input schema checked as data (nothing fetched,
+bounded regex work) — against the official SDK's server (Python 3.10+), the
+hand-written ``bad_server.py`` and a recording stand-in."""
 
+import http.server
 import json
+import os
+import subprocess
 import sys
+import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +22,7 @@ from nacelle.mcp.toolset import tool_name
 from nacelle.testing import ScriptedBackend
 from nacelle.tools import ToolContext
 
-pytestmark = pytest.mark.slow  # the official SDK's server, started per generation
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(params=[None, "2025-11-25"], ids=["2026-07-28", "2025-11-25"])
@@ -163,3 +169,78 @@ def test_a_removed_tool_fails_before_anything_is_sent(monkeypatch):
     tool = MCPTool(Client(), {"name": "x", "inputSchema": {"type": "object"}}, "x")
     with pytest.raises(MCPError, match="no longer offers the tool 'x'"):
         tool.run({}, ToolContext())
+
+
+class Recording:
+    """A server-side of one MCP tool that records the calls that reach it."""
+
+    name = "fake"
+
+    def __init__(self):
+        self.calls = []
+
+    def offers(self, remote):
+        return True
+
+    def call_tool(self, name, arguments=None, **kwargs):
+        self.calls.append(arguments)
+        return "done"
+
+
+def run_with_tool(schema, arguments):
+    client = Recording()
+    tool = MCPTool(client, {"name": "x", "inputSchema": schema}, "x")
+    agent = nacelle.Agent(ScriptedBackend([calling(("x", arguments)),
+                                           nacelle.assistant_text("ok")]),
+                          "Use the tool.", tools=[tool])
+    events = list(agent.stream([nacelle.user_text("go")]))
+    calls = [e for e in events if e.kind is nacelle.Kind.TOOL_CALL]
+    return client, calls, results(events)
+
+
+def test_a_server_schema_with_a_remote_ref_fails_the_call_and_fetches_nothing():
+    hits = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the stdlib's name
+            hits.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/defs.json"
+        client, calls, done = run_with_tool(
+            {"type": "object", "properties": {"q": {"$ref": url}}}, {"q": "x"})
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert hits == [] and client.calls == []
+    assert len(calls) == 1 and set(done) == {"call_0"}
+    assert done["call_0"].error.startswith("x cannot be called: the schema's $ref")
+    assert "defs.json" in done["call_0"].error
+
+
+def test_a_server_pattern_that_backtracks_is_left_to_the_server_and_the_run_goes_on():
+    script = (
+        "import json, sys, time\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "import test_mcp_toolset as t\n"
+        "started = time.monotonic()\n"
+        "client, calls, done = t.run_with_tool(\n"
+        "    {'type': 'object', 'properties': {'s': {'type': 'string', 'pattern': '^(a+)+$'}}},\n"
+        "    {'s': 'a' * 40 + '!'})\n"
+        "print(json.dumps([time.monotonic() - started, client.calls, done['call_0'].error]))\n")
+    # In a child: a match that backtracks holds the GIL, so this process could not time it out.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    child = subprocess.run([sys.executable, "-c", script, str(Path(__file__).parent)],
+                           capture_output=True, text=True, timeout=60, env=env)
+    assert child.returncode == 0, child.stderr
+    seconds, calls, error = json.loads(child.stdout)
+    assert seconds < 5 and calls == [{"s": "a" * 40 + "!"}] and error is None

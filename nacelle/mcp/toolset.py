@@ -21,6 +21,10 @@ Choices, and why:
   notification travels apart from the call's answer and may come after the next
   turn began, and a change the call made must be offered at that turn every time.
   That is one ``tools/list`` per round of calls, on a live list only.
+- ``inputSchema`` is the server's data, like its annotations (``advisory``): the
+  model's input is checked against it with nothing fetched and bounded regex work
+  (:func:`nacelle.validation.input_check`), and a schema that cannot be used fails
+  the call with a result saying why.
 - ``outputSchema`` is kept as :attr:`MCPTool.output_schema`; the model reads the
   result as text (``content``), ``structuredContent`` as JSON when the server sent
   no content blocks.

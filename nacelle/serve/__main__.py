@@ -1,6 +1,4 @@
-"""``python -m nacelle.serve MODULE:FACTORY``: see :func:`nacelle.serve.main`.
-
-Imports the standard library and the sibling ``server``."""
+"""``python -m nacelle.serve MODULE:FACTORY``: see :func:`nacelle.serve.main`."""
 
 import sys
 
