@@ -88,7 +88,9 @@ def conversation(size: int) -> Tuple[Any, ...]:
 
 def wires() -> Dict[str, Tuple[Callable[..., Any], Callable[..., bytes]]]:
     """name -> (to_wire(request, messages), encode_body(request, messages, cache))."""
-    from nacelle.backends import anthropic_wire, chat, chat_wire
+    from nacelle.backends import chat
+    from nacelle.backends.anthropic import wire as anthropic_wire
+    from nacelle.backends.chat import wire as chat_wire
     return {
         "anthropic": (lambda r, m: anthropic_wire.to_wire(r, m, model="claude-opus-5"),
                       lambda r, m, c: anthropic_wire.encode_body(r, m, model="claude-opus-5",

@@ -6,7 +6,7 @@ uses its context to stop when cancelled, and a class-based tool.
 
 import enum
 import time
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 import nacelle
 from nacelle.backends import anthropic
@@ -18,7 +18,7 @@ class Unit(enum.Enum):
 
 
 @nacelle.tool
-def forecast(city: str, days: int = 3, unit: Unit = Unit.CELSIUS) -> List[dict]:
+def forecast(city: str, days: int = 3, unit: Unit = Unit.CELSIUS) -> List[Dict[str, Any]]:
     """Give a (made-up) forecast for a city.
 
     Args:
@@ -57,7 +57,7 @@ class Glossary:
     read_only = True
     terms = {"nacelle": "the housing that holds an engine"}
 
-    def run(self, input: dict, ctx: nacelle.ToolContext) -> str:
+    def run(self, input: Dict[str, Any], ctx: nacelle.ToolContext) -> str:
         meaning: Optional[str] = self.terms.get(input["term"].lower())
         if meaning is None:
             raise KeyError(f"no glossary entry for {input['term']!r}")  # a failed result

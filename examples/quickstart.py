@@ -23,9 +23,9 @@ def main() -> None:
     for event in agent.stream([question]):
         if event.kind is nacelle.Kind.TEXT:
             print(event.text, end="", flush=True)
-        elif event.kind is nacelle.Kind.TOOL_CALL:
+        elif event.kind is nacelle.Kind.TOOL_CALL and event.tool:
             print(f"\n[calling {event.tool.name} {event.tool.input}]")
-        elif event.kind is nacelle.Kind.DONE:
+        elif event.kind is nacelle.Kind.DONE and event.stop:
             print(f"\n[{event.stop.value}; {event.usage.total} tokens]")
 
 

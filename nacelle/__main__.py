@@ -1,4 +1,6 @@
-"""``python -m nacelle``: the same as the ``nacelle`` command."""
+"""``python -m nacelle``: the same as the ``nacelle`` command.
+
+Imports the standard library and ``nacelle.cli``."""
 
 import sys
 

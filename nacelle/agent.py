@@ -91,6 +91,9 @@ T = TypeVar("T")
 #: ``approve(name, input, ctx)``: True runs the call; False, a reason str or PAUSE do not
 #: (``toolcalls.py`` reads the answer, so any value type-checks).
 Approve = Callable[[str, Dict[str, Any], ToolContext], object]
+#: A decision for a paused call: run it (True), refuse it (False or the reason the model
+#: reads), or run it with this input instead (a dict).
+Decision = Union[bool, str, Dict[str, Any]]
 
 _WATCH_INTERVAL = 0.05
 
@@ -460,7 +463,7 @@ class Agent(Generic[OutputT]):
             if close is not None:
                 close()
 
-    def resume(self, checkpoint: Checkpoint, decisions: Mapping[str, Any], *,
+    def resume(self, checkpoint: Checkpoint, decisions: Mapping[str, Decision], *,
                cancel: Optional[threading.Event] = None) -> Generator[Event, None, None]:
         """Go on with a paused run: its pending calls as decided, then the next turn.
 
@@ -487,7 +490,7 @@ class Agent(Generic[OutputT]):
         request = dataclasses.replace(request, messages=messages)
         return self._stream(request, self._settings(Resume(checkpoint, verdicts)), cancel)
 
-    def resume_run(self, checkpoint: Checkpoint, decisions: Mapping[str, Any], *,
+    def resume_run(self, checkpoint: Checkpoint, decisions: Mapping[str, Decision], *,
                    cancel: Optional[threading.Event] = None) -> Result[OutputT]:
         """The blocking form of :meth:`resume`: run to the end, return a Result."""
         return self._result(self.resume(checkpoint, decisions, cancel=cancel))

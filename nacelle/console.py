@@ -28,7 +28,8 @@ update re-sends the whole cell, so updating per delta would swamp the front end)
 and once more at the end. IPython is imported inside :func:`display` only; without
 it the stream is rendered as text, as :func:`render` does.
 
-Outer ring: imports the standard library and the core.
+Outer ring: imports the standard library, the core and ``report.page`` (the run
+report's transcript, which :func:`html` is).
 """
 
 from __future__ import annotations

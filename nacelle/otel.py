@@ -71,8 +71,9 @@ Metrics: ``gen_ai.client.operation.duration`` (s), ``gen_ai.client.token.usage``
 bucket advice; ``gen_ai.invoke_agent.duration`` and ``gen_ai.execute_tool.duration``
 (s) per run and call.
 
-Core module: imports the standard library and nacelle's core modules; opentelemetry
-(the ``otel`` extra) only when an Instrumentation is made, so ``import nacelle``
+Outer ring (the core never imports it; an observer is handed in): imports the
+standard library and nacelle's core modules; opentelemetry (the ``otel`` extra) and
+``nacelle.__version__`` only when an Instrumentation is made, so ``import nacelle``
 never loads it.
 """
 

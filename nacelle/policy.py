@@ -34,12 +34,12 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from typing import Any, Callable, Dict, Iterable, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Optional, Tuple, Union, cast
 
 from .checkpoint import PAUSE
 from .errors import ConfigError
 from .terminal_text import visible
-from .tools import expand_tools, is_toolset, metadata
+from .tools import ToolLike, Toolset, expand_tools, is_toolset, metadata
 
 __all__ = ["ask", "first", "remembering", "secure"]
 
@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 Policy = Callable[[str, Dict[str, Any], Any], Any]
 
 
-def secure(tools: Optional[Iterable[Any]] = None, *, trust_hints: bool = False) -> Policy:
+def secure(tools: Union[Iterable[ToolLike], Toolset, None] = None, *, trust_hints: bool = False) -> Policy:
     """Run read-only, closed-world tools; pause every other call.
 
     ``tools`` are the tools this policy judges (give it the Agent's, toolsets included:
@@ -64,11 +64,11 @@ def secure(tools: Optional[Iterable[Any]] = None, *, trust_hints: bool = False) 
     if tools is None:
         raise ConfigError("secure() needs the tools it judges: secure(tools), with the "
                           "tools the Agent gets; without them it would pause every call")
-    if is_toolset(tools):
-        tools = [tools]
-    elif isinstance(tools, (str, bytes)) or hasattr(tools, "run") or not hasattr(tools, "__iter__"):
+    given: Iterable[Any] = [tools] if is_toolset(tools) else cast(Iterable[Any], tools)
+    if not is_toolset(tools) and (isinstance(tools, (str, bytes)) or hasattr(tools, "run")
+                                  or not hasattr(tools, "__iter__")):
         raise ConfigError(f"secure(tools) takes a list of tools, got {type(tools).__name__}")
-    judged = expand_tools(tools)
+    judged = expand_tools(given)
     for tool in judged:
         if not isinstance(getattr(tool, "name", None), str):
             raise ConfigError(f"secure(tools) takes a list of tools, and {tool!r:.60} is not "

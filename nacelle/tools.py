@@ -16,8 +16,9 @@ says so. A FunctionTool is still callable like the function it wraps.
 ``^[a-zA-Z0-9_-]{1,64}$``) and tool schemas are checked to be JSON object schemas;
 the Agent and the loop both use it.
 
-Core module: imports the standard library, ``bounded_json``, ``context``, ``errors``,
-``schema``, ``validation``.
+Core module: imports the standard library, ``bounded_json``, ``context`` and ``errors``,
+and ``schema`` with the first ``@tool``; never ``validation``, which ``toolcalls``
+applies before the call.
 """
 
 from __future__ import annotations

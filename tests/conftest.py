@@ -71,3 +71,12 @@ def pytest_configure(config):
     # run alone with -m, and is skipped with a reason where its server cannot run.
     config.addinivalue_line("markers", "fakellm: runs against the fakellm mock server")
     config.addinivalue_line("markers", "llamacpp: runs against a real llama.cpp llama-server")
+
+
+def pytest_collection_modifyitems(config, items):
+    # A test against a real server process is slow by nature (llama-server loads a
+    # model; fakellm is a process to start), so it is left out of `-m "not slow"`
+    # without each one having to say so twice.
+    for item in items:
+        if item.get_closest_marker("llamacpp") or item.get_closest_marker("fakellm"):
+            item.add_marker(pytest.mark.slow)

@@ -318,6 +318,7 @@ def test_a_users_backend_with_only_a_turn_runs_under_retry_and_fallback():
 
 # -- cancellation ----------------------------------------------------------------
 
+@pytest.mark.slow
 def test_setting_cancel_from_another_thread_ends_a_run_blocked_on_a_slow_tool():
     cancel = threading.Event()
     scripted = backend([assistant(ToolCall("c", "wait_for_cancel", "{}")), assistant(Text("never"))])
@@ -331,6 +332,7 @@ def test_setting_cancel_from_another_thread_ends_a_run_blocked_on_a_slow_tool():
     assert len(scripted.requests) == 1
 
 
+@pytest.mark.slow
 def test_setting_cancel_ends_a_run_blocked_waiting_for_the_model():
     cancel = threading.Event()
     scripted = backend([Turn(assistant(Text("slow")), delay=10)])
@@ -351,6 +353,7 @@ def watchers():
     return [t for t in threading.enumerate() if t.name == "nacelle-cancel-watch"]
 
 
+@pytest.mark.slow
 def test_a_cancel_event_of_nacelles_wakes_the_run_by_callback_with_no_watcher_thread():
     cancel = nacelle.CancelEvent()
     scripted = backend([Turn(assistant(Text("slow")), delay=10)])
@@ -403,6 +406,7 @@ def test_a_cancel_event_set_before_the_run_cancels_it_before_any_request():
     assert scripted.requests == []
 
 
+@pytest.mark.slow
 def test_keyboard_interrupt_while_waiting_propagates_after_cancelling_tools():
     saw_cancel = threading.Event()
 

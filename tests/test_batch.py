@@ -29,6 +29,8 @@ from nacelle.testing.wire import anthropic_stream
 
 from batch_server import EchoServer
 
+pytestmark = pytest.mark.slow  # process pools, Dask and Ray
+
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = Path(__file__).resolve().parent / "batch_worker.py"
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests")]))

@@ -70,6 +70,7 @@ def test_the_error_survives_pickling():
         "a checkpoint", 7, str(TooDeep("a checkpoint", 7)))
 
 
+@pytest.mark.slow
 def test_the_scan_is_linear_even_for_many_strings_and_hostile_quotes():
     many = json.dumps([["x"] for _ in range(200_000)])
     quotes = '"' + '\\"' * 500_000  # a string that never closes, full of escaped quotes

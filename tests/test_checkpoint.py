@@ -67,6 +67,7 @@ def test_a_paused_round_runs_the_approved_calls_and_ends_with_a_checkpoint(effec
     assert "checkpoint=<Checkpoint" in repr(done)
 
 
+@pytest.mark.slow
 def test_pause_then_resume_in_another_process_runs_each_tool_exactly_once(effects):
     _, done = paused_run()
     text = done.checkpoint.dumps(key=helper.KEY)
@@ -87,6 +88,7 @@ def test_pause_then_resume_in_another_process_runs_each_tool_exactly_once(effect
     assert seen["total"] == 15 + 22  # usage continues from the checkpoint
 
 
+@pytest.mark.slow
 def test_resume_with_approve_and_deny_in_another_process(effects):
     _, done = paused_run()
     seen = resume_in_child(done.checkpoint.dumps(key=helper.KEY), {"c2": True, "c3": False})

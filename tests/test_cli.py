@@ -20,6 +20,8 @@ from nacelle.testing import FakeServer, Reply
 from nacelle.testing.wire import anthropic_stream
 from nacelle.tools import ToolContext
 
+pytestmark = pytest.mark.slow  # every test runs the nacelle command as a process
+
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "sk-ant-cli-test-key-0123456789"
 

@@ -19,6 +19,8 @@ from nacelle.sessions import FileStore
 from nacelle.testing import FakeServer, Reply
 from nacelle.testing.wire import anthropic_stream
 
+pytestmark = pytest.mark.slow  # every test runs the command on a pseudo-terminal
+
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "sk-ant-cli-test-key-0123456789"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[=>]|\r")

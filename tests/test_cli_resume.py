@@ -15,6 +15,8 @@ from nacelle.testing.wire import anthropic_stream
 
 from test_cli import nacelle
 
+pytestmark = pytest.mark.slow  # the command as a process, pausing and resuming
+
 WRITES = [("toolu_1", "write_file", '{"path": "a.txt", "content": "one\\n"}'),
           ("toolu_2", "write_file", '{"path": "b.txt", "content": "two\\n"}')]
 

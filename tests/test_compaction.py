@@ -116,6 +116,7 @@ STRATEGIES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(STRATEGIES))
 @settings(max_examples=120, deadline=None)
 @given(messages=conversations(), keep=st.integers(0, 8))
@@ -130,6 +131,7 @@ def test_every_strategy_keeps_every_rule_on_random_conversations(name, messages,
     check_compacted(messages, compacted, estimate_tokens)
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None)
 @given(messages=conversations(), keep=st.integers(0, 6))
 def test_clear_tool_results_keeps_every_call_result_and_id(messages, keep):
@@ -145,6 +147,7 @@ def test_clear_tool_results_keeps_every_call_result_and_id(messages, keep):
     assert [m.tool_calls for m in messages] == [m.tool_calls for m in compacted.messages]
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None)
 @given(messages=conversations(), keep=st.integers(1, 6))
 def test_drop_oldest_keeps_the_first_message_and_says_how_many_it_left_out(messages, keep):

@@ -240,6 +240,7 @@ def test_display_updates_one_live_output_and_ends_with_the_whole_run(monkeypatch
     assert "<b>done</b>: 435 tokens" in final
 
 
+@pytest.mark.slow
 def test_display_of_a_long_answer_joins_its_deltas_once_not_at_every_delta(monkeypatch):
     shown = fake_ipython(monkeypatch)
     deltas = [Event(Kind.TEXT, text=f"{i % 10}" * 10) for i in range(200_000)]

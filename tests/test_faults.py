@@ -210,6 +210,7 @@ def test_2_a_connection_dropped_before_the_status_line_is_retried(provider, serv
     server.assert_consumed()
 
 
+@pytest.mark.slow
 def test_3_a_429_with_retry_after_1_is_retried_once_after_a_second(provider, server):
     server.queue(provider.path, Reply.json({}, status=429, headers={"retry-after": "1"}),
                  Reply(chunks=provider.stream()))
@@ -369,6 +370,7 @@ def test_9_a_drop_after_text_is_stream_truncated_and_not_retried(provider, serve
 # -- 10-11: stalls, read timeouts and the budget (real time) --------------------------------
 
 
+@pytest.mark.slow
 def test_10_a_stall_before_the_status_line_is_retried_by_the_transport(provider, server):
     server.queue(provider.path, Reply(chunks=[(b"x", 5.0)], drop_after=0),
                  Reply(chunks=provider.stream()))
@@ -379,6 +381,7 @@ def test_10_a_stall_before_the_status_line_is_retried_by_the_transport(provider,
     assert time.monotonic() - started < 3.0
 
 
+@pytest.mark.slow
 def test_10_a_stall_mid_stream_past_the_read_timeout_is_a_transport_error(provider, server):
     chunks = provider.stream()
     server.queue(provider.path, Reply(chunks=[(chunks[0], 5.0)] + chunks[1:]))
@@ -389,6 +392,7 @@ def test_10_a_stall_mid_stream_past_the_read_timeout_is_a_transport_error(provid
     assert len(server.requests) == 1  # the status had arrived: not the transport's to retry
 
 
+@pytest.mark.slow
 def test_10_retry_reruns_a_run_that_stalled_past_the_read_timeout(provider, server):
     chunks = provider.stream()
     server.queue(provider.path, Reply(chunks=[(chunks[0], 5.0)] + chunks[1:]),
@@ -401,6 +405,7 @@ def test_10_retry_reruns_a_run_that_stalled_past_the_read_timeout(provider, serv
     assert time.monotonic() - started < 3.0
 
 
+@pytest.mark.slow
 def test_10_keepalives_alone_past_the_stall_timeout_are_a_retryable_stall(provider, server):
     before, _ = split_before_output(provider.stream())
     beats = [(provider.keepalive, 0.05)] * 60  # 3 s of keepalives, never any content
@@ -412,6 +417,7 @@ def test_10_keepalives_alone_past_the_stall_timeout_are_a_retryable_stall(provid
     assert retryable(caught.value) and not isinstance(caught.value, StreamTruncated)
 
 
+@pytest.mark.slow
 def test_10_retry_reruns_a_run_that_only_sent_keepalives(provider, server):
     before, _ = split_before_output(provider.stream())
     beats = [(provider.keepalive, 0.05)] * 60
@@ -423,6 +429,7 @@ def test_10_retry_reruns_a_run_that_only_sent_keepalives(provider, server):
     assert len(server.requests) == 2
 
 
+@pytest.mark.slow
 def test_11_a_budget_smaller_than_retry_after_ends_within_the_budget(provider, server):
     server.queue(provider.path, Reply.json({}, status=429, headers={"retry-after": "5"}))
     budget = 0.5
@@ -439,6 +446,7 @@ def test_11_a_budget_smaller_than_retry_after_ends_within_the_budget(provider, s
     assert len(server.requests) == 1
 
 
+@pytest.mark.slow
 def test_11_the_budget_also_bounds_a_stalled_read(provider, server):
     chunks = provider.stream()
     server.queue(provider.path, Reply(chunks=[(chunks[0], 10.0)] + chunks[1:]))
@@ -577,6 +585,7 @@ def test_16_two_tool_calls_with_one_id_run_both_and_are_answered_under_distinct_
 TRICKLE = 0.2  # seconds before each byte: every read gets its byte within the timeout
 
 
+@pytest.mark.slow
 def test_17_a_head_sent_a_byte_at_a_time_is_cut_at_the_read_timeout_and_retried(
         provider, server):
     server.queue(provider.path, Reply(chunks=provider.stream(), head_trickle=TRICKLE),
@@ -588,6 +597,7 @@ def test_17_a_head_sent_a_byte_at_a_time_is_cut_at_the_read_timeout_and_retried(
     assert time.monotonic() - started < 3.0  # the head alone would take half a minute
 
 
+@pytest.mark.slow
 def test_17_the_budget_bounds_a_head_sent_a_byte_at_a_time(provider, server):
     server.queue(provider.path, Reply(chunks=provider.stream(), head_trickle=TRICKLE))
     backend = Retry(provider.backend(server.url), RetryOptions(budget=0.5))
@@ -599,6 +609,7 @@ def test_17_the_budget_bounds_a_head_sent_a_byte_at_a_time(provider, server):
     assert_secret_free(caught.value)
 
 
+@pytest.mark.slow
 def test_17_a_chunk_size_line_sent_a_byte_at_a_time_is_a_retryable_stall(provider, server):
     before, _ = split_before_output(provider.stream())
     framed = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for chunk in before)

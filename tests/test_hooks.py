@@ -92,6 +92,7 @@ def test_with_timeout_passes_a_timely_answer_and_reraises_an_error():
         with_timeout(1, broken)(BEFORE)
 
 
+@pytest.mark.slow
 def test_detached_returns_at_once_and_runs_the_hook_in_the_background():
     done = threading.Event()
 

@@ -19,6 +19,7 @@ never run) are single modules. A module's size is no test: split by subject.
 
 import ast
 import importlib.util
+import re
 import shutil
 import subprocess
 import sys
@@ -57,8 +58,7 @@ PRINTERS = ("nacelle.console", "nacelle.__main__", "nacelle.cli")
 #: What a leaf may import of the package.
 LEAF_IMPORTS = {"nacelle.errors", "nacelle.bounded_json"}
 #: OpenRouter speaks the Chat Completions dialect.
-DIALECT = {"nacelle.backends.chat_wire", "nacelle.backends.chat_stream",
-           "nacelle.backends.chat.wire", "nacelle.backends.chat.stream"}
+DIALECT = {"nacelle.backends.chat.wire", "nacelle.backends.chat.stream"}
 
 
 def module_name(path: Path) -> str:
@@ -101,7 +101,9 @@ def imports(name: str, path: Path):
                 for alias in node.names:  # from . import x
                     yield f"{target}.{alias.name}", node.lineno, id(node) in top_level
             else:
-                yield target, node.lineno, id(node) in top_level
+                for alias in node.names:  # from .x import y: y itself when it is a module
+                    sub = f"{target}.{alias.name}"
+                    yield (sub if sub in MODULES else target), node.lineno, id(node) in top_level
 
 
 _STDLIB = Path(sysconfig.get_paths()["stdlib"]).resolve()
@@ -168,6 +170,23 @@ def test_the_library_never_prints(name):
 def test_every_module_says_what_it_holds(name):
     text = MODULES[name].read_text(encoding="utf-8")
     assert ast.get_docstring(ast.parse(text)), f"{name} has no docstring"
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_every_module_says_what_it_may_import(name):
+    doc = ast.get_docstring(ast.parse(MODULES[name].read_text(encoding="utf-8"))) or ""
+    assert re.search(r"\bimport", doc, re.I), f"{name}'s docstring says nothing of its imports"
+
+
+ONLY_THE_STANDARD_LIBRARY = re.compile(r"imports?:?\s+the\s+standard\s+library\s+only", re.I)
+
+
+def test_a_module_that_says_it_imports_the_standard_library_only_imports_no_other_module():
+    graph = import_graph(PACKAGE)
+    claims = {name for name, path in MODULES.items() if ONLY_THE_STANDARD_LIBRARY.search(
+        ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or "")}
+    assert {"nacelle.errors", "nacelle.terminal_text"} <= claims
+    assert {name: sorted(graph[name]) for name in sorted(claims) if graph.get(name)} == {}
 
 
 def test_every_folder_is_placed_in_a_ring():

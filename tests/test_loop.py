@@ -102,6 +102,7 @@ def stubborn(seconds: float, label: str) -> str:
     return label
 
 
+@pytest.mark.slow
 def test_a_late_result_from_an_earlier_turn_does_not_close_a_new_call_with_the_same_id():
     # Turn 1's call times out at 1.2 s and answers anyway at 1.8 s, while turn 2's
     # call with the same id runs from 1.2 s to 2.1 s (its own timeout: 2.4 s).
@@ -164,6 +165,7 @@ def test_the_callers_conversation_is_never_mutated():
 
 # -- concurrency --------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_eight_slow_calls_run_in_parallel():
     @nacelle.tool
     def sleepy(n: int) -> str:
@@ -229,6 +231,7 @@ def test_results_that_land_together_are_drained_sorted_by_index():
     assert sink.drain() == []
 
 
+@pytest.mark.slow
 def test_results_of_out_of_order_finishes_keep_call_order_in_the_conversation():
     agent, _ = agent_for([assistant(*calls("nap", {"seconds": 0.3}, {"seconds": 0.0})), assistant(Text("k"))])
     events = list(agent.stream([user_text("go")]))
@@ -392,6 +395,7 @@ def test_hook_retry_is_true_after_a_deny_of_the_same_tool_in_the_run():
     assert [r.failed for r in results(events)] == [True, False]
 
 
+@pytest.mark.slow
 def test_a_call_past_its_timeout_is_closed_cancelled_and_its_late_result_dropped(caplog):
     saw_cancel, finished = threading.Event(), threading.Event()
 
@@ -655,6 +659,7 @@ def test_a_budget_must_be_a_budget():
         agent_for([], budget=10)
 
 
+@pytest.mark.slow
 def test_a_turn_cut_by_the_time_budget_ends_the_run_with_budget_and_the_last_whole_turn():
     agent, backend = agent_for([
         assistant(*calls("echo", {"text": "a"})),

@@ -364,6 +364,7 @@ def test_openid_configuration_is_the_fallback_for_server_metadata(servers):
     assert ("GET", "/.well-known/openid-configuration") in auth_server.seen
 
 
+@pytest.mark.slow
 def test_a_redirect_with_the_wrong_state_is_refused_and_its_code_never_exchanged(servers):
     auth_server, resource = servers
     auth_server.forge_state = True
@@ -677,6 +678,7 @@ def no_such_grant(auth_server, resource):
     return service(), "does not offer the client_credentials grant", 0, "unsupported_grant_type"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("failure", [no_s256, impostor, forged_state, wrong_secret, no_metadata,
                                      no_such_grant])
 def test_an_oauth_failure_reaches_the_caller_of_connect_http_as_itself(servers, failure):

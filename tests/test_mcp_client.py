@@ -34,7 +34,9 @@ def answer_ada(request):
     return {"name": "Ada"} if "name" in request.message else "decline"
 
 
-@pytest.fixture(scope="module", params=GENERATIONS, ids=["2026-07-28", "2025-11-25"])
+# The SDK's server is a process that takes a second or two to start: slow.
+@pytest.fixture(scope="module", params=[pytest.param(g, marks=pytest.mark.slow) for g in GENERATIONS],
+                ids=["2026-07-28", "2025-11-25"])
 def sdk(request):
     if needs_sdk.args[0]:
         pytest.skip(needs_sdk.kwargs["reason"])
@@ -62,6 +64,7 @@ def test_a_server_without_discover_gets_the_handshake_which_records_what_it_said
     assert history(bad)[:3] == ["server/discover", "initialize", "notifications/initialized"]
 
 
+@pytest.mark.slow
 @needs_sdk
 def test_the_sdk_server_speaks_2026_when_offered_and_the_2025_handshake_when_pinned(sdk):
     assert sdk.protocol_version == (sdk.pinned or "2026-07-28")
@@ -93,6 +96,7 @@ def test_a_2025_server_answering_the_probe_with_method_not_found_gets_the_handsh
         assert seconds < 5  # a second or less, but for starting Python on a busy machine
 
 
+@pytest.mark.slow
 def test_a_2025_server_that_never_answers_the_probe_is_connected_in_seconds_not_the_timeout():
     client, seconds = connected_in(BAD_SERVER, "silent-probe", timeout=30)
     with client:
@@ -103,6 +107,7 @@ def test_a_2025_server_that_never_answers_the_probe_is_connected_in_seconds_not_
     assert seconds < 10  # the probe's quiet bound (1 s) and a start, never the 30 s timeout
 
 
+@pytest.mark.slow
 @needs_sdk
 def test_the_sdk_server_deaf_to_the_probe_gets_the_2025_handshake_in_seconds():
     client, seconds = connected_in(SDK_SERVER, "--drop-discover", timeout=60)
@@ -112,6 +117,7 @@ def test_the_sdk_server_deaf_to_the_probe_gets_the_2025_handshake_in_seconds():
     assert seconds < 20  # importing the SDK takes seconds on a loaded machine; not 60
 
 
+@pytest.mark.slow
 @needs_sdk
 def test_an_sdk_server_slower_to_start_than_the_probe_wait_still_speaks_2026():
     # Its answer to the probe comes after the handshake went out too: the server, held
@@ -122,6 +128,7 @@ def test_an_sdk_server_slower_to_start_than_the_probe_wait_still_speaks_2026():
         assert client.call_tool("add", {"a": 2, "b": 3}) == "5"
 
 
+@pytest.mark.slow
 def test_a_server_that_never_answers_the_handshake_times_out():
     start = time.monotonic()
     with pytest.raises(MCPError, match=r"did not answer initialize within 0.5s"):
@@ -202,6 +209,7 @@ def test_messages_arriving_between_a_request_and_its_answer_are_all_handled(bad,
     assert any("listing tools" in r.getMessage() for r in caplog.records)
 
 
+@pytest.mark.slow
 def test_two_thousand_list_changed_notifications_start_one_refresh_at_a_time():
     with connect_stdio(sys.executable, [BAD_SERVER], timeout=10) as client:
         live = client.tools(live=True)
@@ -217,6 +225,7 @@ def test_two_thousand_list_changed_notifications_start_one_refresh_at_a_time():
         assert client._tools_fetched_at == client._tools_changes
 
 
+@pytest.mark.slow
 def test_three_hundred_elicitations_run_on_elicit_a_few_at_a_time_and_refuse_the_excess():
     lock = threading.Lock()
     running, peak = [0], [0]
@@ -291,6 +300,7 @@ def test_concurrent_calls_each_get_their_own_answer(bad):
 # -- timeouts and cancellation ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_call_without_an_answer_times_out_and_the_server_is_told_to_stop(bad):
     start = time.monotonic()
     with pytest.raises(MCPError, match=r"did not answer tools/call within 0.3s"):
@@ -299,6 +309,7 @@ def test_a_call_without_an_answer_times_out_and_the_server_is_told_to_stop(bad):
     assert history(bad)[-2] == "notifications/cancelled"
 
 
+@pytest.mark.slow
 def test_the_calls_deadline_cuts_the_wait_short_of_the_client_timeout(bad):
     tool = by_name(bad.tools())["hang"]
     start = time.monotonic()
@@ -307,6 +318,7 @@ def test_the_calls_deadline_cuts_the_wait_short_of_the_client_timeout(bad):
     assert time.monotonic() - start < 3  # the client's own timeout is 10 s
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("event_type", [threading.Event, nacelle.RunContext])
 def test_cancelling_a_call_returns_at_once_and_sends_notifications_cancelled(bad, event_type):
     cancelled = event_type() if event_type is threading.Event else event_type().cancelled
@@ -320,6 +332,7 @@ def test_cancelling_a_call_returns_at_once_and_sends_notifications_cancelled(bad
     assert history(bad)[-2] == "notifications/cancelled"
 
 
+@pytest.mark.slow
 def test_a_tool_contexts_deadline_is_read_on_its_own_clock(bad):
     from nacelle.testing import FakeClock
 
@@ -333,6 +346,7 @@ def test_a_tool_contexts_deadline_is_read_on_its_own_clock(bad):
     assert 0.25 < time.monotonic() - start < 3  # the client's own timeout is 10 s
 
 
+@pytest.mark.slow
 def test_cancelling_the_run_reaches_a_call_blocked_in_one_of_its_tools(bad):
     run = nacelle.RunContext()
     ctx = run.tool("call_1", 0, "hang")
@@ -405,6 +419,7 @@ def test_sdk_tool_added_at_runtime_appears_after_list_changed(sdk):
     assert by_name(sdk.tools())["reverse_it"].run({"text": "abc"}, ToolContext()) == "cba"
 
 
+@pytest.mark.slow
 @needs_sdk
 def test_sdk_slow_tool_cancelled_stops_on_the_server(sdk):
     before = int(sdk.call_tool("cancellations"))
@@ -493,6 +508,7 @@ def test_sdk_server_gets_a_decline_written_the_sdks_way_as_a_decline_on_either_g
                     "hello Ada", "hello Bo"]
 
 
+@pytest.mark.slow
 @needs_sdk
 @pytest.mark.parametrize("generation", GENERATIONS, ids=["2026-07-28", "2025-11-25"])
 def test_without_on_elicit_the_client_declares_no_elicitation_and_the_call_fails(generation):
@@ -564,6 +580,7 @@ def test_an_agent_runs_mcp_tools_end_to_end_on_a_scripted_backend(bad):
     assert [(p.name, p.result, p.failed) for p in seen][0] == ("bad__echo", "hello", False)
 
 
+@pytest.mark.slow
 def test_cancelling_an_agent_run_stops_its_blocked_mcp_call_and_tells_the_server(bad):
     from nacelle.testing import ScriptedBackend
 
@@ -592,6 +609,7 @@ def test_an_agent_with_server_side_mcp_on_a_backend_without_it_points_to_connect
         nacelle.Agent(backend, "s", mcp=[nacelle.MCPServer(name="x", url="http://127.0.0.1/")])
 
 
+@pytest.mark.slow
 @needs_sdk
 def test_an_agent_runs_sdk_tools_with_results_errors_and_a_timed_out_slow_call(sdk):
     start = time.monotonic()
@@ -629,12 +647,14 @@ def everything():
         yield client
 
 
+@pytest.mark.slow
 def test_the_everything_server_falls_back_to_the_2025_handshake(everything):
     assert everything.protocol_version == "2025-11-25"
     assert everything.server_info["name"] == "mcp-servers/everything"
     assert {"echo", "get-sum", "trigger-elicitation-request"} <= set(by_name(everything.tools()))
 
 
+@pytest.mark.slow
 def test_the_everything_server_reads_resources_and_fills_prompts(everything):
     first = everything.resources()[0]
     [text] = everything.read_resource(first["uri"])
@@ -643,6 +663,7 @@ def test_the_everything_server_reads_resources_and_fills_prompts(everything):
     assert message.role is nacelle.Role.USER and "simple prompt" in message.parts[0].text
 
 
+@pytest.mark.slow
 def test_the_everything_server_reports_progress_and_structured_content(everything):
     steps = []
     text = everything.call_tool("trigger-long-running-operation", {"duration": 1, "steps": 2},
@@ -652,6 +673,7 @@ def test_the_everything_server_reports_progress_and_structured_content(everythin
     assert set(result["structuredContent"]) >= {"temperature", "conditions"}
 
 
+@pytest.mark.slow
 def test_the_everything_servers_elicitation_request_gets_on_elicits_answer(everything):
     text = everything.call_tool("trigger-elicitation-request")
     assert "accept" in text.lower()

@@ -103,6 +103,7 @@ def test_an_sse_event_that_is_not_json_fails_the_call(endpoint):
             client.call_tool("echo")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("answer, problem", [
     (lambda m: Answer(body=b'{"jsonrpc":"2.0","id":%d,"result":' % m["id"]
                       + b"[" * 100000 + b"]" * 100000 + b"}"),
@@ -154,6 +155,7 @@ def test_a_stream_closed_after_an_event_id_is_resumed_with_last_event_id(endpoin
     assert len(resumed) == 1 and resumed[0].headers["mcp-session-id"] == "session-1"
 
 
+@pytest.mark.slow
 def test_a_flood_on_the_get_stream_is_answered_with_a_bounded_number_of_threads(endpoint):
     flood = [{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}] * 2000
     flood += [{"jsonrpc": "2.0", "id": f"ping-{i}", "method": "ping"} for i in range(300)]
@@ -211,6 +213,7 @@ def test_an_expired_session_is_renewed_and_the_request_sent_again(endpoint):
     assert endpoint.posts("tools/call")[-1].headers["mcp-session-id"] == "session-2"
 
 
+@pytest.mark.slow
 def test_a_slow_answer_times_out_and_the_server_is_told_to_stop(endpoint):
     release = threading.Event()
     endpoint.on["tools/call"] = lambda m: (release.wait(5), Answer(202))[1]
@@ -369,6 +372,7 @@ GENERATIONS = pytest.mark.parametrize("generation", [None, "2025-11-25"],
                                       ids=["2026-07-28", "2025-11-25"])
 
 
+@pytest.mark.slow
 @needs_sdk
 @GENERATIONS
 def test_sdk_over_http_lists_calls_and_reports_errors(sdk_url, generation):
@@ -381,6 +385,7 @@ def test_sdk_over_http_lists_calls_and_reports_errors(sdk_url, generation):
             tools["fail"].run({"reason": "over http"}, ToolContext())
 
 
+@pytest.mark.slow
 @needs_sdk
 @GENERATIONS
 def test_sdk_over_http_tool_added_at_runtime_arrives_on_the_get_or_listen_stream(
@@ -395,6 +400,7 @@ def test_sdk_over_http_tool_added_at_runtime_arrives_on_the_get_or_listen_stream
         assert client.call_tool(name, {"text": "ab"}) == "ba"
 
 
+@pytest.mark.slow
 @needs_sdk
 @GENERATIONS
 def test_sdk_over_http_a_tool_added_mid_run_is_offered_at_the_next_turn_every_time(
@@ -420,6 +426,7 @@ def test_sdk_over_http_a_tool_added_mid_run_is_offered_at_the_next_turn_every_ti
     assert offered == [True] * 20
 
 
+@pytest.mark.slow
 @needs_sdk
 def test_sdk_over_http_slow_tool_cancelled_stops_on_the_server(sdk_url):
     # 2025: notifications/cancelled. (On 2026-07-28 closing the response is the
@@ -438,6 +445,7 @@ def test_sdk_over_http_slow_tool_cancelled_stops_on_the_server(sdk_url):
         assert int(client.call_tool("cancellations")) == before + 1
 
 
+@pytest.mark.slow
 @needs_sdk
 def test_sdk_over_http_session_is_deleted_on_close_and_renewed_when_lost(sdk_url):
     import requests
@@ -457,6 +465,7 @@ def test_sdk_over_http_session_is_deleted_on_close_and_renewed_when_lost(sdk_url
     assert gone.status_code == 404
 
 
+@pytest.mark.slow
 @needs_sdk
 def test_sdk_over_http_on_2026_reads_resources_and_answers_input_required_rounds(sdk_url):
     with connect_http(sdk_url, on_elicit=lambda r: {"name": "Ada"}) as client:
@@ -527,6 +536,7 @@ def test_a_2026_server_asking_for_sampling_is_refused_with_a_clear_error(endpoin
             client.call_tool("echo", {})
 
 
+@pytest.mark.slow
 def test_a_server_that_keeps_asking_for_input_is_given_up_on(endpoint):
     modern(endpoint)
     endpoint.on["tools/call"] = lambda m: result(m, {"resultType": "input_required",
@@ -683,6 +693,7 @@ def guarded_modern(endpoint):
     endpoint.on["initialize"] = lambda m: Answer(400, b"2026-07-28 only")
 
 
+@pytest.mark.slow
 def test_a_probe_that_timed_out_on_a_sign_in_waits_for_it_and_speaks_2026(endpoint):
     guarded_modern(endpoint)
     auth = SlowAuth(delay=2.5)
@@ -693,6 +704,7 @@ def test_a_probe_that_timed_out_on_a_sign_in_waits_for_it_and_speaks_2026(endpoi
     assert not endpoint.posts("initialize")
 
 
+@pytest.mark.slow
 def test_a_sign_in_that_fails_after_the_probe_timed_out_is_the_error_raised(endpoint):
     guarded_modern(endpoint)
 

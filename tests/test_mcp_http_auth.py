@@ -36,6 +36,7 @@ class Flow:
         return True
 
 
+@pytest.mark.slow
 def test_settle_is_false_with_no_flow_running_and_waits_for_one_that_is():
     flow = Flow(0.3)
     auth = Authorization(flow, "https://mcp.example/mcp")
@@ -48,6 +49,7 @@ def test_settle_is_false_with_no_flow_running_and_waits_for_one_that_is():
     assert auth.settle() is False  # what ended before is no reason to wait again
 
 
+@pytest.mark.slow
 def test_settle_raises_a_copy_of_the_error_the_running_flow_failed_with():
     failure = MCPAuthError("authorization refused: access_denied", error="access_denied")
     flow = Flow(0.2, failure)

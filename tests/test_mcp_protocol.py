@@ -30,6 +30,7 @@ def test_every_2026_request_carries_version_capabilities_and_client_info():
     assert modern_meta(elicit=False)["io.modelcontextprotocol/clientCapabilities"] == {}
 
 
+@pytest.mark.slow
 def test_the_client_info_carries_the_package_version_not_a_copy_of_it():
     # A fresh interpreter, so the version can be changed before the module reads it:
     # a literal in the module would still say what it said.

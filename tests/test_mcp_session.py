@@ -93,6 +93,7 @@ def test_a_2026_request_carries_the_meta_envelope_and_a_2025_one_does_not():
         assert ("io.modelcontextprotocol/protocolVersion" in meta) is modern
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("modern, closing, notified", [
     (False, False, True), (False, True, True),  # 2025, stdio or HTTP: notifications/cancelled
     (True, False, True),                         # 2026 stdio: still notifications/cancelled

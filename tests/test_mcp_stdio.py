@@ -93,6 +93,7 @@ def test_the_server_gets_a_minimal_environment_plus_the_env_given(monkeypatch):
     assert "NACELLE_TEST_SECRET_KEY" not in default_environment()
 
 
+@pytest.mark.slow
 def test_the_server_runs_in_the_directory_given(tmp_path):
     script = tmp_path / "cwd_server.py"
     script.write_text(
@@ -120,6 +121,7 @@ def test_close_kills_what_the_server_started_too():
     assert not alive(grandchild)
 
 
+@pytest.mark.slow
 def test_a_server_that_ignores_its_closed_stdin_is_terminated():
     client = start("linger")
     process = client._transport._process
@@ -162,6 +164,7 @@ def pending_hang(client):
     return result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("line, problem", [
     ("deep-answer", r"JSON the client refuses \(JSON nested deeper than 128 levels\)"),
     ("deep-answer-id-last", r"JSON the client refuses \(JSON nested deeper than 128 levels\)"),
@@ -182,6 +185,7 @@ def test_a_line_the_reader_cannot_parse_fails_the_call_it_answers_at_once(line, 
         assert "was closed" in str(error)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("line, problem", [
     ("deep-array", r"wrote JSON the client refuses \(JSON nested deeper than 128 levels\) on "
                    r"stdout"),
@@ -305,6 +309,7 @@ def stuck_call(client, **options):
     return result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("event_type", [threading.Event, nacelle.CancelEvent])
 def test_a_call_stuck_sending_to_a_server_that_stopped_reading_is_cancelled_at_once(event_type):
     client = start(timeout=PATIENT)
@@ -322,6 +327,7 @@ def test_a_call_stuck_sending_to_a_server_that_stopped_reading_is_cancelled_at_o
         client.close()
 
 
+@pytest.mark.slow
 def test_a_call_stuck_sending_to_a_server_that_stopped_reading_times_out():
     client = start(timeout=PATIENT)
     try:
@@ -335,6 +341,7 @@ def test_a_call_stuck_sending_to_a_server_that_stopped_reading_times_out():
         client.close()
 
 
+@pytest.mark.slow
 def test_closing_a_client_whose_server_stopped_reading_does_not_hang():
     client = start(timeout=PATIENT)
     client.call_tool("deaf")

@@ -22,6 +22,7 @@ from nacelle.mcp.toolset import tool_name
 from nacelle.testing import ScriptedBackend
 from nacelle.tools import ToolContext
 
+pytestmark = pytest.mark.slow  # the official SDK's server, started per generation
 ROOT = Path(__file__).resolve().parent.parent
 
 

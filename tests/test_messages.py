@@ -98,6 +98,7 @@ def test_trim_does_not_mutate_its_input():
     assert conv == copy
 
 
+@pytest.mark.slow
 @given(st.lists(st.sampled_from(["text", "call", "result"]), max_size=30),
        st.integers(min_value=0, max_value=35))
 def test_trim_never_keeps_more_than_asked_nor_starts_with_a_result(kinds, keep):
@@ -136,6 +137,7 @@ def test_trim_reads_past_provider_blocks_that_are_not_json():
     assert trim([user_text("q"), odd], 1) == ([odd], 1)
 
 
+@pytest.mark.slow
 @given(st.lists(st.tuples(st.sampled_from(["text", "call", "result", "note"]),
                           st.integers(0, 4)), max_size=30),
        st.integers(min_value=0, max_value=35))
@@ -192,6 +194,7 @@ part_strategy = st.one_of(
 )
 
 
+@pytest.mark.slow
 @given(st.lists(st.builds(Message, st.sampled_from([U, A]), st.lists(part_strategy, max_size=5))))
 def test_any_conversation_round_trips(conv):
     assert loads(dumps(conv)) == conv

@@ -64,6 +64,7 @@ def observed_run(server, *replies, observers=None, **options):
     return result, seen
 
 
+@pytest.mark.slow
 def test_a_run_reports_its_start_each_request_each_tool_and_its_end_in_order():
     with FakeServer() as server:
         result, seen = observed_run(
@@ -130,6 +131,7 @@ def test_tools_report_on_their_own_threads_with_paired_spans_and_their_outcome()
     assert (ends["toolu_1"]["error_type"], ends["toolu_2"]["error_type"]) == (None, "LookupError")
 
 
+@pytest.mark.slow
 def test_a_retried_request_reports_the_retry_with_its_delay_and_failure():
     with FakeServer() as server:
         _, seen = observed_run(server, Reply.json(

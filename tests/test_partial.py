@@ -23,6 +23,7 @@ JSON = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(JSON, st.booleans(), st.booleans())
 def test_every_prefix_parses_and_the_whole_equals_json_loads(value, ascii_only, indent):
@@ -32,6 +33,7 @@ def test_every_prefix_parses_and_the_whole_equals_json_loads(value, ascii_only, 
     assert partial_json(text) == json.loads(text)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.dictionaries(st.text(max_size=6), st.text(max_size=12), min_size=1, max_size=4))
 def test_strings_are_shown_as_far_as_they_go_and_keys_only_once_whole(value):
@@ -76,6 +78,7 @@ def fed(text, cuts):
     return seen
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(JSON, st.booleans(), st.sampled_from(["", "```json\n", " \n"]),
        st.sampled_from(["", "\n```", "x"]), st.data())
@@ -99,6 +102,7 @@ def test_a_number_that_cannot_go_on_is_whole():
     assert partial_json("[1.5") == [] and partial_json("[1.5,") == [1.5]
 
 
+@pytest.mark.slow
 def test_reading_a_stream_delta_by_delta_reads_each_character_once(monkeypatch):
     text = json.dumps([{"id": i, "name": f"item {i} \u00e9", "tags": ["a", "b\\n"],
                         "score": i * 1.5, "ok": None} for i in range(3000)])  # 230 KB
@@ -115,6 +119,7 @@ def test_reading_a_stream_delta_by_delta_reads_each_character_once(monkeypatch):
     assert sum(read) < 1.1 * len(text)
 
 
+@pytest.mark.slow
 def test_partial_json_after_each_delta_feeds_its_reader_only_what_was_added(monkeypatch):
     text = json.dumps({"rows": [[i, str(i)] for i in range(20000)]})  # 240 KB
     fed_in = []

@@ -33,6 +33,7 @@ def blocked_recv(sock, results):
     return thread
 
 
+@pytest.mark.slow
 def test_a_cutoff_wakes_a_blocked_recv_at_its_deadline_and_names_its_cause(pair):
     reader, _ = pair
     reader.settimeout(30)
@@ -45,6 +46,7 @@ def test_a_cutoff_wakes_a_blocked_recv_at_its_deadline_and_names_its_cause(pair)
     assert cutoff.disarm() == "timeout" and cutoff.cause == "timeout"
 
 
+@pytest.mark.slow
 def test_a_cutoff_disarmed_in_time_never_acts(pair):
     reader, writer = pair
     cutoff = Cutoff(lambda: reader)
@@ -82,6 +84,7 @@ def test_enforce_shuts_a_socket_that_appeared_after_the_cut(pair):
     assert reader.recv(1) == b""
 
 
+@pytest.mark.slow
 def test_an_earlier_deadline_armed_after_a_later_one_is_kept(pair):
     reader, _ = pair
     reader.settimeout(30)
@@ -98,6 +101,7 @@ def test_an_earlier_deadline_armed_after_a_later_one_is_kept(pair):
         later.disarm()
 
 
+@pytest.mark.slow
 def test_rearming_moves_the_limit_and_disarmed_cutoffs_are_not_kept(pair):
     reader, _ = pair
     cutoff = Cutoff(lambda: reader)

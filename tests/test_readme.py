@@ -64,11 +64,14 @@ def test_the_readme_examples_pass_mypy_strict(tmp_path, monkeypatch):
     # example names its backend afresh, so a name may be bound again with another
     # type (allow_redefinition_new, for this file only). opentelemetry is not
     # followed: its SDK's source uses match statements, which a 3.9 target cannot read.
+    # nacelle's own modules are read but not reported on, as for an installed package
+    # (the package is checked on its own, with its stubs, by mypy --config-file setup.cfg).
     api = pytest.importorskip("mypy.api", reason="mypy is not installed (pip install .[test])")
     (tmp_path / "readme.py").write_text("\n".join(python_blocks()), encoding="utf-8")
     (tmp_path / "mypy.ini").write_text(
         "[mypy]\nstrict = True\npython_version = 3.9\n"
         "[mypy-opentelemetry.*]\nfollow_imports = skip\nfollow_imports_for_stubs = True\n"
+        "ignore_missing_imports = True\n[mypy-nacelle.*]\nfollow_imports = silent\n"
         "[mypy-readme]\nallow_redefinition_new = True\nlocal_partial_types = True\n",
         encoding="utf-8")
     monkeypatch.chdir(README.parent)  # mypy finds this nacelle, not an installed one

@@ -78,6 +78,7 @@ def tool_bars(page):
 # -- the page, in Python ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_run_shows_each_tool_call_as_a_bar_sized_by_its_duration(recording):
     page = report.html(recording)
     bars = sorted(tool_bars(page), key=lambda b: float(b[0]))
@@ -120,6 +121,7 @@ def test_the_page_is_self_contained(recording):
     assert "@import" not in page and "url(" not in page and "<script" not in page
 
 
+@pytest.mark.slow
 def test_a_failed_request_is_drawn_red_and_the_transcript_comes_from_the_stream(tmp_path):
     page = report.html(record_run(tmp_path / "failed.jsonl", fail=True))
     assert 'class="bar request failed"' in page
@@ -127,6 +129,7 @@ def test_a_failed_request_is_drawn_red_and_the_transcript_comes_from_the_stream(
     assert "did not finish" in page and "slept 0.3" in page
 
 
+@pytest.mark.slow
 def test_a_file_of_several_runs_shows_each_or_the_one_asked_for(tmp_path, recording):
     path = tmp_path / "two.jsonl"
     path.write_bytes(recording.read_bytes())
@@ -162,6 +165,7 @@ def test_hostile_record_values_do_not_break_the_page(tmp_path):
     assert "<script" not in page and "<img" not in page and "did not finish" in page
 
 
+@pytest.mark.slow
 def test_a_long_streamed_answer_is_joined_once_not_copied_at_every_delta(tmp_path):
     path, deltas = tmp_path / "long.jsonl", 150_000
     lines = [{"kind": "run.start", "run_id": "r", "time": 1.0, "data": {"messages": []}}]
@@ -201,6 +205,7 @@ BARS = """JSON.stringify([...document.querySelectorAll('.bar.tool')].map(b => [
   parseFloat(b.dataset.duration), b.getBoundingClientRect().width]))"""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width,mobile", [(1280, False), (390, True)])
 def test_the_page_renders_in_chromium_offline_with_bars_to_scale(browser, recording, tmp_path,
                                                                  width, mobile):

@@ -93,6 +93,7 @@ def test_sse_yields_each_event_as_it_is_produced():
     assert list(stream) == []
 
 
+@pytest.mark.slow
 def test_sse_sends_keepalives_while_the_generator_blocks():
     def events():
         time.sleep(0.35)
@@ -536,7 +537,10 @@ def test_the_asgi_app_cancels_the_run_when_the_client_disconnects(store, tmp_pat
 # -- real servers on loopback -----------------------------------------------------------
 
 
-SERVERS = ["stdlib", "gunicorn", "uvicorn"]
+# The standard library's server runs in this process; gunicorn and uvicorn are
+# processes to start, so their runs are left out of the fast subset.
+SERVERS = ["stdlib", pytest.param("gunicorn", marks=pytest.mark.slow),
+           pytest.param("uvicorn", marks=pytest.mark.slow)]
 
 
 @contextlib.contextmanager
@@ -638,6 +642,7 @@ def post_json(base, path, body, *, raw=None, headers=None):
         connection.close()
 
 
+@pytest.mark.slow
 def test_the_first_event_arrives_before_the_run_ends(server):
     base, _ = server
     connection, response = open_stream(base, "/runs", {"prompt": f"slow {SLOW}"})
@@ -652,6 +657,7 @@ def test_the_first_event_arrives_before_the_run_ends(server):
     assert first[0] < SLOW / 2 and last[0] >= SLOW
 
 
+@pytest.mark.slow
 def test_keepalives_are_sent_while_a_tool_runs(server):
     base, _ = server
     connection, response = open_stream(base, "/runs", {"prompt": f"slow {SLOW}"})
@@ -677,6 +683,7 @@ def test_a_client_disconnect_cancels_the_run(server):
     assert wait_for(lambda: "hang cancelled" in read(notes), timeout=8), read(notes)
 
 
+@pytest.mark.slow
 def test_a_disconnect_cancels_the_run_within_a_second_whatever_the_keepalive(quiet_server):
     base, notes = quiet_server
     connection, response = open_stream(base, "/runs", {"prompt": "hang"})
@@ -738,6 +745,7 @@ def test_bad_requests_are_refused_by_every_server(server):
     assert head.split(b"\r\n")[0].split()[1] == b"413", head[:200]
 
 
+@pytest.mark.slow
 def test_the_stdlib_server_holds_60_slow_clients_and_40_simultaneous_posts_with_bounded_threads(
         tmp_path, monkeypatch):
     """Half-sent requests are dropped after request_timeout; runs past max_runs are 503;
@@ -804,6 +812,7 @@ def test_the_stdlib_server_holds_60_slow_clients_and_40_simultaneous_posts_with_
         thread.join(10)
 
 
+@pytest.mark.slow
 def test_a_request_behind_silent_connections_gets_a_thread_of_its_own():
     app = wsgi_app(serve_app.make_agent, keepalive=KEEP)
     httpd = make_server(app, "127.0.0.1", 0, max_threads=8, request_timeout=5.0)
@@ -824,6 +833,7 @@ def test_a_request_behind_silent_connections_gets_a_thread_of_its_own():
         thread.join(10)
 
 
+@pytest.mark.slow
 def test_a_request_sent_a_byte_at_a_time_is_dropped_at_the_request_timeout(tmp_path):
     app = wsgi_app(serve_app.make_agent, keepalive=KEEP)
     httpd = make_server(app, "127.0.0.1", 0, request_timeout=0.6)

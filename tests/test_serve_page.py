@@ -19,6 +19,8 @@ from nacelle.serve import make_server, wsgi_app
 from nacelle.sessions import FileStore
 from browser import artifacts, chromium, launched
 
+pytestmark = pytest.mark.slow  # a headless Chromium
+
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 

@@ -167,6 +167,7 @@ def test_a_checkpoint_that_fails_its_check_is_not_taken(tmp_path):
     assert store.take_checkpoint("run", key="secret").pending[0].id == "call_1"
 
 
+@pytest.mark.slow
 @POSIX
 def test_of_two_processes_taking_one_checkpoint_exactly_one_gets_it(tmp_path):
     store = FileStore(tmp_path)
@@ -193,6 +194,7 @@ def _python(code, *args):
         stderr=subprocess.PIPE)
 
 
+@pytest.mark.slow
 @POSIX
 def test_a_writer_killed_before_its_rename_leaves_the_old_conversation_whole(tmp_path):
     store = FileStore(tmp_path)
@@ -229,6 +231,7 @@ def test_a_writer_killed_before_its_rename_leaves_the_old_conversation_whole(tmp
     assert store.load("s") == CONVERSATION[:1]
 
 
+@pytest.mark.slow
 @POSIX
 def test_two_processes_writing_one_name_take_turns_and_every_read_is_whole(tmp_path):
     code = """
@@ -262,6 +265,7 @@ def test_two_processes_writing_one_name_take_turns_and_every_read_is_whole(tmp_p
     assert not [e for e in os.listdir(tmp_path) if e.startswith(".tmp-")]
 
 
+@pytest.mark.slow
 @POSIX
 def test_a_write_waits_for_the_lock_another_process_holds(tmp_path):
     import fcntl

@@ -294,6 +294,7 @@ def test_ten_thousand_random_streams_raise_nothing_but_stream_error():
     assert 0 < failures < 10_000  # the small max_line did bite, and not always
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(st.sampled_from(ATOMS) | st.binary(max_size=6), max_size=30).map(b"".join),
@@ -305,6 +306,7 @@ def test_any_split_into_feeds_gives_the_events_of_feeding_whole(body, cuts):
     assert decode(chunks) == decode([body])
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(st.sampled_from(ATOMS), max_size=30).map(b"".join),

@@ -54,6 +54,7 @@ def test_a_stream_split_anywhere_shows_what_the_whole_would(text):
     assert "".join(visible(c) for c in text) == whole
 
 
+@pytest.mark.slow
 def test_the_work_is_linear_in_the_text():
     started = time.perf_counter()
     shown = visible("\x1b[" * 500_000 + "x")

@@ -132,6 +132,7 @@ def test_a_key_echoed_in_an_error_body_or_sent_in_the_query_is_scrubbed(upstream
         assert int(response.headers["Content-Length"]) == len(response.content)
 
 
+@pytest.mark.slow
 def test_a_key_echoed_across_two_upstream_reads_is_scrubbed_whole(upstream, path):
     head, tail = KEY[:17].encode(), KEY[17:].encode()
     upstream.queue("/s", Reply(chunks=[b"data: {\"echo\": \"" + head,
@@ -185,6 +186,7 @@ def test_hop_by_hop_headers_and_set_cookie_are_not_saved_or_replayed(upstream, p
     assert "Set-Cookie" not in response.headers and "Keep-Alive" not in response.headers
 
 
+@pytest.mark.slow
 def test_sse_chunks_replay_with_the_boundaries_they_were_recorded_with(upstream, path):
     events = anthropic_stream(["Hel", "lo"])
     upstream.queue("/s", Reply(chunks=[(event, 0.02) for event in events]))
@@ -200,6 +202,7 @@ def test_sse_chunks_replay_with_the_boundaries_they_were_recorded_with(upstream,
     assert body == b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in events) + b"0\r\n\r\n"
 
 
+@pytest.mark.slow
 def test_timing_is_saved_and_replayed_only_when_asked(upstream, path):
     upstream.queue("/s", Reply(chunks=[b"a", (b"b", 0.2)]), Reply(chunks=[b"a", (b"b", 0.2)]))
     with Cassette(path, upstream=upstream.url, timing=True) as cassette:
@@ -446,6 +449,7 @@ def test_a_body_the_upstream_cut_short_replays_cut_short(upstream, path):
     assert raw.endswith(b"1\r\na\r\n")  # no terminating chunk: the connection closed
 
 
+@pytest.mark.slow
 def test_stop_is_prompt_with_a_timed_replay_stalled(upstream, path):
     upstream.queue("/s", Reply(chunks=[b"a", (b"b", 0.3)]))
     with Cassette(path, upstream=upstream.url, timing=True) as cassette:

@@ -109,6 +109,7 @@ def test_json_reply_has_a_json_body(server):
     assert response.headers["request-id"] == "r"
 
 
+@pytest.mark.slow
 def test_delayed_chunks_arrive_one_at_a_time(server):
     server.queue("/s", Reply(chunks=[b"first", (b"second", 0.4)]))
     with requests.get(server.url + "/s", stream=True, timeout=5) as response:
@@ -140,6 +141,7 @@ def test_drop_after_k_in_length_mode_leaves_the_body_short(server):
     assert b"Content-Length: 4" in raw and raw.endswith(b"\r\n\r\naa")
 
 
+@pytest.mark.slow
 def test_a_trickled_head_arrives_one_byte_at_a_time_then_the_body_at_once(server):
     server.queue("/s", Reply(chunks=[b"body"], mode="length", head_trickle=0.01))
     with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
@@ -155,6 +157,7 @@ def test_a_trickled_head_arrives_one_byte_at_a_time_then_the_body_at_once(server
     assert time.monotonic() - started >= len(head) * 0.01 * 0.5
 
 
+@pytest.mark.slow
 def test_a_client_leaving_during_a_trickled_head_ends_the_trickle(server):
     server.queue("/s", Reply(head_trickle=0.2))
     sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
@@ -172,6 +175,7 @@ def test_raw_mode_writes_the_chunks_as_the_framing_and_adds_no_framing_headers(s
     assert "Content-Length" not in response.headers and "Connection" not in response.headers
 
 
+@pytest.mark.slow
 def test_raw_mode_keeps_the_connection_open_after_the_chunks(server):
     server.queue("/s", Reply(mode="raw", headers={"Content-Length": "9"}, chunks=[b"abc"]))
     with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:

@@ -57,6 +57,7 @@ def slow(seconds: float) -> str:
     return "slept"
 
 
+@pytest.mark.slow
 def test_a_tool_that_ignores_cancellation_does_not_hold_a_slot_for_the_next_turn():
     backend = ScriptedBackend([
         assistant(ToolCall("a", "stubborn", "{}")),
@@ -76,6 +77,7 @@ def test_a_tool_that_ignores_cancellation_does_not_hold_a_slot_for_the_next_turn
     assert events[-1].stop is Stop.END
 
 
+@pytest.mark.slow
 def test_a_queued_call_times_out_from_when_it_was_asked_not_when_a_slot_freed():
     backend = ScriptedBackend([
         assistant(ToolCall("a", "stubborn", "{}"), ToolCall("b", "quick", '{"word": "w"}')),
@@ -136,6 +138,7 @@ def test_tool_timeouts_read_the_run_clock():
     assert results_of(events)["a"].error == "timed out after 30 s"
 
 
+@pytest.mark.slow
 def test_a_budget_in_seconds_bounds_a_slow_tool_and_ends_the_run_with_budget():
     backend = ScriptedBackend([assistant(ToolCall("a", "slow", '{"seconds": 2.5}')),
                                assistant(Text("never asked"))])
@@ -159,6 +162,7 @@ def test_a_retry_budget_bounds_each_turn_and_not_the_tools_between_them():
     assert results_of(events)["a"].result == "slept" and events[-1].stop is Stop.END
 
 
+@pytest.mark.slow
 def test_a_call_waiting_for_a_slot_at_the_deadline_is_closed_as_not_run():
     backend = ScriptedBackend([
         assistant(ToolCall("a", "stubborn", "{}"), ToolCall("b", "quick", '{"word": "w"}')),
@@ -225,6 +229,7 @@ def test_a_finished_call_no_longer_listens_to_the_run():
     assert ctx.cancelled._callbacks == {}
 
 
+@pytest.mark.slow
 def test_calls_closed_before_they_ran_no_longer_listen_to_the_run():
     ctx = RunContext()
     backend = ScriptedBackend([
@@ -245,6 +250,7 @@ def test_calls_closed_before_they_ran_no_longer_listen_to_the_run():
     assert ctx.cancelled._callbacks == {}
 
 
+@pytest.mark.slow
 def test_a_tools_own_timeout_fails_only_its_calls_and_leaves_their_threads_behind():
     limited = nacelle.tool(stubborn.fn, name="limited", timeout=0.3)
     backend = ScriptedBackend([
@@ -262,6 +268,7 @@ def test_a_tools_own_timeout_fails_only_its_calls_and_leaves_their_threads_behin
     assert events[-1].stop is Stop.END
 
 
+@pytest.mark.slow
 def test_the_sooner_of_a_tools_timeout_and_tool_timeout_applies():
     limited = nacelle.tool(stubborn.fn, name="limited", timeout=30)
     backend = ScriptedBackend([assistant(ToolCall("a", "limited", "{}"),
@@ -314,6 +321,7 @@ def test_max_concurrency_bounds_a_tools_calls_while_other_tools_use_the_free_slo
     assert most["narrow"] == 2 and most["wide"] == 6
 
 
+@pytest.mark.slow
 def test_a_timed_out_call_frees_its_tools_concurrency_for_the_next_one():
     limited = nacelle.tool(stubborn.fn, name="limited", timeout=0.3, max_concurrency=1)
     one = nacelle.tool(quick.fn, name="one", max_concurrency=1)

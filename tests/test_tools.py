@@ -176,6 +176,7 @@ def test_a_tool_context_check_raises_when_cancelled_or_past_its_deadline():
         late.check()
 
 
+@pytest.mark.slow
 def test_decorating_and_validating_do_not_import_jsonschema_at_import_time():
     code = ("import sys, nacelle\n"
             "@nacelle.tool\n"
@@ -188,6 +189,7 @@ def test_decorating_and_validating_do_not_import_jsonschema_at_import_time():
     assert out.stdout.strip() == "False"
 
 
+@pytest.mark.slow
 def test_input_is_validated_by_the_builtin_validator_when_jsonschema_is_missing():
     # A vendored copy without jsonschema: block the import and run a real call.
     code = (

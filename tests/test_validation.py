@@ -121,6 +121,7 @@ values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(schema=schemas, instance=values)
 def test_the_builtin_validator_agrees_with_jsonschema(schema, instance):

@@ -5,7 +5,7 @@ max_retries=2, timeout=600.0, stall_timeout=600.0, provider=None)``; without
 ``base_url``, ``$OPENROUTER_BASE_URL`` when set, else https://openrouter.ai/api/v1. OpenRouter fronts hundreds of models, so ``model`` has no default.
 
 OpenRouter speaks Chat Completions, so the backend is the Chat Completions
-dialect (``chat_wire``, ``chat_stream``) with OpenRouter's :data:`DIALECT` and
+dialect (``chat/wire.py``, ``chat/stream.py``) with OpenRouter's :data:`DIALECT` and
 extras:
 
 - :func:`to_wire`: the request body, pure — ``max_tokens`` always sent (OpenRouter
@@ -76,7 +76,8 @@ from ..messages import Message
 from .._net.headers import read_key
 from ._turn import Endpoint, base_url_from, check_key, check_model, stream_turn
 from ._wire_cache import WireCache
-from . import chat_stream, chat_wire
+from .chat import stream as chat_stream
+from .chat import wire as chat_wire
 
 __all__ = ["Accumulator", "Backend", "DIALECT", "PROTOCOL", "capabilities", "to_wire",
            "usage_from"]

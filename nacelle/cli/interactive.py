@@ -24,9 +24,10 @@ again after each tool result, until the next event) a one-character spinner turn
 on stderr, when stderr is a terminal; it is wiped before anything else is written,
 and it waits 0.2 s before it appears, so a fast answer never flickers.
 
-Imports the standard library and the core; the renderer, the usage wording and the
-model switch are handed in (they live in the outer ring), and everything it writes
-goes to stdout (answers, as the console renders them) or stderr.
+Imports the standard library, the core and the sibling ``sessions``; the renderer,
+the usage wording and the model switch are handed in (they live in the outer ring),
+and everything it writes goes to stdout (answers, as the console renders them) or
+stderr.
 """
 
 from __future__ import annotations

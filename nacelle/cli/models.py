@@ -26,8 +26,9 @@ descriptions a provider lists are its text, shown through
 :func:`nacelle.terminal_text.visible`.
 
 HTTP is :mod:`urllib.request`, since this module sits beside the core and a listing
-needs none of the backends' streaming; imports the standard library and the core,
-and writes only to the streams it is given.
+needs none of the backends' streaming; imports the standard library and the core
+(with ``_files`` for the cache), ``settings`` and the sibling ``terminal`` when a
+listing runs, and writes only to the streams it is given.
 """
 
 from __future__ import annotations

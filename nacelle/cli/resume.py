@@ -28,9 +28,10 @@ would run the approved ones again; go on with ``--session NAME``.
 What the model wrote (a call's id, name and input) and what a failure says are shown
 through :func:`nacelle.terminal_text.visible`.
 
-Imports the standard library and the core; the agent, its options and the run's
-output (:mod:`nacelle.cli.agent`, :mod:`nacelle.cli.run`) are handed to
-:func:`resume_command` by :func:`command`, which imports them when it runs.
+Imports the standard library, the core and the sibling ``approval`` and ``help``;
+the agent, its options and the run's output (:mod:`nacelle.cli.agent`,
+:mod:`nacelle.cli.run`) are handed to :func:`resume_command` by :func:`command`, which
+imports them (and ``settings``, ``sessions`` and ``terminal``) when it runs.
 """
 
 from __future__ import annotations

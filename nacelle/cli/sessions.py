@@ -17,7 +17,8 @@ What a session holds came from a model and its tools, so every line written of i
 (the listing, ``show``, the paused calls' ids and names) goes through
 :func:`nacelle.terminal_text.visible`.
 
-Imports the standard library and the core; writes only to the streams it is given.
+Imports the standard library and the core, and ``settings`` and the sibling
+``terminal`` when a command runs; writes only to the streams it is given.
 """
 
 from __future__ import annotations

@@ -57,9 +57,9 @@ Tokens and client secrets never appear in a repr (``<hidden>``), a log record or
 error (see :mod:`nacelle.mcp.auth_flows`). :class:`MCPAuthError` is an
 :class:`~nacelle.mcp.MCPError`.
 
-Outer ring: imports the standard library, ``nacelle.errors``, ``nacelle._files``
-(the private-file writing and lock every file nacelle keeps shares) and
-``nacelle.mcp.auth_flows``; ``requests`` only there, inside functions.
+Outer ring: imports the standard library, ``nacelle.errors``, ``nacelle.bounded_json``,
+``nacelle._files`` (the private-file writing and lock every file nacelle keeps
+shares) and ``nacelle.mcp.auth_flows``; ``requests`` only there, inside functions.
 """
 
 from __future__ import annotations

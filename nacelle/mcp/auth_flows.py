@@ -52,9 +52,11 @@ where the specifications are silent:
   list a code challenge method; ``plain`` is refused as well, since it protects
   nothing a network observer cannot see.
 
-Outer ring: imports the standard library, the package's ``errors``, the SSRF guard's
-address table (``nacelle.toolsets.ssrf``, standard library only) and ``requests``
-inside the functions that send (``import nacelle`` never imports it).
+Outer ring: imports the standard library, ``nacelle.errors``, the package's
+``errors``, ``nacelle.sse`` (``parse_json``), ``nacelle._net.secrets`` (URLs named
+without their secrets), the SSRF guard's address table (``nacelle.toolsets.ssrf``,
+standard library only) and ``requests`` inside the functions that send (``import
+nacelle`` never imports it).
 """
 
 from __future__ import annotations

@@ -56,9 +56,10 @@ Choices, and why:
   quoted the value or ``http.client`` failed at the first request; the checks are the
   model backends' own (:mod:`nacelle._net.headers`).
 
-Outer ring: imports the standard library, the package's ``client`` and ``errors``,
-``nacelle.sse``, ``nacelle._net`` (header checks, URL naming, the socket walk), and ``requests`` inside the methods that need it (so importing
-``nacelle.mcp`` loads no third-party module).
+Outer ring: imports the standard library, ``nacelle.errors``, the package's
+``client``, ``errors``, ``http_auth``, ``protocol`` and ``session``, ``nacelle.sse``,
+``nacelle._net`` (header checks, URL naming, the socket walk), and ``requests`` inside
+the methods that need it (so importing ``nacelle.mcp`` loads no third-party module).
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ go, and the OAuth flow as the transport's requests meet it.
   person signing in, which says nothing about the server (the ``server/discover``
   probe must not read it as a legacy server's silence).
 
-Outer ring: imports the standard library and the package's ``errors``.
+Outer ring: imports the standard library, ``nacelle.errors`` and the package's
+``errors``.
 """
 
 from __future__ import annotations

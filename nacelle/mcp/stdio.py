@@ -36,8 +36,9 @@ Choices, and why:
   connection with an :class:`~nacelle.mcp.MCPError` that every waiting call gets at
   once, and stops the server, which nobody reads any more.
 
-Outer ring: imports the standard library, the package's ``client`` and ``errors``,
-and ``nacelle.sse`` (whose ``parse_json`` is the one rule for reading a peer's JSON).
+Outer ring: imports the standard library, ``nacelle.errors``, the package's
+``client``, ``errors``, ``protocol`` and ``session``, and ``nacelle.sse`` (whose
+``parse_json`` is the one rule for reading a peer's JSON).
 """
 
 from __future__ import annotations

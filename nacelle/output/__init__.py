@@ -59,7 +59,7 @@ from .. import bounded_json
 from ..context import ToolContext
 from ..errors import ConfigError, Unsupported
 
-# ``output_schema``, ``schema`` and ``validation`` are imported when an output is first
+# ``output/schema.py``, ``nacelle.schema`` and ``validation`` are imported when an output is first
 # made, not with ``import nacelle`` (as ``tools.py`` does with ``schema``).
 
 __all__ = ["FINAL_ANSWER", "MODES", "FinalAnswerTool", "Output", "Schema", "check_options",

@@ -14,7 +14,8 @@ resume over HTTP, and a small chat page.
 No dependency: WSGI and ASGI need no library, and the page is one HTML file with
 its script and style inline (``page.html``, shipped as package data).
 
-Outer ring: imports the standard library and nacelle's core; nothing imports it.
+Outer ring: imports the standard library and nacelle's core; nothing in the package
+imports it but ``nacelle serve`` (``cli.serve``), when that command runs.
 """
 
 from .asgi import asgi_app as asgi_app

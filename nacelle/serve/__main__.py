@@ -1,4 +1,6 @@
-"""``python -m nacelle.serve MODULE:FACTORY``: see :func:`nacelle.serve.main`."""
+"""``python -m nacelle.serve MODULE:FACTORY``: see :func:`nacelle.serve.main`.
+
+Imports the standard library and the sibling ``server``."""
 
 import sys
 

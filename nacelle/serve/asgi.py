@@ -30,7 +30,7 @@ from typing import Any, Awaitable, Callable, Dict, List, MutableMapping, Optiona
 
 from ..read_limits import content_length
 from .encode import END, KEEPALIVE, Pump
-from .routes import Reply, Routes, error
+from .routes import MakeAgent, Reply, Routes, error
 
 __all__ = ["asgi_app"]
 
@@ -41,7 +41,7 @@ Receive = Callable[[], Awaitable[Dict[str, Any]]]
 Send = Callable[[Dict[str, Any]], Awaitable[None]]
 
 
-def asgi_app(make_agent: Any, *, store: Any = None,
+def asgi_app(make_agent: MakeAgent, *, store: Any = None,
              authorize: Optional[Callable[[Any], "bool | str"]] = None,
              max_body: int = 1_000_000, keepalive: float = 15.0,
              key: "str | bytes | None" = None, allowed_hosts: Sequence[str] = (),

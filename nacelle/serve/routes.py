@@ -81,7 +81,9 @@ import secrets
 import threading
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import (
+    Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union,
+)
 
 from ..agent import Agent
 from ..checkpoint import signing_key
@@ -130,6 +132,11 @@ class RequestInfo:
     body: Mapping[str, Any]
     raw: Any = field(repr=False)
     principal: str = SHARED
+
+
+#: What the apps take as ``make_agent``: an Agent (shared by every run, as it holds no
+#: run state), or a function making one, with no argument or given the RequestInfo.
+MakeAgent = Union[Agent, Callable[[], Agent], Callable[[RequestInfo], Agent]]
 
 
 @dataclass
@@ -204,7 +211,7 @@ def run_id() -> str:
 class Routes:
     """The routes of the module docstring, for both apps."""
 
-    def __init__(self, make_agent: Any, *, store: Any,
+    def __init__(self, make_agent: MakeAgent, *, store: Any,
                  authorize: Optional[Callable[[Any], "bool | str"]],
                  max_body: int, key: "str | bytes | None",
                  allowed_hosts: Sequence[str] = (), max_runs: int = 16) -> None:
@@ -229,7 +236,7 @@ class Routes:
             raise ConfigError(f"max_body must be a positive number of bytes, got {max_body!r}")
         if isinstance(max_runs, bool) or not isinstance(max_runs, int) or max_runs < 1:
             raise ConfigError(f"max_runs must be a positive number of runs, got {max_runs!r}")
-        self.make_agent = make_agent
+        self.make_agent: Callable[..., Any] = make_agent
         self.wants_info = _takes_an_argument(make_agent)
         self.store = store
         self.authorize = authorize

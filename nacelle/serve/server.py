@@ -55,6 +55,7 @@ from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer
 from ..errors import ConfigError
 from ..read_limits import Cutoff, content_length
 from ..sessions import FileStore
+from .routes import MakeAgent
 from .wsgi import wsgi_app
 
 __all__ = ["default_store_dir", "main", "make_server", "run_server", "serve"]
@@ -275,7 +276,7 @@ def default_store_dir() -> str:
     return os.path.join(base, "nacelle", "serve")
 
 
-def serve(make_agent: Any, *, host: str = "127.0.0.1", port: int = 8000, store: Any = None,
+def serve(make_agent: MakeAgent, *, host: str = "127.0.0.1", port: int = 8000, store: Any = None,
           authorize: Optional[Callable[[Any], "bool | str"]] = None, keepalive: float = 15.0,
           key: "str | bytes | None" = None, allowed_hosts: Sequence[str] = (),
           max_runs: int = 16, max_threads: int = 64, request_timeout: float = 30.0,

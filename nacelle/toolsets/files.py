@@ -26,8 +26,9 @@ agents do:
 - Writes are atomic: a temporary file in the same directory renamed over the
   target, so a reader never sees half a file and a failed write loses nothing.
 
-Outer ring: imports the standard library, ``nacelle.errors`` and the sibling
-``confine``, ``search`` and ``shell`` modules; never ``requests`` or ``backends``.
+Outer ring: imports the standard library, ``nacelle.errors``, ``nacelle.tools`` and
+the sibling ``confine`` and ``search`` modules (``shell`` when a tool set that allows
+commands is made); never ``requests`` or ``backends``.
 """
 
 from __future__ import annotations

@@ -41,9 +41,9 @@ host's own intranet pages, with a model and inputs the host controls. Fetched te
 written by strangers and arrives where the model reads instructions; the tool's
 description tells the model to treat it as data.
 
-Outer ring: imports the standard library, ``nacelle.errors``, ``nacelle.read_limits``
-and the sibling ``ssrf`` and ``html_text`` modules; ``requests`` only inside the
-search call.
+Outer ring: imports the standard library, ``nacelle.errors``, ``nacelle.read_limits``,
+``nacelle.context``, ``nacelle.tools`` and the sibling ``ssrf`` and ``html_text``
+modules; ``requests`` only inside the search call.
 """
 
 from __future__ import annotations

@@ -502,6 +502,7 @@ def test_a_three_turn_tool_run_uses_one_connection(server):
     assert server.connections == 1 and server.disconnects == 0
 
 
+@pytest.mark.slow
 def test_pings_after_message_stop_delay_the_turn_by_at_most_the_drain_bound(server):
     pings = [(b'event: ping\ndata: {"type": "ping"}\n\n', 0.05)] * 100  # 5 s of them
     server.queue(PATH, Reply(chunks=body("tool_use_split.sse") + pings),
@@ -516,6 +517,7 @@ def test_pings_after_message_stop_delay_the_turn_by_at_most_the_drain_bound(serv
 
 # -- cancellation, stalls and what the Agent refuses ------------------------------------
 
+@pytest.mark.slow
 def test_cancelling_mid_stream_closes_the_response_at_once(server):
     chunks = body("text_with_pings.sse")
     server.queue(PATH, Reply(chunks=chunks[:4] + [(chunks[4], 30.0)] + chunks[5:]))
@@ -532,6 +534,7 @@ def test_cancelling_mid_stream_closes_the_response_at_once(server):
     assert server.wait_disconnects(1, timeout=5.0)
 
 
+@pytest.mark.slow
 def test_pings_alone_do_not_keep_a_stalled_stream_alive(server):
     chunks = body("text_with_pings.sse")[:2]
     ping = b"event: ping\ndata: {\"type\": \"ping\"}\n\n"

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nacelle.backends.anthropic_stream import Accumulator, Pricing
+from nacelle.backends.anthropic.stream import Accumulator, Pricing
 from nacelle.errors import ConfigError, NacelleError, StreamError, StreamTruncated, retryable
 from nacelle.events import Event, Kind, Stop, ToolEvent, Usage
 from nacelle.messages import ProviderBlock, Reasoning, Text, ToolCall
@@ -783,6 +783,7 @@ def assert_sound(events, end):
                 assert isinstance(json.loads(part.data), dict)
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(hostile_streams(), st.booleans())
 def test_a_realistic_stream_with_fields_swapped_raises_nothing_but_nacelle_errors(
@@ -807,6 +808,7 @@ def test_the_realistic_stream_itself_is_sound():
     assert [type(p).__name__ for p in end.parts].count("ToolCall") == 2
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.fixed_dictionaries({}, optional={
     "input_tokens": WRONG, "output_tokens": WRONG, "cache_read_input_tokens": WRONG,
@@ -822,6 +824,7 @@ def test_usage_of_any_shape_gives_a_valid_usage(usage, priced):
     assert_sound([], acc.finish())
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.sampled_from(["text", "thinking", "tool_use", "server_tool_use", "mcp_tool_use",
                         "mcp_tool_result", "web_search_tool_result", "redacted_thinking"]),

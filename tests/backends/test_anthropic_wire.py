@@ -8,7 +8,7 @@ from typing import Any, Dict
 import pytest
 
 from nacelle.backend import CallProfile, Effort, MCPServer, Request, Thinking
-from nacelle.backends.anthropic_wire import (
+from nacelle.backends.anthropic.wire import (
     MCP_BETA, betas, count_tokens_body, to_wire,
 )
 from nacelle.errors import ConfigError
@@ -453,7 +453,7 @@ def test_one_shot_profiles_write_no_cache(profile):
 @pytest.mark.parametrize("profile", list(CallProfile))
 def test_every_profiles_encoded_body_is_its_to_wire(profile):
     from nacelle.backends._wire_cache import WireCache
-    from nacelle.backends.anthropic_wire import encode_body
+    from nacelle.backends.anthropic.wire import encode_body
 
     request, conversation = profiled(profile)
     encoded = encode_body(request, conversation, cache=WireCache())

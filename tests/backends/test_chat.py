@@ -359,12 +359,14 @@ def test_count_tokens_is_unsupported():
         backend.count_tokens(Request("x"), RunContext())
 
 
+@pytest.mark.slow
 def test_importing_the_chat_backend_does_not_import_requests():
     code = ("import sys; import nacelle.backends.chat as c; c.ollama('m'); "
             "assert 'requests' not in sys.modules, 'requests imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+@pytest.mark.slow
 def test_cancelling_a_silent_local_server_ends_the_turn_promptly(server):
     server.queue(PATH, Reply(chunks=[b": waiting\n\n", (b"data: [DONE]\n\n", 30)]))
     backend = chat.llamacpp(base_url=server.url + "/v1")

@@ -95,6 +95,7 @@ def fake_agent(fake):
                          "You are a test.", tools=[weather], max_iterations=4)
 
 
+@pytest.mark.slow
 @pytest.mark.fakellm
 def test_fakellm_text_arrives_as_its_word_deltas_and_the_run_ends_complete(fake_agent):
     events = list(fake_agent.stream([nacelle.user_text("fakellm-greeting, please")]))
@@ -264,6 +265,7 @@ def test_llama_server_tool_call_cut_by_max_tokens_is_kept_unfinished_and_never_r
     assert call.input.startswith("{")
 
 
+@pytest.mark.slow
 @pytest.mark.llamacpp
 def test_llama_server_run_cancelled_from_another_thread_mid_stream_raises_cancelled_promptly(
         llama):

@@ -15,7 +15,7 @@ from nacelle import (
     Usage, retryable,
 )
 from nacelle.backends import chat as chat_backend
-from nacelle.backends import chat_stream
+from nacelle.backends.chat import stream as chat_stream
 from nacelle.backends.openrouter import Accumulator, usage_from
 from nacelle.messages import ProviderBlock
 from nacelle.pricing import Price
@@ -621,6 +621,7 @@ def hostile_streams(draw):
     return [i if i == "[DONE]" else json.dumps(i) for i in items]
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(hostile_streams())
 def test_a_realistic_stream_with_fields_swapped_raises_nothing_but_nacelle_errors(lines):
@@ -658,6 +659,7 @@ def test_the_realistic_stream_itself_gives_text_reasoning_and_two_calls():
     assert [type(p).__name__ for p in end.parts] == ["Reasoning", "Text", "ToolCall", "ToolCall"]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.fixed_dictionaries({}, optional={
     "prompt_tokens": WRONG, "completion_tokens": WRONG, "cost": WRONG,
@@ -674,6 +676,7 @@ def test_usage_of_any_shape_maps_to_a_valid_usage(usage):
     assert 0 <= mapped.cost < float("inf")
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.fixed_dictionaries({}, optional={
     "content": WRONG, "reasoning": WRONG, "refusal": WRONG, "role": WRONG,

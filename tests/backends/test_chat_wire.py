@@ -14,7 +14,8 @@ from nacelle import (
     Request, Role, Stop, Text, Thinking, ToolCall, ToolResult, Unsupported,
     assistant_text, user_text,
 )
-from nacelle.backends import chat, chat_wire
+from nacelle.backends import chat
+from nacelle.backends.chat import wire as chat_wire
 from nacelle.backends.openrouter import to_wire
 
 EPHEMERAL = {"type": "ephemeral"}

@@ -490,6 +490,7 @@ def test_no_request_is_sent_before_the_first_turn(flavour, server):
     assert len(server.requests) == 1
 
 
+@pytest.mark.slow
 def test_importing_the_backend_and_building_an_agent_does_not_import_requests(flavour):
     source = "\n".join([
         "import sys",

@@ -190,6 +190,7 @@ def is_done(event):
     return event.data == "[DONE]"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode, connections", [("chunked", 1), ("length", 1), ("close", 2)])
 def test_a_stream_ended_by_its_final_event_leaves_the_connection_to_the_next_request(
         server, mode, connections):
@@ -211,6 +212,7 @@ def test_final_is_asked_after_the_consumer_took_the_event_and_nothing_after_it_i
     assert seen == ["a", "b"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("after", ["keepalives", "silence"])
 def test_a_server_keeping_the_stream_open_after_the_final_event_costs_at_most_the_drain_bound(
         server, after):
@@ -238,6 +240,7 @@ def test_a_flood_after_the_final_event_is_cut_at_the_byte_bound_not_waited_out(
     assert server.wait_disconnects(1, timeout=2.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bound", ["deadline", "read timeout"])
 def test_the_drain_never_outlasts_the_deadline_or_the_read_timeout(server, monkeypatch, bound):
     monkeypatch.setattr(_http, "DRAIN_SECONDS", 30.0)
@@ -253,6 +256,7 @@ def test_the_drain_never_outlasts_the_deadline_or_the_read_timeout(server, monke
     assert server.wait_disconnects(1, timeout=1.0)
 
 
+@pytest.mark.slow
 def test_cancelling_while_draining_after_the_final_event_closes_at_once(server, monkeypatch):
     monkeypatch.setattr(_http, "DRAIN_SECONDS", 30.0)
     server.queue(PATH, Reply(chunks=[DONE, (b": late\n\n", 30)]))
@@ -386,6 +390,7 @@ def test_a_deadline_during_a_retry_wait_is_chained_from_what_was_being_retried(s
     assert isinstance(cause, APIError) and cause.status == 429 and "slow down" in str(cause)
 
 
+@pytest.mark.slow
 def test_cancelling_during_a_retry_wait_is_not_chained(server):
     server.queue(PATH, Reply.json({}, status=503))
     ctx = RunContext()
@@ -407,6 +412,7 @@ def test_retries_are_logged_at_debug_without_the_key(server, caplog):
 # -- time limits ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_read_timeout_with_no_bytes_is_a_transport_error(server):
     server.queue(PATH, Reply(chunks=[b"data: a\n\n", (b"data: b\n\n", 5)]))
     events = stream(make(server, timeout=0.3, max_retries=0))
@@ -417,12 +423,14 @@ def test_a_read_timeout_with_no_bytes_is_a_transport_error(server):
     assert time.monotonic() - started < 2.0
 
 
+@pytest.mark.slow
 def test_a_read_timeout_waiting_for_the_status_is_a_transport_error(server):
     server.queue(PATH, Reply(chunks=[(b"x", 5)], drop_after=0))
     with pytest.raises(TransportError, match=r"no response from 127\.0\.0\.1:\d+ within 0\.3s"):
         make(server, timeout=0.3, max_retries=0).post_stream(PATH, {}, RunContext())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("comment", [False, True])
 def test_keepalive_only_traffic_stalls_into_a_retryable_stream_error(server, comment):
     beat = b": OPENROUTER PROCESSING\n\n" if comment else b'event: ping\ndata: {"type":"ping"}\n\n'
@@ -437,11 +445,13 @@ def test_keepalive_only_traffic_stalls_into_a_retryable_stream_error(server, com
     assert retryable(info.value) and not isinstance(info.value, StreamTruncated)
 
 
+@pytest.mark.slow
 def test_events_that_are_not_keepalives_keep_the_stream_alive(server):
     server.queue(PATH, Reply(chunks=[(b"data: x\n\n", 0.15)] * 6))
     assert len(list(stream(make(server, stall_timeout=0.4)))) == 6
 
 
+@pytest.mark.slow
 def test_the_deadline_caps_the_wait_for_the_status_line(server):
     server.queue(PATH, Reply(chunks=[(b"x", 5)], drop_after=0))
     ctx = RunContext(time.monotonic() + 0.3, deadline_error=RetryBudgetExceeded)
@@ -451,6 +461,7 @@ def test_the_deadline_caps_the_wait_for_the_status_line(server):
     assert time.monotonic() - started < 2.0
 
 
+@pytest.mark.slow
 def test_the_deadline_caps_a_read_mid_stream(server):
     server.queue(PATH, Reply(chunks=[b"data: a\n\n", (b"data: b\n\n", 5)]))
     ctx = RunContext(time.monotonic() + 0.4, deadline_error=RetryBudgetExceeded)
@@ -518,6 +529,7 @@ class TricklingProxy:
         self.listener.close()
 
 
+@pytest.mark.slow
 def test_a_status_line_and_headers_trickled_a_byte_at_a_time_fail_at_the_read_timeout(server):
     server.queue(PATH, trickled_head())
     started = time.monotonic()
@@ -527,6 +539,7 @@ def test_a_status_line_and_headers_trickled_a_byte_at_a_time_fail_at_the_read_ti
     assert server.wait_disconnects(1, timeout=2.0)
 
 
+@pytest.mark.slow
 def test_a_trickled_answer_to_post_json_fails_at_the_read_timeout(server):
     server.queue(PATH, Reply(chunks=[b"{}"], mode="length", head_trickle=TRICKLE))
     started = time.monotonic()
@@ -535,6 +548,7 @@ def test_a_trickled_answer_to_post_json_fails_at_the_read_timeout(server):
     assert time.monotonic() - started < 3.0
 
 
+@pytest.mark.slow
 def test_a_trickled_head_is_retried_by_the_transport_like_a_stalled_one(server):
     server.queue(PATH, trickled_head(), ok())
     started = time.monotonic()
@@ -542,6 +556,7 @@ def test_a_trickled_head_is_retried_by_the_transport_like_a_stalled_one(server):
     assert time.monotonic() - started < 3.0 and len(server.requests) == 2
 
 
+@pytest.mark.slow
 def test_the_deadline_cuts_a_trickled_head(server):
     server.queue(PATH, trickled_head())
     ctx = RunContext(time.monotonic() + 0.5, deadline_error=RetryBudgetExceeded)
@@ -551,6 +566,7 @@ def test_the_deadline_cuts_a_trickled_head(server):
     assert time.monotonic() - started < 3.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("call", ["post_stream", "post_json"])
 def test_cancelling_from_another_thread_cuts_a_trickled_head(server, call):
     server.queue(PATH, Reply(chunks=[b"{}"], mode="length", content_type="application/json",
@@ -563,6 +579,7 @@ def test_cancelling_from_another_thread_cuts_a_trickled_head(server, call):
     assert time.monotonic() - started < 2.0
 
 
+@pytest.mark.slow
 def test_a_proxy_from_the_environment_that_trickles_is_cut_at_the_read_timeout(
         server, monkeypatch):
     proxy = TricklingProxy()
@@ -577,6 +594,7 @@ def test_a_proxy_from_the_environment_that_trickles_is_cut_at_the_read_timeout(
     assert proxy.requests == 1 and server.requests == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("limit", ["stall", "read timeout", "deadline"])
 def test_a_chunk_size_line_trickled_mid_stream_is_cut_at_the_limit(server, limit):
     server.queue(PATH, trickled_size_line())
@@ -597,6 +615,7 @@ def test_a_chunk_size_line_trickled_mid_stream_is_cut_at_the_limit(server, limit
     assert server.wait_disconnects(1, timeout=2.0)
 
 
+@pytest.mark.slow
 def test_cancelling_during_a_trickled_chunk_size_line_unblocks_at_once(server):
     server.queue(PATH, trickled_size_line())
     ctx = RunContext()
@@ -609,6 +628,7 @@ def test_cancelling_during_a_trickled_chunk_size_line_unblocks_at_once(server):
     assert time.monotonic() - started < 2.0
 
 
+@pytest.mark.slow
 def test_a_trailer_trickled_after_the_final_event_costs_at_most_the_drain_bound(server):
     server.queue(PATH, Reply(mode="raw", headers={"Transfer-Encoding": "chunked"},
                              chunks=[b"e\r\ndata: [DONE]\n\n\r\n0\r\n"]
@@ -622,6 +642,7 @@ def test_a_trailer_trickled_after_the_final_event_costs_at_most_the_drain_bound(
 # -- cancellation -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cancelling_from_another_thread_unblocks_a_stalled_read(server):
     server.queue(PATH, Reply(chunks=[b"data: a\n\n", (b"data: b\n\n", 30)]))
     ctx = RunContext()
@@ -659,6 +680,7 @@ def test_a_deadline_passed_between_events_of_one_read_stops_the_next_event(serve
         next(events)
 
 
+@pytest.mark.slow
 def test_cancelling_while_waiting_for_the_status_line_unblocks_at_once(server):
     server.queue(PATH, Reply(chunks=[(b"x", 30)], drop_after=0))
     ctx = RunContext()
@@ -780,6 +802,7 @@ def test_a_2xx_stream_without_a_content_type_is_still_read_as_sse(server):
     assert [e.data for e in stream(make(server))] == ["ok"]
 
 
+@pytest.mark.slow
 def test_the_key_never_appears_in_errors_reprs_or_logs(server, caplog):
     echo = {"type": "error", "error": {"type": "authentication_error",
                                        "message": f"invalid x-api-key {KEY}"}}

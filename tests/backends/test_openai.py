@@ -189,7 +189,7 @@ def test_reasoning_of_this_backend_is_dropped_when_the_conversation_moves_elsewh
                           "openai-responses")
     assert reasoning.protocol == openai.PROTOCOL
     turn = Message(Role.ASSISTANT, (reasoning, Text("Hello.")))
-    from nacelle.backends import chat_wire
+    from nacelle.backends.chat import wire as chat_wire
 
     body = chat_wire.to_wire(Request("s"), (user_text("Hi"), turn), model="gpt-5-mini")
     assert "encrypted_content" not in json.dumps(body)
@@ -239,6 +239,7 @@ def test_an_incomplete_response_ends_the_run_at_max_tokens_running_nothing(serve
     assert call.finished is False
 
 
+@pytest.mark.slow
 def test_a_rate_limited_failure_is_retried_by_retry_and_recovers(server):
     server.queue(PATH, recorded("failed_rate_limit.sse"), recorded("answer_after_tool.sse"))
     retrying = Retry(make(server), RetryOptions(attempts=2, base=0.01, max=0.01))
@@ -266,6 +267,7 @@ def test_an_error_event_after_text_is_raised_after_the_text_was_shown(server):
     assert seen == ["The answer", " starts"]
 
 
+@pytest.mark.slow
 def test_cancelling_while_the_server_stalls_ends_the_run_promptly(server):
     server.queue(PATH, recorded("answer_after_tool.sse", stall=30.0))
     cancel = nacelle.CancelEvent()

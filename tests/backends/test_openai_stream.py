@@ -12,7 +12,7 @@ from nacelle import (
     Kind, NacelleError, Reasoning, Stop, StreamError, StreamTruncated, Text, ToolCall, Usage,
     retryable,
 )
-from nacelle.backends.openai_stream import Accumulator, usage_from
+from nacelle.backends.openai.stream import Accumulator, usage_from
 from nacelle.messages import ProviderBlock
 from nacelle.pricing import Price
 from nacelle.sse import SSEDecoder, SSEEvent
@@ -375,6 +375,7 @@ def test_a_field_the_stream_depends_on_of_the_wrong_type_is_a_stream_error(event
         run(event, completed())
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_hostile_values_anywhere_in_a_turn_raise_only_nacelle_errors(data):

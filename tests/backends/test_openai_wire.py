@@ -22,8 +22,8 @@ from nacelle import (
     user_text,
 )
 from nacelle.backend import DEFAULT_MAX_TOKENS
-from nacelle.backends import openai_wire
-from nacelle.backends.openai_wire import count_tokens_body, to_wire
+from nacelle.backends.openai import wire as openai_wire
+from nacelle.backends.openai.wire import count_tokens_body, to_wire
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "openai_responses"
 SCHEMA = json.loads((DATA / "create_response.schema.json").read_text(encoding="utf-8"))

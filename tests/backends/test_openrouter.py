@@ -261,6 +261,7 @@ def test_non_ascii_text_with_a_charset_less_content_type_arrives_intact(server):
     assert end.parts == (Text("Grüße aus Zürich — ☃ 日本語 🚀 a\u2028b"),)
 
 
+@pytest.mark.slow
 def test_a_close_delimited_body_streams_each_event_as_it_arrives(server):
     chunks = sse_chunks("text_keepalive.sse")
     delayed = [chunks[0], chunks[1], chunks[2], chunks[3]] + [(chunks[4], 1.5)] + chunks[5:]
@@ -408,6 +409,7 @@ def test_a_three_turn_tool_run_through_an_agent_uses_one_connection(server):
     assert server.connections == 1 and server.disconnects == 0
 
 
+@pytest.mark.slow
 def test_keepalives_after_done_delay_the_turn_by_at_most_the_drain_bound(server):
     keepalives = [(b": OPENROUTER PROCESSING\n\n", 0.05)] * 100  # 5 s of them
     server.queue(PATH, Reply(chunks=sse_chunks("loop_turn1_weather.sse") + keepalives),
@@ -420,6 +422,7 @@ def test_keepalives_after_done_delay_the_turn_by_at_most_the_drain_bound(server)
     assert server.connections == 2 and server.wait_disconnects(1, timeout=1.0)
 
 
+@pytest.mark.slow
 def test_cancelling_mid_stream_closes_the_connection_at_once(server):
     chunks = sse_chunks("loop_turn3_answer.sse")
     server.queue(PATH, Reply(chunks=chunks[:3] + [(chunks[3], 30.0)] + chunks[4:]))

@@ -245,7 +245,8 @@ def test_the_streamed_text_can_be_shown_progressively_with_partial_json(server):
 
 
 def test_encoded_bodies_with_output_are_byte_for_byte_to_wire():
-    from nacelle.backends import anthropic_wire, chat_wire
+    from nacelle.backends.anthropic import wire as anthropic_wire
+    from nacelle.backends.chat import wire as chat_wire
     from nacelle.backends._wire_cache import WireCache, dumps
 
     request = nacelle.Request(system="s", output=make_output(Weather, "native"),

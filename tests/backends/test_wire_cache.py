@@ -18,7 +18,9 @@ from nacelle import (
     ToolCall, ToolResult, assistant_text, user_text,
 )
 from nacelle.backend import RunContext
-from nacelle.backends import anthropic, anthropic_wire, chat, chat_wire, openrouter
+from nacelle.backends import anthropic, chat, openrouter
+from nacelle.backends.anthropic import wire as anthropic_wire
+from nacelle.backends.chat import wire as chat_wire
 from nacelle.backends._http import Transport
 from nacelle.backends._wire_cache import RUNS_PER_REQUEST, WireCache, split_frame
 from nacelle.testing import FakeServer, Reply
@@ -239,6 +241,7 @@ MESSAGE = st.one_of(
 STEPS = st.lists(st.lists(MESSAGE, min_size=1, max_size=3), min_size=1, max_size=10)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=STEPS, fork_at=st.integers(0, 30), fork=st.lists(MESSAGE, min_size=1, max_size=3))
 @pytest.mark.parametrize("wire", WIRES, ids=repr)
@@ -327,6 +330,7 @@ def test_a_turn_without_a_cache_is_the_plain_json_dumps():
 
 # -- threads, lifetimes, copies -----------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("wire", WIRES, ids=repr)
 def test_runs_on_threads_sharing_one_backend_cache_each_get_their_own_bytes(wire):
     cache = anthropic.Backend("k")._wire_cache if wire.name == "anthropic" else WireCache()
@@ -358,6 +362,7 @@ def test_runs_on_threads_sharing_one_backend_cache_each_get_their_own_bytes(wire
     assert all(len(runs) <= RUNS_PER_REQUEST for _, runs in cache._runs.values())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("wire", WIRES, ids=repr)
 def test_what_a_conversation_left_goes_when_it_is_collected(wire):
     cache = WireCache()

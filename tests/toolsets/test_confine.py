@@ -231,6 +231,7 @@ def open_fds():
     return sorted(os.listdir("/proc/self/fd"))
 
 
+@pytest.mark.slow
 @needs_proc
 def test_a_three_thousand_component_path_is_refused_and_leaves_no_descriptor_open(chain):
     root = Root(chain(3000))
@@ -245,6 +246,7 @@ def test_a_three_thousand_component_path_is_refused_and_leaves_no_descriptor_ope
         root.close()
 
 
+@pytest.mark.slow
 @needs_proc
 def test_a_path_at_the_depth_limit_opens_and_leaves_no_descriptor_open(chain):
     root = Root(chain(confine.MAX_DEPTH))
@@ -273,6 +275,7 @@ for path in sys.argv[2:]:
 """
 
 
+@pytest.mark.slow
 @needs_proc
 def test_a_deep_walk_holds_a_bounded_number_of_descriptors(chain, tmp_path):
     base = chain(250)

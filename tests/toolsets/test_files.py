@@ -191,6 +191,7 @@ def test_absolute_paths_inside_the_root_are_accepted(hostile):
     assert hostile.tools["read_file"].run({"path": path}, ctx()) == "     1\tdeep"
 
 
+@pytest.mark.slow
 def test_symlink_swapped_for_a_directory_in_a_race_never_leaks_the_outside(hostile):
     """A thread flips ``x`` between a real directory and a symlink to the canary's
     directory while reads of ``x/canary.txt`` run; no read may see the canary."""
@@ -296,6 +297,7 @@ def sparse_lines(path, line_bytes, total_bytes):
         f.truncate(total_bytes)
 
 
+@pytest.mark.slow
 def test_read_file_on_a_multi_gigabyte_line_reads_a_bounded_amount_in_bounded_memory(tree):
     sparse_lines(tree.root / "huge.txt", 8 * 2**30, 8 * 2**30)  # one 8 GB line
     tracemalloc.start()
@@ -315,6 +317,7 @@ def test_read_file_on_a_multi_gigabyte_line_reads_a_bounded_amount_in_bounded_me
                     "look further]")
 
 
+@pytest.mark.slow
 def test_read_file_refuses_an_offset_beyond_a_line_too_long_to_read_past(tree):
     sparse_lines(tree.root / "huge.txt", 2**30, 2**30)
     with pytest.raises(ValueError, match=r"^offset 2 lies beyond line 1 of 'huge.txt', which "
@@ -323,6 +326,7 @@ def test_read_file_refuses_an_offset_beyond_a_line_too_long_to_read_past(tree):
         read(tree, path="huge.txt", offset=2)
 
 
+@pytest.mark.slow
 def test_read_file_stops_when_cancelled_inside_gigabytes_of_long_lines(tree):
     sparse_lines(tree.root / "long.txt", 8 * 2**20, 8 * 2**30)  # a thousand 8 MB lines
     cancelled = threading.Event()
@@ -338,6 +342,7 @@ def test_read_file_stops_when_cancelled_inside_gigabytes_of_long_lines(tree):
     assert time.monotonic() - started < 5
 
 
+@pytest.mark.slow
 def test_read_file_honours_the_call_deadline_inside_gigabytes_of_long_lines(tree):
     sparse_lines(tree.root / "long.txt", 8 * 2**20, 8 * 2**30)
     started = time.monotonic()
@@ -485,6 +490,7 @@ def test_a_failing_write_leaves_the_old_file_whole_and_no_temporary(tree, monkey
     assert sorted(os.listdir(tree.root)) == ["data.txt"]
 
 
+@pytest.mark.slow
 def test_a_process_killed_mid_write_leaves_the_old_file_whole(tmp_path):
     (tmp_path / "data.txt").write_text("original content\n")
     code = (
@@ -697,6 +703,7 @@ def test_the_root_is_fixed_when_the_tools_are_made(tmp_path):
         assert tools.tools()[0].run({"path": "f.txt"}, ctx()) == "     1\tone"
 
 
+@pytest.mark.slow
 def test_an_agent_runs_the_local_tools_end_to_end_and_pickles(hostile):
     from nacelle.testing import ScriptedBackend
 

@@ -151,6 +151,7 @@ def peak_resident_growth_of_converting(unit, size):
     return int(done.stdout)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux's /proc")
 def test_a_five_megabyte_page_of_nested_lists_converts_in_memory_linear_in_the_page():
     # Every list nested in the one before, never closed.
@@ -158,6 +159,7 @@ def test_a_five_megabyte_page_of_nested_lists_converts_in_memory_linear_in_the_p
     assert peak < 10 * PAGE_BYTES, f"peak {peak / PAGE_BYTES:.1f}x the page"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("unit", [
     "<ol><li>x<div>y",  # lists and blocks interleaved
     "<blockquote><ul><li>x",  # quotes and lists
@@ -183,6 +185,7 @@ def test_quote_markers_stop_growing_at_the_nesting_cap():
     assert body == "> " * html_text.MAX_NESTING + "deep\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("unit", [
     "<a ",  # start tags that never end
     "</a ",  # end tags that never end

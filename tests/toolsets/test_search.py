@@ -259,6 +259,7 @@ def slow_tree(tmp_path):
 needs_proc = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc")
 
 
+@pytest.mark.slow
 @needs_proc
 def test_a_catastrophic_regex_is_stopped_at_its_time_bound_and_the_result_says_so(
         slow_tree, monkeypatch):
@@ -276,6 +277,7 @@ def test_a_catastrophic_regex_is_stopped_at_its_time_bound_and_the_result_says_s
     assert matcher_children() == []
 
 
+@pytest.mark.slow
 @needs_proc
 def test_a_catastrophic_regex_is_cancellable(slow_tree):
     cancelled = threading.Event()
@@ -292,6 +294,7 @@ def test_a_catastrophic_regex_is_cancellable(slow_tree):
     assert matcher_children() == []
 
 
+@pytest.mark.slow
 @needs_proc
 def test_a_catastrophic_regex_stops_at_the_call_deadline(slow_tree):
     started = time.monotonic()

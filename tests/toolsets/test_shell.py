@@ -15,7 +15,8 @@ from nacelle.errors import Cancelled
 from nacelle.toolsets import LocalTools
 from nacelle.toolsets.shell import CommandTimedOut, SupervisorLost
 
-pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc")
+pytestmark = [pytest.mark.slow,  # every test starts shell processes
+              pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc")]
 
 PROJECT = Path(__file__).resolve().parents[2]
 

@@ -436,6 +436,7 @@ def trickled_size_line():
                  + [b" world\r\n0\r\n\r\n"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reply", [trickled_head, trickled_size_line], ids=["head", "chunk size"])
 def test_a_page_sent_a_byte_at_a_time_times_out_at_the_fetch_timeout(page, reply):
     page.queue("/slow", reply())
@@ -446,6 +447,7 @@ def test_a_page_sent_a_byte_at_a_time_times_out_at_the_fetch_timeout(page, reply
     assert page.wait_disconnects(1, timeout=2.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reply", [trickled_head, trickled_size_line], ids=["head", "chunk size"])
 def test_the_tool_context_deadline_cuts_a_page_sent_a_byte_at_a_time(page, reply):
     page.queue("/slow", reply())
@@ -456,6 +458,7 @@ def test_the_tool_context_deadline_cuts_a_page_sent_a_byte_at_a_time(page, reply
     assert time.monotonic() - started < 3.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reply", [trickled_head, trickled_size_line], ids=["head", "chunk size"])
 def test_cancelling_the_call_from_another_thread_cuts_a_page_sent_a_byte_at_a_time(page, reply):
     page.queue("/slow", reply())
@@ -467,6 +470,7 @@ def test_cancelling_the_call_from_another_thread_cuts_a_page_sent_a_byte_at_a_ti
     assert time.monotonic() - started < 2.0
 
 
+@pytest.mark.slow
 def test_a_chunked_page_that_is_slow_but_within_the_timeout_is_read_whole(page):
     page.queue("/slow", Reply(mode="raw", content_type="text/plain",
                               headers={"Transfer-Encoding": "chunked"},
@@ -526,6 +530,7 @@ def _namespace_runner():
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(IN_NETNS, reason="already inside the namespace")
 def test_the_allowed_path_passes_inside_a_private_network_namespace():
     flags = _namespace_runner()

@@ -10,6 +10,7 @@ from pathlib import Path
 import nacelle
 import nacelle.mcp
 import nacelle.policy
+import nacelle.serve
 from nacelle.backends import chat
 from nacelle.testing import Cassette, FakeServer, Reply, ScriptedBackend, anthropic_stream
 from nacelle.toolsets import LocalTools, web_fetch, web_search
@@ -105,3 +106,13 @@ with LocalTools("/tmp/work") as local:
         approve=nacelle.policy.secure(local.tools()),
         hooks={nacelle.HookPoint.AFTER_TOOL_CALL: [audit]})
     nacelle.Agent(backend, "You help.", tools=client.tools(live=True))
+
+# Resuming takes a decision per call; serving takes an Agent or what makes one.
+if result.checkpoint is not None:
+    agent.resume_run(result.checkpoint, {"call_1": 1.5})  # E: a float is no decision [dict-item]
+    agent.resume_run(result.checkpoint, {"call_1": True, "call_2": "not now",
+                                         "call_3": {"city": "Oslo"}})
+nacelle.serve.wsgi_app(lambda info, more: agent)  # E: make_agent takes 0 or 1 [arg-type]
+nacelle.serve.wsgi_app(lambda: agent)
+nacelle.serve.wsgi_app(agent)
+nacelle.policy.secure([lookup])  # E: a function not made a tool [list-item]

@@ -73,13 +73,13 @@ import json
 import logging
 from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
-from ..backend import TurnEnd
-from ..errors import StreamError, StreamTruncated, transient
-from ..events import Event, Kind, Stop, ToolEvent, Usage, _wire_count
-from ..messages import Part, ProviderBlock, Reasoning, Text, ToolCall
-from ..pricing import Price
-from ..sse import SSEEvent, parse_json
-from ._stream import Deltas, complete_json, well_formed
+from ...backend import TurnEnd
+from ...errors import StreamError, StreamTruncated, transient
+from ...events import Event, Kind, Stop, ToolEvent, Usage, _wire_count
+from ...messages import Part, ProviderBlock, Reasoning, Text, ToolCall
+from ...pricing import Price
+from ...sse import SSEEvent, parse_json
+from .._stream import Deltas, complete_json, well_formed
 
 __all__ = ["Accumulator", "Pricing"]
 

@@ -2,8 +2,8 @@
 :func:`to_wire` and :func:`encode_body` (its bytes, each message encoded once a run).
 
 Pure: no I/O, no clock, nothing a caller passed is mutated (tool schemas and extra
-body fields are deep-copied into the body). ``chat.py`` does the sending and
-``chat_stream.py`` reads the answer; OpenRouter (``openrouter.py``) is this dialect
+body fields are deep-copied into the body). ``__init__.py`` beside it does the sending and
+``stream.py`` reads the answer; OpenRouter (``backends/openrouter.py``) is this dialect
 with its own :class:`Dialect`.
 
 Many servers speak Chat Completions and each is loose in its own place. A
@@ -80,14 +80,14 @@ import json
 from dataclasses import dataclass
 from typing import AbstractSet, Any, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
-from ..backend import DEFAULT_MAX_TOKENS, CallProfile, Effort, Request
-from ..errors import ConfigError, Unsupported
-from ..messages import (
+from ...backend import DEFAULT_MAX_TOKENS, CallProfile, Effort, Request
+from ...errors import ConfigError, Unsupported
+from ...messages import (
     Finish, Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
 )
-from ..output.schema import for_gemini, for_openai
-from ..sse import parse_json
-from ._wire_cache import Body, Run, WireCache, assemble, dumps, grow, split_frame
+from ...output.schema import for_gemini, for_openai
+from ...sse import parse_json
+from .._wire_cache import Body, Run, WireCache, assemble, dumps, grow, split_frame
 
 __all__ = ["Dialect", "PROTOCOL", "encode_body", "to_wire"]
 

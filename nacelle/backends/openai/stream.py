@@ -57,7 +57,7 @@ it and is not needed). What they become:
 - ``scrub`` cleans every error text made from what the server sent, so a key it
   echoed never reaches an exception; the backend passes the transport's scrubber.
 
-May import: the standard library, nacelle's core and ``openai_wire``. Never
+May import: the standard library, nacelle's core, ``backends._stream`` and ``wire`` beside it. Never
 ``requests``.
 """
 
@@ -68,13 +68,13 @@ import logging
 import re
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ..backend import TurnEnd
-from ..errors import StreamError, StreamTruncated, transient
-from ..events import Event, Kind, Stop, Usage
-from ..messages import Part, ProviderBlock, Reasoning, Text, ToolCall
-from ..sse import SSEEvent, parse_json
-from ._stream import Deltas, complete_json, token_count, transient_code, well_formed
-from .openai_wire import PROTOCOL
+from ...backend import TurnEnd
+from ...errors import StreamError, StreamTruncated, transient
+from ...events import Event, Kind, Stop, Usage
+from ...messages import Part, ProviderBlock, Reasoning, Text, ToolCall
+from ...sse import SSEEvent, parse_json
+from .._stream import Deltas, complete_json, token_count, transient_code, well_formed
+from .wire import PROTOCOL
 
 __all__ = ["Accumulator", "usage_from"]
 

@@ -6,9 +6,9 @@ timeout=600.0, stall_timeout=600.0, pricing=None)``; without ``base_url``,
 
 The backend is three parts, as every nacelle backend:
 
-- :func:`to_wire` (``anthropic_wire``): the request body, pure — prompt caching,
+- :func:`to_wire` (``wire.py``): the request body, pure — prompt caching,
   thinking and effort, server-side MCP, replay of signed reasoning;
-- :class:`Accumulator` (``anthropic_stream``): decoded SSE events to nacelle events
+- :class:`Accumulator` (``stream.py``): decoded SSE events to nacelle events
   and the turn's end, pure;
 - the thin I/O here: one streaming POST per model turn through ``backends/_turn.py``
   and the transport under it (sessions per thread, retries before the body with
@@ -71,18 +71,18 @@ from typing import (
     Any, Dict, Iterator, Mapping, Optional, Sequence, Set, Tuple, Union,
 )
 
-from ..backend import Capabilities, Request, TurnEnd
-from ..context import RunContext
-from ..errors import ConfigError
-from ..events import Event
-from ..messages import Message, ProviderBlock, Role
-from ..pricing import price_for
-from ..sse import parse_json
-from .._net.headers import read_key
-from ._turn import Endpoint, base_url_from, check_key, check_model, count_tokens, stream_turn
-from ._wire_cache import WireCache
-from .anthropic_stream import Accumulator, Pricing
-from .anthropic_wire import (
+from ...backend import Capabilities, Request, TurnEnd
+from ...context import RunContext
+from ...errors import ConfigError
+from ...events import Event
+from ...messages import Message, ProviderBlock, Role
+from ...pricing import price_for
+from ...sse import parse_json
+from ..._net.headers import read_key
+from .._turn import Endpoint, base_url_from, check_key, check_model, count_tokens, stream_turn
+from .._wire_cache import WireCache
+from .stream import Accumulator, Pricing
+from .wire import (
     DEFAULT_MODEL, MIN_BUDGET, PROTOCOL, betas, count_tokens_body, encode_body, to_wire,
 )
 

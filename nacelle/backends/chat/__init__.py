@@ -3,10 +3,10 @@ common ones.
 
 ``Backend(api_key=None, *, model, base_url, key_env=None, dialect=None, max_retries=2,
 timeout=600.0, stall_timeout=600.0, pricing=None)``, one streaming
-``POST {base_url}/chat/completions`` per model turn. The body is ``chat_wire``'s, the
-stream is read by ``chat_stream``'s accumulator, and the HTTP is
+``POST {base_url}/chat/completions`` per model turn. The body is ``wire.py``'s, the
+stream is read by ``stream.py``'s accumulator, and the HTTP is
 ``backends/_turn.py``'s (``requests`` is imported at the first request, not with this
-module). What differs between servers is a :class:`~.chat_wire.Dialect`; the presets
+module). What differs between servers is a :class:`~.wire.Dialect`; the presets
 return a Backend with the right one:
 
 =================  ==========================================  =====================
@@ -74,20 +74,20 @@ from typing import (
     TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Tuple, TypedDict, Union,
 )
 
-from ..backend import Capabilities, Request, TurnEnd
-from ..context import RunContext
-from ..errors import APIError, ConfigError, Unsupported
-from ..events import Event
-from ..messages import Message
-from ..pricing import Price, price_for
-from ..sse import SSEEvent
-from .._net.headers import read_key
-from .._net.secrets import scrub
-from ._stream import clean
-from ._turn import Endpoint, base_url_from, check_key, check_model, stream_turn
-from .chat_stream import Accumulator
-from ._wire_cache import WireCache
-from .chat_wire import PROTOCOL, Dialect, encode_body, to_wire
+from ...backend import Capabilities, Request, TurnEnd
+from ...context import RunContext
+from ...errors import APIError, ConfigError, Unsupported
+from ...events import Event
+from ...messages import Message
+from ...pricing import Price, price_for
+from ...sse import SSEEvent
+from ..._net.headers import read_key
+from ..._net.secrets import scrub
+from .._stream import clean
+from .._turn import Endpoint, base_url_from, check_key, check_model, stream_turn
+from .stream import Accumulator
+from .._wire_cache import WireCache
+from .wire import PROTOCOL, Dialect, encode_body, to_wire
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # checkers only: the core is stdlib + requests

@@ -1,5 +1,5 @@
 """The Chat Completions stream accumulator: decoded chunks in, nacelle events and one
-:class:`~nacelle.backend.TurnEnd` out, for every server the :class:`~.chat_wire.Dialect`
+:class:`~nacelle.backend.TurnEnd` out, for every server the :class:`~.wire.Dialect`
 describes (OpenRouter's included).
 
 Pure: :class:`Accumulator` is fed one SSE event (:meth:`~Accumulator.feed`), one
@@ -86,7 +86,7 @@ Rules, each answering a way other clients went wrong:
   reaches an exception; the backend passes the transport's scrubber, the one that
   cleans HTTP error bodies. Errors name the server as its dialect does.
 
-May import: the standard library, nacelle's core and ``chat_wire``. Never ``requests``.
+May import: the standard library, nacelle's core, ``backends._stream`` and ``wire`` beside it. Never ``requests``.
 """
 
 from __future__ import annotations
@@ -96,13 +96,13 @@ import json
 import logging
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ..backend import TurnEnd
-from ..errors import StreamError, StreamTruncated, transient
-from ..events import Event, Kind, Stop, Usage, _wire_cost
-from ..messages import Part, ProviderBlock, Reasoning, Text, ToolCall
-from ..sse import SSEEvent, parse_json
-from ._stream import Deltas, complete_json, token_count, transient_code, well_formed
-from .chat_wire import Dialect, call_extra_block
+from ...backend import TurnEnd
+from ...errors import StreamError, StreamTruncated, transient
+from ...events import Event, Kind, Stop, Usage, _wire_cost
+from ...messages import Part, ProviderBlock, Reasoning, Text, ToolCall
+from ...sse import SSEEvent, parse_json
+from .._stream import Deltas, complete_json, token_count, transient_code, well_formed
+from .wire import Dialect, call_extra_block
 
 __all__ = ["Accumulator", "usage_from"]
 

@@ -2,7 +2,7 @@
 :func:`count_tokens_body`.
 
 Pure: no I/O, no clock, nothing a caller passed is mutated (tool schemas are
-deep-copied into the body). ``openai.py`` does the sending and ``openai_stream.py``
+deep-copied into the body). ``__init__.py`` beside it does the sending and ``stream.py``
 reads the answer. The shapes are those of ``CreateResponse`` in OpenAI's OpenAPI
 document (github.com/openai/openai-openapi ``openapi.yaml``, the copy the tests
 validate every body against is ``tests/data/openai_responses/``).
@@ -61,13 +61,13 @@ import copy
 import logging
 from typing import Any, Dict, List, Optional, Sequence, Set
 
-from ..backend import DEFAULT_MAX_TOKENS, Request
-from ..errors import ConfigError, Unsupported
-from ..messages import (
+from ...backend import DEFAULT_MAX_TOKENS, Request
+from ...errors import ConfigError, Unsupported
+from ...messages import (
     Finish, Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
 )
-from ..output.schema import for_openai
-from ..sse import parse_json
+from ...output.schema import for_openai
+from ...sse import parse_json
 
 __all__ = ["INCLUDE", "MCP_HINT", "MIN_OUTPUT_TOKENS", "PROTOCOL", "count_tokens_body",
            "to_wire"]

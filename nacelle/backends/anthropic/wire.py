@@ -4,7 +4,7 @@
 and the conversation so far into the JSON body of ``POST /v1/messages``;
 :func:`count_tokens_body` is the same body for ``/v1/messages/count_tokens`` and
 :func:`betas` the ``anthropic-beta`` names the body needs. Everything here is pure
-and tested on plain values; ``anthropic.py`` does the sending, of
+and tested on plain values; ``__init__.py`` beside it does the sending, of
 :func:`encode_body`'s bytes: the same body, each message encoded once a run.
 
 Choices made where the wire leaves room:
@@ -57,14 +57,14 @@ from __future__ import annotations
 import logging
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..backend import CallProfile, Effort, MCPServer, Request, Thinking
-from ..errors import ConfigError
-from ..messages import (
+from ...backend import CallProfile, Effort, MCPServer, Request, Thinking
+from ...errors import ConfigError
+from ...messages import (
     Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
 )
-from ..output.schema import for_anthropic
-from ..sse import parse_json
-from ._wire_cache import Body, Run, WireCache, assemble, dumps, grow, split_frame
+from ...output.schema import for_anthropic
+from ...sse import parse_json
+from .._wire_cache import Body, Run, WireCache, assemble, dumps, grow, split_frame
 
 __all__ = [
     "MCP_BETA",

@@ -13,9 +13,9 @@ model's reasoning without OpenAI storing anything.
 
 The backend is three parts, as every nacelle backend:
 
-- :func:`~.openai_wire.to_wire` (``openai_wire``): the request body, pure —
+- :func:`~.wire.to_wire` (``wire.py``): the request body, pure —
   ``store: false``, the conversation as input items, encrypted reasoning replayed;
-- :class:`~.openai_stream.Accumulator` (``openai_stream``): decoded SSE events to
+- :class:`~.stream.Accumulator` (``stream.py``): decoded SSE events to
   nacelle events and the turn's end, pure;
 - the thin I/O here: one streaming POST per model turn through ``backends/_turn.py``
   (``requests`` is imported at the first request, not with this module). The Agent
@@ -46,7 +46,7 @@ Choices where the contract is silent:
 - ``capabilities``: thinking, effort (all seven levels), images and token counting;
   no server-side MCP (the Agent refuses MCP servers at construction; connect them
   locally with ``nacelle.mcp``); ``cost`` only with a price; structured output
-  (``text.format``, see ``openai_wire``).
+  (``text.format``, see ``wire.py``).
 - **OpenRouter's Responses endpoint is not supported**, behind a flag or otherwise.
   Its documentation (OpenRouterTeam/docs ``api_reference/responses/overview.mdx``
   and ``reasoning.mdx``) calls it a beta "that may have breaking changes", streams
@@ -68,16 +68,16 @@ import dataclasses
 import functools
 from typing import Callable, Dict, Iterator, Optional, Tuple, Union
 
-from ..backend import Capabilities, Request, TurnEnd
-from ..context import RunContext
-from ..errors import ConfigError
-from ..events import Event
-from ..messages import Message
-from ..pricing import Price, price_for
-from .._net.headers import read_key
-from ._turn import Endpoint, base_url_from, check_key, check_model, count_tokens, stream_turn
-from .openai_stream import Accumulator
-from .openai_wire import PROTOCOL, count_tokens_body, to_wire
+from ...backend import Capabilities, Request, TurnEnd
+from ...context import RunContext
+from ...errors import ConfigError
+from ...events import Event
+from ...messages import Message
+from ...pricing import Price, price_for
+from ..._net.headers import read_key
+from .._turn import Endpoint, base_url_from, check_key, check_model, count_tokens, stream_turn
+from .stream import Accumulator
+from .wire import PROTOCOL, count_tokens_body, to_wire
 
 __all__ = ["Accumulator", "Backend", "PROTOCOL", "capabilities", "count_tokens_body",
            "to_wire"]
