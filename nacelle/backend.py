@@ -217,7 +217,8 @@ class Backend(Protocol):
     exception). ``count_tokens`` counts the input tokens of ``request`` (its system
     prompt, tools and ``messages``) as the provider would; it is asked only of a
     backend whose ``capabilities.token_counting`` is true, so a backend without
-    counting may leave it out or raise ``Unsupported``.
+    counting may leave it out or raise ``Unsupported`` (a type checker, which sees
+    this protocol whole, wants the method: raise ``Unsupported`` in it).
     """
 
     # Read-only for a checker, so a wrapper that passes its backend's name and

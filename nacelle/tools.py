@@ -83,9 +83,18 @@ class Tool(Protocol):
     or a request, which should end the call with the tool's own, fuller answer.
     """
 
-    name: str
-    description: str
-    schema: Dict[str, Any]
+    # Read-only for a checker, so a tool class may compute them as properties.
+    @property
+    def name(self) -> str:
+        ...
+
+    @property
+    def description(self) -> str:
+        ...
+
+    @property
+    def schema(self) -> Dict[str, Any]:
+        ...
 
     def run(self, input: Dict[str, Any], ctx: ToolContext) -> str:
         ...
@@ -114,6 +123,9 @@ class FunctionTool(Generic[P, R]):
     and return type, so calling a tool directly is checked as calling the function.
     (The generic is this class, not the :class:`Tool` protocol: every tool, an MCP
     server's included, is a ``Tool``, and most have no Python signature to keep.)
+    Python 3.9 has no ParamSpec to subscript at run time, so there write
+    ``FunctionTool[[int], str]`` only where annotations are not evaluated (quoted, or
+    under ``from __future__ import annotations``).
     """
 
     def __init__(

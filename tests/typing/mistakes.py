@@ -6,6 +6,7 @@ with that error code, on every marked line and nowhere else. The file is never r
 
 import dataclasses
 from pathlib import Path
+from typing import Any, Dict
 
 import nacelle
 import nacelle.mcp
@@ -116,3 +117,28 @@ nacelle.serve.wsgi_app(lambda info, more: agent)  # E: make_agent takes 0 or 1 [
 nacelle.serve.wsgi_app(lambda: agent)
 nacelle.serve.wsgi_app(agent)
 nacelle.policy.secure([lookup])  # E: a function not made a tool [list-item]
+
+
+# A tool class of one's own is a Tool when it has the four members, plain or computed.
+class Glossary:
+    description = "Look a term up."
+    schema: Dict[str, Any] = {"type": "object", "properties": {"term": {"type": "string"}}}
+
+    @property
+    def name(self) -> str:
+        return "glossary"
+
+    def run(self, input: Dict[str, Any], ctx: nacelle.ToolContext) -> str:
+        return str(input["term"])
+
+
+class Unfinished:
+    name = "unfinished"
+    description = "It has no schema."
+
+    def run(self, input: Dict[str, Any], ctx: nacelle.ToolContext) -> str:
+        return ""
+
+
+nacelle.Agent(backend, "You help.", tools=[Glossary()])
+nacelle.Agent(backend, "You help.", tools=[Unfinished()])  # E: a tool needs a schema [list-item]
