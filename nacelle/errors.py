@@ -40,7 +40,10 @@ drawing lists every ``NacelleError`` subclass the package defines.
 Whether a failure is worth another attempt is a property of the failure, so it
 lives here: :func:`transient` marks an error as worth retrying, :func:`retryable`
 answers the question for any exception, and :func:`attempt` tells which attempt
-failed. ``retryable`` says nothing about whether output was already shown; acting on
+failed. What an error of nacelle's own carries — a status, a provider's error
+code or type, a request id, a ``retry_after``, whether it is retryable — is given to
+its constructor as keywords (``StreamError(message, *, code=None, retry_after=None,
+...)``), so it is whole when raised; :func:`transient` is for an error made elsewhere. ``retryable`` says nothing about whether output was already shown; acting on
 it only while nothing was yielded is ``Retry``'s rule.
 
 No error here ever holds an API key: messages are built from statuses, provider
@@ -51,7 +54,7 @@ Leaf module: imports the standard library only.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple, TypeVar
+from typing import Any, Optional, Tuple, TypeVar, Union
 
 __all__ = [
     "APIError",
@@ -172,7 +175,28 @@ class TransportError(NacelleError):
 
 class StreamError(NacelleError):
     """A 200 stream went wrong: an error event inside it, a stall with no progress,
-    or content that makes no sense (a data line that is not JSON, say)."""
+    or content that makes no sense (a data line that is not JSON, say).
+
+    What the provider said comes in as keywords and is there when the error is
+    raised: ``code`` (an in-band error code, a string or a number), ``type`` (the
+    provider's error type, Anthropic's ``overloaded_error`` say), ``request_id``,
+    ``retry_after`` (seconds the provider asked to wait, or None) and ``retryable``
+    (None keeps the class's rule: a plain StreamError is not worth another attempt,
+    a :class:`StreamTruncated` is).
+    """
+
+    retryable = False
+
+    def __init__(self, message: str = "", *, code: Union[str, int, None] = None,
+                 type: str = "", request_id: str = "", retry_after: Optional[float] = None,
+                 retryable: Optional[bool] = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.type = type
+        self.request_id = request_id
+        self.retry_after = retry_after
+        if retryable is not None:
+            self.retryable = retryable
 
 
 class StreamTruncated(StreamError):
@@ -193,7 +217,17 @@ class RetryBudgetExceeded(NacelleError):
     """The wall-clock budget given to ``Retry`` ran out.
 
     Distinct from :class:`Cancelled`: nobody asked the run to stop, it ran out of time.
+    ``budget`` is the seconds of the ``Retry`` that reports it (None when a context's
+    deadline raised it bare) and ``attempt`` the attempt it ran out on (read with
+    :func:`attempt`).
     """
+
+    def __init__(self, message: str = "", *, attempt: int = 0,
+                 budget: Optional[float] = None) -> None:
+        super().__init__(message)
+        self.budget = budget
+        if attempt:
+            _set_attempt(self, attempt)
 
 
 def transient(err: E) -> E:
@@ -213,8 +247,8 @@ def retryable(err: BaseException) -> bool:
         return False
     if getattr(err, "__dict__", {}).get("_nacelle_transient"):
         return True
-    if isinstance(err, (TransportError, StreamTruncated)):
-        return True
+    # TransportError and StreamTruncated say so as a class; an error given
+    # ``retryable=`` when it was made says so itself.
     return getattr(err, "retryable", False) is True
 
 

@@ -119,14 +119,7 @@ class Retry:
         if self.options.budget is not None:
             ctx = ctx.child(ctx.clock() + self.options.budget, RetryBudgetExceeded)
         turn = self.backend.turn
-        try:
-            yield from self._attempts(lambda: turn(request, messages, ctx), ctx)
-        except RetryBudgetExceeded as err:
-            if err.__dict__.get("_nacelle_budget_report"):
-                raise
-            # The deadline passed below (in a read, a sleep): say so in the budget's
-            # words, naming the failure it was waiting on.
-            raise self._budget_spent(attempt(err) or 1, err) from err
+        yield from self._attempts(lambda: turn(request, messages, ctx), ctx)
 
     def _attempts(self, start: Callable[[], Iterator[Any]], ctx: RunContext) -> Iterator[Any]:
         """Yield what ``start()`` yields, starting it again on a retryable failure for
@@ -144,8 +137,11 @@ class Retry:
                     yield item
                 return
             except RetryBudgetExceeded as err:
-                _set_attempt(err, number)
-                raise
+                if attempt(err):
+                    raise  # already reported, by a Retry inside this one
+                # The deadline passed below (in a read, a sleep): say so in the
+                # budget's words, naming the failure it was waiting on.
+                raise self._budget_spent(number, err) from err
             except Exception as err:  # noqa: BLE001 - classified just below
                 _set_attempt(err, number)
                 if yielded or number >= options.attempts or not retryable(err):
@@ -186,10 +182,7 @@ class Retry:
         # chains the one it was waiting to retry (a 429 with a long Retry-After, say).
         last = cause.__cause__ if isinstance(cause, RetryBudgetExceeded) else cause
         said = f" (last failure: {type(last).__name__}: {last})" if last is not None else ""
-        spent = RetryBudgetExceeded(
+        return RetryBudgetExceeded(
             f"the retry budget of {budget:g} s ran out on attempt {number}{said}"
-            if budget is not None else f"the run's deadline passed on attempt {number}"
-        )
-        _set_attempt(spent, number)
-        spent.__dict__["_nacelle_budget_report"] = True
-        return spent
+            if budget is not None else f"the run's deadline passed on attempt {number}",
+            attempt=number, budget=budget)

@@ -131,3 +131,51 @@ def test_the_drawn_tree_names_every_error_the_package_defines():
     missing = sorted(cls.__name__ for cls in defined if cls.__name__ not in drawing)
     assert missing == []
     assert len(defined) >= 17
+
+
+def test_a_stream_error_takes_its_context_as_keyword_arguments():
+    err = StreamError("Anthropic stream error overloaded_error", code=529, type="overloaded_error",
+                      request_id="req_1", retry_after=2.5, retryable=True)
+    assert (str(err), err.code, err.type, err.request_id, err.retry_after) == (
+        "Anthropic stream error overloaded_error", 529, "overloaded_error", "req_1", 2.5)
+    assert retryable(err)
+    copy = pickle.loads(pickle.dumps(err))
+    assert (copy.code, copy.type, copy.request_id, copy.retry_after, retryable(copy)) == (
+        529, "overloaded_error", "req_1", 2.5, True)
+
+
+def test_a_plain_stream_error_has_empty_context_and_truncation_stays_retryable():
+    err = StreamError("garbage")
+    assert (err.code, err.type, err.request_id, err.retry_after) == (None, "", "", None)
+    assert not retryable(err)
+    assert retryable(StreamTruncated("ended early"))
+    assert not retryable(StreamTruncated("ended early", retryable=False))
+
+
+def test_a_retry_budget_report_takes_its_attempt_and_budget_as_keyword_arguments():
+    err = RetryBudgetExceeded("the retry budget of 5 s ran out", attempt=2, budget=5.0)
+    assert (attempt(err), err.budget) == (2, 5.0)
+    bare = RetryBudgetExceeded("the run's deadline passed")
+    assert (attempt(bare), bare.budget) == (0, None)
+
+
+def test_no_error_of_the_package_is_given_its_context_after_it_is_made():
+    """Context goes into the constructor (``StreamError(message, *, code=...)``), so an
+    error is whole when it is raised and a checker sees its fields."""
+    import ast
+    from pathlib import Path
+
+    fields = {"code", "type", "request_id", "retry_after", "retryable", "status", "budget"}
+    late = []
+    for path in sorted(Path(nacelle.__file__).resolve().parent.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            for target in targets:
+                if (isinstance(target, ast.Attribute) and target.attr in fields
+                        and isinstance(target.value, ast.Name)
+                        and target.value.id in ("err", "error", "exc", "spent", "e")):
+                    late.append(f"{path.name}:{node.lineno}")
+                if (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Attribute)
+                        and target.value.attr == "__dict__" and path.name != "errors.py"):
+                    late.append(f"{path.name}:{node.lineno}")
+    assert late == []

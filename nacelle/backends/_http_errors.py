@@ -47,7 +47,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-from ..errors import RETRYABLE_STATUSES, APIError, StreamError, transient
+from ..errors import RETRYABLE_STATUSES, APIError, StreamError
 from ..sse import parse_json
 from .._net.secrets import scrub
 
@@ -168,8 +168,9 @@ def describe(exc: requests.RequestException, where: str, connect: float, read: f
 
 def stalled(where: str, seconds: float) -> StreamError:
     """The retryable error of a stream with no event for ``seconds`` (stall_timeout)."""
-    return transient(StreamError(
-        f"the stream from {where} stalled: no event for {seconds:g}s (stall_timeout)"))
+    return StreamError(
+        f"the stream from {where} stalled: no event for {seconds:g}s (stall_timeout)",
+        retryable=True)
 
 
 def where(url: str) -> str:

@@ -49,7 +49,7 @@ What it makes of the stream:
   value: usage is bookkeeping, and a broken count is no reason to lose the answer.
 - ``ping`` and unknown event types are ignored, as the API asks. An ``error``
   event raises :class:`~nacelle.errors.StreamError` carrying the provider's error
-  type (``err.type``), marked transient for the types that mean "try again"
+  type (``err.type``) and request id, retryable for the types that mean "try again"
   (whether a retry happens is ``Retry``'s nothing-yielded rule). A stream that ends
   before ``message_stop`` raises :class:`~nacelle.errors.StreamTruncated` from
   :meth:`~Accumulator.finish`.
@@ -74,7 +74,7 @@ import logging
 from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 from ...backend import TurnEnd
-from ...errors import StreamError, StreamTruncated, transient
+from ...errors import StreamError, StreamTruncated
 from ...events import Event, Kind, Stop, ToolEvent, Usage, _wire_count
 from ...messages import Part, ProviderBlock, Reasoning, Text, ToolCall
 from ...pricing import Price
@@ -509,10 +509,8 @@ class Accumulator:
             text += f": {message}"
         if request_id:
             text += f" (request id {request_id})"
-        err = self._error(text)
-        err.type = kind  # type: ignore[attr-defined]
-        err.request_id = request_id  # type: ignore[attr-defined]
-        return transient(err) if kind in _TRANSIENT_ERRORS else err
+        return StreamError(self._scrub(text), type=kind, request_id=request_id,
+                           retryable=kind in _TRANSIENT_ERRORS)
 
 
 def _object(value: Any) -> Optional[Dict[str, Any]]:

@@ -74,8 +74,8 @@ Rules, each answering a way other clients went wrong:
   the dialect says the server reports dollars (OpenRouter's credits are US
   dollars); elsewhere ``price``, when given, fills it.
 - Errors inside a 200 stream — a top-level ``error`` object, a choice-level
-  ``error``, or ``finish_reason: "error"`` — raise :class:`StreamError`, marked
-  :func:`~nacelle.errors.transient` when the error's ``code`` (a number, or a string
+  ``error``, or ``finish_reason: "error"`` — raise :class:`StreamError` with its ``code``,
+  ``retryable`` when the error's ``code`` (a number, or a string
   holding one) is 408, 429 or 5xx, or a word that means "try again"
   (``server_error``, ``rate_limit_exceeded``: ``_stream.transient_code``, the Responses
   accumulator's rule too). A body that
@@ -97,7 +97,7 @@ import logging
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ...backend import TurnEnd
-from ...errors import StreamError, StreamTruncated, transient
+from ...errors import StreamError, StreamTruncated
 from ...events import Event, Kind, Stop, Usage, _wire_cost
 from ...messages import Part, ProviderBlock, Reasoning, Text, ToolCall
 from ...sse import SSEEvent, parse_json
@@ -475,11 +475,8 @@ class Accumulator:
             text += f" {str(code)[:80]}"
         by = f" from {self.provider[:200]}" if self.provider else ""
         text += f"{by}: {message if isinstance(message, str) and message else 'no message'}"
-        err = StreamError(self._scrub(text))
-        err.code = self._scrub(code) if isinstance(code, str) else code  # type: ignore[attr-defined]
-        if transient_code(code):
-            transient(err)
-        return err
+        return StreamError(self._scrub(text), code=self._scrub(code) if isinstance(code, str)
+                           else code, retryable=transient_code(code))
 
 
 def usage_from(usage: Dict[str, Any], dialect: Dialect = Dialect()) -> Usage:

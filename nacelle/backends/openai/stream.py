@@ -43,8 +43,8 @@ it and is not needed). What they become:
   output. A count that is not a plausible one counts as zero, with a logged
   warning. ``price``, when given, fills the cost.
 - ``response.failed`` (its ``response.error``) and ``error`` events raise
-  :class:`StreamError` carrying the provider's ``code`` (``err.code``), marked
-  :func:`~nacelle.errors.transient` for the codes that mean "try again"
+  :class:`StreamError` carrying the provider's ``code`` (``err.code``),
+  ``retryable`` for the codes that mean "try again"
   (``server_error``, ``rate_limit_exceeded`` and the like, or an HTTP status of
   408, 429 or 5xx: ``_stream.transient_code``); ``insufficient_quota``, ``invalid_prompt``,
   ``context_length_exceeded`` and the rest are not. A rate-limit message's "try
@@ -69,7 +69,7 @@ import re
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ...backend import TurnEnd
-from ...errors import StreamError, StreamTruncated, transient
+from ...errors import StreamError, StreamTruncated
 from ...events import Event, Kind, Stop, Usage
 from ...messages import Part, ProviderBlock, Reasoning, Text, ToolCall
 from ...sse import SSEEvent, parse_json
@@ -394,15 +394,14 @@ class Accumulator:
         if code is not None and code != "":
             text += f" ({str(code)[:80]})"
         text += f": {message if isinstance(message, str) and message else 'no message'}"
-        err = StreamError(self._scrub(text))
-        err.code = self._scrub(code) if isinstance(code, str) else code  # type: ignore[attr-defined]
-        if transient_code(code):
-            transient(err)
-            wait = _TRY_AGAIN.search(message) if isinstance(message, str) else None
-            if wait:
-                seconds = float(wait.group(1)) / (1000.0 if wait.group(2).lower() == "ms" else 1)
-                err.retry_after = min(seconds, 600.0)  # type: ignore[attr-defined]
-        return err
+        again = transient_code(code)
+        retry_after = None
+        wait = _TRY_AGAIN.search(message) if again and isinstance(message, str) else None
+        if wait:
+            seconds = float(wait.group(1)) / (1000.0 if wait.group(2).lower() == "ms" else 1)
+            retry_after = min(seconds, 600.0)
+        return StreamError(self._scrub(text), code=self._scrub(code) if isinstance(code, str)
+                           else code, retry_after=retry_after, retryable=again)
 
 
 def usage_from(usage: Dict[str, Any], name: str = "OpenAI") -> Usage:
