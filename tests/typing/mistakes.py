@@ -1,7 +1,9 @@
 """Mistakes a user's type checker must catch, one a line, each marked ``# E: <what> [code]``.
 
 tests/typing/test_mistakes.py runs mypy --strict on this file and expects an error,
-with that error code, on every marked line and nowhere else. The file is never run.
+with that error code, on every marked line and nowhere else: the unmarked lines are
+right uses (every kind of tool, toolset, policy and serving argument nacelle makes),
+which must check clean. The file is never run.
 """
 
 import dataclasses

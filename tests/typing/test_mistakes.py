@@ -46,7 +46,7 @@ def test_the_checker_reports_every_deliberate_mistake_and_nothing_else(monkeypat
     source = (HERE / "mistakes.py").read_text(encoding="utf-8").splitlines()
     expected = {("mistakes.py", n): m["code"] for n, text in enumerate(source, 1)
                 for m in [MARK.search(text)] if m}
-    assert expected
+    assert len(expected) >= 30  # a marker the pattern stopped reading would pass unseen
     found, output = strict_mypy([HERE / "mistakes.py"], tmp_path / "cache")
     missed = {line: code for (_, line), code in expected.items()
               if code not in found.get(("mistakes.py", line), [])}
