@@ -14,10 +14,14 @@ the core's rules, which is what lets the package front re-export it.
 
 No cycles: the strongly connected components of the import graph (every import that
 runs, at the top of a module or inside a function; those under ``if TYPE_CHECKING:``
-never run) are single modules. A module's size is no test: split by subject.
+never run) are single modules, and nothing that supplies or wraps a model turn (a
+backend, ``Retry``, ``Fallback``, the scripted double) reaches ``loop.py`` or
+``agent.py``, directly or through another module. A module's size is no test: split by
+subject.
 """
 
 import ast
+import functools
 import importlib.util
 import re
 import shutil
@@ -189,6 +193,35 @@ def test_a_module_that_says_it_imports_the_standard_library_only_imports_no_othe
     assert {name: sorted(graph[name]) for name in sorted(claims) if graph.get(name)} == {}
 
 
+#: What wraps or supplies a model turn: it never reaches the loop, not even through
+#: another module (DESIGN.md, "The turn is the seam": the Agent runs the loop).
+TURN_SIDE = ("nacelle.retry", "nacelle.fallback", "nacelle.testing.scripted",
+             "nacelle.backends")
+
+
+@functools.lru_cache(maxsize=1)
+def package_graph() -> Dict[str, Set[str]]:
+    return import_graph(PACKAGE)
+
+
+def reachable(graph: Dict[str, Set[str]], start: str) -> Set[str]:
+    seen: Set[str] = set()
+    todo = [start]
+    while todo:
+        for target in graph.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES
+                                         if (n + ".").startswith(tuple(s + "." for s in TURN_SIDE))))
+def test_a_backend_or_a_turn_wrapper_never_reaches_the_loop(name):
+    reached = reachable(package_graph(), name)
+    assert not reached & {"nacelle.loop", "nacelle.agent"}, sorted(reached)
+
+
 def test_every_folder_is_placed_in_a_ring():
     folders = {module_name(p) for p in PACKAGE.rglob("__init__.py")} - {"nacelle"}
     top_folders = {f for f in folders if f.count(".") == 1}
@@ -312,7 +345,7 @@ def cycles(graph: Dict[str, Set[str]]) -> List[List[str]]:
 
 
 def test_no_import_cycle_lazy_imports_included():
-    assert cycles(import_graph(PACKAGE)) == []
+    assert cycles(package_graph()) == []
 
 
 def test_the_cycle_check_finds_a_planted_cycle_in_a_graph():
