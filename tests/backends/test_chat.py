@@ -353,6 +353,15 @@ def test_every_preset_builds_a_backend_for_its_server():
         assert backend.capabilities.mcp is False
 
 
+def test_the_mistral_preset_takes_thinking_shown_and_an_effort():
+    # docs.mistral.ai/capabilities/reasoning/: reasoning_effort "high" or "none" on
+    # mistral-small-latest and mistral-medium-3-5.
+    backend = chat.mistral("mistral-small-latest", api_key="k")
+    assert backend.capabilities.thinking and backend.capabilities.effort
+    for thinking in (Thinking(show=True), Thinking(effort=Effort.HIGH, show=True)):
+        Agent(backend, "Think.", thinking=thinking)  # not Unsupported
+
+
 def test_count_tokens_is_unsupported():
     backend = chat.ollama("m")
     with pytest.raises(Unsupported):

@@ -800,3 +800,91 @@ def test_an_in_band_error_word_that_means_try_again_is_transient_as_on_the_respo
     with pytest.raises(StreamError) as info:
         Accumulator().feed_chunk(chunk(error={"code": code, "message": "boom"}))
     assert retryable(info.value)
+
+
+# -- typed content chunks (Mistral) ---------------------------------------------------
+
+# Mistral's reasoning models stream delta.content as a list of typed chunks while they
+# think, then as plain strings: the shape of mistralai/client-python's example
+# examples/mistral/chat/reasoning_with_streaming.py (github.com/mistralai/client-python/
+# pull/511: "chunks arrive as ThinkChunk lists during thinking and as plain string
+# fragments after thinking ends"), with ThinkChunk {"type": "thinking", "thinking":
+# [{"type": "text", "text": ...}]} and TextChunk {"type": "text", "text": ...}
+# (docs.mistral.ai/capabilities/reasoning/). Here the answer's first token came in a
+# TextChunk and the rest as strings, which dropping the list turned from "144" to "44".
+MISTRAL_STREAM = [
+    {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "mistral-small-latest",
+     "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                  "finish_reason": None}]},
+    {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "mistral-small-latest",
+     "choices": [{"index": 0, "delta": {"content": [
+         {"type": "thinking", "thinking": [{"type": "text", "text": "12 squared"}]}]},
+         "finish_reason": None}]},
+    {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "mistral-small-latest",
+     "choices": [{"index": 0, "delta": {"content": [
+         {"type": "thinking", "thinking": [{"type": "text", "text": " is 144."}]},
+         {"type": "text", "text": "1"}]}, "finish_reason": None}]},
+    {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "mistral-small-latest",
+     "choices": [{"index": 0, "delta": {"content": "44"}, "finish_reason": "stop"}],
+     "usage": {"prompt_tokens": 10, "completion_tokens": 9, "total_tokens": 19}},
+]
+
+
+@pytest.mark.parametrize("dialect", [
+    chat_backend.MISTRAL, chat_backend.OPENAI, chat_backend.DEEPSEEK, chat_backend.VLLM,
+    chat_backend.OLLAMA, chat_backend.GROQ, chat_backend.GEMINI, chat_backend.TOGETHER,
+    chat_backend.XAI, chat_backend.LLAMACPP, chat_backend.LMSTUDIO,
+], ids=lambda dialect: dialect.name)
+def test_typed_content_chunks_are_text_and_reasoning_on_every_dialect(dialect):
+    events, end = run_dialect(dialect, *MISTRAL_STREAM)
+    assert events == [Event(Kind.THINKING, text="12 squared"),
+                      Event(Kind.THINKING, text=" is 144."),
+                      Event(Kind.TEXT, text="1"), Event(Kind.TEXT, text="44")]
+    assert end.parts == (Reasoning("12 squared is 144.", "", "chat"), Text("144"))
+
+
+def test_typed_content_chunks_read_on_openrouter_too():
+    events, end = run(*MISTRAL_STREAM)
+    assert "".join(e.text for e in events if e.kind is Kind.TEXT) == "144"
+    assert end.parts[0].text == "12 squared is 144."
+
+
+def test_typed_content_chunks_fed_as_sse_bytes_at_every_split_agree():
+    body = "".join(f"data: {json.dumps(c)}\n\n" for c in MISTRAL_STREAM) + "data: [DONE]\n\n"
+    whole = body.encode()
+    for size in (1, 7, len(whole)):
+        decoder = SSEDecoder()
+        acc = chat_stream.Accumulator(dialect=chat_backend.MISTRAL)
+        texts = []
+        for start in range(0, len(whole), size):
+            for sse in decoder.feed(whole[start:start + size]):
+                texts.extend(e.text for e in acc.feed(sse) if e.kind is Kind.TEXT)
+        assert "".join(texts) == "144" and acc.finish().parts[1] == Text("144")
+
+
+@pytest.mark.parametrize("chunks, text, reasoning", [
+    ([{"type": "thinking", "thinking": "plain words"}], "", "plain words"),
+    ([{"type": "thinking", "thinking": [{"type": "text", "text": "a"}, "b", {"text": 5},
+                                        {"type": "text", "text": "c"}]}], "", "ac"),
+    ([{"type": "reference", "reference_ids": [1]}, {"type": "text", "text": "ok"}], "ok", ""),
+    ([{"type": "text", "text": 5}, {"type": "text"}, "loose", None, 3, ["x"],
+      {"type": "text", "text": "ok"}], "ok", ""),
+    ([{"type": "image_url", "image_url": "data:,"}, {"type": "thinking", "thinking": None}],
+     "", ""),
+    ([], "", ""),
+])
+def test_typed_content_chunks_of_other_types_or_shapes_are_ignored(chunks, text, reasoning):
+    events, end = run_dialect(chat_backend.MISTRAL, chunk({"content": chunks}, finish="stop"))
+    assert "".join(e.text for e in events if e.kind is Kind.TEXT) == text
+    assert "".join(e.text for e in events if e.kind is Kind.THINKING) == reasoning
+
+
+def test_a_non_streamed_answer_with_typed_content_is_read_the_same_way():
+    message = {"choices": [{"index": 0, "finish_reason": "stop", "message": {
+        "role": "assistant", "content": [
+            {"type": "thinking", "thinking": [{"type": "text", "text": "Think."}]},
+            {"type": "text", "text": "144"}]}}]}
+    acc = chat_stream.Accumulator(dialect=chat_backend.MISTRAL)
+    events = acc.feed_chunk(chat_backend._as_chunk(message))
+    assert events == [Event(Kind.THINKING, text="Think."), Event(Kind.TEXT, text="144")]
+    assert acc.finish().parts == (Reasoning("Think.", "", "chat"), Text("144"))

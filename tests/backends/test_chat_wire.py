@@ -389,6 +389,8 @@ def test_a_chosen_token_cap_goes_out_under_the_dialects_field(dialect, field):
     (chat.VLLM, Effort.MINIMAL, "low"), (chat.VLLM, Effort.MAX, "high"),
     (chat.DEEPSEEK, Effort.MEDIUM, "high"), (chat.DEEPSEEK, Effort.XHIGH, "max"),
     (chat.XAI, Effort.MEDIUM, "high"), (chat.GEMINI, Effort.MINIMAL, "minimal"),
+    (chat.MISTRAL, Effort.HIGH, "high"), (chat.MISTRAL, Effort.NONE, "none"),
+    (chat.MISTRAL, Effort.MEDIUM, "high"),
 ])
 def test_effort_becomes_the_nearest_level_the_server_has(dialect, effort, sent):
     body = chat_body(dialect, Request("Sys.", thinking=Thinking(effort=effort)))

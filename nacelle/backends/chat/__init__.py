@@ -52,7 +52,7 @@ one:
   rather than reporting a free turn.
 - ``count_tokens`` raises ``Unsupported``: Chat Completions has no counting endpoint.
 - ``capabilities``: no server-side MCP; thinking and effort where the dialect sends
-  an effort; images where it takes them; ``cost`` when a price is known; structured
+  an effort (Mistral's: ``high`` or ``none``, which its reasoning models take); images where it takes them; ``cost`` when a price is known; structured
   output where the dialect has an ``output_schema`` form. The presets' forms: OpenAI,
   Groq, Mistral, Together and xAI take OpenAI's strict ``json_schema``
   (each documents ``response_format`` json_schema on its compatibility page); Gemini
@@ -273,7 +273,10 @@ GEMINI = Dialect(
     name="Gemini", key_env="GEMINI_API_KEY",
     efforts=("none", "minimal", "low", "medium", "high"), reasoning_fields=("reasoning",),
     pricing="gemini", output_schema="gemini")
-MISTRAL = Dialect(name="Mistral", key_env="MISTRAL_API_KEY", effort=None, efforts=(),
+# Mistral's models that reason take reasoning_effort "high" (a thinking chunk before the
+# answer) or "none" (docs.mistral.ai/capabilities/reasoning/: mistral-small-latest and
+# mistral-medium-3-5), and stream the thinking as typed content chunks (stream.py).
+MISTRAL = Dialect(name="Mistral", key_env="MISTRAL_API_KEY", efforts=("none", "high"),
                   tool_choice=True, include_usage=False, pricing="mistral",
                   output_schema="openai")
 TOGETHER = Dialect(name="Together", key_env="TOGETHER_API_KEY",

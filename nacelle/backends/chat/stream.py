@@ -22,6 +22,13 @@ Rules, each answering a way other clients went wrong:
   kept as text: it is what the model said instead of an answer, and a turn that
   refused without calls ends with REFUSAL (OpenAI sends it, with finish ``stop``,
   when a structured-output request is refused).
+- ``delta.content`` may also be a list of typed chunks, read on every dialect, in
+  order: a ``text`` chunk is text, a ``thinking`` chunk (its ``thinking`` a list of
+  text chunks) reasoning, any other type (a ``reference``) skipped. Mistral's
+  reasoning models stream so while they think and then plain strings, the answer's
+  first token sometimes in a text chunk (docs.mistral.ai/capabilities/reasoning/;
+  the streaming example of github.com/mistralai/client-python/pull/511); a
+  non-streamed answer's ``message.content`` is the same list.
 - A field of the wrong JSON type is ignored like a null one (and logged), never
   shown: text that is not a string, a choice, delta or fragment that is not an
   object, a tool-call ``index`` that is not an int (a bool is not one). This
@@ -264,10 +271,7 @@ class Accumulator:
                 if get(field) is not None:
                     reasoning = self._text_of(delta, field)
                     if reasoning:
-                        self._seen("reasoning")
-                        reasoning = self._reasoning.add(reasoning)
-                        if reasoning:
-                            events.append(Event(Kind.THINKING, text=reasoning))
+                        self._add_reasoning(reasoning, events)
                         break
             if self._read_details:
                 details = get("reasoning_details")
@@ -282,16 +286,15 @@ class Accumulator:
                 text = get(key)
                 if text is None:
                     continue
+                if type(text) is list and key == "content":
+                    self._typed_chunks(text, events)
+                    continue
                 if type(text) is not str:
                     text = self._text_of(delta, key)  # logged and read as none
                 if text:
                     if key == "refusal":
                         self._refused = True
-                    if self._order[-1:] != ["text"]:
-                        self._seen("text")
-                    text = self._text.add(text)
-                    if text:
-                        events.append(Event(Kind.TEXT, text=text))
+                    self._add_text(text, events)
             calls = get("tool_calls")
             if calls is not None and type(calls) is list:
                 for fragment in calls:
@@ -305,6 +308,39 @@ class Accumulator:
                 self._native_finish = native
             events.extend(self._end_texts())
         return events
+
+    def _add_text(self, text: str, events: List[Event]) -> None:
+        if self._order[-1:] != ["text"]:
+            self._seen("text")
+        text = self._text.add(text)
+        if text:
+            events.append(Event(Kind.TEXT, text=text))
+
+    def _add_reasoning(self, text: str, events: List[Event]) -> None:
+        self._seen("reasoning")
+        text = self._reasoning.add(text)
+        if text:
+            events.append(Event(Kind.THINKING, text=text))
+
+    def _typed_chunks(self, chunks: List[Any], events: List[Event]) -> None:
+        """``content`` as a list of typed chunks, in order: a ``text`` chunk is text, a
+        ``thinking`` chunk (its ``thinking`` a list of text chunks, or a string) is
+        reasoning, whatever the dialect's reasoning fields; any other chunk (a
+        ``reference``, an image) or shape is skipped, and logged."""
+        for chunk in chunks:
+            kind = chunk.get("type") if type(chunk) is dict else None
+            if kind == "text":
+                text = chunk.get("text")
+                if type(text) is str and text:
+                    self._add_text(text, events)
+                    continue
+            elif kind == "thinking":
+                words = _thinking_words(chunk.get("thinking"))
+                if words:
+                    self._add_reasoning(words, events)
+                continue
+            logger.debug("%s sent a content chunk nacelle does not read (%s); ignored",
+                         self._name, kind if isinstance(kind, str) else type(chunk).__name__)
 
     def _end_texts(self) -> List[Event]:
         """U+FFFD for half a character a text or the reasoning ended on."""
@@ -538,6 +574,17 @@ def _merge_detail(details: List[Dict[str, Any]], fragment: Dict[str, Any]) -> No
             target[key] = (current if isinstance(current, str) else "") + value
         elif target.get(key) is None:
             target[key] = value
+
+
+def _thinking_words(thinking: Any) -> str:
+    """The text of a thinking chunk's ``thinking``: its text chunks joined, or itself."""
+    if type(thinking) is str:
+        return thinking
+    if type(thinking) is not list:
+        return ""
+    return "".join(item["text"] for item in thinking
+                   if type(item) is dict and item.get("type", "text") == "text"
+                   and type(item.get("text")) is str)
 
 
 def _first(index: Any) -> bool:

@@ -16,7 +16,7 @@ Many servers speak Chat Completions and each is loose in its own place. A
   (``max_tokens`` other than the default); otherwise the server's own default
   applies. ``Dialect.always_max_tokens`` sends it anyway (OpenRouter, whose thinking
   budgets are derived from it).
-- **Effort.** ``reasoning_effort`` (OpenAI, Groq, Gemini, DeepSeek, vLLM, Ollama) or
+- **Effort.** ``reasoning_effort`` (OpenAI, Groq, Gemini, DeepSeek, Mistral, vLLM, Ollama) or
   ``reasoning.effort`` (OpenRouter), in the levels the dialect accepts: a level the
   server lacks becomes the nearest it has (``max`` on a server whose top is
   ``high`` is ``high``). ``Effort.NONE`` is sent where the server has it and drops
