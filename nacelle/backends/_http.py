@@ -79,8 +79,10 @@ What it promises:
   proxies and CA bundle once, when it is made, rather than on every request.
 
 Outer ring: imports ``requests``, ``urllib3``, the standard library, ``nacelle.errors``,
-``nacelle.sse``, ``nacelle.read_limits``, ``nacelle._net`` (the header checks and the
-socket walk, shared with the MCP client), ``_http_errors``, ``_http_session`` and ``nacelle.backend`` (for the RunContext type only).
+``nacelle.sse``, ``nacelle.bounded_json`` (its ``TooDeep``), ``nacelle.read_limits``,
+``nacelle.context`` (for the RunContext type only), ``nacelle._net`` (the header checks
+and the socket walk, shared with the MCP client), ``_http_errors``, ``_http_session``
+and ``_wire_cache`` (a request body given in parts).
 """
 
 from __future__ import annotations

@@ -31,8 +31,9 @@ Choices where the contract is silent:
   hundred thousand levels deep, or holding ``NaN``, is previewed like any other
   body that is not the JSON we expect, rather than raising ``RecursionError``.
 
-Outer ring: imports the standard library, ``nacelle.errors`` and (for the
-exception types only) ``requests``; never ``_http``, which imports this.
+Outer ring: imports the standard library, ``nacelle.errors``, ``nacelle.sse``
+(``parse_json``), ``nacelle._net.secrets`` (``scrub``) and (for the exception types
+only) ``requests``; never ``_http``, which imports this.
 """
 
 from __future__ import annotations

@@ -37,7 +37,8 @@ and makes the transport — and so imports ``requests`` — at the first request
 ``import nacelle.backends.anthropic`` costs nothing it does not use, which is what a
 notebook or a CLI that never sends a request wants.
 
-Outer ring: imports the standard library, nacelle's core and, lazily, ``_http``.
+Outer ring: imports the standard library, nacelle's core, ``nacelle._net`` (the header
+checks and ``scrub``), ``_stream`` beside it and, lazily, ``_http``.
 """
 
 from __future__ import annotations

@@ -57,8 +57,8 @@ Choices where the contract is silent:
   bodies — so a key the provider echoed never reaches an exception.
 
 Outer ring: imports ``backends._turn`` (and, through it at the first request,
-``requests``), the Chat Completions halves, and the core: the one
-backend built on another backend's dialect.
+``requests``), ``backends._wire_cache``, ``nacelle._net.headers``, the Chat Completions
+halves, and the core: the one backend built on another backend's dialect.
 """
 
 from __future__ import annotations

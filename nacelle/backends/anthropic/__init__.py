@@ -58,8 +58,8 @@ Choices where the contract is silent:
   included: the stream reports their count, not their price.
 
 Outer ring: imports ``backends._turn`` (and, through it at the first request,
-``requests``), the two pure halves, and the core. Never another
-backend.
+``requests``), ``backends._wire_cache``, ``nacelle._net.headers``, the two pure halves,
+and the core. Never another backend.
 """
 
 from __future__ import annotations

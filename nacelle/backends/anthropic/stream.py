@@ -64,7 +64,8 @@ What it makes of the stream:
   exception; the backend passes the transport's scrubber, the one that cleans HTTP
   error bodies.
 
-Outer-ring module: imports the standard library and nacelle's core only.
+Outer-ring module: imports the standard library, nacelle's core and
+``backends._stream`` (what every accumulator shares) only.
 """
 
 from __future__ import annotations

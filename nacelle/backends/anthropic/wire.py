@@ -49,7 +49,8 @@ Choices made where the wire leaves room:
   ``redacted_thinking`` block is kept whole, as its JSON object, in ``state`` (a
   signature is base64 and never starts with ``{``, so the two cannot be confused).
 
-Outer-ring module: imports the standard library and nacelle's core only.
+Outer-ring module: imports the standard library, nacelle's core and
+``backends._wire_cache`` (the bytes of the conversation so far) only.
 """
 
 from __future__ import annotations

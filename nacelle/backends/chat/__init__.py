@@ -61,7 +61,8 @@ one:
   may still refuse it (a Groq model without json_schema, say): pass
   ``output_mode="tool"`` there.
 
-Outer ring: imports ``backends._turn``, the two Chat Completions halves,
+Outer ring: imports ``backends._turn``, ``backends._stream``, ``backends._wire_cache``,
+``nacelle._net`` (``read_key``, ``scrub``), the two Chat Completions halves,
 ``nacelle.pricing`` and the core. Never another backend.
 """
 

@@ -70,7 +70,8 @@ Where the contract is silent the choice follows the official OpenAI SDK's reques
 shapes and the providers' compatibility pages (platform.openai.com/docs/api-reference/chat,
 api-docs.deepseek.com/guides/thinking_mode, ai.google.dev/gemini-api/docs/openai).
 
-May import: the standard library and nacelle's core. Never ``requests``.
+May import: the standard library, nacelle's core and ``backends._wire_cache``. Never
+``requests``.
 """
 
 from __future__ import annotations

@@ -58,8 +58,8 @@ Choices where the contract is silent:
   (``reasoning.encrypted`` items among them) replayed.
 
 Outer ring: imports ``backends._turn`` (and, through it at the first request,
-``requests``), the two pure halves, ``nacelle.pricing`` and the
-core. Never another backend.
+``requests``), ``nacelle._net.headers``, the two pure halves, ``nacelle.pricing`` and
+the core. Never another backend.
 """
 
 from __future__ import annotations
