@@ -16,7 +16,7 @@ observers, and so is any callable taking an Observation.
                        ``resumed``
 ``request.start``      ``provider`` (the backend's name), ``model``, ``url``,
                        ``server_address``, ``server_port``, ``max_tokens``,
-                       ``profile``
+                       ``profile``, ``attempt`` (below)
 ``request.first_byte`` ``status``, ``request_id``, ``latency``
 ``request.retry``      ``attempt`` (the one that failed, from 1), ``delay``,
                        ``error`` (the exception), ``level`` (``"http"``: the
@@ -26,7 +26,8 @@ observers, and so is any callable taking an Observation.
                        thinking delta, or server-side call; None when none came —
                        a turn of local calls only), ``usage``,
                        ``stop``, ``request_id``, ``response_id``,
-                       ``response_model``, ``error`` (None, or the exception)
+                       ``response_model``, ``error`` (None, or the exception),
+                       ``attempt``
 ``tool.start``         ``id``, ``index``, ``name``, ``input``, ``description``
 ``tool.progress``      ``id``, ``index``, ``name``, ``progress``, ``total`` (None
                        when unknown), ``message``: what ``ToolContext.progress``
@@ -52,6 +53,15 @@ also carries ``span``, an id shared by a start and its end, so an observer pairs
 them without a table of its own. A run has at most one request open at a time, so a
 ``request.retry`` at the ``"http"`` level belongs to the run's open request; one at
 the ``"turn"`` level comes between two requests.
+
+``attempt`` counts the sends of one model turn, from 1: the transport resending
+within a request (so ``request.end`` says which send answered or failed) and
+``Retry`` running the turn again (whose next ``request.start`` goes on counting).
+Three sends by the transport, then Retry's second run answering at once, are
+``request.start`` 1, ``request.end`` 3, ``request.start`` 4, ``request.end`` 4; the
+next turn starts at 1 again. It is worked out here, from the ``request.*``
+observations in the order they come (one request is open at a time), rather than
+by every backend and wrapper that emits them.
 
 Rules, and why:
 
@@ -119,6 +129,8 @@ class Observation:
 
 Observer = Callable[[Observation], Any]
 
+_COUNTED = frozenset({"request.start", "request.end", "request.retry", "fallback"})
+
 _spans = iter(range(1, 2**63))
 _spans_lock = threading.Lock()
 
@@ -137,7 +149,8 @@ class Observers:
     and without DEBUG logging pays for nothing.
     """
 
-    __slots__ = ("run_id", "_observers", "_events", "_failed", "_lock", "_debug")
+    __slots__ = ("run_id", "_observers", "_events", "_failed", "_lock", "_debug", "_sends",
+                 "_carried")
 
     def __init__(self, observers: Sequence[Observer], run_id: str, *, debug: bool = False) -> None:
         self.run_id = run_id
@@ -146,6 +159,8 @@ class Observers:
         self._failed: Set[int] = set()
         self._lock = threading.Lock()
         self._debug = debug
+        self._sends = 0    # sends of the open (or last) request's turn so far
+        self._carried = 0  # sends a turn retry carries into its next request
 
     @classmethod
     def make(cls, observers: Sequence[Observer], run_id: Optional[str] = None) -> Optional["Observers"]:
@@ -160,6 +175,9 @@ class Observers:
         return bool(self._events)
 
     def __call__(self, kind: str, data: Dict[str, Any]) -> None:
+        if kind in _COUNTED:
+            with self._lock:
+                self._count(kind, data)
         observation = Observation(kind, self.run_id, time.time(), MappingProxyType(data))
         for observer in self._events if kind == "event" else self._observers:
             try:
@@ -168,6 +186,23 @@ class Observers:
                 self._failed_once(observer)
         if self._debug and kind == "request.end":
             _log_request(data)
+
+    def _count(self, kind: str, data: Dict[str, Any]) -> None:
+        """Set ``attempt`` on a request's start and end (see the module docstring)."""
+        if kind == "request.start":
+            self._sends, self._carried = self._carried + 1, 0
+            data["attempt"] = self._sends
+        elif kind == "request.end":
+            data["attempt"] = max(1, self._sends)
+            if data.get("error") is None:
+                self._sends = 0
+        elif kind == "request.retry":
+            if data.get("level") == "turn":
+                self._carried = self._sends
+            else:
+                self._sends += 1
+        elif kind == "fallback":  # the next backend's request is a first send
+            self._sends = self._carried = 0
 
     def _failed_once(self, observer: Observer) -> None:
         with self._lock:
@@ -183,11 +218,13 @@ class Observers:
 def _log_request(data: Mapping[str, Any]) -> None:
     usage = data.get("usage")
     ttft = data.get("ttft")
-    log.debug("%s %s: %s in %.3fs (first token %s), request id %s, %s tokens%s",
+    sends = data.get("attempt") or 1
+    log.debug("%s %s: %s in %.3fs (first token %s), request id %s, %s tokens%s%s",
               data.get("provider", ""), data.get("model", ""),
               data.get("status") or type(data.get("error")).__name__,
               data.get("latency") or 0.0, "-" if ttft is None else f"{ttft:.3f}s",
               data.get("request_id") or "-", getattr(usage, "total", 0),
+              f", on attempt {sends}" if sends > 1 else "",
               f", failed: {data['error']}" if data.get("error") is not None else "")
 
 

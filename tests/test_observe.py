@@ -144,6 +144,37 @@ def test_a_retried_request_reports_the_retry_with_its_delay_and_failure():
     assert isinstance(retry["error"], APIError) and retry["error"].status == 529
 
 
+OVERLOADED = Reply.json({"type": "error", "error": {"type": "overloaded_error",
+                                                    "message": "Overloaded"}},
+                        status=529, headers={"retry-after": "0"})
+
+
+def attempts(seen):
+    return [(o.kind, o.data["attempt"]) for o in seen.of("request.start") + seen.of("request.end")]
+
+
+def test_each_request_says_which_attempt_it_is_counting_the_transports_resends():
+    with FakeServer() as server:
+        _, seen = observed_run(server, OVERLOADED, OVERLOADED, Reply(chunks=TOOL_TURN),
+                               Reply(chunks=ANSWER_TURN), max_retries=2)
+    # The first turn was sent three times inside one request; the second, once.
+    assert attempts(seen) == [("request.start", 1), ("request.start", 1),
+                              ("request.end", 3), ("request.end", 1)]
+
+
+def test_a_turn_retry_continues_the_count_in_its_next_request():
+    with FakeServer() as server:
+        seen = Seen()
+        server.queue("/v1/messages", OVERLOADED, OVERLOADED, Reply(chunks=ANSWER_TURN))
+        backend = anthropic.Backend(api_key="sk-ant-x", base_url=server.url, max_retries=1)
+        retrying = nacelle.Retry(backend, nacelle.RetryOptions(attempts=2, base=0.0))
+        Agent(retrying, "sys", observers=[seen]).run([user_text("hi")])
+    starts = [o.data["attempt"] for o in seen.of("request.start")]
+    ends = [(o.data["attempt"], o.data["error"] is None) for o in seen.of("request.end")]
+    assert starts == [1, 3] and ends == [(2, False), (3, True)]
+    assert [o.data["level"] for o in seen.of("request.retry")] == ["http", "turn"]
+
+
 def test_a_failed_request_and_run_report_the_error():
     with FakeServer() as server:
         seen = Seen()
