@@ -67,6 +67,7 @@ def test_best_of_n_runs_the_drafts_concurrently_and_keeps_the_judged_best(server
     assert len(server.requests) == 5
 
 
+@pytest.mark.slow
 def test_the_examples_pass_mypy_strict(tmp_path, monkeypatch):
     # As a user's strict mypy checks a script, for the oldest Python the package
     # supports; nacelle's own modules are read but not reported on, as an installed

@@ -58,6 +58,7 @@ def test_the_runnable_readme_examples_run(monkeypatch, capsys):
     assert last == ["Summarise PEP 8 in one line.", "Four words.", "And PEP 20?"]
 
 
+@pytest.mark.slow
 def test_the_readme_examples_pass_mypy_strict(tmp_path, monkeypatch):
     # Every block, as a reader pastes them in order into one file, checked as a user's
     # strict mypy checks a script for the oldest Python the package supports. Each

@@ -178,6 +178,7 @@ def finishes(fn, seconds):
     return box
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("untrusted", [True, False], ids=["server", "local"])
 def test_a_remote_ref_is_refused_and_never_fetched(recorder, untrusted):
     url, hits = recorder
@@ -216,6 +217,7 @@ def test_local_refs_and_the_metaschema_still_resolve():
 EVIL = "^(a+)+$"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("schema, instance", [
     ({"properties": {"s": {"pattern": EVIL}}}, {"s": "a" * 40 + "!"}),
     ({"items": {"pattern": "(a|aa)*b"}}, ["a" * 60]),
