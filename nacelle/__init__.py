@@ -57,6 +57,7 @@ from .hooks import detached as detached
 from .hooks import with_timeout as with_timeout
 from .toolcalls import ToolSink as ToolSink
 from .toolcalls import run_tool as run_tool
+from .messages import Document as Document
 from .messages import Finish as Finish
 from .messages import Image as Image
 from .messages import Message as Message
@@ -99,6 +100,7 @@ __all__ = [
     "ConfigError",
     "ConversationError",
     "DEFAULT_MAX_TOKENS",
+    "Document",
     "Effort",
     "Event",
     "Fallback",

@@ -125,6 +125,11 @@ class Capabilities:
     token_counting: bool = False
     images: bool = False
     structured_output: bool = False
+    #: takes Document parts (PDF, plain text) in user messages
+    documents: bool = False
+    #: takes images and documents inside a tool result; without it a tool's media
+    #: follow the results in a user message naming the call they came from
+    tool_media: bool = False
 
 
 @dataclass(frozen=True)

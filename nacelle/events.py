@@ -21,7 +21,7 @@ from .errors import ConfigError
 if TYPE_CHECKING:  # for a checker only: each of these imports this module
     from .checkpoint import Checkpoint
     from .compaction import Compacted
-    from .messages import Message
+    from .messages import Message, ToolMedia
 
 __all__ = ["Event", "Kind", "Stop", "ToolEvent", "Usage"]
 
@@ -318,7 +318,9 @@ class ToolEvent:
     are numbered among themselves). ``server`` is empty for local tools and names who
     ran a server-side call. ``paused`` marks a TOOL_RESULT that closes a call whose
     approval returned ``nacelle.PAUSE``: it has not run, and the run's checkpoint holds
-    it for :meth:`Agent.resume <nacelle.Agent.resume>`.
+    it for :meth:`Agent.resume <nacelle.Agent.resume>`. ``content`` is set on a
+    TOOL_RESULT whose tool returned media: the parts (Text, Image, Document) of the
+    result, ``result`` being their text.
     """
 
     id: str
@@ -332,6 +334,7 @@ class ToolEvent:
     refused: bool = False
     server: str = ""
     paused: bool = False
+    content: Tuple[ToolMedia, ...] = ()
 
     @property
     def failed(self) -> bool:

@@ -23,26 +23,37 @@ sequence; the backends apply it to what they stream, the tool loop to every resu
 and ``dumps`` to what it writes, so a session file, a checkpoint or a request body
 never meets the ``UnicodeEncodeError`` a lone half raises in any UTF-8 encoder.
 
+Media: :class:`Image` and :class:`Document` hold base64 data. Their ``from_bytes`` and
+``from_path`` constructors name the media type from the bytes' magic numbers, never from
+a file name, refuse what they cannot name and what is larger than any provider takes
+(:data:`MAX_IMAGE_BYTES`, :data:`MAX_DOCUMENT_BYTES`), and encode the bytes once. A
+:class:`ToolResult` holds a tool's media in ``content`` and their text in ``result``.
+
 Core module: imports the standard library, ``errors``, ``events`` and ``sse`` (a leaf).
 """
 
 from __future__ import annotations
 
+import base64
 import enum
 import json
+import os
 import re
 from dataclasses import dataclass
 from typing import (
     TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Type, Union,
 )
 
-from .errors import ConversationError
+from .errors import ConfigError, ConversationError
 from .events import Stop
 from .sse import parse_json
 
 __all__ = [
+    "Document",
     "Finish",
     "Image",
+    "MAX_DOCUMENT_BYTES",
+    "MAX_IMAGE_BYTES",
     "Message",
     "Part",
     "ProviderBlock",
@@ -50,6 +61,7 @@ __all__ = [
     "Role",
     "Text",
     "ToolCall",
+    "ToolMedia",
     "ToolResult",
     "assistant_text",
     "dumps",
@@ -93,6 +105,112 @@ class Text:
     text: str
 
 
+#: The largest image ``Image.from_bytes`` / ``from_path`` take, in bytes before base64.
+#: Anthropic refuses an image over 5 MB ("Maximum image size: 5MB per image",
+#: https://docs.anthropic.com/en/docs/build-with-claude/vision#evaluate-image-size);
+#: OpenAI takes up to 50 MB of payload per request ("Up to 50 MB total payload size per
+#: request", https://platform.openai.com/docs/guides/images-vision#image-input-requirements)
+#: and Gemini 20 MB inline (https://ai.google.dev/gemini-api/docs/image-understanding).
+#: The cap is the largest single image one of them documents taking inline (20 MB), so
+#: an image some backend takes is never refused here; a backend with a smaller limit
+#: says so itself when it writes the request.
+MAX_IMAGE_BYTES = 20 * 1024 * 1024
+
+#: The largest document ``Document.from_bytes`` / ``from_path`` take, in bytes before
+#: base64: Anthropic's request limit for PDFs ("Maximum request size: 32MB",
+#: https://docs.anthropic.com/en/docs/build-with-claude/pdf-support#pdf-support-limitations),
+#: which OpenAI's file inputs share ("up to 32MB total content",
+#: https://platform.openai.com/docs/guides/pdf-files). A larger file cannot reach either
+#: in one request, so it is refused before it is read whole or encoded.
+MAX_DOCUMENT_BYTES = 32 * 1024 * 1024
+
+_IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+_DOCUMENT_TYPES = ("application/pdf", "text/plain")
+# Names some callers write for a type we know; the part always holds the canonical one.
+_ALIASES = {"image/jpg": "image/jpeg", "image/pjpeg": "image/jpeg"}
+
+
+def _sniff(data: bytes) -> str:
+    """The media type the bytes' magic numbers name, or '' when none does.
+
+    The signatures: PNG (RFC 2083 §3.1, https://www.rfc-editor.org/rfc/rfc2083#section-3.1),
+    JPEG's SOI marker then a marker (ITU T.81 B.1.1.3), GIF87a/GIF89a
+    (https://www.w3.org/Graphics/GIF/spec-gif89a.txt §17), WebP's RIFF container
+    (https://developers.google.com/speed/webp/docs/riff_container), PDF's header
+    (ISO 32000-1 §7.5.2); text/plain is what decodes as UTF-8 and holds no NUL (the
+    test file(1) and the WHATWG sniffing algorithm use to tell text from binary,
+    https://mimesniff.spec.whatwg.org/#identifying-a-resource-with-an-unknown-mime-type)."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if len(data) >= 12 and data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    if data.startswith(b"%PDF-"):
+        return "application/pdf"
+    if data and b"\x00" not in data:
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            return ""
+        return "text/plain"
+    return ""
+
+
+def _named(data: bytes, media_type: Optional[str], allowed: Tuple[str, ...], what: str,
+           cap: int) -> str:
+    """The media type of ``data`` for a part of kind ``what``: at most ``cap`` bytes,
+    sniffed, checked against what the caller said, and one of ``allowed``; a
+    ConfigError otherwise."""
+    if not isinstance(data, (bytes, bytearray)):
+        raise ConfigError(f"{what}.from_bytes takes bytes, got {type(data).__name__}")
+    if len(data) > cap:  # before sniffing: a huge text is not decoded to be refused
+        raise ConfigError(f"{what}: {len(data):,} bytes is larger than {cap:,} bytes,"
+                          " more than any provider takes")
+    sniffed = _sniff(bytes(data))
+    if media_type is not None:
+        if not isinstance(media_type, str):
+            raise ConfigError(f"media_type must be a string, got {type(media_type).__name__}")
+        given = media_type.split(";", 1)[0].strip().lower()
+        given = _ALIASES.get(given, given)
+        if given not in allowed:
+            raise ConfigError(f"{what} media type must be one of {', '.join(allowed)};"
+                              f" got {_quoted(media_type)}")
+        if sniffed != given:
+            found = f"the bytes are {sniffed}" if sniffed else "the bytes are no type nacelle knows"
+            raise ConfigError(f"{what}: media_type {_quoted(media_type)} but {found}")
+    if not sniffed:
+        raise ConfigError(f"{what}: cannot tell the media type from the bytes (expected"
+                          f" {', '.join(allowed)}); empty or unknown data")
+    if sniffed not in allowed:
+        other = "Image" if sniffed in _IMAGE_TYPES else "Document"
+        raise ConfigError(f"{what}: the bytes are {sniffed}; use {other}.from_bytes")
+    return sniffed
+
+
+def _read_capped(path: Union[str, "os.PathLike[str]"], cap: int, what: str) -> bytes:
+    """A file's bytes, refused as a ConfigError past ``cap`` before more than ``cap + 1``
+    bytes are read (a stat size can lie: a FIFO or /dev/zero says 0)."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(cap + 1)
+    except OSError as exc:
+        raise ConfigError(f"{what}: cannot read {_quoted(os.fspath(path))}:"
+                          f" {exc.strerror or type(exc).__name__}") from None
+    if len(data) > cap:
+        raise ConfigError(f"{what}: {_quoted(os.fspath(path))} is larger than {cap:,} bytes,"
+                          " more than any provider takes")
+    return data
+
+
+def _encode(data: Union[bytes, bytearray]) -> str:
+    """``data`` as base64 text, encoded once (the ASCII bytes are dropped as soon as the
+    text is made, so a large file's base64 is never held twice)."""
+    return base64.b64encode(data).decode("ascii")
+
+
 @dataclass(frozen=True)
 class Image:
     """An image: its media type (``image/png``) and base64 data without a ``data:`` prefix."""
@@ -102,6 +220,63 @@ class Image:
 
     def __repr__(self) -> str:
         return f"Image(media_type={self.media_type!r}, data=<{len(self.data)} base64 chars>)"
+
+    @classmethod
+    def from_bytes(cls, data: bytes, media_type: Optional[str] = None) -> "Image":
+        """An Image of raw bytes (PNG, JPEG, GIF or WebP, told by their magic numbers).
+
+        ``media_type``, when given, must agree with the bytes. Unknown bytes, a type
+        that contradicts them and more than :data:`MAX_IMAGE_BYTES` are a ConfigError."""
+        kind = _named(data, media_type, _IMAGE_TYPES, "Image", MAX_IMAGE_BYTES)
+        return cls(kind, _encode(data))
+
+    @classmethod
+    def from_path(cls, path: Union[str, "os.PathLike[str]"]) -> "Image":
+        """An Image of a file, its type told by its bytes (never its name)."""
+        return cls.from_bytes(_read_capped(path, MAX_IMAGE_BYTES, "Image"))
+
+
+@dataclass(frozen=True)
+class Document:
+    """A document: ``application/pdf`` or ``text/plain``, base64 data without a ``data:``
+    prefix, and a ``title`` the providers that take one show the model."""
+
+    media_type: str
+    data: str
+    title: str = ""
+
+    def __repr__(self) -> str:
+        title = f", title={self.title!r}" if self.title else ""
+        return (f"Document(media_type={self.media_type!r},"
+                f" data=<{len(self.data)} base64 chars>{title})")
+
+    @classmethod
+    def from_bytes(cls, data: bytes, media_type: Optional[str] = None,
+                   title: str = "") -> "Document":
+        """A Document of raw bytes: a PDF (``%PDF-``) or UTF-8 text without NUL.
+
+        ``media_type``, when given, must agree with the bytes. Unknown bytes, an image,
+        a type that contradicts the bytes and more than :data:`MAX_DOCUMENT_BYTES` are a
+        ConfigError."""
+        if not isinstance(title, str):
+            raise ConfigError(f"title must be a string, got {type(title).__name__}")
+        kind = _named(data, media_type, _DOCUMENT_TYPES, "Document", MAX_DOCUMENT_BYTES)
+        return cls(kind, _encode(data), title)
+
+    @classmethod
+    def from_path(cls, path: Union[str, "os.PathLike[str]"],
+                  title: Optional[str] = None) -> "Document":
+        """A Document of a file, its type told by its bytes; ``title`` defaults to the
+        file's name."""
+        data = _read_capped(path, MAX_DOCUMENT_BYTES, "Document")
+        if title is None:
+            title = os.path.basename(os.fspath(path))
+        return cls.from_bytes(data, title=title)
+
+
+#: The parts a tool's result may hold in ``ToolResult.content``.
+ToolMedia = Union[Text, Image, Document]
+_MEDIA_TYPES = (Text, Image, Document)
 
 
 @dataclass(frozen=True)
@@ -130,12 +305,32 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class ToolResult:
-    """The answer to the call with the same ``id``; ``failed`` when it is an error."""
+    """The answer to the call with the same ``id``; ``failed`` when it is an error.
+
+    ``content`` holds the parts (Text, Image, Document) of a tool that returned media,
+    and is empty for one that returned text; ``result`` is always the text the model
+    reads (the Text parts joined with newlines when there is ``content``). A list given
+    as ``content`` becomes a tuple."""
 
     id: str
     name: str
     result: str
     failed: bool = False
+    content: Tuple[ToolMedia, ...] = ()
+
+    if TYPE_CHECKING:  # the generated __init__, as a checker should see it
+        def __init__(self, id: str, name: str, result: str, failed: bool = False,
+                     content: Iterable[ToolMedia] = ()) -> None:
+            ...
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.content, tuple):
+            object.__setattr__(self, "content", tuple(self.content))
+        for part in self.content:
+            if not isinstance(part, _MEDIA_TYPES):
+                raise ConversationError(
+                    "a tool result's content holds Text, Image and Document parts;"
+                    f" got {type(part).__name__}")
 
 
 @dataclass(frozen=True)
@@ -154,8 +349,8 @@ class ProviderBlock:
     data: str
 
 
-Part = Union[Text, Image, Reasoning, ToolCall, ToolResult, Finish, ProviderBlock]
-_PART_TYPES = (Text, Image, Reasoning, ToolCall, ToolResult, Finish, ProviderBlock)
+Part = Union[Text, Image, Document, Reasoning, ToolCall, ToolResult, Finish, ProviderBlock]
+_PART_TYPES = (Text, Image, Document, Reasoning, ToolCall, ToolResult, Finish, ProviderBlock)
 
 
 @dataclass(frozen=True)
@@ -282,6 +477,9 @@ def _part_to_json(part: Part) -> Dict[str, Any]:
         return {"type": "text", "text": part.text}
     if isinstance(part, Image):
         return {"type": "image", "media_type": part.media_type, "data": part.data}
+    if isinstance(part, Document):
+        return {"type": "document", "media_type": part.media_type, "data": part.data,
+                "title": part.title}
     if isinstance(part, Reasoning):
         return {"type": "reasoning", "text": part.text, "state": part.state,
                 "protocol": part.protocol}
@@ -289,8 +487,11 @@ def _part_to_json(part: Part) -> Dict[str, Any]:
         return {"type": "tool_call", "id": part.id, "name": part.name,
                 "input": part.input, "finished": part.finished}
     if isinstance(part, ToolResult):
-        return {"type": "tool_result", "id": part.id, "name": part.name,
-                "result": part.result, "failed": part.failed}
+        out = {"type": "tool_result", "id": part.id, "name": part.name,
+               "result": part.result, "failed": part.failed}
+        if part.content:  # absent when empty: a text-only result is written as before
+            out["content"] = [_part_to_json(p) for p in part.content]
+        return out
     if isinstance(part, Finish):
         return {"type": "finish", "stop": part.stop.value}
     if isinstance(part, ProviderBlock):
@@ -313,12 +514,15 @@ def dumps(conversation: Iterable[Message]) -> str:
 _SCHEMA: Dict[str, Tuple[Type[Any], Dict[str, Tuple[type, bool]]]] = {
     "text": (Text, {"text": (str, True)}),
     "image": (Image, {"media_type": (str, True), "data": (str, True)}),
+    "document": (Document, {"media_type": (str, True), "data": (str, True),
+                            "title": (str, False)}),
     "reasoning": (Reasoning, {"text": (str, True), "state": (str, False),
                               "protocol": (str, False)}),
     "tool_call": (ToolCall, {"id": (str, True), "name": (str, True), "input": (str, True),
                              "finished": (bool, False)}),
     "tool_result": (ToolResult, {"id": (str, True), "name": (str, True),
-                                 "result": (str, True), "failed": (bool, False)}),
+                                 "result": (str, True), "failed": (bool, False),
+                                 "content": (list, False)}),
     "finish": (Finish, {"stop": (str, True)}),
     "provider_block": (ProviderBlock, {"protocol": (str, True), "data": (str, True)}),
 }
@@ -346,6 +550,16 @@ def _part_from_json(raw: Any, path: str) -> Part:
     for key, (_, required) in fields.items():
         if required and key not in values:
             raise ConversationError(f"{path}.{key}: missing")
+    if "content" in values:
+        content = []
+        for j, item in enumerate(values["content"]):
+            inner = _part_from_json(item, f"{path}.content[{j}]")
+            if not isinstance(inner, _MEDIA_TYPES):
+                raise ConversationError(
+                    f"{path}.content[{j}].type: a tool result's content holds text, image"
+                    f" and document parts, not {_quoted(item.get('type'))}")
+            content.append(inner)
+        values["content"] = tuple(content)
     if cls is Finish:
         try:
             values["stop"] = Stop(values["stop"])

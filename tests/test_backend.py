@@ -54,7 +54,8 @@ def test_thinking_accepts_an_effort_string_and_refuses_a_negative_budget():
 
 def test_capabilities_default_to_nothing():
     c = Capabilities()
-    assert not any([c.mcp, c.thinking, c.effort, c.cost, c.token_counting, c.images])
+    assert not any([c.mcp, c.thinking, c.effort, c.cost, c.token_counting, c.images,
+                    c.documents, c.tool_media])
     assert c.min_budget == 0
 
 

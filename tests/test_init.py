@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PUBLIC = {
     "Agent", "APIError", "Backend", "Budget", "CallProfile", "CancelEvent", "Cancelled", "Capabilities",
     "Checkpoint", "CheckpointError", "Compaction", "ConfigError", "ConversationError",
-    "DEFAULT_MAX_TOKENS", "Effort", "Event", "Fallback", "Finish", "HookEvent", "HookPoint",
+    "DEFAULT_MAX_TOKENS", "Document", "Effort", "Event", "Fallback", "Finish", "HookEvent", "HookPoint",
     "HookResult", "Image", "Kind", "MAX_INJECT", "MCPServer", "Message", "NacelleError", "PAUSE",
     "PartialJSON", "ProviderBlock", "Reasoning", "Request", "Result", "Retry", "RetryBudgetExceeded",
     "RetryOptions", "Role", "RunContext", "Schema", "Stop", "StreamError", "StreamTruncated", "Text",

@@ -6,10 +6,10 @@ import json
 import pytest
 from hypothesis import given, strategies as st
 
-from nacelle.errors import ConversationError
+from nacelle.errors import ConfigError, ConversationError
 from nacelle.events import Stop
 from nacelle.messages import (
-    Finish, Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
+    MAX_DOCUMENT_BYTES, MAX_IMAGE_BYTES, Document, Finish, Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
     assistant_text, dumps, loads, trim, user_text,
 )
 
@@ -166,6 +166,12 @@ EVERY_PART = [
     )),
     Message(U, (ToolResult("toolu_1", "search", "found ✓"),
                 ToolResult("toolu_9", "search", "boom", failed=True))),
+    Message(U, (Text("read this"), Document("application/pdf", "JVBERi0=", title="a.pdf"),
+                Document("text/plain", "aGk="))),
+    Message(A, (ToolCall("toolu_3", "shot", "{}"),)),
+    Message(U, (ToolResult("toolu_3", "shot", "the page", content=(
+        Text("the page"), Image("image/png", "iVBORw0="), Document("application/pdf", "JVBERi0=")
+    )),)),
 ]
 
 
@@ -188,7 +194,12 @@ part_strategy = st.one_of(
     st.builds(Image, text_strategy, text_strategy),
     st.builds(Reasoning, text_strategy, text_strategy, text_strategy),
     st.builds(ToolCall, text_strategy, text_strategy, text_strategy, st.booleans()),
-    st.builds(ToolResult, text_strategy, text_strategy, text_strategy, st.booleans()),
+    st.builds(ToolResult, text_strategy, text_strategy, text_strategy, st.booleans(),
+              st.lists(st.one_of(st.builds(Text, text_strategy),
+                                 st.builds(Image, text_strategy, text_strategy),
+                                 st.builds(Document, text_strategy, text_strategy, text_strategy)),
+                       max_size=3)),
+    st.builds(Document, text_strategy, text_strategy, text_strategy),
     st.builds(Finish, st.sampled_from(list(Stop))),
     st.builds(ProviderBlock, text_strategy, text_strategy),
 )
@@ -273,3 +284,159 @@ def test_well_formed_leaves_text_without_surrogates_as_it_is():
 
     for text in ("", "plain", "ünïcode ✓ \U0001F600"):
         assert well_formed(text) is text
+
+
+# -- media -----------------------------------------------------------------------
+
+import base64  # noqa: E402
+import struct  # noqa: E402
+import zlib  # noqa: E402
+
+
+def png_bytes():
+    """A valid 1x1 PNG, written with zlib and struct."""
+    def chunk(kind, body):
+        return (struct.pack(">I", len(body)) + kind + body
+                + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF))
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
+            + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00")) + chunk(b"IEND", b""))
+
+
+JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00\xff\xd9"
+GIF = b"GIF89a\x01\x00\x01\x00\x00\x00\x00;"
+WEBP = b"RIFF\x1a\x00\x00\x00WEBPVP8L\x0d\x00\x00\x00/\x00\x00\x00\x10\x07\x10\x11\x11\x88\x88\xfe\x07\x00"
+PDF = (b"%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n"
+       b"2 0 obj<</Type/Pages/Kids[]/Count 0>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n")
+
+
+@pytest.mark.parametrize("data, media_type", [
+    (png_bytes(), "image/png"), (JPEG, "image/jpeg"), (GIF, "image/gif"), (WEBP, "image/webp"),
+])
+def test_image_from_bytes_names_the_type_from_the_magic_number(data, media_type):
+    image = Image.from_bytes(data)
+    assert image == Image(media_type, base64.b64encode(data).decode("ascii"))
+
+
+def test_image_from_bytes_accepts_a_media_type_that_agrees_with_the_bytes():
+    assert Image.from_bytes(JPEG, "image/jpg").media_type == "image/jpeg"
+    assert Image.from_bytes(png_bytes(), "IMAGE/PNG").media_type == "image/png"
+
+
+def test_image_from_bytes_refuses_a_media_type_that_contradicts_the_bytes():
+    with pytest.raises(ConfigError, match="image/png"):
+        Image.from_bytes(png_bytes(), "image/jpeg")
+
+
+@pytest.mark.parametrize("data", [b"", b"\x00\x01\x02 not an image", b"BM\x00\x00 a bitmap"])
+def test_image_from_bytes_refuses_bytes_it_cannot_name(data):
+    with pytest.raises(ConfigError):
+        Image.from_bytes(data)
+
+
+def test_image_from_bytes_refuses_a_pdf_and_points_at_document():
+    with pytest.raises(ConfigError, match="Document"):
+        Image.from_bytes(PDF)
+
+
+def test_image_from_bytes_refuses_what_is_not_bytes():
+    with pytest.raises(ConfigError, match="bytes"):
+        Image.from_bytes("iVBORw0=")
+
+
+def test_image_from_path_sniffs_the_bytes_not_the_file_name(tmp_path):
+    path = tmp_path / "photo.jpg"
+    path.write_bytes(png_bytes())
+    assert Image.from_path(path).media_type == "image/png"
+    assert Image.from_path(str(path)).media_type == "image/png"
+
+
+def test_image_from_path_of_a_missing_file_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read"):
+        Image.from_path(tmp_path / "nope.png")
+
+
+def test_an_image_larger_than_any_provider_takes_is_refused_before_it_is_encoded(tmp_path):
+    big = png_bytes() + b"\x00" * MAX_IMAGE_BYTES
+    with pytest.raises(ConfigError, match="larger than"):
+        Image.from_bytes(big)
+    path = tmp_path / "big.png"
+    path.write_bytes(big)
+    with pytest.raises(ConfigError, match="larger than"):
+        Image.from_path(path)
+
+
+def test_an_endless_file_is_refused_after_reading_one_byte_past_the_cap():
+    import os
+    if not os.path.exists("/dev/zero"):
+        pytest.skip("no /dev/zero here")
+    with pytest.raises(ConfigError, match="larger than"):
+        Document.from_path("/dev/zero")
+
+
+def test_document_from_bytes_names_a_pdf_and_plain_text():
+    assert Document.from_bytes(PDF).media_type == "application/pdf"
+    text = Document.from_bytes("notes ✓\n".encode("utf-8"), title="notes")
+    assert text == Document("text/plain", base64.b64encode("notes ✓\n".encode()).decode(), "notes")
+
+
+@pytest.mark.parametrize("data", [b"", b"text with a \x00 NUL", b"\xff\xfe not utf-8 \x80"])
+def test_document_from_bytes_refuses_bytes_it_cannot_name(data):
+    with pytest.raises(ConfigError):
+        Document.from_bytes(data)
+
+
+def test_document_from_bytes_refuses_an_image_and_points_at_image():
+    with pytest.raises(ConfigError, match="Image"):
+        Document.from_bytes(png_bytes())
+
+
+def test_document_from_bytes_refuses_a_media_type_that_contradicts_the_bytes():
+    with pytest.raises(ConfigError, match="application/pdf"):
+        Document.from_bytes(b"plain words", "application/pdf")
+    with pytest.raises(ConfigError, match="must be one of"):
+        Document.from_bytes(PDF, "application/msword")
+
+
+def test_document_from_path_titles_it_with_the_file_name(tmp_path):
+    path = tmp_path / "report.bin"
+    path.write_bytes(PDF)
+    assert Document.from_path(path) == Document(
+        "application/pdf", base64.b64encode(PDF).decode(), "report.bin")
+    assert Document.from_path(path, title="Q3").title == "Q3"
+
+
+def test_a_document_larger_than_any_provider_takes_is_refused():
+    with pytest.raises(ConfigError, match="larger than"):
+        Document.from_bytes(PDF + b" " * MAX_DOCUMENT_BYTES)
+
+
+def test_a_document_repr_hides_the_data():
+    text = repr(Document("application/pdf", "J" * 5000, title="a.pdf"))
+    assert "<5000 base64 chars>" in text and "JJJ" not in text and "a.pdf" in text
+
+
+def test_a_tool_result_takes_its_content_as_a_tuple_of_media_parts():
+    part = ToolResult("c1", "t", "x", content=[Text("x"), Image("image/png", "AA==")])
+    assert part.content == (Text("x"), Image("image/png", "AA=="))
+    assert ToolResult("c1", "t", "x").content == ()
+    with pytest.raises(ConversationError, match="ToolCall"):
+        ToolResult("c1", "t", "x", content=[ToolCall("c", "t", "{}")])
+
+
+def test_a_text_only_tool_result_is_written_as_before():
+    raw = json.loads(dumps([Message(U, (ToolResult("c1", "t", "ok"),))]))
+    assert raw[0]["parts"][0] == {"type": "tool_result", "id": "c1", "name": "t",
+                                  "result": "ok", "failed": False}
+
+
+def test_loads_refuses_a_tool_result_content_part_that_is_not_media():
+    raw = json.dumps([{"role": "user", "parts": [{
+        "type": "tool_result", "id": "c", "name": "t", "result": "",
+        "content": [{"type": "finish", "stop": "end"}]}]}])
+    with pytest.raises(ConversationError, match=r"\[0\]\.parts\[0\]\.content\[0\]"):
+        loads(raw)
+    raw = json.dumps([{"role": "user", "parts": [{
+        "type": "tool_result", "id": "c", "name": "t", "result": "", "content": "x"}]}])
+    with pytest.raises(ConversationError, match="content"):
+        loads(raw)
