@@ -241,3 +241,124 @@ def test_the_page_renders_in_chromium_offline_with_bars_to_scale(browser, record
     out = artifacts() / f"report-{width}.png"
     out.write_bytes(base64.b64decode(shot["data"]))
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# -- images and documents ---------------------------------------------------------------
+
+
+def png(width=24, height=16):
+    """A real PNG: a red-to-blue gradient, so a screenshot shows it was decoded."""
+    import struct
+    import zlib
+
+    def chunk(kind, body):
+        return (struct.pack("!I", len(body)) + kind + body
+                + struct.pack("!I", zlib.crc32(kind + body) & 0xFFFFFFFF))
+
+    rows = b"".join(b"\x00" + b"".join(bytes((255 - x * 10, 40, x * 10)) for x in range(width))
+                    for _ in range(height))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack("!IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+PNG64 = base64.b64encode(png()).decode()
+PDF64 = base64.b64encode(b"%PDF-1.4\n%%EOF\n").decode()
+
+
+def media_recording(path, user_parts, tool_content, streamed_content=None):
+    """A run whose DONE conversation holds ``user_parts`` and a tool result carrying
+    ``tool_content``; with ``streamed_content`` the run has no DONE, and its stream's
+    TOOL_RESULT (a Recorder's shape: dataclass fields, no ``type``) carries it."""
+    lines = [{"kind": "run.start", "run_id": "r", "time": 1.0, "data": {"messages": [
+        {"role": "user", "parts": user_parts}]}}]
+    if streamed_content is None:
+        messages = [{"role": "user", "parts": user_parts},
+                    {"role": "assistant", "parts": [{"type": "tool_call", "id": "c1",
+                                                     "name": "shot", "input": "{}"}]},
+                    {"role": "user", "parts": [{"type": "tool_result", "id": "c1", "name": "shot",
+                                                "result": "the page", "content": tool_content}]}]
+        lines.append({"kind": "event", "run_id": "r", "time": 2.0,
+                      "data": {"event": {"kind": "done", "messages": messages}}})
+    else:
+        lines.append({"kind": "event", "run_id": "r", "time": 2.0, "data": {"event": {
+            "kind": "tool_result", "tool": {"id": "c1", "name": "shot", "result": "the page",
+                                            "content": streamed_content}}}})
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def test_images_are_shown_and_documents_linked_by_their_title_with_their_size(tmp_path):
+    path = media_recording(
+        tmp_path / "media.jsonl",
+        [{"type": "text", "text": "Read this."},
+         {"type": "document", "media_type": "application/pdf", "data": PDF64, "title": "Q3 report"}],
+        [{"type": "text", "text": "the page"},
+         {"type": "image", "media_type": "image/png", "data": PNG64}])
+    page = report.html(path)
+    assert page.count("<img ") == 1
+    assert f'<img src="data:image/png;base64,{PNG64}" alt="image image/png, {len(png()):,} bytes">' \
+        in page
+    assert (f'<a href="data:application/pdf;base64,{PDF64}" download="Q3 report.pdf">Q3 report</a>'
+            in page)
+    assert f"application/pdf, {len(b'%PDF-1.4' + bytes(7)):,} bytes" in page
+
+
+def test_a_streamed_tool_result_shows_its_media_from_the_recorded_fields(tmp_path):
+    path = media_recording(tmp_path / "streamed.jsonl", [{"type": "text", "text": "Look."}], None,
+                           streamed_content=[{"text": "the page"},
+                                             {"media_type": "image/png", "data": PNG64},
+                                             {"media_type": "text/plain", "data": "aGk=",
+                                              "title": "notes"}])
+    page = report.html(path)
+    assert f'src="data:image/png;base64,{PNG64}"' in page
+    assert 'download="notes.txt">notes</a> <span class="tag">text/plain, 2 bytes</span>' in page
+
+
+@pytest.mark.parametrize("part", [
+    {"type": "image", "media_type": "image/svg+xml", "data": "PHN2Zz4="},
+    {"type": "image", "media_type": 'image/png" onerror="alert(1)', "data": PNG64},
+    {"type": "image", "media_type": "image/png", "data": 'x" onerror="alert(1)'},
+    {"type": "image", "media_type": "text/html", "data": "PHNjcmlwdD4="},
+    {"type": "document", "media_type": "text/html", "data": "PHNjcmlwdD4=", "title": HOSTILE},
+    {"type": "document", "media_type": "application/pdf", "data": "<b>", "title": HOSTILE},
+    {"type": "document", "media_type": "application/pdf", "data": PDF64,
+     "title": '"><script>alert(1)</script>'},
+])
+def test_media_with_a_hostile_type_title_or_data_is_named_never_run(tmp_path, part):
+    page = report.html(media_recording(tmp_path / "odd.jsonl", [part], [part]))
+    assert "<script" not in page and not any("onerror" in tag for tag in re.findall("<[^>]*>", page))
+    assert "data:image/svg" not in page and "data:text/html" not in page
+    images = re.findall(r"<img [^>]*>", page)
+    assert all(re.fullmatch(r'<img src="data:image/png;base64,[A-Za-z0-9+/=]+" alt="[^"<>]*">', i)
+               for i in images)
+    links = re.findall(r'<a [^>]*>', page)
+    assert all(re.fullmatch(r'<a href="data:application/pdf;base64,[A-Za-z0-9+/=]+" '
+                            r'download="[\w .()-]+\.pdf">', link) for link in links)
+    assert page.count('class="tag media"') + len(images) + len(links) == 2
+
+
+@pytest.mark.slow
+def test_a_tool_image_is_drawn_in_chromium_under_the_page_policy(browser, tmp_path):
+    path = media_recording(
+        tmp_path / "media.jsonl",
+        [{"type": "document", "media_type": "application/pdf", "data": PDF64, "title": "Q3 report"}],
+        [{"type": "image", "media_type": "image/png", "data": PNG64}])
+    page = tmp_path / "media.html"
+    report.write(path, page)
+    for domain in ("Page", "Runtime", "Log", "Network"):
+        browser.call(f"{domain}.enable")
+    browser.call("Emulation.setDeviceMetricsOverride", width=800, height=600,
+                 deviceScaleFactor=1, mobile=False)
+    browser.load(page.as_uri())
+    browser.evaluate("1")
+    assert browser.evaluate("[...document.images].map(i => [i.complete, i.naturalWidth, "
+                            "i.naturalHeight]).join()") == "true,24,16"
+    assert browser.evaluate("document.querySelector('a[download]').textContent") == "Q3 report"
+    errors = [m for m in browser.events if m.get("method") in ("Runtime.exceptionThrown",
+              "Network.loadingFailed") or (
+              m.get("method") == "Log.entryAdded" and m["params"]["entry"]["level"] == "error")]
+    assert errors == []
+    height = browser.call("Page.getLayoutMetrics")["cssContentSize"]["height"]
+    shot = browser.call("Page.captureScreenshot", format="png", captureBeyondViewport=True,
+                        clip={"x": 0, "y": 0, "width": 800, "height": height, "scale": 1})
+    (artifacts() / "report-media.png").write_bytes(base64.b64decode(shot["data"]))

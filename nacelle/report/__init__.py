@@ -11,7 +11,9 @@ The page reads a :class:`nacelle.observe.Recorder` file and shows, per run:
   ``data-duration`` (seconds), which is what the browser test measures;
 - tokens and cost per request: input, output, cache reads, cache writes, dollars,
   and what the cache saved (below);
-- the transcript, tool inputs and results folded in ``<details>``.
+- the transcript, tool inputs and results folded in ``<details>``; the images a
+  user sent or a tool returned as pictures, their documents as links that save the
+  file (``page.media_html``).
 
 Choices where the brief is silent:
 
@@ -211,7 +213,8 @@ def _event(run: _Run, event: Any) -> None:
             failed = tool.get("error") is not None
             run.streamed.append({"type": "tool_result", "id": tool.get("id"),
                                  "name": tool.get("name"), "failed": failed,
-                                 "result": tool.get("error") if failed else tool.get("result")})
+                                 "result": tool.get("error") if failed else tool.get("result"),
+                                 "content": tool.get("content")})
 
 
 def _assign_lanes(tools: Sequence[_Tool]) -> None:

@@ -14,18 +14,30 @@ Messages come as JSON objects, in either of two shapes: ``nacelle.messages.dumps
 (each part has a ``type``), or a Recorder's (a part is its dataclass fields, with no
 ``type``; the kind is told by which fields it has). Anything else is shown as JSON.
 
+Images and documents (a user's own, or what a tool returned) are shown by
+:func:`media_html`. An image is an ``<img>`` whose source is a ``data:`` URL — the
+one kind of image the policy lets in — but only for PNG, JPEG, GIF and WebP: an SVG
+is a document that can hold script and links, and a media type is text someone
+else wrote, so nothing but those four names (and base64 data, checked, never
+decoded) goes into the URL. A PDF or a plain-text document is a link named by its
+title that saves the file (``download``: a page may not open a ``data:`` URL itself,
+https://developer.mozilla.org/en-US/docs/Web/URI/Reference/Schemes/data); anything
+else is a line naming the media type and size. The data is written once: a thumbnail
+is the image scaled by CSS, and the browser's own "open image" shows it whole.
+
 Outer ring: imports the standard library and ``bounded_json``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from html import escape
 from typing import Any, List, Mapping, Sequence
 
 from .. import bounded_json
 
-__all__ = ["CSS", "e", "messages_html", "page"]
+__all__ = ["CSS", "decoded_size", "e", "media_html", "messages_html", "page"]
 
 CSS = """
 :root{--fg:#1d2430;--mute:#5c6778;--line:#d9dee6;--bg:#fff;--soft:#f4f6f9;
@@ -71,6 +83,9 @@ summary{cursor:pointer;overflow-wrap:anywhere}
 pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:4px 0;font-size:12px;
 font-family:ui-monospace,Menlo,Consolas,monospace}
 .tag{font-size:11px;color:var(--mute)}
+.media{margin:6px 0}.media img{display:block;max-width:min(100%,480px);max-height:360px;
+border:1px solid var(--line);border-radius:4px;background:var(--soft)}
+.media figcaption{font-size:11px;color:var(--mute)}
 @media (max-width:600px){
 main{padding:8px}
 .row{flex-wrap:wrap}
@@ -131,12 +146,15 @@ def _part(part: Any) -> str:
                         e(_pretty(part.get("input", ""))))
     if kind == "tool_result":
         status = '<span class="bad">failed</span>' if part.get("failed") else "ok"
-        return _details(f"&larr; {e(part.get('name', ''))} {status}", e(part.get("result", "")))
+        content = part.get("content")
+        media = "".join(media_html(p) for p in content if _is_media(p)) \
+            if isinstance(content, list) else ""
+        return _details(f"&larr; {e(part.get('name', ''))} {status}",
+                        e(part.get("result", ""))) + media
     if kind == "finish":
         return f'<div class="tag">stop: {e(part.get("stop", ""))}</div>'
-    if kind == "image":
-        size = len(part.get("data", "")) * 3 // 4 if isinstance(part.get("data"), str) else 0
-        return f'<div class="tag">[image {e(part.get("media_type", ""))}, ~{size:,} bytes]</div>'
+    if kind in ("image", "document"):
+        return media_html(part)
     if kind == "provider_block":
         return _details(f"provider block ({e(part.get('protocol', ''))})",
                         e(_pretty(part.get("data", ""))))
@@ -151,7 +169,7 @@ def _kind(part: Mapping[str, Any]) -> str:
     if "input" in keys:
         return "tool_call"
     if "media_type" in keys:
-        return "image"
+        return "document" if "title" in keys else "image"
     if "stop" in keys:
         return "finish"
     if "state" in keys:
@@ -159,6 +177,50 @@ def _kind(part: Mapping[str, Any]) -> str:
     if "protocol" in keys:
         return "provider_block"
     return "text" if "text" in keys else ""
+
+
+#: The image types shown as pictures; each is a raster format that runs nothing.
+_PICTURES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+#: The document types offered as a file to save, with the file name's ending.
+_FILES = {"application/pdf": ".pdf", "text/plain": ".txt"}
+_BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+_UNSAFE_NAME = re.compile(r"[^\w .()-]+")
+
+
+def decoded_size(data: str) -> int:
+    """The bytes base64 ``data`` stands for, counted without decoding it."""
+    return len(data) * 3 // 4 - (2 if data.endswith("==") else 1 if data.endswith("=") else 0)
+
+
+def media_html(part: Mapping[str, Any]) -> str:
+    """An image or a document part (either JSON shape) as HTML: a picture, a link
+    that saves the file, or a line naming it (see the module docstring)."""
+    kind = part.get("type") or _kind(part)
+    media_type = part.get("media_type")
+    media_type = media_type if isinstance(media_type, str) else ""
+    data = part.get("data")
+    data = data if isinstance(data, str) and _BASE64.fullmatch(data) else None
+    size = f"{decoded_size(data):,} bytes" if data is not None else "unreadable data"
+    if kind == "image":
+        note = f"image {media_type}, {size}"
+        if data is not None and media_type in _PICTURES:
+            return (f'<figure class="media"><img src="data:{media_type};base64,{data}" '
+                    f'alt="{e(note)}"><figcaption>{e(note)}</figcaption></figure>')
+        return f'<div class="tag media">[{e(note)}]</div>'
+    title = part.get("title")
+    title = title if isinstance(title, str) and title.strip() else "document"
+    note = f"{media_type}, {size}"
+    ending = _FILES.get(media_type)
+    if data is None or ending is None:
+        return f'<div class="tag media">[document {e(title)}: {e(note)}]</div>'
+    name = _UNSAFE_NAME.sub("_", title).strip(" .")[:100] or "document"
+    name += "" if name.lower().endswith(ending) else ending
+    return (f'<div class="media">document <a href="data:{media_type};base64,{data}" '
+            f'download="{e(name)}">{e(title)}</a> <span class="tag">{e(note)}</span></div>')
+
+
+def _is_media(part: Any) -> bool:
+    return isinstance(part, Mapping) and (part.get("type") or _kind(part)) in ("image", "document")
 
 
 def _details(summary: str, body: str) -> str:
