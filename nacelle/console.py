@@ -2,7 +2,8 @@
 
 Text streams as it arrives; shown thinking is dimmed; each tool call gets a line
 with its name and a compact input, each result a line with ok / failed / refused /
-paused / not run, its duration and the first line of what the model read; each turn ends
+paused / not run, its duration and the first line of what the model read, then a line
+per image or document it returned (``[image image/png 1,234 bytes]``); each turn ends
 with a line of tokens, cache hit rate and cost ("cost unknown" when no price is
 known, never $0); the run ends with a
 summary, loudly marked when the answer is not complete (any stop but END).
@@ -40,12 +41,12 @@ import os
 import sys
 import time
 from html import escape
-from typing import IO, Any, Iterable, List, Optional, Sequence
+from typing import IO, Any, Dict, Iterable, List, Optional, Sequence
 
 from . import bounded_json
 from .events import Event, Kind, Stop, ToolEvent, Usage
-from .messages import Message, dumps
-from .report.page import messages_html
+from .messages import Document, Image, Message, ToolMedia, dumps
+from .report.page import decoded_size, media_html, messages_html
 from .terminal_text import visible
 
 __all__ = ["Renderer", "describe_usage", "display", "html", "render"]
@@ -79,6 +80,25 @@ def _compact(raw: str, limit: int = 100) -> str:
 def _first_line(text: str, limit: int = 100) -> str:
     line = text.strip().splitlines()[0] if text.strip() else ""
     return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _media_note(part: ToolMedia) -> str:
+    """``[image image/png 1,234 bytes]`` or ``[document application/pdf 12,345 bytes:
+    title]``, on one line whatever the type or the title holds (not yet made visible)."""
+    if isinstance(part, Image):
+        return f"[image {' '.join(part.media_type.split())} {decoded_size(part.data):,} bytes]"
+    if isinstance(part, Document):
+        title = " ".join(part.title.split())
+        return (f"[document {' '.join(part.media_type.split())} {decoded_size(part.data):,} bytes"
+                f"{': ' + title if title else ''}]")
+    return ""
+
+
+def _media_json(part: "Image | Document") -> Dict[str, str]:
+    if isinstance(part, Image):
+        return {"type": "image", "media_type": part.media_type, "data": part.data}
+    return {"type": "document", "media_type": part.media_type, "data": part.data,
+            "title": part.title}
 
 
 def describe_usage(usage: Usage) -> str:
@@ -151,6 +171,10 @@ class Renderer:
             self._line(self._call_line(event.tool))
         elif kind is Kind.TOOL_RESULT and event.tool is not None:
             self._line(self._result_line(event.tool))
+            for part in event.tool.content:
+                note = _media_note(part)
+                if note:
+                    self._line("      " + self._paint(visible(note), _DIM))
         elif kind is Kind.TURN:
             self._turns += 1
             self._line(self._paint(f"-- turn {self._turns}: {describe_usage(event.usage)}", _DIM))
@@ -216,7 +240,9 @@ _NOTEBOOK_CSS = ("<style>.nacelle .msg{border-left:3px solid #d9dee6;padding:2px
                  ".nacelle .msg.assistant{border-color:#3b6fd8}.nacelle .role{font-size:11px;"
                  "font-weight:600;opacity:.7;text-transform:uppercase}.nacelle .text{white-space:"
                  "pre-wrap}.nacelle pre{white-space:pre-wrap;margin:2px 0}.nacelle .bad{color:"
-                 "#d0453a}.nacelle .tag{font-size:11px;opacity:.7}</style>")
+                 "#d0453a}.nacelle .tag{font-size:11px;opacity:.7}.nacelle .media img{"
+                 "max-width:min(100%,480px);max-height:360px}.nacelle figure{margin:4px 0}"
+                 ".nacelle figcaption{font-size:11px;opacity:.7}</style>")
 
 
 def html(messages: Sequence[Message]) -> str:
@@ -251,6 +277,8 @@ class _Live:
             body = event.tool.error if event.tool.error is not None else event.tool.result
             self.parts.append(f"<details><summary>&larr; {escape(line)}</summary>"
                               f"<pre>{escape(body)}</pre></details>")
+            self.parts += [media_html(_media_json(part)) for part in event.tool.content
+                           if isinstance(part, (Image, Document))]
         elif kind is Kind.TURN:
             self.parts.append(f'<div class="tag">turn: {escape(describe_usage(event.usage))}</div>')
         elif kind is Kind.DONE:

@@ -1,5 +1,6 @@
 """The console renderer: golden output with and without colour."""
 
+import base64
 import io
 import time
 
@@ -278,3 +279,39 @@ def test_display_outside_a_notebook_falls_back_to_text_even_with_ipython_install
         out=out)
     assert done is not None and done.kind is nacelle.Kind.DONE
     assert "Hello." in out.getvalue()
+
+
+# -- images and documents ----------------------------------------------------------------
+
+from nacelle.messages import Document, Image
+
+PNG_BYTES = b"\x89PNG\r\n\x1a\n" + bytes(1226)  # 1,234 bytes
+SHOT = ToolEvent("s1", 0, "screenshot", "{}", result="the page", duration=0.5, content=(
+    Text("the page"), Image("image/png", base64.b64encode(PNG_BYTES).decode()),
+    Document("application/pdf", base64.b64encode(b"%PDF-1.4\n").decode(), "Q3\nreport")))
+
+
+def test_a_tool_results_media_are_one_line_notes_under_its_result():
+    text, _ = rendered([Event(Kind.TOOL_RESULT, tool=SHOT)], color=False)
+    assert text == ("   ok screenshot 0.50s: the page\n"
+                    "      [image image/png 1,234 bytes]\n"
+                    "      [document application/pdf 9 bytes: Q3 report]\n")
+
+
+def test_a_media_type_or_title_reaches_the_terminal_only_as_visible_escapes():
+    hostile = ToolEvent("s1", 0, "shot", "{}", content=(
+        Image("image/png\x1b[2J", "AAAA"), Document("text/plain", "", "\x1b]52;c;eA==\x07\u202eevil")))
+    text, _ = rendered([Event(Kind.TOOL_RESULT, tool=hostile)], color=True)
+    assert "\x1b[2J" not in text and "\x1b]52" not in text and "\u202e" not in text
+    assert "[image image/png\\x1b[2J 3 bytes]" in text
+    assert "[document text/plain 0 bytes: \\x1b]52;c;eA==\\x07\\u202eevil]" in text
+
+
+def test_the_live_notebook_view_shows_a_tool_image():
+    from nacelle.console import _Live
+
+    live = _Live()
+    live.add(Event(Kind.TOOL_RESULT, tool=SHOT))
+    page = live.html()
+    assert f'<img src="data:image/png;base64,{SHOT.content[1].data}"' in page
+    assert 'download="Q3_report.pdf">Q3\nreport</a>' in page
