@@ -102,3 +102,21 @@ def test_json_modes_escape_what_a_terminal_acts_on_and_keep_the_exact_text(mode)
     if mode == "jsonl":
         deltas = [json.loads(line)["text"] for line in written.splitlines()[:2]]
         assert "".join(deltas) == "Done" + ESCAPES
+
+
+def test_a_tools_images_and_documents_are_listed_by_type_and_size_without_their_data():
+    jsonschema = pytest.importorskip("jsonschema")
+    from nacelle.messages import Document, Image, Text
+
+    tool = ToolEvent("c1", 0, "shot", "{}", result="the page", content=(
+        Text("the page"), Image("image/png", "iVBORw0KGgo="), Document("application/pdf", "JVBERi0=",
+                                                                    "Q3")))
+    result = result_json(events()[-1], [tool], 1)
+    jsonschema.validate(result, SCHEMA)
+    assert result["tool_calls"][0]["media"] == [
+        {"type": "image", "media_type": "image/png", "bytes": 8},
+        {"type": "document", "media_type": "application/pdf", "bytes": 5, "title": "Q3"}]
+    line = event_json(Event(Kind.TOOL_RESULT, tool=tool))
+    assert line["tool"]["media"] == result["tool_calls"][0]["media"]
+    assert "iVBOR" not in json.dumps(line)
+    assert "media" not in result_json(events()[-1], [events()[3].tool], 1)["tool_calls"][0]
