@@ -11,6 +11,7 @@ import re
 import shutil
 import socket
 import struct
+import zlib
 import subprocess
 import tempfile
 import time
@@ -137,3 +138,15 @@ def launched(binary, profile, bypass):
     finally:
         stop(process)
         dead.close()
+
+
+def png(width=24, height=16):
+    """A real PNG: a red-to-blue gradient, so a screenshot shows it was decoded."""
+    def chunk(kind, body):
+        return (struct.pack("!I", len(body)) + kind + body
+                + struct.pack("!I", zlib.crc32(kind + body) & 0xFFFFFFFF))
+
+    rows = b"".join(b"\x00" + b"".join(bytes((255 - x * 10, 40, x * 10)) for x in range(width))
+                    for _ in range(height))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack("!IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))

@@ -17,7 +17,7 @@ from nacelle.observe import Recorder
 from nacelle.testing.server import FakeServer, Reply
 from nacelle.testing.wire import anthropic_stream
 
-from browser import artifacts, chromium, launched
+from browser import artifacts, chromium, launched, png
 
 HOSTILE = '<script>alert("x")</script><img src=http://evil.example/x.png onerror=alert(1)>'
 SLOW, QUICK = 0.3, 0.1
@@ -244,21 +244,6 @@ def test_the_page_renders_in_chromium_offline_with_bars_to_scale(browser, record
 
 
 # -- images and documents ---------------------------------------------------------------
-
-
-def png(width=24, height=16):
-    """A real PNG: a red-to-blue gradient, so a screenshot shows it was decoded."""
-    import struct
-    import zlib
-
-    def chunk(kind, body):
-        return (struct.pack("!I", len(body)) + kind + body
-                + struct.pack("!I", zlib.crc32(kind + body) & 0xFFFFFFFF))
-
-    rows = b"".join(b"\x00" + b"".join(bytes((255 - x * 10, 40, x * 10)) for x in range(width))
-                    for _ in range(height))
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack("!IIBBBBB", width, height, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
 
 
 PNG64 = base64.b64encode(png()).decode()

@@ -143,6 +143,22 @@ def test_structured_output_goes_out_as_plain_json():
     assert done["output"] == {"city": "Oslo", "tags": ["a", "b"]}
 
 
+def test_a_tool_result_carries_its_images_and_documents_only_when_it_has_them():
+    from nacelle.events import ToolEvent
+
+    plain = event_json(nacelle.Event(nacelle.Kind.TOOL_RESULT,
+                                     tool=ToolEvent("c1", 0, "read", "{}", result="text")))
+    assert "content" not in plain
+    shot = ToolEvent("c1", 0, "shot", "{}", result="the page", content=(
+        nacelle.Text("the page"), nacelle.Image("image/png", "iVBORw0KGgo="),
+        nacelle.Document("application/pdf", "JVBERi0=", "Q3")))
+    data = event_json(nacelle.Event(nacelle.Kind.TOOL_RESULT, tool=shot))
+    assert data["result"] == "the page" and data["content"] == [
+        {"type": "text", "text": "the page"},
+        {"type": "image", "media_type": "image/png", "data": "iVBORw0KGgo="},
+        {"type": "document", "media_type": "application/pdf", "data": "JVBERi0=", "title": "Q3"}]
+
+
 # -- the WSGI app, in-process -------------------------------------------------------------
 
 

@@ -7,6 +7,7 @@ own loopback origin, hostile text shown as text. Screenshots go to NACELLE_ARTIF
 README's docs/serve.png is a committed file, and a test run leaves it as it was."""
 
 import base64
+import json
 import os
 import threading
 import time
@@ -17,7 +18,7 @@ import pytest
 import serve_app
 from nacelle.serve import make_server, wsgi_app
 from nacelle.sessions import FileStore
-from browser import artifacts, chromium, launched
+from browser import artifacts, chromium, launched, png
 
 pytestmark = pytest.mark.slow  # a headless Chromium
 
@@ -180,4 +181,34 @@ def test_call_ids_named_like_object_properties_are_kept_as_plain_keys(browser, s
     assert results == "sent to __proto__|sent to constructor"
     assert sorted(Path(os.environ["NACELLE_SERVE_NOTES"]).read_text().splitlines()) == [
         "send __proto__", "send constructor"]
+    assert [m for m in browser.events if m.get("method") == "Runtime.exceptionThrown"] == []
+
+
+def test_only_base64_pictures_of_the_four_raster_types_become_images(browser, served):
+    """The page's own handling of a result's content, fed straight to its View: an SVG,
+    a media type or data that would end the URL, and markup in a title are named as
+    text; only the PNG is an <img>."""
+    browser.call("Runtime.enable")
+    browser.load(served)
+    good = base64.b64encode(png()).decode()
+    parts = [{"type": "text", "text": "shots"},
+             {"type": "image", "media_type": "image/png", "data": good},
+             {"type": "image", "media_type": "image/svg+xml", "data": "PHN2Zz4="},
+             {"type": "image", "media_type": 'image/png" onerror="x', "data": good},
+             {"type": "image", "media_type": "image/png", "data": '"><img src=x onerror=alert(1)>'},
+             {"type": "document", "media_type": "application/pdf", "data": "JVBERi0=",
+              "title": "<img src=x onerror=alert(1)>"},
+             {"type": "document", "data": "JVBERi0="}, "junk", None]
+    result = {"id": "s1", "index": 0, "name": "shot", "server": "", "result": "shots",
+              "error": None, "refused": False, "paused": False, "discarded": False,
+              "duration": 0.1, "content": parts}
+    browser.evaluate(f"(() => {{ const v = new View(); v.call({{id: 's1', name: 'shot', "
+                     f"input: '{{}}'}}); v.result({json.dumps(result)}); return true; }})()")
+    images = browser.evaluate("[...document.images].map(i => i.src.slice(0, 30)).join('|')")
+    assert images == f"data:image/png;base64,{good[:8]}"
+    assert browser.evaluate("[...document.querySelectorAll('.tool .note, .tool .document')]"
+                            ".map(n => n.textContent).join('|')") == (
+        "[image image/svg+xml, 5 bytes]|[image image/png\" onerror=\"x, "
+        f"{len(png()):,} bytes]|[image image/png, unreadable data]|"
+        "document <img src=x onerror=alert(1)> (application/pdf, 5 bytes)")
     assert [m for m in browser.events if m.get("method") == "Runtime.exceptionThrown"] == []

@@ -10,7 +10,11 @@ change that would break a reader of version 1 gets a new ``v``. Per kind:
   wrote, as written: it may not parse), ``server`` (empty for a local tool).
 - ``tool_result``: the call's ``id``, ``index``, ``name`` and ``server``, then
   ``result``, ``error`` (the failure the model read, or null), ``refused``,
-  ``paused`` (the call waits for a decision), ``discarded`` and ``duration`` (s).
+  ``paused`` (the call waits for a decision), ``discarded`` and ``duration`` (s);
+  ``content``, only when the tool returned images or documents: its parts in
+  :func:`nacelle.dumps` form (``{"type": "image", "media_type", "data"}``,
+  ``{"type": "document", "media_type", "data", "title"}``, ``{"type": "text", "text"}``),
+  data in base64.
 - ``turn``: ``stop`` and ``usage`` — the turn's tokens and dollars:
   ``{"input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens",
   "reasoning_tokens", "total", "cost", "priced"}``.
@@ -62,7 +66,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, Mapping, Optional, U
 
 from ..errors import NacelleError
 from ..events import Event, Kind, Usage
-from ..messages import Role
+from ..messages import Role, _part_to_json
 from ..messages import dumps as dump_messages
 
 __all__ = ["KEEPALIVE", "SCHEMA_VERSION", "encode", "error_json", "event_json", "sse"]
@@ -103,6 +107,8 @@ def event_json(event: Event, *, run: Optional[str] = None) -> Dict[str, Any]:
             data.update(result=tool.result, error=tool.error, refused=tool.refused,
                         paused=tool.paused, discarded=tool.discarded,
                         duration=round(tool.duration, 6))
+            if tool.content:
+                data["content"] = [_part_to_json(part) for part in tool.content]
     elif kind is Kind.TURN:
         data.update(stop=_stop(event), usage=usage_json(event.usage))
     elif kind is Kind.COMPACTION:
