@@ -43,6 +43,10 @@ Choices where the contract is silent:
   (OpenRouter's app attribution); ``provider`` is OpenRouter's provider-routing
   object (``{"order": [...], "allow_fallbacks": False}``, say), sent as given.
 - ``count_tokens`` raises ``Unsupported``: OpenRouter has no token-counting endpoint.
+- PDFs are ``file`` parts, which OpenRouter takes for any model, parsing the file
+  for a model that cannot read one (openrouter.ai/docs/features/multimodal/pdfs); a
+  tool's images and PDFs follow its ``tool`` message in a user message, as on any
+  Chat Completions server (``chat/wire.py``).
 - Server-side MCP is not offered (``capabilities.mcp`` is false), so an Agent given
   ``mcp=`` servers fails at construction; the local MCP client
   (``nacelle.mcp.connect_stdio`` / ``connect_http``) gives tools usable here.
@@ -98,6 +102,7 @@ DIALECT = chat_wire.Dialect(
     reasoning_fields=("reasoning",), reasoning_details=True, echo_reasoning="reasoning",
     echo_with_calls_only=False, include_usage=False, parallel_tool_calls=True,
     cache_prefixes=("anthropic/",), cost_in_usage=True, output_schema="openai",
+    documents=True,
 )
 
 MCP_HINT = (
@@ -144,7 +149,8 @@ def usage_from(usage: Dict[str, Any]) -> Usage:
 #: 1024 minimum itself); ``cost`` comes with every stream's usage.
 capabilities = Capabilities(
     mcp=False, thinking=True, effort=True, min_budget=0, cost=True,
-    token_counting=False, images=True, structured_output=True,
+    token_counting=False, images=True, structured_output=True, documents=True,
+    tool_media=False,
 )
 
 

@@ -370,7 +370,8 @@ def test_the_defaults_and_capabilities(server):
         "claude-opus-5", "https://api.anthropic.com", "anthropic")
     assert anthropic.capabilities == nacelle.Capabilities(
         mcp=True, thinking=True, effort=True, min_budget=1024, cost=False,
-        token_counting=True, images=True, structured_output=True)
+        token_counting=True, images=True, structured_output=True, documents=True,
+        tool_media=True)
     # The default model has a published price, so this instance reports dollars.
     assert backend.pricing == price_for("anthropic", "claude-opus-5") is not None
     assert backend.capabilities == dataclasses.replace(anthropic.capabilities, cost=True)

@@ -1,8 +1,10 @@
 """to_wire, count_tokens_body and betas: the Anthropic request body, on plain values."""
 
+import base64
 import copy
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Dict
 
 import pytest
@@ -14,7 +16,7 @@ from nacelle.backends.anthropic.wire import (
 from nacelle.errors import ConfigError
 from nacelle.events import Stop
 from nacelle.messages import (
-    Finish, Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
+    Document, Finish, Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
     user_text,
 )
 
@@ -458,3 +460,70 @@ def test_every_profiles_encoded_body_is_its_to_wire(profile):
     request, conversation = profiled(profile)
     encoded = encode_body(request, conversation, cache=WireCache())
     assert json.loads(bytes(encoded)) == to_wire(request, conversation)
+
+
+# -- media: images and documents, in messages and in tool results --------------------
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "anthropic"
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhf"
+                       "DwAChwGA60e6kgAAAABJRU5ErkJggg==")
+PDF = b"%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n"
+
+
+def screenshot_round():
+    """A screenshot call answered with text, a PNG, a PDF and a plain-text document."""
+    result = ToolResult("call_shot_0", "screenshot", "The screen.", content=(
+        Text("The screen."), Image.from_bytes(PNG), Document.from_bytes(PDF, title="page"),
+        Document.from_bytes(b"Notes: all green.\n", title="notes.txt")))
+    return (user_text("What is on screen?"),
+            assistant(ToolCall("call_shot_0", "screenshot", "{}")), user(result))
+
+
+def test_a_tools_image_and_documents_go_inside_its_tool_result_as_blocks():
+    # The documented shape, saved with its sources in tests/data/anthropic/.
+    documented = json.loads((DATA / "tool_result_media.json").read_text(encoding="utf-8"))
+    body = to_wire(Request("sys"), screenshot_round())
+    last = copy.deepcopy(body["messages"][-1])
+    del last["content"][0]["cache_control"]
+    assert last == documented["request"]
+
+
+def test_a_tool_result_without_media_still_sends_its_text_as_a_string():
+    conversation = (user_text("Weather?"), assistant(ToolCall("t1", "weather", "{}")),
+                    user(ToolResult("t1", "weather", "15°C")))
+    [block] = to_wire(Request("sys"), conversation)["messages"][-1]["content"]
+    assert block["content"] == "15°C"
+
+
+def test_a_users_pdf_and_text_document_are_document_blocks():
+    conversation = [user(Text("Summarise these."), Document.from_bytes(PDF, title="Q3"),
+                         Document.from_bytes(b"plain words"))]
+    content = to_wire(Request("sys"), conversation)["messages"][0]["content"]
+    assert content[1] == {"type": "document", "title": "Q3", "source": {
+        "type": "base64", "media_type": "application/pdf",
+        "data": base64.b64encode(PDF).decode()}}
+    assert content[2]["source"] == {"type": "text", "media_type": "text/plain",
+                                    "data": "plain words"}
+    assert "title" not in content[2]
+
+
+def test_a_text_document_that_is_not_base64_of_utf8_is_a_config_error():
+    with pytest.raises(ConfigError, match="text/plain Document"):
+        to_wire(Request("sys"), [user(Document("text/plain", "//79"))])
+
+
+def test_the_encoded_body_holds_a_results_media_and_changes_with_them():
+    from nacelle.backends._wire_cache import WireCache
+    from nacelle.backends.anthropic.wire import encode_body
+
+    request = Request("sys")
+    cache = WireCache()
+    conversation = screenshot_round()
+    encoded = encode_body(request, conversation, cache=cache)
+    assert json.loads(bytes(encoded)) == to_wire(request, conversation)
+    other = ToolResult("call_shot_0", "screenshot", "The screen.", content=(
+        Text("The screen."), Image("image/png", "AAAA")))
+    changed = conversation[:2] + (user(other),)
+    again = encode_body(request, changed, cache=cache)
+    assert json.loads(bytes(again)) == to_wire(request, changed)
+    assert b"AAAA" in bytes(again) and base64.b64encode(PNG) not in bytes(again)

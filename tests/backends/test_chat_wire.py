@@ -3,19 +3,22 @@
 Most tests build OpenRouter's bodies (``openrouter.to_wire``); the tests at the end
 build those of the other presets' dialects."""
 
+import base64
 import copy
 import json
+from pathlib import Path
 
 import jsonschema
 import pytest
 
 from nacelle import (
-    ConfigError, Effort, Finish, Image, MCPServer, Message, ProviderBlock, Reasoning,
+    ConfigError, Document, Effort, Finish, Image, MCPServer, Message, ProviderBlock, Reasoning,
     Request, Role, Stop, Text, Thinking, ToolCall, ToolResult, Unsupported,
     assistant_text, user_text,
 )
 from nacelle.backends import chat
 from nacelle.backends.chat import wire as chat_wire
+from nacelle.backends.openrouter import DIALECT as OPENROUTER
 from nacelle.backends.openrouter import to_wire
 
 EPHEMERAL = {"type": "ephemeral"}
@@ -481,3 +484,101 @@ def test_call_profiles_decide_the_cache_markers_on_anthropic_models():
                                                         CallProfile.COMPACTION))
     assert marks == {CallProfile.AGENT_TURN: 2, CallProfile.COMPACTION: 1, CallProfile.TITLE: 0,
                      CallProfile.EVALUATION: 0, CallProfile.PROBE: 0}
+
+
+# -- media: a tool's images and PDFs follow its tool message -------------------------
+
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhf"
+                       "DwAChwGA60e6kgAAAABJRU5ErkJggg==")
+PDF = b"%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n"
+DATA = Path(__file__).resolve().parent.parent / "data"
+FILE_PART = {"type": "object", "required": ["type", "file"],
+             "properties": {"type": {"const": "file"}, "file": {
+                 "type": "object", "required": ["file_data"],
+                 "properties": {"filename": {"type": "string"},
+                                "file_data": {"type": "string",
+                                              "pattern": "^data:application/pdf;base64,"}}}}}
+
+
+def screenshot_round():
+    """A screenshot call answered with text, a PNG, a PDF and a plain-text document."""
+    result = ToolResult("call_shot_0", "screenshot", "The screen.", content=(
+        Text("The screen."), Image.from_bytes(PNG), Document.from_bytes(PDF, title="page"),
+        Document.from_bytes(b"Notes: all green.\n", title="notes.txt")))
+    return (user_text("What is on screen?"),
+            Message(Role.ASSISTANT, (ToolCall("call_shot_0", "screenshot", "{}"),)),
+            Message(Role.USER, (result,)))
+
+
+@pytest.mark.parametrize("where, model, dialect", [
+    ("chat", "gpt-5-mini", chat.OPENAI),
+    ("openrouter", "openai/gpt-5-mini", OPENROUTER),
+])
+def test_a_tools_media_follow_its_tool_message_in_one_user_message(where, model, dialect):
+    # The documented shapes, saved with their sources in tests/data/chat/ and
+    # tests/data/openrouter/.
+    documented = json.loads((DATA / where / "tool_media_follow.json").read_text("utf-8"))
+    body = chat_wire.to_wire(Request("S"), screenshot_round(), model=model, dialect=dialect)
+    assert body["messages"][-2:] == documented["request"]
+    tool, media = body["messages"][-2:]
+    assert tool["content"].startswith("The screen.\n[image: image/png, 70 bytes, sent after")
+    assert media["content"][0]["text"] == "[tool call call_shot_0 (screenshot) returned these]"
+
+
+def test_a_dialect_without_images_or_documents_gets_notes_naming_the_call():
+    body = chat_wire.to_wire(Request("S"), screenshot_round(), model="deepseek-chat",
+                             dialect=chat.DEEPSEEK)
+    assert body["messages"][-1] == {"role": "tool", "tool_call_id": "call_shot_0", "content": (
+        "The screen.\n[image: image/png, 70 bytes, from call call_shot_0]\n"
+        "[document: application/pdf \"page\", 45 bytes, from call call_shot_0]\n"
+        "Notes: all green.\n")}
+
+
+def test_images_follow_but_a_pdf_is_a_note_where_the_server_takes_no_documents():
+    body = chat_wire.to_wire(Request("S"), screenshot_round(), model="qwen3",
+                             dialect=chat.OLLAMA)
+    tool, media = body["messages"][-2:]
+    assert "[document: application/pdf \"page\", 45 bytes, from call call_shot_0]" in (
+        tool["content"])
+    assert [part["type"] for part in media["content"]] == ["text", "image_url"]
+
+
+def test_the_media_of_several_calls_come_after_all_tool_messages_each_named():
+    results = Message(Role.USER, (
+        ToolResult("call_a", "shot", "", content=(Image.from_bytes(PNG),)),
+        ToolResult("call_b", "clock", "12:00"),
+        ToolResult("call_c", "shot", "second", content=(Text("second"), Image.from_bytes(PNG))),
+        Text("Compare them."),
+    ))
+    turn = Message(Role.ASSISTANT, tuple(ToolCall(i, "shot", "{}")
+                                         for i in ("call_a", "call_b", "call_c")))
+    body = to_wire(Request("S"), [user_text("Q"), turn, results], model="openai/gpt-5")
+    wire = body["messages"][2:]
+    assert [m["role"] for m in wire] == ["assistant", "tool", "tool", "tool", "user"]
+    assert [p.get("text", p["type"]) for p in wire[-1]["content"]] == [
+        "[tool call call_a (shot) returned these]", "image_url",
+        "[tool call call_c (shot) returned these]", "image_url", "Compare them."]
+
+
+def test_a_users_pdf_is_a_file_part_and_a_text_document_its_text():
+    message = Message(Role.USER, (Text("Summarise."), Document.from_bytes(PDF, title="Q3"),
+                                  Document.from_bytes(b"plain words")))
+    body = chat_wire.to_wire(Request("S"), [message], model="gpt-5-mini", dialect=chat.OPENAI)
+    content = body["messages"][1]["content"]
+    jsonschema.validate(content[1], FILE_PART)
+    assert content[1:] == [
+        {"type": "file", "file": {"filename": "Q3.pdf", "file_data":
+                                  "data:application/pdf;base64," + base64.b64encode(PDF).decode()}},
+        {"type": "text", "text": "plain words"}]
+
+
+def test_a_users_pdf_on_a_server_without_documents_is_unsupported():
+    message = Message(Role.USER, (Document.from_bytes(PDF),))
+    with pytest.raises(Unsupported, match="documents"):
+        chat_wire.to_wire(Request("S"), [message], model="qwen3", dialect=chat.OLLAMA)
+
+
+def test_documents_are_a_capability_of_the_dialects_that_document_them():
+    assert chat.openai("gpt-5-mini", api_key="k").capabilities.documents
+    assert not chat.ollama("qwen3").capabilities.documents
+    assert not chat.openai("gpt-5-mini", api_key="k").capabilities.tool_media

@@ -354,7 +354,8 @@ def test_the_defaults_and_capabilities():
     assert (backend.base_url, backend.name) == ("https://api.openai.com/v1", "openai")
     assert backend.capabilities == nacelle.Capabilities(
         mcp=False, thinking=True, effort=True, min_budget=0, cost=False,
-        token_counting=True, images=True, structured_output=True)
+        token_counting=True, images=True, structured_output=True, documents=True,
+        tool_media=True)
     assert isinstance(backend, nacelle.Backend)
     assert repr(backend) == ("openai.Backend(model='gpt-5-mini', "
                              "base_url='https://api.openai.com/v1')")

@@ -8,6 +8,7 @@ The OpenAPI document's ``oneOf`` unions overlap (a user message matches both
 ``oneOf`` read as ``anyOf`` — every body must match at least one branch of each union.
 """
 
+import base64
 import copy
 import json
 from pathlib import Path
@@ -17,7 +18,7 @@ from jsonschema import Draft202012Validator, validators
 
 import nacelle
 from nacelle import (
-    ConfigError, Effort, Finish, Image, MCPServer, Message, ProviderBlock, Reasoning,
+    ConfigError, Document, Effort, Finish, Image, MCPServer, Message, ProviderBlock, Reasoning,
     Request, Role, Stop, Text, Thinking, ToolCall, ToolResult, Unsupported, assistant_text,
     user_text,
 )
@@ -325,3 +326,49 @@ def test_the_vendored_schema_names_its_source():
     assert "openai/openai-openapi" in SCHEMA["$comment"]
     assert "f85dbe223d40e1a31cba812ab2d755c7e98a92a3" in SCHEMA["$comment"]
     assert openai_wire.PROTOCOL == "openai-responses"
+
+
+# -- media: images and documents, in messages and in function_call_output ------------
+
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhf"
+                       "DwAChwGA60e6kgAAAABJRU5ErkJggg==")
+PDF = b"%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n"
+
+
+def screenshot_round():
+    """A screenshot call answered with text, a PNG, a PDF and a plain-text document."""
+    result = ToolResult("call_shot_0", "screenshot", "The screen.", content=(
+        Text("The screen."), Image.from_bytes(PNG), Document.from_bytes(PDF, title="page"),
+        Document.from_bytes(b"Notes: all green.\n", title="notes.txt")))
+    return (user_text("What is on screen?"),
+            Message(Role.ASSISTANT, (ToolCall("call_shot_0", "screenshot", "{}"),)),
+            Message(Role.USER, (result,)))
+
+
+def test_a_tools_media_are_the_function_call_outputs_list_of_input_items():
+    # The documented shape, saved with its sources in tests/data/openai_responses/;
+    # wire() also validates the whole body against the published schema.
+    documented = json.loads((DATA / "function_call_output_media.json").read_text("utf-8"))
+    assert wire(messages=screenshot_round())["input"][-1] == documented["request"]
+
+
+def test_a_users_documents_are_input_files_with_data_urls_and_file_names():
+    message = Message(Role.USER, (Text("Summarise."), Document.from_bytes(PDF, title="Q3"),
+                                  Document.from_bytes(b"plain words")))
+    content = wire(messages=[message])["input"][0]["content"]
+    assert content[1:] == [
+        {"type": "input_file", "filename": "Q3.pdf",
+         "file_data": "data:application/pdf;base64," + base64.b64encode(PDF).decode()},
+        {"type": "input_file", "filename": "document.txt",
+         "file_data": "data:text/plain;base64," + base64.b64encode(b"plain words").decode()}]
+
+
+def test_a_tool_result_without_media_still_sends_its_output_as_a_string():
+    message = Message(Role.USER, (ToolResult("call_1", "clock", "12:00"),))
+    assert wire(messages=[message])["input"][0]["output"] == "12:00"
+
+
+def test_a_tool_result_of_media_only_sends_no_empty_text():
+    result = ToolResult("call_1", "shot", "", content=(Image.from_bytes(PNG),))
+    [item] = wire(messages=[Message(Role.USER, (result,))])["input"]
+    assert [part["type"] for part in item["output"]] == ["input_image"]

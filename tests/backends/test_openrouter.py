@@ -103,7 +103,8 @@ def test_an_emoji_split_over_two_deltas_arrives_whole_in_text_reasoning_and_deta
 def test_the_capability_row_is_declared_as_data():
     assert openrouter.capabilities == nacelle.Capabilities(
         mcp=False, thinking=True, effort=True, min_budget=0, cost=True,
-        token_counting=False, images=True, structured_output=True)
+        token_counting=False, images=True, structured_output=True, documents=True,
+        tool_media=False)
     backend = openrouter.Backend(model="openai/gpt-5")
     assert backend.name == "openrouter"
     assert backend.capabilities is openrouter.capabilities

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nacelle import (
-    ConfigError, Finish, Image, Message, ProviderBlock, Reasoning, Request, Role, Stop, Text,
+    ConfigError, Document, Finish, Image, Message, ProviderBlock, Reasoning, Request, Role, Stop, Text,
     ToolCall, ToolResult, assistant_text, user_text,
 )
 from nacelle.backend import RunContext
@@ -155,6 +155,32 @@ def test_merged_roles_images_empty_and_unfinished_parts_match_every_turn(wire):
         [results(2)],
     ]
     turns(wire, request(), steps, WireCache())
+
+
+def media_results(n, calls=2):
+    """Results carrying media: a screenshot, a PDF, a plain-text document."""
+    return Message(Role.USER, tuple(
+        ToolResult(f"call_{n}_{i}", "lookup", f"shot {n}.{i}", failed=i == 1, content=(
+            Text(f"shot {n}.{i}"), Image("image/png", PIXEL),
+            Document("application/pdf", "JVBERi0xLjQK", title=f"page {n}"),
+            Document("text/plain", "bm90ZXM=")))
+        for i in range(calls)) + (Text("What do you see?"),))
+
+
+@pytest.mark.parametrize("wire", WIRES, ids=repr)
+def test_a_tools_media_are_part_of_every_turns_bytes(wire):
+    steps = [[user_text("Look.")]]
+    steps += [[tool_turn(n), media_results(n)] for n in range(4)]
+    steps.append([Message(Role.ASSISTANT, (Text("Done."), Finish(Stop.END)))])
+    cache = WireCache()
+    conversation = turns(wire, request(), steps, cache)
+    # The same ids and text with other media make other bytes, never the cached ones.
+    changed = conversation[:-2] + (Message(Role.USER, tuple(
+        ToolResult(f"call_3_{i}", "lookup", f"shot 3.{i}", failed=i == 1,
+                   content=(Text(f"shot 3.{i}"), Image("image/gif", "R0lGODlh")))
+        for i in range(2)) + (Text("What do you see?"),)),)
+    check(wire, request(), changed, cache)
+    assert b"image/gif" in bytes(wire.encode(request(), changed, cache))
 
 
 @pytest.mark.parametrize("wire", WIRES, ids=repr)

@@ -101,7 +101,7 @@ API_VERSION = "2023-06-01"
 #: a price (given, or in the table): the API reports tokens, not dollars.
 capabilities = Capabilities(
     mcp=True, thinking=True, effort=True, min_budget=MIN_BUDGET, cost=False,
-    token_counting=True, images=True, structured_output=True,
+    token_counting=True, images=True, structured_output=True, documents=True, tool_media=True,
 )
 
 

@@ -45,6 +45,17 @@ Choices made where the wire leaves room:
   beta's top-level ``output_format`` (platform.claude.com/docs/en/build-with-claude/
   structured-outputs). The schema is ``output.schema.for_anthropic``'s subset; the
   loop validates the answer against the full one. No beta header is needed.
+- **Media.** An Image is an ``image`` block with a ``base64`` source; a Document a
+  ``document`` block, a PDF with a ``base64`` source and plain text with a ``text``
+  source holding the decoded text (the API's ``Base64PDFSource`` and
+  ``PlainTextSource``), its ``title`` when it has one
+  (platform.claude.com/docs/en/build-with-claude/pdf-support). A ToolResult with
+  media sends ``content`` as a list of ``text``, ``image`` and ``document`` blocks in
+  the tool's order — the API takes all three inside a ``tool_result``
+  (platform.claude.com/docs/en/agents-and-tools/tool-use/handle-tool-calls; the
+  ``ToolResultBlockParam.content`` union of anthropic-sdk-python); one without media
+  sends its text as the plain string it always did, so old cached prefixes still
+  match.
 - ``Reasoning.state`` holds the signature of a ``thinking`` block; a
   ``redacted_thinking`` block is kept whole, as its JSON object, in ``state`` (a
   signature is base64 and never starts with ``{``, so the two cannot be confused).
@@ -61,10 +72,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ...backend import CallProfile, Effort, MCPServer, Request, Thinking
 from ...errors import ConfigError
 from ...messages import (
-    Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
+    Document, Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
 )
 from ...output.schema import for_anthropic
 from ...sse import parse_json
+from .._media import ALL_DOCUMENTS, Takes, document_text, split
 from .._wire_cache import Body, Run, WireCache, assemble, dumps, grow, split_frame
 
 __all__ = [
@@ -88,6 +100,9 @@ _CACHE = {"type": "ephemeral"}
 # Blocks the API accepts a cache_control marker on (thinking blocks and server-tool
 # blocks are cached as part of a later prefix, but cannot carry a marker).
 _CACHEABLE = frozenset({"text", "image", "document", "tool_use", "tool_result"})
+
+#: Images and both document types, inside tool results too (see the module docstring).
+TAKES = Takes(images=True, documents=ALL_DOCUMENTS, tool_media=True)
 
 _EFFORTS = {
     Effort.MINIMAL: "low",
@@ -248,10 +263,9 @@ def _block(part: Any) -> Optional[Dict[str, Any]]:
     if isinstance(part, Text):
         return {"type": "text", "text": part.text} if part.text else None
     if isinstance(part, Image):
-        return {
-            "type": "image",
-            "source": {"type": "base64", "media_type": part.media_type, "data": part.data},
-        }
+        return _image(part)
+    if isinstance(part, Document):
+        return _document(part)
     if isinstance(part, ToolCall):
         if not part.finished:
             return None
@@ -259,7 +273,12 @@ def _block(part: Any) -> Optional[Dict[str, Any]]:
                 "input": _tool_input(part)}
     if isinstance(part, ToolResult):
         block: Dict[str, Any] = {"type": "tool_result", "tool_use_id": part.id}
-        if part.result:
+        if part.content:
+            inline, _ = split(part, TAKES)  # nothing follows: media go inside
+            content = [_block(p) for p in inline]
+            if content:
+                block["content"] = content
+        elif part.result:
             block["content"] = part.result
         block["is_error"] = part.failed
         return block
@@ -279,6 +298,22 @@ def _block(part: Any) -> Optional[Dict[str, Any]]:
             raise ConfigError("an anthropic ProviderBlock must hold a JSON object with a type")
         return data
     return None  # Finish: recorded for readers, never sent.
+
+
+def _image(part: Image) -> Dict[str, Any]:
+    return {"type": "image",
+            "source": {"type": "base64", "media_type": part.media_type, "data": part.data}}
+
+
+def _document(part: Document) -> Dict[str, Any]:
+    if part.media_type == "text/plain":
+        source = {"type": "text", "media_type": "text/plain", "data": document_text(part)}
+    else:
+        source = {"type": "base64", "media_type": part.media_type, "data": part.data}
+    block: Dict[str, Any] = {"type": "document", "source": source}
+    if part.title:
+        block["title"] = part.title
+    return block
 
 
 def _reasoning(part: Reasoning) -> Dict[str, Any]:

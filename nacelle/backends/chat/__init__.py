@@ -52,7 +52,10 @@ one:
   rather than reporting a free turn.
 - ``count_tokens`` raises ``Unsupported``: Chat Completions has no counting endpoint.
 - ``capabilities``: no server-side MCP; thinking and effort where the dialect sends
-  an effort (Mistral's: ``high`` or ``none``, which its reasoning models take); images where it takes them; ``cost`` when a price is known; structured
+  an effort (Mistral's: ``high`` or ``none``, which its reasoning models take); images
+  where it takes them; documents (PDFs as ``file`` parts) where the dialect documents
+  them (OpenAI); never media inside a tool result (they follow it); ``cost`` when a
+  price is known; structured
   output where the dialect has an ``output_schema`` form. The presets' forms: OpenAI,
   Groq, Mistral, Together and xAI take OpenAI's strict ``json_schema``
   (each documents ``response_format`` json_schema on its compatibility page); Gemini
@@ -153,6 +156,7 @@ class Backend:
             effort=dialect.effort is not None, min_budget=0,
             cost=dialect.cost_in_usage or self.pricing is not None, token_counting=False,
             images=dialect.images, structured_output=bool(dialect.output_schema),
+            documents=dialect.documents, tool_media=False,
         )
 
     def __repr__(self) -> str:
@@ -258,7 +262,7 @@ def _key_header(api_key: Optional[str], variable: str, server: str) -> Dict[str,
 OPENAI = Dialect(
     name="OpenAI", key_env="OPENAI_API_KEY", max_tokens="max_completion_tokens",
     efforts=("none", "minimal", "low", "medium", "high", "xhigh"), reasoning_fields=(),
-    parallel_tool_calls=True, pricing="openai", output_schema="openai")
+    parallel_tool_calls=True, pricing="openai", output_schema="openai", documents=True)
 OLLAMA = Dialect(name="Ollama", reasoning_fields=("reasoning", "reasoning_content"),
                  max_tokens="max_tokens", output_schema="full")
 VLLM = Dialect(name="vLLM", tool_choice=True, output_schema="full")

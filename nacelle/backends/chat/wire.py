@@ -45,6 +45,18 @@ Many servers speak Chat Completions and each is loose in its own place. A
   Finish parts.
 - **Messages.** The system prompt is the first message. A user message of one Text
   part is a plain string; images are ``image_url`` parts holding a ``data:`` URL.
+  A PDF is a ``file`` part, ``{"type": "file", "file": {"filename", "file_data":
+  "data:application/pdf;base64,..."}}``, where ``Dialect.documents`` says the server
+  takes one (OpenAI: "Chat Completions accepts only PDF files as file content parts",
+  developers.openai.com/api/docs/guides/file-inputs; OpenRouter:
+  openrouter.ai/docs/features/multimodal/pdfs); a plain-text document is a ``text``
+  part of its text, as OpenAI's guide asks.
+- **A tool's media.** A ``tool`` message holds text only (openai-python's
+  ``ChatCompletionToolMessageParam.content``: a string or text parts), so a result
+  with images or PDFs sends its text, saying what follows, and the media go in the
+  one user message after the results, each call's after a line naming the call. Media
+  the dialect cannot take at all (images on DeepSeek, PDFs where ``documents`` is
+  false) become a note in the result's text (``backends/_media.py``).
   An assistant message sends ``content: null`` (not ``""``, which some upstreams
   refuse) when it holds only tool calls, and is omitted when it holds nothing.
 - **Structured output** (a Request whose ``output`` mode is "native") is
@@ -84,10 +96,11 @@ from typing import AbstractSet, Any, Dict, FrozenSet, List, Optional, Sequence, 
 from ...backend import DEFAULT_MAX_TOKENS, CallProfile, Effort, Request
 from ...errors import ConfigError, Unsupported
 from ...messages import (
-    Finish, Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
+    Document, Finish, Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
 )
 from ...output.schema import for_gemini, for_openai
 from ...sse import parse_json
+from .._media import Takes, document_text, filename, follow_parts, joined, split
 from .._wire_cache import Body, Run, WireCache, assemble, dumps, grow, split_frame
 
 __all__ = ["Dialect", "PROTOCOL", "encode_body", "to_wire"]
@@ -97,6 +110,7 @@ __all__ = ["Dialect", "PROTOCOL", "encode_body", "to_wire"]
 PROTOCOL = "chat"
 
 _EPHEMERAL = {"type": "ephemeral"}
+_PDF = frozenset({"application/pdf"})
 _LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 #: ``Dialect.output_schema`` forms and their normalisers (None: the schema as it is).
 _OUTPUT_FORMS = {"": None, "openai": for_openai, "gemini": for_gemini, "full": None}
@@ -137,6 +151,7 @@ class Dialect:
     cache_prefixes: Tuple[str, ...] = ()
     cost_in_usage: bool = False
     images: bool = True
+    documents: bool = False
     pricing: str = ""
     output_schema: str = ""
 
@@ -191,7 +206,7 @@ def to_wire(
             if item is not None:
                 wire.append(item)
         else:
-            wire.extend(user(message, position, unsent))
+            wire.extend(user(message, position, unsent, dialect))
     if cache and profile is CallProfile.AGENT_TURN and len(wire) > 1:
         _mark_newest(wire[-1])
 
@@ -270,26 +285,35 @@ def _nearest(effort: str, levels: Tuple[str, ...]) -> Optional[str]:
                                           -_LEVELS.index(level)))
 
 
-def user(message: Message, position: int, unsent: AbstractSet[str]) -> List[Dict[str, Any]]:
-    """The wire messages of one user message: its tool results first, then its text."""
+def user(message: Message, position: int, unsent: AbstractSet[str],
+         dialect: Dialect = Dialect()) -> List[Dict[str, Any]]:
+    """The wire messages of one user message: its tool results first, each a ``tool``
+    message of text; then one user message holding the results' media (each call's
+    after a line naming it, see ``backends/_media.py``) and the user's own parts."""
     results: List[Dict[str, Any]] = []
     content: List[Dict[str, Any]] = []
+    followed: List[Any] = []
+    takes = _takes(dialect)
     for part in message.parts:
         if isinstance(part, ToolResult):
             if part.id not in unsent:
-                results.append({"role": "tool", "tool_call_id": part.id,
-                                "content": part.result})
-        elif isinstance(part, Text):
-            content.append({"type": "text", "text": part.text})
-        elif isinstance(part, Image):
-            content.append({"type": "image_url", "image_url": {
-                "url": f"data:{part.media_type};base64,{part.data}"}})
+                if part.content:
+                    inline, follow = split(part, takes)
+                    text = joined(inline)
+                    followed.append((part, follow))
+                else:
+                    text = part.result
+                results.append({"role": "tool", "tool_call_id": part.id, "content": text})
+        elif isinstance(part, (Text, Image, Document)):
+            content.append(_content(part, position, dialect))
         elif isinstance(part, (Reasoning, ProviderBlock, Finish)):
             continue
         else:
             raise ConfigError(
                 f"message {position}: a user message cannot carry a {type(part).__name__}"
             )
+    if followed:
+        content[:0] = [_content(p, position, dialect) for p in follow_parts(followed)]
     if not content:
         if results or message.parts:
             return results
@@ -299,6 +323,28 @@ def user(message: Message, position: int, unsent: AbstractSet[str]) -> List[Dict
     else:
         item = {"role": "user", "content": content}
     return results + [item]
+
+
+def _takes(dialect: Dialect) -> Takes:
+    # A tool message holds text only: a tool's media follow the results.
+    return Takes(images=dialect.images,
+                 documents=_PDF if dialect.documents else frozenset(), tool_media=False)
+
+
+def _content(part: Any, position: int, dialect: Dialect) -> Dict[str, Any]:
+    """One Text, Image or Document as a user message's content part."""
+    if isinstance(part, Text):
+        return {"type": "text", "text": part.text}
+    if isinstance(part, Image):
+        return {"type": "image_url",
+                "image_url": {"url": f"data:{part.media_type};base64,{part.data}"}}
+    if part.media_type == "text/plain":
+        return {"type": "text", "text": document_text(part)}
+    if not dialect.documents:
+        raise Unsupported(dialect.name, f"documents (message {position} has a "
+                          f"{part.media_type} one)", "use a backend that takes PDFs")
+    return {"type": "file", "file": {
+        "filename": filename(part), "file_data": f"data:{part.media_type};base64,{part.data}"}}
 
 
 def assistant(message: Message, position: int, dialect: Dialect) -> Optional[Dict[str, Any]]:
@@ -486,7 +532,7 @@ def _items(message: Message, position: int, dialect: Dialect,
     if message.role is Role.ASSISTANT:
         item = assistant(message, position, dialect)
         return [] if item is None else [item]
-    return user(message, position, unsent)
+    return user(message, position, unsent, dialect)
 
 
 def _plain(message: Message, position: int,

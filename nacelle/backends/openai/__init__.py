@@ -43,7 +43,8 @@ Choices where the contract is silent:
   rows yet (no official OpenAI price page could be read, and rows are never copied
   from third parties), so out of the box a turn is unpriced (``Usage.priced`` false,
   ``capabilities.cost`` off) rather than reported free.
-- ``capabilities``: thinking, effort (all seven levels), images and token counting;
+- ``capabilities``: thinking, effort (all seven levels), images, documents (PDF and
+  plain text, as ``input_file``), media inside tool results and token counting;
   no server-side MCP (the Agent refuses MCP servers at construction; connect them
   locally with ``nacelle.mcp``); ``cost`` only with a price; structured output
   (``text.format``, see ``wire.py``).
@@ -89,7 +90,7 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 #: price (given, or in the table): the API reports tokens, not dollars.
 capabilities = Capabilities(
     mcp=False, thinking=True, effort=True, min_budget=0, cost=False, token_counting=True,
-    images=True, structured_output=True,
+    images=True, structured_output=True, documents=True, tool_media=True,
 )
 
 

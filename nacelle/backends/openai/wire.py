@@ -35,6 +35,16 @@ Choices where the contract is silent:
   (``ToolCall(finished=False)``) and any result carrying its id are never sent, nor
   a reasoning item without ``encrypted_content`` (stateless, the API could only
   look it up by id, and answers that it is not stored).
+- **Media.** An Image is an ``input_image`` holding a ``data:`` URL; a Document an
+  ``input_file`` with ``file_data`` as a ``data:`` URL and a ``filename`` (its title,
+  given the type's extension; the API reads PDFs as text and page images, and plain
+  text as text — developers.openai.com/api/docs/guides/file-inputs). A ToolResult
+  with media sends ``output`` as a list of ``input_text``, ``input_image`` and
+  ``input_file`` items in the tool's order (the spec's
+  ``FunctionCallOutputItemParam.output``: a string or an array of
+  ``InputTextContentParam``, ``InputImageContentParamAutoParam`` and
+  ``InputFileContentParam``; openai-python's ``ResponseFunctionCallOutputItemListParam``);
+  one without media sends its text as the string it always did.
 - **Tools** are ``function`` tools with ``strict: false``: the spec requires the
   field, and strict mode would refuse the optional parameters ``@tool`` schemas
   have (strict asks for every property to be required).
@@ -64,10 +74,11 @@ from typing import Any, Dict, List, Optional, Sequence, Set
 from ...backend import DEFAULT_MAX_TOKENS, Request
 from ...errors import ConfigError, Unsupported
 from ...messages import (
-    Finish, Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
+    Document, Finish, Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
 )
 from ...output.schema import for_openai
 from ...sse import parse_json
+from .._media import ALL_DOCUMENTS, Takes, filename, split
 
 __all__ = ["INCLUDE", "MCP_HINT", "MIN_OUTPUT_TOKENS", "PROTOCOL", "count_tokens_body",
            "to_wire"]
@@ -82,6 +93,9 @@ INCLUDE = ("reasoning.encrypted_content",)
 
 #: ``CreateResponse.max_output_tokens`` has ``minimum: 16``.
 MIN_OUTPUT_TOKENS = 16
+
+#: Images and both document types, inside tool results too (see the module docstring).
+TAKES = Takes(images=True, documents=ALL_DOCUMENTS, tool_media=True)
 
 MCP_HINT = (
     "the OpenAI backend sends no server-side MCP servers; connect the server locally "
@@ -181,12 +195,9 @@ def _user(message: Message, position: int, unsent: Set[str]) -> List[Dict[str, A
         if isinstance(part, ToolResult):
             if part.id not in unsent:
                 results.append({"type": "function_call_output", "call_id": part.id,
-                                "output": part.result})
-        elif isinstance(part, Text):
-            content.append({"type": "input_text", "text": part.text})
-        elif isinstance(part, Image):
-            content.append({"type": "input_image", "detail": "auto",
-                            "image_url": f"data:{part.media_type};base64,{part.data}"})
+                                "output": _output(part)})
+        elif isinstance(part, (Text, Image, Document)):
+            content.append(_input(part))
         elif isinstance(part, (Reasoning, ProviderBlock, Finish)):
             continue
         else:
@@ -198,6 +209,26 @@ def _user(message: Message, position: int, unsent: Set[str]) -> List[Dict[str, A
         results.append({"type": "message", "role": "user",
                         "content": [{"type": "input_text", "text": ""}]})
     return results
+
+
+def _input(part: Any) -> Dict[str, Any]:
+    """One Text, Image or Document as an input content item."""
+    if isinstance(part, Text):
+        return {"type": "input_text", "text": part.text}
+    if isinstance(part, Image):
+        return {"type": "input_image", "detail": "auto",
+                "image_url": f"data:{part.media_type};base64,{part.data}"}
+    return {"type": "input_file", "filename": filename(part),
+            "file_data": f"data:{part.media_type};base64,{part.data}"}
+
+
+def _output(result: ToolResult) -> Any:
+    """A ``function_call_output``'s ``output``: the text as a string, as always, or
+    with media the list of input items the API takes there."""
+    if not result.content:
+        return result.result
+    inline, _ = split(result, TAKES)  # nothing follows: media go inside
+    return [_input(part) for part in inline] or ""
 
 
 def _assistant(message: Message, position: int) -> List[Dict[str, Any]]:
