@@ -69,7 +69,7 @@ from .errors import Cancelled, CheckpointError, ConfigError, StreamError, Unsupp
 from .events import Event, Kind, Stop, Usage
 from .hooks import Hook, HookPoint, normalize_hooks
 from .loop import RunSettings, run
-from .messages import Image, Message, Role, ToolCall
+from .messages import Document, Image, Message, Role, ToolCall
 from .observe import Observer, Observers
 from .observe import checked as checked_observers
 from .output import FINAL_ANSWER, Output, check_options, make_output
@@ -362,13 +362,17 @@ class Agent(Generic[OutputT]):
                 output: Any = _AGENT_OUTPUT) -> Request:
         """The Request a run of ``conversation`` sends: checked, defaulted, a private copy."""
         messages = tuple(conversation)
-        images = self.backend.capabilities.images
+        caps = self.backend.capabilities
         for i, message in enumerate(messages):
             if not isinstance(message, Message):
                 raise ConfigError(f"conversation[{i}] is a {type(message).__name__}, not a "
                                   "nacelle.Message (build one with nacelle.user_text)")
-            if not images and any(isinstance(p, Image) for p in message.parts):
+            # Only the conversation's own parts: a tool's media inside a ToolResult are
+            # the backend's to send as it can (a text note, at worst), never a refusal.
+            if not caps.images and any(isinstance(p, Image) for p in message.parts):
                 raise Unsupported(self.backend.name, f"images (conversation[{i}] has one)")
+            if not caps.documents and any(isinstance(p, Document) for p in message.parts):
+                raise Unsupported(self.backend.name, f"documents (conversation[{i}] has one)")
         compiled = self._output if output is _AGENT_OUTPUT else self._compile_output(output)
         system, tools = self.system, expand_tools(self.tools)
         if compiled is not None and compiled.mode == "prompted":

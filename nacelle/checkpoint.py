@@ -59,9 +59,10 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from . import bounded_json
-from .errors import CheckpointError, ConfigError
+from .errors import CheckpointError, ConfigError, ConversationError
 from .events import Usage
 from .messages import Message, Role, ToolCall, ToolResult, dumps as dump_messages
+from .messages import _part_from_json as part_from_json, _part_to_json as part_to_json
 from .messages import loads as load_messages
 
 __all__ = ["PAUSE", "Checkpoint", "PendingCall", "fingerprint"]
@@ -179,8 +180,7 @@ class Checkpoint:
         return {
             "version": VERSION,
             "messages": json.loads(dump_messages(self.messages)),
-            "results": [{"id": r.id, "name": r.name, "result": r.result, "failed": r.failed}
-                        for r in self.results],
+            "results": [_result_json(r) for r in self.results],
             "pending": [{"id": p.id, "name": p.name, "input": p.input,
                          "fingerprint": p.fingerprint, "inject": list(p.inject)}
                         for p in self.pending],
@@ -225,8 +225,7 @@ class Checkpoint:
         try:
             checkpoint = cls(
                 messages=tuple(load_messages(json.dumps(body["messages"]))),
-                results=tuple(ToolResult(str(r["id"]), str(r["name"]), str(r["result"]),
-                                         bool(r["failed"])) for r in body["results"]),
+                results=tuple(_result_from_json(r, i) for i, r in enumerate(body["results"])),
                 pending=tuple(PendingCall(str(p["id"]), str(p["name"]), str(p["input"]),
                                           str(p["fingerprint"]),
                                           tuple(str(i) for i in p.get("inject", ())))
@@ -243,6 +242,30 @@ class Checkpoint:
             raise CheckpointError(f"a malformed checkpoint: {type(exc).__name__}: {exc}") from None
         checkpoint.verify()
         return checkpoint
+
+
+def _result_json(result: ToolResult) -> Dict[str, Any]:
+    """A settled result as the checkpoint writes it: its media parts, when it has
+    any, in ``nacelle.messages.dumps``'s form (absent otherwise, as before they were)."""
+    out: Dict[str, Any] = {"id": result.id, "name": result.name, "result": result.result,
+                           "failed": result.failed}
+    if result.content:
+        out["content"] = [part_to_json(p) for p in result.content]
+    return out
+
+
+def _result_from_json(raw: Any, index: int) -> ToolResult:
+    content = raw.get("content", [])
+    if not isinstance(content, list):
+        raise CheckpointError(f"results[{index}].content must be a list")
+    part = {"type": "tool_result", "id": str(raw["id"]), "name": str(raw["name"]),
+            "result": str(raw["result"]), "failed": bool(raw["failed"]), "content": content}
+    try:
+        read = part_from_json(part, f"results[{index}]")
+    except ConversationError as exc:
+        raise CheckpointError(f"a malformed checkpoint: {exc}") from None
+    assert isinstance(read, ToolResult)
+    return read
 
 
 def _count(value: Any) -> int:

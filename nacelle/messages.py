@@ -64,6 +64,7 @@ __all__ = [
     "ToolMedia",
     "ToolResult",
     "assistant_text",
+    "decoded_size",
     "dumps",
     "loads",
     "trim",
@@ -203,6 +204,14 @@ def _read_capped(path: Union[str, "os.PathLike[str]"], cap: int, what: str) -> b
         raise ConfigError(f"{what}: {_quoted(os.fspath(path))} is larger than {cap:,} bytes,"
                           " more than any provider takes")
     return data
+
+
+def decoded_size(data: str) -> int:
+    """How many bytes the base64 text ``data`` stands for, without decoding it (a
+    note about an image says its size; decoding 20 MB to count them would hold it twice)."""
+    size = len(data)
+    padding = 2 if data.endswith("==") else 1 if data.endswith("=") else 0
+    return max(0, size * 3 // 4 - padding)
 
 
 def _encode(data: Union[bytes, bytearray]) -> str:

@@ -37,7 +37,9 @@ observers, and so is any callable taking an Observation.
                        ``error_type`` (None, the class name of the exception the
                        tool raised, or ``unknown_tool``, ``invalid_input``,
                        ``hook_denied``, ``refused``, ``cancelled``), ``refused``,
-                       ``paused``
+                       ``paused``, ``content`` (the media parts of a tool that
+                       returned them, the very objects the result holds; empty
+                       otherwise)
 ``compaction``         ``strategy``, ``reason`` (``"threshold"`` or
                        ``"context"``), ``removed``, ``tokens``, ``summary``
 ``pause``              ``pending`` (the paused call ids)
@@ -101,9 +103,10 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, 
 from . import bounded_json
 from .errors import ConfigError, NacelleError
 from .events import Event, Usage
-from .messages import Message, _part_to_json
+from .messages import _PART_TYPES, Document, Image, Message, Text, _part_to_json, decoded_size
 
-__all__ = ["KINDS", "Observation", "Observer", "Observers", "Recorder", "checked", "load", "new_span"]
+__all__ = ["KINDS", "Observation", "Observer", "Observers", "Recorder", "checked", "load",
+           "media_summary", "new_span"]
 
 log = logging.getLogger(__name__)
 
@@ -238,9 +241,16 @@ class Recorder:
     flushed at ``run.end``. Values become JSON as: a Message in
     ``nacelle.messages.dumps``'s form, a Usage its fields and ``cost_without_cache``,
     an Event the fields it sets, other dataclasses their fields, an exception
-    ``{"type", "message"}``, enums their value, bytes base64. What a run holds is
+    ``{"type", "message"}``, enums their value, bytes base64, a message part (a
+    tool's media on its TOOL_RESULT event) in ``dumps``'s form. What a run holds is
     written as it is: keep a recording where you would keep the conversation itself
     (an API key is never in it — keys are not in messages or observations).
+
+    A ``tool.end``'s ``content`` is written as a summary of each part — a Text's
+    text; an image's or document's ``media_type``, ``bytes`` and ``title`` — never
+    its base64: the parts themselves are in the TOOL_RESULT event and the
+    conversation, and a screenshot written once more per observation would swell
+    every recording of a browsing agent by its size again.
     """
 
     events = True
@@ -255,8 +265,11 @@ class Recorder:
         return f"Recorder({self.path!r})"
 
     def __call__(self, observation: Observation) -> None:
+        data = dict(observation.data)
+        if observation.kind == "tool.end" and data.get("content"):
+            data["content"] = [media_summary(p) for p in data["content"]]
         line = json.dumps({"kind": observation.kind, "run_id": observation.run_id,
-                           "time": observation.time, "data": dict(observation.data)},
+                           "time": observation.time, "data": data},
                           default=_jsonable, ensure_ascii=False, separators=(",", ":"))
         with self._lock:
             if self._file is None:
@@ -314,8 +327,25 @@ def load(path: "os.PathLike[str] | str") -> List[Dict[str, Any]]:
     return records
 
 
+def media_summary(part: Any) -> Dict[str, Any]:
+    """What a recording keeps of one of a tool's parts where the part itself is
+    written elsewhere: its type, and its text or its media type, size and title."""
+    if isinstance(part, Text):
+        return {"type": "text", "text": part.text}
+    if isinstance(part, (Image, Document)):
+        summary: Dict[str, Any] = {"type": "image" if isinstance(part, Image) else "document",
+                                   "media_type": part.media_type,
+                                   "bytes": decoded_size(part.data)}
+        if isinstance(part, Document) and part.title:
+            summary["title"] = part.title
+        return summary
+    return {"type": type(part).__name__}
+
+
 def _jsonable(value: Any) -> Any:
     """``json.dumps``'s fallback for what observations hold."""
+    if isinstance(value, _PART_TYPES):
+        return _part_to_json(value)
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, BaseException):

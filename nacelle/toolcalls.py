@@ -10,6 +10,12 @@ default; 0 never cuts), is cut with a note saying how much was cut: a 5 MB log r
 whole would fill the model's context with one answer and cost the run for every turn
 after it, and the model can ask for the part it needs.
 
+A tool that returns media (``tools.tool_output``) closes its call with the parts in
+``ToolEvent.content`` / ``ToolResult.content`` and their text in ``result``: the cut,
+the after-hooks and the hooks' injects apply to that text, and the parts' Text is
+kept equal to it (a cut Text part, an inject as a Text part at the end); images and
+documents pass through as they are, their size already capped where they were made.
+
 Core module: imports the standard library and nacelle's core modules only.
 """
 
@@ -25,9 +31,9 @@ from .context import ToolContext
 from .errors import Cancelled
 from .events import Event, Kind, ToolEvent
 from .hooks import HookEvent, HookPoint, cut_inject, normalize_hooks, run_after, run_before
-from .messages import Part, ToolCall, ToolResult, well_formed
+from .messages import Part, Text, ToolCall, ToolMedia, ToolResult, well_formed
 from .observe import new_span
-from .tools import parse_input, result_text
+from .tools import parse_input, tool_output
 
 __all__ = ["ToolSink", "run_tool", "unique_call_ids"]
 
@@ -182,11 +188,11 @@ def run_tool(tool: Any, call: ToolCall, index: int, sink: ToolSink, ctx: ToolCon
     except BaseException as exc:
         ctx.observe("tool.end", **base, duration=clock() - started, result="",
                     error=f"{type(exc).__name__}: {exc}", error_type=type(exc).__qualname__,
-                    refused=False, paused=False)
+                    refused=False, paused=False, content=())
         raise
     ctx.observe("tool.end", **base, duration=event.duration, result=event.result,
                 error=event.error, error_type=error_type, refused=event.refused,
-                paused=event.paused)
+                paused=event.paused, content=event.content)
     return result
 
 
@@ -204,6 +210,7 @@ def _run_tool(tool: Any, call: ToolCall, index: int, sink: ToolSink, ctx: ToolCo
     injects: List[str] = list(decided) if decided is not None else []
     refused = False
     result = ""
+    content: Tuple[ToolMedia, ...] = ()
     arguments, error = _checked_input(tool, call)
     kind = None if error is None else "unknown_tool" if tool is None else "invalid_input"
     if error is None and decided is None:
@@ -225,24 +232,34 @@ def _run_tool(tool: Any, call: ToolCall, index: int, sink: ToolSink, ctx: ToolCo
     if error is None and ctx.cancelled.is_set():
         error, kind = "cancelled: the run was cancelled before this call started", "cancelled"
     if error is None:
-        result, error, kind = _invoke(tool, call.name, arguments, ctx)
+        result, content, error, kind = _invoke(tool, call.name, arguments, ctx)
         limit = getattr(tool, "max_result_chars", None)
         limit = sink.max_result_chars if limit is None else limit
+        if content and limit and len(result) > limit:
+            content = _cut_content(content, limit)
         result, error = cut(result, limit), None if error is None else cut(error, limit)
         if error is None and ctx.cancelled.is_set():
             # Whatever a cancelled call returns was cut short (a wait that woke early),
             # so it closes as cancelled, as the generator would have closed it.
             result, error = "", "cancelled: the run was cancelled before this call finished"
-            kind = "cancelled"
+            kind, content = "cancelled", ()
         result, error, denied = _ask_after(sink, call, result, error, injects)
         kind = "hook_denied" if denied else kind
+    if error is not None:
+        content = ()  # a failed call's model reads the failure, not what came before it
     if injects:
-        result, error = _with_injects(result, error, injects)
+        if content:
+            content += (Text(cut_inject("\n".join(injects))),)
+            result = _joined(content)
+        else:
+            result, error = _with_injects(result, error, injects)
     # A tool, an MCP server or a hook may hand back half a surrogate pair; the model
     # reads it as U+FFFD instead of the next request failing to encode.
     result, error = well_formed(result), None if error is None else well_formed(error)
+    if content:
+        content = tuple(Text(well_formed(p.text)) if isinstance(p, Text) else p for p in content)
     event = ToolEvent(call.id, index, call.name, call.input, result=result, error=error,
-                      duration=clock() - started, refused=refused)
+                      duration=clock() - started, refused=refused, content=content)
     sink.report(Event(_TOOL_RESULT, tool=event))
     return as_result(event), event, kind
 
@@ -255,6 +272,38 @@ def cut(text: str, limit: int) -> str:
         return text
     return (f"{text[:limit]}\n\n[cut: {len(text) - limit:,} more characters of "
             f"{len(text):,} are not shown; the limit is {limit:,}]")
+
+
+def _joined(content: Sequence[ToolMedia]) -> str:
+    """The text of a tool's media parts: their Text parts joined with newlines."""
+    return "\n".join(p.text for p in content if isinstance(p, Text))
+
+
+def _cut_content(content: Tuple[ToolMedia, ...], limit: int) -> Tuple[ToolMedia, ...]:
+    """``content`` with its Text cut as :func:`cut` cuts their joined text: the Text
+    parts that start within ``limit`` are kept, the last of them cut at ``limit`` and
+    given the note, later ones dropped; images and documents stay where they were.
+    So the parts' text stays equal to the result the model reads."""
+    whole = _joined(content)
+    note = cut(whole, limit)[limit:]
+    kept: List[ToolMedia] = []
+    start = 0
+    last = -1
+    for i, part in enumerate(content):
+        if isinstance(part, Text):
+            if start > limit:
+                continue
+            piece = part.text[:limit - start]
+            start += len(part.text) + 1
+            last = len(kept)
+            kept.append(Text(piece))
+        else:
+            kept.append(part)
+    if last >= 0:
+        text = kept[last]
+        assert isinstance(text, Text)
+        kept[last] = Text(text.text + note)
+    return tuple(kept)
 
 
 #: What the model reads for a paused call if the paused run's DONE conversation is
@@ -311,17 +360,20 @@ def _approval(approve: Callable[..., Any], call: ToolCall, ctx: ToolContext) -> 
     return bool(verdict)
 
 
-def _invoke(tool: Any, name: str, arguments: Dict[str, Any],
-            ctx: ToolContext) -> Tuple[str, Optional[str], Optional[str]]:
-    """The tool's answer, or the failure the model reads and the exception's class."""
+def _invoke(tool: Any, name: str, arguments: Dict[str, Any], ctx: ToolContext,
+            ) -> Tuple[str, Tuple[ToolMedia, ...], Optional[str], Optional[str]]:
+    """The tool's answer (its text and its media parts, if it returned media), or the
+    failure the model reads and the exception's class."""
     try:
-        answer = tool.run(arguments, ctx)
-        return (answer if isinstance(answer, str) else result_text(answer)), None, None
+        answer = tool_output(tool.run(arguments, ctx))
     except Cancelled as exc:
-        return "", f"cancelled: {exc}", "cancelled"
+        return "", (), f"cancelled: {exc}", "cancelled"
     except Exception as exc:  # noqa: BLE001 - a tool failure is the model's to read
         log.debug("tool %s raised", name, exc_info=True)
-        return "", str(exc) or type(exc).__name__, type(exc).__qualname__
+        return "", (), str(exc) or type(exc).__name__, type(exc).__qualname__
+    if isinstance(answer, str):
+        return answer, (), None, None
+    return _joined(answer), answer, None, None
 
 
 def _ask_after(sink: ToolSink, call: ToolCall, result: str, error: Optional[str],
@@ -350,7 +402,7 @@ def as_result(event: ToolEvent) -> ToolResult:
     """The ToolResult a TOOL_RESULT event records in the conversation."""
     if event.error is not None:
         return ToolResult(event.id, event.name, event.error, True)
-    return ToolResult(event.id, event.name, event.result, False)
+    return ToolResult(event.id, event.name, event.result, False, event.content)
 
 
 def closing(call: ToolCall, index: int, error: str, duration: float = 0.0,

@@ -3,9 +3,11 @@
 ``@tool`` turns a function into a :class:`FunctionTool`: the schema comes from the
 signature and docstring (``schema.py``), input is validated before the call
 (``validation.py``), arguments are converted back to the annotated Python types
-(Enum members, dataclasses, tuples, sets), and the return value becomes text — a str
-as is, anything else as JSON (values JSON cannot hold are written with ``str``, so a
-tool returning a datetime still answers rather than failing the model's call).
+(Enum members, dataclasses, tuples, sets), and the return value becomes what the model
+reads — a str as is; a ``Text``, ``Image`` or ``Document``, or a list or tuple of them
+(a str among them is a Text), as a tuple of parts (:func:`tool_output`); anything else
+as JSON (values JSON cannot hold are written with ``str``, so a tool returning a datetime
+still answers rather than failing the model's call).
 
 A FunctionTool pickles by reference: it is rebuilt by importing the function's
 module and looking the name up, so an Agent holding tools made from module-level
@@ -16,8 +18,8 @@ says so. A FunctionTool is still callable like the function it wraps.
 ``^[a-zA-Z0-9_-]{1,64}$``) and tool schemas are checked to be JSON object schemas;
 the Agent and the loop both use it.
 
-Core module: imports the standard library, ``bounded_json``, ``context`` and ``errors``,
-and ``schema`` with the first ``@tool``; never ``validation``, which ``toolcalls``
+Core module: imports the standard library, ``bounded_json``, ``context``, ``errors`` and
+``messages``, and ``schema`` with the first ``@tool``; never ``validation``, which ``toolcalls``
 applies before the call.
 """
 
@@ -31,13 +33,14 @@ import json
 import re
 import sys
 from typing import (
-    TYPE_CHECKING, Any, Callable, Dict, Generic, Iterable, List, Optional, Protocol, Tuple,
-    TypeVar, Union, overload, runtime_checkable,
+    TYPE_CHECKING, Any, Callable, Dict, Generic, Iterable, List, Optional, Protocol, Sequence,
+    Tuple, TypeVar, Union, overload, runtime_checkable,
 )
 
 from . import bounded_json
 from .context import ToolContext
 from .errors import ConfigError
+from .messages import Document, Image, Text, ToolMedia, decoded_size
 
 if TYPE_CHECKING:
     # A checker reads ParamSpec from typing_extensions whatever the target version: its
@@ -51,11 +54,15 @@ elif sys.version_info >= (3, 10):
 else:  # 3.9 has no ParamSpec; a TypeVar stands in for it, since only checkers read it
     ParamSpec = TypeVar
 
-__all__ = ["FunctionTool", "Tool", "ToolLike", "Toolset", "expand_tools", "from_hints",
-           "is_toolset", "metadata", "tool", "tools_by_name"]
+__all__ = ["FunctionTool", "Tool", "ToolLike", "ToolOutput", "Toolset", "expand_tools",
+           "from_hints", "is_toolset", "metadata", "tool", "tool_output", "tools_by_name"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+#: What a tool's ``run`` may return: text, or media parts (one, or a list or tuple of
+#: them, where a str stands for a Text).
+ToolOutput = Union[str, Text, Image, Document, Sequence[Union[str, Text, Image, Document]]]
 
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}\Z")  # \Z: "$" lets a final "\n" through
 
@@ -64,7 +71,8 @@ NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}\Z")  # \Z: "$" lets a final "\n
 class Tool(Protocol):
     """Anything with a name, a description, a JSON object schema and ``run``.
 
-    ``run`` gets the validated input and a :class:`ToolContext` and returns text; it
+    ``run`` gets the validated input and a :class:`ToolContext` and returns text, or
+    media (a Text, Image or Document, or a list of them: see :data:`ToolOutput`); it
     reports failure by raising, and the message is what the model reads. A tool may
     also set ``exclusive`` (its calls in one turn run one at a time, in the model's
     order — writers and commands) and the metadata approval policies read, in MCP's
@@ -96,7 +104,7 @@ class Tool(Protocol):
     def schema(self) -> Dict[str, Any]:
         ...
 
-    def run(self, input: Dict[str, Any], ctx: ToolContext) -> str:
+    def run(self, input: Dict[str, Any], ctx: ToolContext) -> ToolOutput:
         ...
 
 
@@ -117,7 +125,7 @@ class FunctionTool(Generic[P, R]):
 
     ``run(input, ctx)`` converts the validated input to the annotated types, passes
     ``ctx`` to the parameter annotated ``ToolContext`` (if any), calls the function
-    and returns its result as text.
+    and returns its result as text, or as a tuple of media parts (:func:`tool_output`).
 
     For a type checker it is ``FunctionTool[P, R]``: the wrapped function's parameters
     and return type, so calling a tool directly is checked as calling the function.
@@ -175,7 +183,7 @@ class FunctionTool(Generic[P, R]):
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
 
-    def run(self, input: Dict[str, Any], ctx: ToolContext) -> str:
+    def run(self, input: Dict[str, Any], ctx: ToolContext) -> ToolOutput:
         arguments = {
             key: self._converters[key](value) if key in self._converters else value
             for key, value in input.items()
@@ -183,7 +191,7 @@ class FunctionTool(Generic[P, R]):
         if self._context_parameter is not None:
             arguments[self._context_parameter] = ctx
         call: Callable[..., Any] = self.fn  # by name: the schema vouches for the arguments
-        return result_text(call(**arguments))
+        return tool_output(call(**arguments))
 
     def __reduce__(self) -> Tuple[Any, ...]:
         module = getattr(self.fn, "__module__", None)
@@ -338,6 +346,8 @@ def tool(
 
 
 def _json_default(value: Any) -> Any:
+    if isinstance(value, (Image, Document)):  # base64 read as text helps no model
+        return {"media_type": value.media_type, "bytes": decoded_size(value.data)}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)
     if isinstance(value, enum.Enum):
@@ -352,6 +362,26 @@ def result_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, default=_json_default)
+
+
+_MEDIA = (Text, Image, Document)
+
+
+def tool_output(value: Any) -> Union[str, Tuple[ToolMedia, ...]]:
+    """A tool's return value as the model reads it: a str as is; a Text, Image or
+    Document, or a non-empty list or tuple of them and strs (each str a Text), as a
+    tuple of parts; anything else as JSON text (:func:`result_text`), as before media
+    existed — a list mixing parts with other values included, where an Image or
+    Document is written as a note of its type and size, never its base64."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, _MEDIA):
+        return (value,)
+    if (isinstance(value, (list, tuple)) and value
+            and all(isinstance(item, (str,) + _MEDIA) for item in value)
+            and any(isinstance(item, _MEDIA) for item in value)):
+        return tuple(Text(item) if isinstance(item, str) else item for item in value)
+    return result_text(value)
 
 
 def _reject_constant(name: str) -> Any:

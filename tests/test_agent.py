@@ -216,6 +216,35 @@ def test_an_image_on_a_backend_with_images_is_sent():
     assert Agent(scripted, "sys").run([picture]).text == "a cat"
 
 
+def test_a_document_on_a_backend_without_documents_is_unsupported_before_any_request():
+    scripted = backend([assistant(Text("hi"))], capabilities=Capabilities(images=True))
+    paper = Message(Role.USER, (Text("read"), nacelle.Document("application/pdf", "JVBERi0=")))
+    with pytest.raises(Unsupported, match=r"documents \(conversation\[1\] has one\)"):
+        Agent(scripted, "sys").stream([user_text("first"), paper])
+    assert scripted.requests == []
+
+
+def test_a_document_on_a_backend_with_documents_is_sent():
+    scripted = backend([assistant(Text("a paper"))])
+    paper = Message(Role.USER, (nacelle.Document("text/plain", "aGk=", "notes"),))
+    assert Agent(scripted, "sys").run([paper]).text == "a paper"
+    assert scripted.requests[0].messages == (paper,)
+
+
+def test_a_tools_image_on_a_backend_without_images_is_no_refusal():
+    @nacelle.tool
+    def shot() -> Image:
+        """A screenshot."""
+        return Image("image/png", "iVBORw0KGgo=")
+
+    scripted = backend([assistant(ToolCall("c1", "shot", "{}")), assistant(Text("seen"))],
+                       capabilities=NONE)
+    result = Agent(scripted, "sys", tools=[shot]).run([user_text("look")])
+    assert result.text == "seen"
+    assert scripted.requests[1].messages[-1].parts[0].content == (
+        Image("image/png", "iVBORw0KGgo="),)
+
+
 def test_a_conversation_item_that_is_not_a_message_is_refused():
     with pytest.raises(ConfigError, match=r"conversation\[1\]"):
         Agent(backend(), "sys").stream([user_text("a"), "b"])

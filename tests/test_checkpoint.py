@@ -448,3 +448,37 @@ def test_an_edited_input_the_guard_has_seen_too_often_ends_the_run_without_runni
     (closed,) = [e.tool for e in events if e.kind is Kind.TOOL_RESULT]
     assert closed.id == "s9" and "called 4 times" in closed.error
     assert [r.id for r in events[-1].messages[-1].parts] == ["s0", "s1", "s2", "s9"]
+
+
+def test_a_paused_rounds_settled_tool_media_survive_the_checkpoint_and_the_resume(effects):
+    picture = nacelle.Image("image/png", "iVBORw0KGgo=")
+
+    @nacelle.tool
+    def snap() -> list:
+        """A captioned picture."""
+        return ["the view", picture]
+
+    turn = Turn(nacelle.Message(nacelle.Role.ASSISTANT, (
+        ToolCall("c1", "snap", "{}"), ToolCall("c2", "send", '{"to": "ann", "body": "hi"}'))))
+    agent = nacelle.Agent(ScriptedBackend([turn]), "You help.", tools=[snap, helper.send],
+                          approve=lambda name, input, ctx: nacelle.PAUSE if name == "send" else True)
+    done = list(agent.stream([nacelle.user_text("go")]))[-1]
+    settled = ToolResult("c1", "snap", "the view", content=(nacelle.Text("the view"), picture))
+    assert done.checkpoint.results == (settled,)
+    back = Checkpoint.loads(done.checkpoint.dumps(key=b"k"), key=b"k")
+    assert back == done.checkpoint
+    backend = ScriptedBackend(["ok"])
+    resumer = nacelle.Agent(backend, "You help.", tools=[snap, helper.send])
+    assert list(resumer.resume(back, {"c2": "not now"}))[-1].stop is Stop.END
+    assert backend.requests[0].messages[-1].parts[0] == settled
+
+
+def test_a_checkpoint_result_with_content_that_is_not_media_is_a_checkpoint_error(effects):
+    _, done = paused_run()
+    body = json.loads(done.checkpoint.dumps())
+    body["results"][0]["content"] = [{"type": "finish", "stop": "end"}]
+    with pytest.raises(CheckpointError, match="content"):
+        Checkpoint.loads(json.dumps(body))
+    body["results"][0]["content"] = "x"
+    with pytest.raises(CheckpointError, match="content"):
+        Checkpoint.loads(json.dumps(body))

@@ -420,6 +420,42 @@ def test_the_recorder_writes_messages_in_dumps_form_usage_with_its_uncached_cost
     assert nacelle.loads(json.dumps(done["messages"]))[-1].text == "Hi."
 
 
+def test_a_tools_media_are_observed_as_parts_and_recorded_once_with_tool_end_holding_a_summary(tmp_path):
+    picture = nacelle.Image("image/png", "iVBORw0KGgoAAAANSUhEUg==")
+    paper = nacelle.Document("application/pdf", "JVBERi0xLjQK", "paper.pdf")
+
+    @nacelle.tool
+    def snap() -> list:
+        """A captioned picture and a paper."""
+        return ["the view", picture, paper]
+
+    path = tmp_path / "run.jsonl"
+    seen = Seen()
+    with Recorder(path) as recorder:
+        Agent(ScriptedBackend([nacelle.Message(nacelle.Role.ASSISTANT, (
+            nacelle.ToolCall("c1", "snap", "{}"),)), "seen"]),
+            "sys", tools=[snap], observers=[recorder, seen]).run([user_text("look")])
+    (end,) = seen.of("tool.end")
+    assert end.data["content"] == (nacelle.Text("the view"), picture, paper)
+    assert end.data["content"][1] is picture  # the tool's own objects, not copies
+    records = load(path)
+    (recorded_end,) = [r["data"] for r in records if r["kind"] == "tool.end"]
+    assert recorded_end["result"] == "the view"
+    assert recorded_end["content"] == [
+        {"type": "text", "text": "the view"},
+        {"type": "image", "media_type": "image/png", "bytes": 16},
+        {"type": "document", "media_type": "application/pdf", "bytes": 9, "title": "paper.pdf"}]
+    (result,) = [r["data"]["event"]["tool"] for r in records
+                 if r["kind"] == "event" and r["data"]["event"]["kind"] == "tool_result"]
+    assert result["content"] == [
+        {"type": "text", "text": "the view"},
+        {"type": "image", "media_type": "image/png", "data": picture.data},
+        {"type": "document", "media_type": "application/pdf", "data": paper.data,
+         "title": "paper.pdf"}]
+    text = path.read_text()
+    assert text.count(picture.data) == 2  # the TOOL_RESULT event and DONE's conversation
+
+
 def test_a_tool_reports_its_progress_to_observers_on_its_own_thread():
     @nacelle.tool
     def crunch(ctx: ToolContext) -> str:

@@ -393,3 +393,101 @@ def test_half_a_surrogate_pair_in_a_result_reaches_the_model_as_a_replacement_ch
         sent = server.requests[1].json()["messages"][-1]["content"][0]["content"]
     assert result.text == "Read it."
     assert sent == "half \ufffd here" and result.messages[2].parts[0].result == "half \ufffd here"
+
+
+# -- media -----------------------------------------------------------------------
+
+from nacelle import Document, Image  # noqa: E402
+
+PICTURE = Image("image/png", "iVBORw0KGgo=")
+PAPER = Document("application/pdf", "JVBERi0xLjQ=", "paper.pdf")
+
+
+@nacelle.tool
+def screenshot(caption: str = "") -> list:
+    """A screenshot, captioned when asked."""
+    return [caption, PICTURE] if caption else [PICTURE]
+
+
+@nacelle.tool
+def paper() -> Document:
+    """A PDF."""
+    return PAPER
+
+
+def test_a_tool_returning_media_closes_its_call_with_the_parts_and_their_text():
+    backend = ScriptedBackend([assistant(ToolCall("a", "screenshot", '{"caption": "the page"}'),
+                                         ToolCall("b", "paper", "{}"),
+                                         ToolCall("c", "quick", '{"word": "w"}')),
+                               assistant(Text("done"))])
+    events = list(Agent(backend, "Test.", tools=[screenshot, paper, quick])
+                  .stream([user_text("go")]))
+    by_id = results_of(events)
+    assert (by_id["a"].result, by_id["a"].content) == ("the page", (Text("the page"), PICTURE))
+    assert (by_id["b"].result, by_id["b"].content) == ("", (PAPER,))
+    assert (by_id["c"].result, by_id["c"].content) == ("w", ())
+    recorded = backend.requests[1].messages[-1].parts
+    assert recorded == (ToolResult("a", "screenshot", "the page", content=(Text("the page"), PICTURE)),
+                        ToolResult("b", "paper", "", content=(PAPER,)),
+                        ToolResult("c", "quick", "w"))
+    assert events[-1].messages[-2].parts == recorded
+
+
+def test_the_result_cap_cuts_the_text_of_a_tools_media_and_keeps_its_images():
+    @nacelle.tool
+    def album() -> list:
+        """Pictures with long captions."""
+        return [Text("a" * 30), PICTURE, Text("b" * 30), Text("c" * 30), PICTURE]
+
+    backend = ScriptedBackend([assistant(ToolCall("a", "album", "{}")), assistant(Text("done"))])
+    events = list(Agent(backend, "Test.", tools=[album], max_result_chars=40)
+                  .stream([user_text("go")]))
+    result = results_of(events)["a"]
+    assert result.result.startswith("a" * 30 + "\n" + "b" * 9 + "\n\n[cut: ")
+    texts = [p.text for p in result.content if isinstance(p, Text)]
+    assert "\n".join(texts) == result.result
+    assert [type(p).__name__ for p in result.content] == ["Text", "Image", "Text", "Image"]
+
+
+def test_a_cut_that_ends_between_two_text_parts_keeps_the_parts_text_equal_to_the_result():
+    @nacelle.tool
+    def pair() -> list:
+        """Two captions."""
+        return [Text("a" * 10), Text("b" * 10), PICTURE]
+
+    for limit in (9, 10, 11, 12):
+        backend = ScriptedBackend([assistant(ToolCall("a", "pair", "{}")), assistant(Text("done"))])
+        events = list(Agent(backend, "Test.", tools=[pair], max_result_chars=limit)
+                      .stream([user_text("go")]))
+        result = results_of(events)["a"]
+        texts = [p.text for p in result.content if isinstance(p, Text)]
+        assert "\n".join(texts) == result.result, limit
+        assert result.content[-1] == PICTURE
+
+
+def test_after_hooks_see_the_text_of_a_tools_media_and_an_inject_joins_the_parts():
+    seen = []
+
+    def after(event):
+        seen.append(event.result)
+        return HookResult(inject="look closely")
+
+    backend = ScriptedBackend([assistant(ToolCall("a", "screenshot", '{"caption": "cap"}')),
+                               assistant(Text("done"))])
+    events = list(Agent(backend, "Test.", tools=[screenshot],
+                        hooks={HookPoint.AFTER_TOOL_CALL: [after]}).stream([user_text("go")]))
+    result = results_of(events)["a"]
+    assert seen == ["cap"]
+    assert result.content[:2] == (Text("cap"), PICTURE) and "look closely" in result.result
+    assert "\n".join(p.text for p in result.content if isinstance(p, Text)) == result.result
+
+
+def test_an_after_hook_that_denies_a_tools_media_leaves_only_the_failure():
+    backend = ScriptedBackend([assistant(ToolCall("a", "screenshot", "{}")), assistant(Text("done"))])
+    events = list(Agent(backend, "Test.", tools=[screenshot], hooks={
+        HookPoint.AFTER_TOOL_CALL: [lambda event: HookResult(deny="not this one")]})
+        .stream([user_text("go")]))
+    result = results_of(events)["a"]
+    assert (result.error, result.content) == ("not this one", ())
+    assert backend.requests[1].messages[-1].parts == (
+        ToolResult("a", "screenshot", "not this one", True),)

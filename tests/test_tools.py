@@ -294,3 +294,45 @@ def test_a_tool_class_with_a_bad_option_is_refused_when_the_tools_are_checked():
 def limited_tool(x: int) -> str:
     """A module-level function, so tools made from it pickle."""
     return str(x)
+
+
+# -- media -----------------------------------------------------------------------
+
+from nacelle import Document, Image, Text  # noqa: E402
+from nacelle.tools import tool_output  # noqa: E402
+
+PICTURE = Image("image/png", "iVBORw0KGgo=")
+PAPER = Document("application/pdf", "JVBERi0xLjQ=", "paper.pdf")
+
+
+@pytest.mark.parametrize("value, parts", [
+    (PICTURE, (PICTURE,)),
+    (Text("t"), (Text("t"),)),
+    (PAPER, (PAPER,)),
+    ([Text("a shot"), PICTURE], (Text("a shot"), PICTURE)),
+    (("caption", PICTURE, PAPER), (Text("caption"), PICTURE, PAPER)),
+])
+def test_a_tool_returning_media_answers_with_a_tuple_of_parts(value, parts):
+    assert tool_output(value) == parts
+
+
+@pytest.mark.parametrize("value, text", [
+    ("as is", "as is"), ([], "[]"), (["a", "b"], '["a", "b"]'), ({"a": 1}, '{"a": 1}'),
+])
+def test_a_tool_returning_no_media_answers_with_text_as_before(value, text):
+    assert tool_output(value) == text
+
+
+def test_a_list_mixing_media_with_other_values_is_json_that_never_holds_base64():
+    text = tool_output([PICTURE, {"k": 1}])
+    assert isinstance(text, str) and "iVBOR" not in text
+    assert json.loads(text) == [{"media_type": "image/png", "bytes": 8}, {"k": 1}]
+
+
+def test_a_function_tool_returning_an_image_runs_to_the_parts():
+    @tool
+    def shot() -> Image:
+        """A screenshot."""
+        return PICTURE
+
+    assert shot.run({}, ToolContext()) == (PICTURE,)

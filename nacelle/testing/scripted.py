@@ -49,7 +49,8 @@ from ..messages import Message, Reasoning, Role, Text, ToolCall, assistant_text,
 __all__ = ["FakeClock", "ScriptedBackend", "Turn"]
 
 ALL_CAPABILITIES = Capabilities(mcp=True, thinking=True, effort=True, min_budget=0, cost=True,
-                                token_counting=True, images=True, structured_output=True)
+                                token_counting=True, images=True, structured_output=True,
+                                documents=True, tool_media=True)
 
 
 @dataclass(frozen=True)
