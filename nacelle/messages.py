@@ -106,24 +106,29 @@ class Text:
     text: str
 
 
+#: The largest request any provider nacelle speaks to documents, in bytes: Anthropic's
+#: 32 MB ("Maximum request size: 32MB ... Both limits are on the entire request
+#: payload", https://platform.claude.com/docs/en/build-with-claude/pdf-support; the
+#: vision page gives the same 32 MB request limit,
+#: https://platform.claude.com/docs/en/build-with-claude/vision). A part larger than a
+#: whole request can reach no provider, so ``from_bytes`` / ``from_path`` refuse it
+#: before it is read whole or encoded (MB taken as MiB, as Anthropic's own error
+#: counts it: "image exceeds 5 MB maximum: ... > 5242880 bytes").
+_LARGEST_REQUEST = 32 * 1024 * 1024
+
 #: The largest image ``Image.from_bytes`` / ``from_path`` take, in bytes before base64.
-#: Anthropic refuses an image over 5 MB ("Maximum image size: 5MB per image",
-#: https://docs.anthropic.com/en/docs/build-with-claude/vision#evaluate-image-size);
-#: OpenAI takes up to 50 MB of payload per request ("Up to 50 MB total payload size per
-#: request", https://platform.openai.com/docs/guides/images-vision#image-input-requirements)
-#: and Gemini 20 MB inline (https://ai.google.dev/gemini-api/docs/image-understanding).
-#: The cap is the largest single image one of them documents taking inline (20 MB), so
-#: an image some backend takes is never refused here; a backend with a smaller limit
-#: says so itself when it writes the request.
-MAX_IMAGE_BYTES = 20 * 1024 * 1024
+#: The cap is the largest documented request, not the smallest per-image limit:
+#: Anthropic refuses an image over 5 MB ("Maximum image size: 5MB per image" on the
+#: vision page above), but that limit is one provider's, and a cap here would refuse
+#: an image another backend takes; the 5 MB check belongs to the request written for
+#: Anthropic, which says which image it refuses.
+MAX_IMAGE_BYTES = _LARGEST_REQUEST
 
 #: The largest document ``Document.from_bytes`` / ``from_path`` take, in bytes before
-#: base64: Anthropic's request limit for PDFs ("Maximum request size: 32MB",
-#: https://docs.anthropic.com/en/docs/build-with-claude/pdf-support#pdf-support-limitations),
-#: which OpenAI's file inputs share ("up to 32MB total content",
-#: https://platform.openai.com/docs/guides/pdf-files). A larger file cannot reach either
-#: in one request, so it is refused before it is read whole or encoded.
-MAX_DOCUMENT_BYTES = 32 * 1024 * 1024
+#: base64: the same largest documented request (PDFs: 32 MB and 100 pages per request
+#: on Anthropic, which counts base64 and the rest of the request against it, so a PDF
+#: near the cap still fails there with the provider's own error).
+MAX_DOCUMENT_BYTES = _LARGEST_REQUEST
 
 _IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 _DOCUMENT_TYPES = ("application/pdf", "text/plain")
@@ -151,13 +156,27 @@ def _sniff(data: bytes) -> str:
         return "image/webp"
     if data.startswith(b"%PDF-"):
         return "application/pdf"
-    if data and b"\x00" not in data:
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError:
-            return ""
+    if data and b"\x00" not in data and _is_utf8(data):
         return "text/plain"
     return ""
+
+
+def _is_utf8(data: bytes) -> bool:
+    """True when ``data`` is UTF-8, checked a megabyte at a time so a 32 MB text is not
+    held again as a str (up to four times its size) only to be checked."""
+    if data.isascii():
+        return True
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    view = memoryview(data)
+    step = 1 << 20
+    try:
+        for start in range(0, len(view), step):
+            decoder.decode(view[start:start + step], final=start + step >= len(view))
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _named(data: bytes, media_type: Optional[str], allowed: Tuple[str, ...], what: str,
@@ -215,8 +234,9 @@ def decoded_size(data: str) -> int:
 
 
 def _encode(data: Union[bytes, bytearray]) -> str:
-    """``data`` as base64 text, encoded once (the ASCII bytes are dropped as soon as the
-    text is made, so a large file's base64 is never held twice)."""
+    """``data`` as base64 text, encoded once: the encoder's ASCII bytes live only until
+    the text is made from them, and the part keeps the text alone, so a large file's
+    base64 is held once (what the wires send is made from this text as they write)."""
     return base64.b64encode(data).decode("ascii")
 
 

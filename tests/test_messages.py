@@ -440,3 +440,10 @@ def test_loads_refuses_a_tool_result_content_part_that_is_not_media():
         "type": "tool_result", "id": "c", "name": "t", "result": "", "content": "x"}]}])
     with pytest.raises(ConversationError, match="content"):
         loads(raw)
+
+
+def test_utf8_text_split_across_the_checking_steps_is_plain_text():
+    text = ("é" * (1 << 20)).encode("utf-8")  # 2 MB: a character straddles each step
+    assert Document.from_bytes(text).media_type == "text/plain"
+    with pytest.raises(ConfigError):
+        Document.from_bytes(text[:-1])  # ends inside a character
