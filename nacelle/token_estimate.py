@@ -14,6 +14,15 @@ How it counts:
   result :data:`TOOL_PART_TOKENS` more (the block, its id and name), every image a fixed
   :data:`IMAGE_TOKENS` (Anthropic's figure for an image of about 1.15 megapixels, the
   size it scales larger ones down to), and the request itself :data:`REQUEST_TOKENS`.
+  A tool result's images and documents count as the same parts in a message do.
+- A plain-text document counts as text of its decoded size. A PDF counts
+  :data:`PDF_PAGE_TOKENS` a page, for one page per :data:`PDF_PAGE_BYTES` of it (at
+  least one): Anthropic bills each page as its text plus an image of it, "1,500-3,000
+  tokens per page" for the text alone
+  (https://platform.claude.com/docs/en/build-with-claude/pdf-support, "Estimate your
+  costs").
+  The pages are guessed from the size, not counted (counting means decoding and
+  parsing the file before every request), so this is the roughest figure here.
 - Tools are counted through their JSON (name, description, input schema), which
   tokenizes more densely than prose (:data:`JSON_CHARS_PER_TOKEN`), plus
   :data:`TOOL_PROMPT_TOKENS` once for the system prompt a provider adds when tools are
@@ -45,9 +54,12 @@ Core module: imports the standard library and ``messages``.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence, Tuple
 
-from .messages import Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult
+from .messages import (
+    Document, Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
+    decoded_size,
+)
 
 __all__ = ["estimate_tokens"]
 
@@ -57,6 +69,11 @@ REQUEST_TOKENS = 4
 MESSAGE_TOKENS = 3
 TOOL_PART_TOKENS = 16
 IMAGE_TOKENS = 1600
+#: a PDF page: the top of Anthropic's 1,500-3,000 text tokens, the page's image not added
+PDF_PAGE_TOKENS = 3000
+#: the bytes taken for one PDF page: an assumption (a page of text with its fonts), not
+#: a measurement; a scanned page runs larger and is overestimated in pages
+PDF_PAGE_BYTES = 50_000
 TOOL_PROMPT_TOKENS = 346
 
 
@@ -75,6 +92,11 @@ def estimate_tokens(messages: Sequence[Message], system: str = "",
             elif isinstance(part, ToolResult):
                 chars += _length(part.result) + len(part.name)
                 fixed += TOOL_PART_TOKENS
+                for media in part.content:  # its Text is the result counted above
+                    if isinstance(media, Image):
+                        fixed += IMAGE_TOKENS
+                    elif isinstance(media, Document):
+                        chars, fixed = _document(media, chars, fixed)
             elif isinstance(part, ToolCall):
                 chars += _length(part.input) + len(part.name)
                 fixed += TOOL_PART_TOKENS
@@ -85,11 +107,21 @@ def estimate_tokens(messages: Sequence[Message], system: str = "",
                 chars += _length(part.data)
             elif isinstance(part, Image):
                 fixed += IMAGE_TOKENS
+            elif isinstance(part, Document):
+                chars, fixed = _document(part, chars, fixed)
     tokens = fixed + chars / CHARS_PER_TOKEN
     schemas = [_tool_json(t) for t in tools]
     if schemas:
         tokens += TOOL_PROMPT_TOKENS + sum(len(s) for s in schemas) / JSON_CHARS_PER_TOKEN
     return int(tokens + 0.5)
+
+
+def _document(document: Document, chars: int, fixed: int) -> Tuple[int, int]:
+    """``(chars, fixed)`` with a document counted in (see the module docstring)."""
+    size = decoded_size(document.data)
+    if document.media_type == "application/pdf":
+        return chars, fixed + PDF_PAGE_TOKENS * max(1, -(-size // PDF_PAGE_BYTES))
+    return chars + size + len(document.title), fixed
 
 
 def _length(text: str) -> int:

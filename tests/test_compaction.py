@@ -23,7 +23,7 @@ from nacelle.context import RunContext
 from nacelle.errors import APIError, ConfigError
 from nacelle.events import Event, Kind, Usage
 from nacelle.messages import (
-    Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult, dumps, loads,
+    Document, Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult, dumps, loads,
     user_text,
 )
 from nacelle.events import Stop
@@ -171,6 +171,54 @@ def long_run():
             Text(f"Reading file {n}."), ToolCall(f"t{n}", "read", f'{{"path": "src/f{n}.py"}}'))))
         messages.append(Message(Role.USER, (ToolResult(f"t{n}", "read", "x = 1\n" * 400),)))
     return tuple(messages)
+
+
+def screenshots_run():
+    """Two rounds of a tool that answers with a screenshot alone, then an answer."""
+    shot = Image("image/png", "A" * 40000)
+    messages = [user_text("Check the page twice.")]
+    for n in range(2):
+        messages.append(Message(Role.ASSISTANT, (ToolCall(f"s{n}", "screenshot", "{}"),)))
+        messages.append(Message(Role.USER, (ToolResult(f"s{n}", "screenshot", "", content=(shot,)),)))
+    messages.append(Message(Role.ASSISTANT, (Text("Looked."),)))
+    return tuple(messages)
+
+
+def test_clear_tool_results_clears_an_old_screenshot_that_has_no_text():
+    messages = screenshots_run()
+    compacted = compact(clear_tool_results(keep_last=1), messages)
+    assert compacted is not None
+    cleared, kept = results_of(compacted.messages)
+    assert (cleared.result, cleared.content) == (CLEARED, ())
+    assert kept == messages[4].parts[0]
+    assert estimate_tokens(compacted.messages) < estimate_tokens(messages) - IMAGE_TOKENS // 2
+
+
+def test_the_transcript_names_a_tools_images_and_documents_and_a_users_document():
+    messages = (
+        Message(Role.USER, (Document("application/pdf", "JVBERi0=", "q3.pdf"),)),
+        Message(Role.ASSISTANT, (ToolCall("a", "shot", "{}"),)),
+        Message(Role.USER, (ToolResult("a", "shot", "the page", content=(
+            Text("the page"), Image("image/png", "iVBORw0KGgo="),
+            Document("text/plain", "aGk="))),)))
+    text = transcript(messages)
+    assert "[document application/pdf q3.pdf]" in text
+    assert "[tool result shot a] the page\n[image image/png]\n[document text/plain]" in text
+    assert "JVBERi0" not in text and "iVBOR" not in text
+
+
+def test_the_estimate_counts_a_tools_images_and_documents_and_a_users_documents():
+    from nacelle.token_estimate import PDF_PAGE_BYTES, PDF_PAGE_TOKENS
+
+    bare = Message(Role.USER, (ToolResult("a", "shot", "x"),))
+    shot = Message(Role.USER, (ToolResult("a", "shot", "x", content=(
+        Text("x"), Image("image/png", "A" * 1000))),))
+    assert estimate_tokens((shot,)) - estimate_tokens((bare,)) == IMAGE_TOKENS
+    pdf = Document("application/pdf", "A" * (4 * PDF_PAGE_BYTES))  # three pages' bytes
+    empty = estimate_tokens((Message(Role.USER, ()),))
+    assert estimate_tokens((Message(Role.USER, (pdf,)),)) - empty == 3 * PDF_PAGE_TOKENS
+    text = Document("text/plain", "A" * 4000)  # 3,000 bytes of text
+    assert estimate_tokens((Message(Role.USER, (text,)),)) - empty == 750
 
 
 def test_the_last_assistant_turn_keeps_its_reasoning_and_results_even_with_nothing_to_keep():

@@ -80,14 +80,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Iterable, List, Optional, Protocol, Set, Tuple
+from typing import Any, Iterable, List, Optional, Protocol, Set, Tuple, Union
 
 from ..backend import Backend, CallProfile, Request, Thinking, TurnEnd, TurnFunction
 from ..context import RunContext
 from ..errors import ConfigError
 from ..events import Usage
 from ..messages import (
-    Image, Message, ProviderBlock, Role, Text, ToolCall, ToolResult, _tool_ids,
+    Document, Image, Message, ProviderBlock, Role, Text, ToolCall, ToolResult, _tool_ids,
 )
 from ..token_estimate import estimate_tokens
 
@@ -232,8 +232,12 @@ class ClearToolResults:
                 if not isinstance(part, ToolResult):
                     continue
                 seen += 1
-                if seen <= clearable and index < last and len(part.result) > len(CLEARED):
-                    parts[position] = dataclasses.replace(part, result=CLEARED)
+                if seen <= clearable and index < last and (
+                        part.content or len(part.result) > len(CLEARED)):
+                    # A tool's images and documents go with its text: they are most
+                    # of what an old screenshot costs, and kept alone they would
+                    # disagree with the text that says the result was cleared.
+                    parts[position] = dataclasses.replace(part, result=CLEARED, content=())
                     changed = True
             if changed:
                 rewritten += 1
@@ -249,9 +253,10 @@ class ClearToolResults:
 
 def clear_tool_results(keep_last: int = 3) -> ClearToolResults:
     """A strategy that replaces the text of every tool result but the newest
-    ``keep_last`` with :data:`CLEARED`, keeping every call, result, id and ``failed``
-    flag. Results after the last assistant message are never touched, nor results
-    already shorter than the placeholder."""
+    ``keep_last`` with :data:`CLEARED` and drops its images and documents, keeping
+    every call, result, id and ``failed`` flag. Results after the last assistant
+    message are never touched, nor text-only results already shorter than the
+    placeholder."""
     return ClearToolResults(keep_last)
 
 
@@ -377,12 +382,21 @@ def transcript(messages: Iterable[Message]) -> str:
             elif isinstance(part, ToolResult):
                 failed = " failed" if part.failed else ""
                 lines.append(f"[tool result {part.name} {part.id}{failed}] {_cut(part.result)}")
-            elif isinstance(part, Image):
-                lines.append(f"[image {part.media_type}]")
+                lines.extend(_media_word(p) for p in part.content if not isinstance(p, Text))
+            elif isinstance(part, (Image, Document)):
+                lines.append(_media_word(part))
             elif isinstance(part, ProviderBlock):
                 lines.append(f"[{part.protocol} block] {_cut(part.data)}")
     lines.append("</transcript>")
     return "\n".join(lines)
+
+
+def _media_word(part: Union[Image, Document]) -> str:
+    """An image or a document as the words a summary reads in its place."""
+    if isinstance(part, Image):
+        return f"[image {part.media_type}]"
+    title = f" {part.title}" if part.title else ""
+    return f"[document {part.media_type}{title}]"
 
 
 def _cut(text: str) -> str:
