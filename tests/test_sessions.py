@@ -33,6 +33,19 @@ def test_a_saved_conversation_loads_back_equal(tmp_path):
         CONVERSATION)
 
 
+def test_a_saved_conversation_keeps_a_users_document_and_a_tools_media(tmp_path):
+    media = [
+        Message(Role.USER, (nacelle.Text("Read this."),
+                            nacelle.Document("application/pdf", "JVBERi0=", "q3.pdf"))),
+        Message(Role.ASSISTANT, (ToolCall("c1", "shot", "{}"),)),
+        Message(Role.USER, (nacelle.ToolResult("c1", "shot", "the page", content=(
+            nacelle.Text("the page"), nacelle.Image("image/png", "iVBORw0KGgo="))),)),
+    ]
+    for store in (FileStore(tmp_path / "s"), MemoryStore()):
+        store.save("media", media)
+        assert store.load("media") == media
+
+
 def test_names_lists_saved_conversations_sorted_and_delete_removes_one(tmp_path):
     store = FileStore(tmp_path)
     for name in ("b", "a-1", "C_2"):
