@@ -10,6 +10,7 @@ body, cancellation while the server stalls, keys kept out of errors, and the laz
 ``requests`` import. A backend-specific behaviour belongs in that backend's module.
 """
 
+import base64
 import functools
 import json
 import logging
@@ -59,6 +60,12 @@ def clock() -> str:
     return "12:00"
 
 
+def _data_url(url):
+    """(media type, base64) of a ``data:`` URL."""
+    head, _, data = url.partition(",")
+    return head[len("data:"):-len(";base64")], data
+
+
 def _text_of(content):
     """A message content as text: a string, or the text of its parts."""
     if isinstance(content, str):
@@ -103,6 +110,19 @@ class AnthropicFlavour:
         return [(b["tool_use_id"], _text_of(b["content"])) for b in blocks
                 if b["type"] == "tool_result"]
 
+    documents = True
+
+    def sent_media(self, body):
+        """(call id, kind, media type, base64) of each image and document the model
+        was sent in a tool result: inside its ``tool_result`` block."""
+        out = []
+        for block in body["messages"][-1]["content"]:
+            if block["type"] == "tool_result" and isinstance(block.get("content"), list):
+                out += [(block["tool_use_id"], inner["type"], inner["source"]["media_type"],
+                         inner["source"]["data"]) for inner in block["content"]
+                        if inner["type"] in ("image", "document")]
+        return out
+
 
 class ChatFlavour:
     """What every Chat Completions flavour shares: how calls and results go back."""
@@ -117,6 +137,21 @@ class ChatFlavour:
     def sent_results(self, body):
         return [(m["tool_call_id"], _text_of(m["content"]))
                 for m in body["messages"] if m["role"] == "tool"]
+
+    documents = True
+
+    def sent_media(self, body):
+        """The same, from the user message after the tool messages: each call's media
+        follow a line naming the call."""
+        out, call = [], None
+        for part in body["messages"][-1]["content"]:
+            if part["type"] == "text" and part["text"].startswith("[tool call "):
+                call = part["text"].split()[2]
+            elif part["type"] == "image_url":
+                out.append((call, "image") + _data_url(part["image_url"]["url"]))
+            elif part["type"] == "file":
+                out.append((call, "document") + _data_url(part["file"]["file_data"]))
+        return out
 
 
 class OpenRouterFlavour(ChatFlavour):
@@ -218,6 +253,7 @@ class OllamaFlavour(ChatFlavour):
     key = None
     key_variable = ""
     caches = False
+    documents = False
     build = "from nacelle.backends import chat; b = chat.ollama('qwen3:8b', base_url=URL)"
 
     def backend(self, server, **options):
@@ -329,8 +365,24 @@ class ResponsesFlavour:
                 if i.get("type") == "function_call"]
 
     def sent_results(self, body):
-        return [(i["call_id"], i["output"]) for i in body["input"]
+        return [(i["call_id"], i["output"] if isinstance(i["output"], str)
+                 else _text_of(i["output"])) for i in body["input"]
                 if i.get("type") == "function_call_output"]
+
+    documents = True
+
+    def sent_media(self, body):
+        """The same, inside each ``function_call_output``'s list of input items."""
+        out = []
+        for item in body["input"]:
+            if item.get("type") == "function_call_output" and isinstance(item["output"], list):
+                for part in item["output"]:
+                    if part["type"] == "input_image":
+                        out.append((item["call_id"], "image") + _data_url(part["image_url"]))
+                    elif part["type"] == "input_file":
+                        out.append((item["call_id"], "document")
+                                   + _data_url(part["file_data"]))
+        return out
 
 
 FLAVOURS = [AnthropicFlavour(), OpenRouterFlavour(), OpenAIFlavour(), OllamaFlavour(),
@@ -388,6 +440,44 @@ def tool_run(flavour, server, usages=(Sent(31, 17), Sent(44, 9))):
     agent = Agent(flavour.backend(server), "You are a weather desk.",
                   tools=[weather, clock], max_parallel_tools=1)
     return list(agent.stream([user_text("Weather in Berlin, and the time?")]))
+
+
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhf"
+                       "DwAChwGA60e6kgAAAABJRU5ErkJggg==")
+PDF = b"%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n"
+
+
+@nacelle.tool
+def screenshot():
+    """The screen as a picture, and the page as a PDF."""
+    return [nacelle.Text("The login page."), nacelle.Image.from_bytes(PNG),
+            nacelle.Document.from_bytes(PDF, title="page")]
+
+
+# -- media ------------------------------------------------------------------------------
+
+
+def test_a_tools_screenshot_and_pdf_reach_the_model_on_the_wire(flavour, server):
+    server.queue(flavour.path,
+                 Reply(chunks=flavour.answer(["Looking."], Sent(20, 5),
+                                             calls=[("call_shot_0", "screenshot", "{}")])),
+                 Reply(chunks=flavour.answer(["A login page."], Sent(90, 6))))
+    agent = Agent(flavour.backend(server), "You look at screens.", tools=[screenshot])
+    events = list(agent.stream([user_text("What is on the screen?")]))
+
+    [result] = [e.tool for e in events if e.kind is Kind.TOOL_RESULT]
+    assert not result.failed and events[-1].stop is Stop.END
+    body = server.requests[1].json()
+    png, pdf = (base64.b64encode(data).decode() for data in (PNG, PDF))
+    expected = [("call_shot_0", "image", "image/png", png)]
+    if flavour.documents:
+        expected.append(("call_shot_0", "document", "application/pdf", pdf))
+    assert flavour.sent_media(body) == expected
+    [(_, text)] = flavour.sent_results(body)
+    assert text.startswith("The login page.")
+    if not flavour.documents:  # a server that takes no PDF is told there was one
+        assert '[document: application/pdf "page", 45 bytes, from call call_shot_0]' in text
+    server.assert_consumed()
 
 
 # -- event order and pairing ------------------------------------------------------------
