@@ -120,8 +120,8 @@ _LARGEST_REQUEST = 32 * 1024 * 1024
 #: The cap is the largest documented request, not the smallest per-image limit:
 #: Anthropic refuses an image over 5 MB ("Maximum image size: 5MB per image" on the
 #: vision page above), but that limit is one provider's, and a cap here would refuse
-#: an image another backend takes; the 5 MB check belongs to the request written for
-#: Anthropic, which says which image it refuses.
+#: an image another backend takes; an image over it sent to Anthropic fails there with
+#: the API's own error, which names the size ("image exceeds 5 MB maximum").
 MAX_IMAGE_BYTES = _LARGEST_REQUEST
 
 #: The largest document ``Document.from_bytes`` / ``from_path`` take, in bytes before
