@@ -45,8 +45,8 @@ from typing import IO, Any, Dict, Iterable, List, Optional, Sequence
 
 from . import bounded_json
 from .events import Event, Kind, Stop, ToolEvent, Usage
-from .messages import Document, Image, Message, ToolMedia, dumps
-from .report.page import decoded_size, media_html, messages_html
+from .messages import Document, Image, Message, ToolMedia, decoded_size, dumps
+from .report.page import media_html, messages_html
 from .terminal_text import visible
 
 __all__ = ["Renderer", "describe_usage", "display", "html", "render"]

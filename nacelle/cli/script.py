@@ -22,7 +22,8 @@ value.
 ``result.schema.json`` beside this module (package data): text, output, stop,
 complete, turns, usage, cost (null when unknown — never 0 for unknown) and the tool
 calls with their results; a call that returned images or documents lists them in
-``media`` by type, media type, size in bytes and title, never their data (a program
+``media`` by type, media type, size in bytes and title (as a recording's
+``tool.end`` does), never their data (a program
 that wants the bytes runs the agent in Python, where ``ToolEvent.content`` holds them). ``--jsonl`` prints one object per event as it happens
 (``{"kind": "text", "text": ...}``, ``tool_call``, ``tool_result``, ``turn``,
 ``thinking``, ``compaction``) and ends with the result object with
@@ -34,8 +35,7 @@ escape sequences and bidi overrides as their escapes (``\\x1b[2J``), since a per
 or a file is what reads it; the JSON modes write them as ``\\u`` escapes, which decode
 to the exact text, for a program that needs it.
 
-Imports the standard library, the core and ``report.page`` (the size a base64 payload
-stands for); writes only to the streams it is given.
+Imports the standard library and the core; writes only to the streams it is given.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from typing import IO, Any, Dict, List, Optional
 from .. import bounded_json
 from ..events import Event, Kind, Stop, ToolEvent, Usage
 from ..messages import Document, Image
+from ..observe import media_summary
 from ..terminal_text import json_text, visible
 
 __all__ = ["ScriptOutput", "event_json", "read_prompt", "result_json", "usage_json"]
@@ -100,20 +101,11 @@ def tool_json(tool: ToolEvent, *, result: bool = True) -> Dict[str, Any]:
     if result:
         data.update(status=_status(tool), result=tool.result, error=tool.error,
                     duration=round(tool.duration, 6))
-        media = [_media(p) for p in tool.content if isinstance(p, (Image, Document))]
+        media = [media_summary(p) for p in tool.content if isinstance(p, (Image, Document))]
         if media:
             data["media"] = media
     return data
 
-
-def _media(part: "Image | Document") -> Dict[str, Any]:
-    from ..report.page import decoded_size
-
-    out: Dict[str, Any] = {"type": "image" if isinstance(part, Image) else "document",
-                           "media_type": part.media_type, "bytes": decoded_size(part.data)}
-    if isinstance(part, Document):
-        out["title"] = part.title
-    return out
 
 
 def _jsonable(value: Any) -> Any:

@@ -25,7 +25,7 @@ https://developer.mozilla.org/en-US/docs/Web/URI/Reference/Schemes/data); anythi
 else is a line naming the media type and size. The data is written once: a thumbnail
 is the image scaled by CSS, and the browser's own "open image" shows it whole.
 
-Outer ring: imports the standard library and ``bounded_json``.
+Outer ring: imports the standard library, ``bounded_json`` and ``messages``.
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ from html import escape
 from typing import Any, List, Mapping, Sequence
 
 from .. import bounded_json
+from ..messages import decoded_size
 
-__all__ = ["CSS", "decoded_size", "e", "media_html", "messages_html", "page"]
+__all__ = ["CSS", "e", "media_html", "messages_html", "page"]
 
 CSS = """
 :root{--fg:#1d2430;--mute:#5c6778;--line:#d9dee6;--bg:#fff;--soft:#f4f6f9;
@@ -185,11 +186,6 @@ _PICTURES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 _FILES = {"application/pdf": ".pdf", "text/plain": ".txt"}
 _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 _UNSAFE_NAME = re.compile(r"[^\w .()-]+")
-
-
-def decoded_size(data: str) -> int:
-    """The bytes base64 ``data`` stands for, counted without decoding it."""
-    return len(data) * 3 // 4 - (2 if data.endswith("==") else 1 if data.endswith("=") else 0)
 
 
 def media_html(part: Mapping[str, Any]) -> str:
