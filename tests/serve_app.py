@@ -10,7 +10,9 @@ serves every scenario:
 - ``pause``: the ``send`` tool, which ``approve`` pauses; the resumed run (a POST to
   the decisions route) answers "Sent." and ``send`` notes each time it ran;
 - ``protos``: two ``send`` calls whose ids are ``__proto__`` and ``constructor``,
-  names a page must keep as plain keys.
+  names a page must keep as plain keys;
+- ``shot``: the ``shot`` tool, which returns its text, a small PNG and a PDF whose
+  title is markup, then text.
 
 ``wsgi`` and ``asgi`` are the apps gunicorn and uvicorn load: the store is the
 directory named by ``NACELLE_SERVE_STORE`` and the keepalive ``NACELLE_SERVE_KEEPALIVE``.
@@ -69,6 +71,19 @@ def send(to: str) -> str:
     return f"sent to {to}"
 
 
+@nacelle.tool
+def shot(page: str) -> list:
+    """Take a screenshot.
+
+    Args:
+        page: Which page.
+    """
+    from browser import png  # a real PNG, drawn by the gradient it holds
+
+    return [nacelle.Text(f"screenshot of {page}"), nacelle.Image.from_bytes(png()),
+            nacelle.Document.from_bytes(b"%PDF-1.4\n%%EOF\n", title="<b>Q3</b> report")]
+
+
 def approve(name, input, ctx):
     return nacelle.PAUSE if name == "send" else True
 
@@ -89,6 +104,9 @@ def script(prompt: str):
         calls = tuple(ToolCall(call_id, "send", json.dumps({"to": call_id}))
                       for call_id in ("__proto__", "constructor"))
         return [Turn(Message(Role.ASSISTANT, calls), usage=USAGE)]
+    if word == "shot":
+        return [calling("Looking.", "s1", "shot", {"page": rest or "home"}),
+                Turn("It is a gradient.", usage=USAGE)]
     if word == "pause":
         return [calling("I will send it.", "p1", "send", {"to": rest or "ada"})]
     return [Turn(Message(Role.ASSISTANT, (Text("Hello"), Text(", world <b>!</b>"))), usage=USAGE)]
@@ -99,7 +117,7 @@ def make_agent(info):
         turns = [Turn("Sent.", usage=USAGE)]
     else:
         turns = script(str(info.body.get("prompt", "")))
-    return nacelle.Agent(ScriptedBackend(turns), "Be brief.", tools=[slow, hang, send],
+    return nacelle.Agent(ScriptedBackend(turns), "Be brief.", tools=[slow, hang, send, shot],
                          approve=approve)
 
 

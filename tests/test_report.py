@@ -347,3 +347,23 @@ def test_a_tool_image_is_drawn_in_chromium_under_the_page_policy(browser, tmp_pa
     shot = browser.call("Page.captureScreenshot", format="png", captureBeyondViewport=True,
                         clip={"x": 0, "y": 0, "width": 800, "height": height, "scale": 1})
     (artifacts() / "report-media.png").write_bytes(base64.b64decode(shot["data"]))
+
+
+def test_a_recorded_run_whose_tool_returned_a_screenshot_shows_it(tmp_path):
+    from nacelle.messages import Message, Role, ToolCall
+    from nacelle.testing import ScriptedBackend
+
+    @nacelle.tool
+    def screenshot(page: str) -> list:
+        """Take a screenshot."""
+        return [nacelle.Text(f"the {page} page"), nacelle.Image.from_bytes(png()),
+                nacelle.Document.from_bytes(b"%PDF-1.4\n", title="page.pdf")]
+
+    asks = Message(Role.ASSISTANT, (ToolCall("c1", "screenshot", '{"page": "home"}'),))
+    path = tmp_path / "shot.jsonl"
+    with Recorder(path) as recorder:
+        nacelle.Agent(ScriptedBackend([asks, "A gradient."]), "Be brief.", tools=[screenshot],
+                      observers=[recorder]).run([nacelle.user_text("Look.")])
+    page = report.html(path)
+    assert page.count(f'<img src="data:image/png;base64,{PNG64}"') == 1
+    assert 'download="page.pdf">page.pdf</a>' in page and "the home page" in page

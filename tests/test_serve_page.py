@@ -212,3 +212,28 @@ def test_only_base64_pictures_of_the_four_raster_types_become_images(browser, se
         f"{len(png()):,} bytes]|[image image/png, unreadable data]|"
         "document <img src=x onerror=alert(1)> (application/pdf, 5 bytes)")
     assert [m for m in browser.events if m.get("method") == "Runtime.exceptionThrown"] == []
+
+
+def test_a_tools_image_is_drawn_and_its_document_named_with_its_size(browser, served):
+    for domain in ("Page", "Runtime", "Log", "Network"):
+        browser.call(f"{domain}.enable")
+    browser.call("Emulation.setDeviceMetricsOverride", width=800, height=600,
+                 deviceScaleFactor=1, mobile=False)
+    browser.load(served)
+    browser.events.clear()
+    type_and_send(browser, "shot home")
+    until(browser, "document.querySelector('#status').textContent.startsWith('end')")
+    until(browser, "[...document.images].every(i => i.complete) && document.images.length")
+    assert browser.evaluate("[...document.querySelectorAll('.tool img.media')].map(i => "
+                            "[i.naturalWidth, i.naturalHeight, i.alt].join()).join('|')") == \
+        f"24,16,image image/png, {len(png()):,} bytes"
+    assert browser.evaluate("document.querySelector('.tool .result').textContent") == \
+        "screenshot of home"
+    assert browser.evaluate("document.querySelector('.tool .document').textContent") == \
+        "document <b>Q3</b> report (application/pdf, 15 bytes)"
+    assert browser.evaluate("document.querySelectorAll('#log b').length") == 0
+    errors = [m for m in browser.events if m.get("method") in ("Runtime.exceptionThrown",
+              "Network.loadingFailed") or (
+              m.get("method") == "Log.entryAdded" and m["params"]["entry"]["level"] == "error")]
+    assert errors == []
+    screenshot(browser, "serve-media.png")
