@@ -404,6 +404,26 @@ def test_sdk_tool_call_returns_its_text(sdk):
 
 
 @needs_sdk
+def test_sdk_tool_media_come_back_as_parts_images_and_pdfs_as_themselves(sdk):
+    parts = sdk.call_tool_parts("media")
+    text, image, document, audio, link = parts
+    assert text == nacelle.Text("the report")
+    assert isinstance(image, nacelle.Image) and image.media_type == "image/png"
+    assert base64.b64decode(image.data).startswith(b"\x89PNG")
+    assert isinstance(document, nacelle.Document)
+    assert (document.media_type, document.title) == ("application/pdf", "doc://report")
+    assert base64.b64decode(document.data).startswith(b"%PDF-1.4")
+    assert audio == nacelle.Text("[audio: audio/wav, 44 bytes]")
+    assert link == nacelle.Text("[resource link: readme <note://readme>: A short note.]")
+    # The tool an Agent runs returns the same parts; a text-only result stays text.
+    tools = by_name(sdk.tools())
+    assert tools["media"].run({}, ToolContext()) == parts
+    assert tools["echo"].run({"text": "hi"}, ToolContext()) == "hi"
+    # The text-only view still describes each medium in a line.
+    assert sdk.call_tool("picture") == "a dot\n[image: image/png, 67 bytes]"
+
+
+@needs_sdk
 def test_sdk_error_result_raises_with_the_servers_text(sdk):
     with pytest.raises(MCPError, match="^Error executing tool fail: failed on purpose: why$"):
         by_name(sdk.tools())["fail"].run({"reason": "why"}, ToolContext())
@@ -436,12 +456,17 @@ def test_sdk_slow_tool_cancelled_stops_on_the_server(sdk):
 
 
 @needs_sdk
-def test_sdk_resources_are_listed_and_read_as_text_images_and_described_blobs(sdk):
-    assert [r["uri"] for r in sdk.resources()] == ["note://readme", "image://dot", "data://bytes"]
+def test_sdk_resources_are_listed_and_read_as_text_images_documents_and_described_blobs(sdk):
+    assert [r["uri"] for r in sdk.resources()] == [
+        "note://readme", "image://dot", "doc://report", "data://bytes"]
     assert sdk.read_resource("note://readme") == [nacelle.Text("Read me first.")]
     [image] = sdk.read_resource("image://dot")
     assert isinstance(image, nacelle.Image) and image.media_type == "image/png"
     assert base64.b64decode(image.data).startswith(b"\x89PNG")
+    [document] = sdk.read_resource("doc://report")
+    assert isinstance(document, nacelle.Document)
+    assert (document.media_type, document.title) == ("application/pdf", "doc://report")
+    assert base64.b64decode(document.data).startswith(b"%PDF-1.4")
     assert sdk.read_resource("data://bytes") == [
         nacelle.Text("[resource <data://bytes>: application/octet-stream, 10 bytes]")]
 
@@ -629,17 +654,37 @@ def test_an_agent_runs_sdk_tools_with_results_errors_and_a_timed_out_slow_call(s
 # -- the reference "everything" server from npm (a 2025 server: no server/discover) ------------
 
 
-@pytest.fixture(scope="module")
-def everything():
+def everything_command():
+    """How to start @modelcontextprotocol/server-everything: the copy CI installed
+    (``NACELLE_MCP_EVERYTHING``, the path of its ``mcp-server-everything`` script) run
+    by ``node``, else ``npx -y``, which fetches it; None and the reason when neither is
+    there."""
+    import os
     import shutil
 
+    installed = os.environ.get("NACELLE_MCP_EVERYTHING")
+    node = shutil.which("node")
+    if installed:
+        if node is None or not os.path.isfile(installed):
+            return None, (f"NACELLE_MCP_EVERYTHING={installed!r} is set but "
+                          + ("there is no node on PATH" if node is None
+                             else "names no file (did its install fail?)"))
+        return (node, [installed, "stdio"]), ""
     npx = shutil.which("npx")
     if npx is None:
-        pytest.skip("needs npx (Node.js) to run @modelcontextprotocol/server-everything")
+        return None, ("needs Node.js: NACELLE_MCP_EVERYTHING (set by .ci/run) or npx to run "
+                      "@modelcontextprotocol/server-everything")
+    return (npx, ["-y", "@modelcontextprotocol/server-everything", "stdio"]), ""
+
+
+@pytest.fixture(scope="module")
+def everything():
+    command, reason = everything_command()
+    if command is None:
+        pytest.skip(reason)
     try:
-        client = connect_stdio(npx, ["-y", "@modelcontextprotocol/server-everything", "stdio"],
-                               env={"npm_config_loglevel": "silent"}, timeout=180,
-                               on_elicit=lambda request: {"color": "blue"})
+        client = connect_stdio(command[0], command[1], env={"npm_config_loglevel": "silent"},
+                               timeout=180, on_elicit=lambda request: {"color": "blue"})
     except MCPError as err:
         pytest.skip(f"@modelcontextprotocol/server-everything could not be installed or "
                     f"started: {str(err)[:200]}")
@@ -677,3 +722,29 @@ def test_the_everything_server_reports_progress_and_structured_content(everythin
 def test_the_everything_servers_elicitation_request_gets_on_elicits_answer(everything):
     text = everything.call_tool("trigger-elicitation-request")
     assert "accept" in text.lower()
+
+
+@pytest.mark.slow
+def test_the_everything_servers_tiny_image_is_an_image_part_between_its_text(everything):
+    first, image, last = everything.call_tool_parts("get-tiny-image")
+    assert first == nacelle.Text("Here's the image you requested:")
+    assert isinstance(image, nacelle.Image) and image.media_type == "image/png"
+    assert base64.b64decode(image.data).startswith(b"\x89PNG")
+    assert last == nacelle.Text("The image above is the MCP logo.")
+    assert by_name(everything.tools())["get-tiny-image"].run({}, ToolContext())[1] == image
+    [text, image] = everything.call_tool_parts("get-annotated-message",
+                                               {"messageType": "debug", "includeImage": True})
+    assert text.text.startswith("Debug:") and isinstance(image, nacelle.Image)
+
+
+@pytest.mark.slow
+def test_the_everything_servers_embedded_resources_and_links_are_text_with_their_uris(everything):
+    intro, resource, outro = everything.call_tool_parts(
+        "get-resource-reference", {"resourceType": "Blob", "resourceId": 2})
+    # A text/plain blob is its text, under the line naming the resource.
+    assert resource.text.startswith("[resource <demo://resource/dynamic/blob/2>, text/plain]\n"
+                                    "Resource 2: This is a base64 blob")
+    [intro, *links] = everything.call_tool_parts("get-resource-links", {"count": 2})
+    assert len(links) == 2 and all(isinstance(link, nacelle.Text) for link in links)
+    assert all(link.text.startswith("[resource link: ") and "<demo://resource/" in link.text
+               for link in links)

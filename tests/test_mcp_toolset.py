@@ -145,7 +145,10 @@ def test_resource_tools_let_the_model_list_and_read_resources(sdk):
     assert listing.run({}, ToolContext()).splitlines()[0] == (
         "note://readme readme (text/plain): A short note.")
     assert reading.run({"uri": "note://readme"}, ToolContext()) == "Read me first."
-    assert reading.run({"uri": "image://dot"}, ToolContext()) == "[image: image/png, 69 bytes]"
+    [image] = reading.run({"uri": "image://dot"}, ToolContext())
+    assert isinstance(image, nacelle.Image) and image.media_type == "image/png"
+    [document] = reading.run({"uri": "doc://report"}, ToolContext())
+    assert isinstance(document, nacelle.Document) and document.media_type == "application/pdf"
     assert listing.read_only and not listing.destructive
     nacelle.tools_by_name([listing, reading])  # valid nacelle tools
 
@@ -164,7 +167,7 @@ def test_a_removed_tool_fails_before_anything_is_sent(monkeypatch):
         def offers(self, remote):
             return False
 
-        def call_tool(self, *args, **kwargs):
+        def call_tool_parts(self, *args, **kwargs):
             raise AssertionError("must not be called")
 
     tool = MCPTool(Client(), {"name": "x", "inputSchema": {"type": "object"}}, "x")
@@ -183,9 +186,9 @@ class Recording:
     def offers(self, remote):
         return True
 
-    def call_tool(self, name, arguments=None, **kwargs):
+    def call_tool_parts(self, name, arguments=None, **kwargs):
         self.calls.append(arguments)
-        return "done"
+        return [nacelle.Text("done")]
 
 
 def run_with_tool(schema, arguments):

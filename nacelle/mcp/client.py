@@ -25,7 +25,9 @@ Choices where the protocol is silent, made as the official SDKs make them:
   ``isError`` result raises :class:`MCPError` with the server's text, which is what
   the model reads. A tool whose server has gone away, or that the server no longer
   lists, fails the same way, saying so.
-- Results become text or parts as ``content`` describes.
+- Results become text or parts as ``content`` describes: :meth:`MCPClient.call_tool`
+  is the text-only view (a medium described in a line), :meth:`MCPClient.call_tool_parts`
+  what the client's tools return (images and PDFs as parts).
 - The server's change notifications (``notifications/tools/list_changed`` in 2025;
   the same on a ``subscriptions/listen`` stream in 2026, opened on connecting when
   the server says its tool list changes, re-opened with backoff when it drops) mark
@@ -56,10 +58,12 @@ import time
 from typing import Any, Dict, List, Mapping, Optional, Union
 
 from ..errors import Cancelled, ConfigError, NacelleError
-from ..messages import Message, Part
+from ..messages import Message, Part, ToolMedia
 from . import protocol
 from .auth_flows import MCPAuthError
-from .content import preview as _preview, prompt_messages, resource_parts, result_text
+from .content import (
+    preview as _preview, prompt_messages, resource_parts, result_parts, result_text,
+)
 from .errors import MCPError, SessionExpired
 from .protocol import LEGACY_VERSIONS, MODERN_VERSION, OnElicit
 from .session import Progress, Session, Transport, is_request_id
@@ -192,10 +196,26 @@ class MCPClient(Session):
         time, and :class:`~nacelle.errors.Cancelled` when ``cancelled`` is set."""
         result = self.call_tool_result(name, arguments, cancelled=cancelled,
                                        deadline=deadline, progress=progress)
-        text = result_text(result)
-        if result.get("isError"):
-            raise MCPError(text or f"tool {name!r} failed without saying why")
-        return text
+        _raise_if_failed(name, result)
+        return result_text(result)
+
+    def call_tool_parts(
+        self,
+        name: str,
+        arguments: Optional[Mapping[str, Any]] = None,
+        *,
+        cancelled: Optional[threading.Event] = None,
+        deadline: Optional[float] = None,
+        progress: Optional[Progress] = None,
+    ) -> List[ToolMedia]:
+        """Call a tool and return its result as parts: text as :class:`~nacelle.Text`,
+        images as :class:`~nacelle.Image`, PDFs as :class:`~nacelle.Document`, what no
+        part carries (audio, other blobs) as a Text saying what it is. Failures raise
+        as :meth:`call_tool`'s do."""
+        result = self.call_tool_result(name, arguments, cancelled=cancelled,
+                                       deadline=deadline, progress=progress)
+        _raise_if_failed(name, result)
+        return result_parts(result)
 
     def call_tool_result(
         self,
@@ -227,8 +247,10 @@ class MCPClient(Session):
 
     def read_resource(self, uri: str, *, cancelled: Optional[threading.Event] = None,
                       deadline: Optional[float] = None) -> List[Part]:
-        """A resource's contents as parts: text as :class:`~nacelle.Text`, image
-        blobs as :class:`~nacelle.Image`, other blobs as a Text saying what they are."""
+        """A resource's contents as parts: text (and ``text/*`` blobs) as
+        :class:`~nacelle.Text`, image blobs as :class:`~nacelle.Image`, PDF blobs as
+        :class:`~nacelle.Document` (titled with the URI), other blobs and media whose
+        bytes are not what the server said as a Text saying what they are."""
         result = self._complete("resources/read", {"uri": uri}, cancelled, deadline, None)
         return resource_parts(result)
 
@@ -596,3 +618,9 @@ class MCPClient(Session):
             logger.log(level, "MCP server %s: %s", self.name, _preview(params.get("data"), 2000))
         else:
             logger.debug("MCP server %s sent %s", self.name, method)
+
+
+def _raise_if_failed(name: str, result: Mapping[str, Any]) -> None:
+    """An ``isError`` result as the MCPError a nacelle tool raises, with its text."""
+    if result.get("isError"):
+        raise MCPError(result_text(result) or f"tool {name!r} failed without saying why")

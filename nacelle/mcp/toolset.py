@@ -26,8 +26,12 @@ Choices, and why:
   (:func:`nacelle.validation.input_check`), and a schema that cannot be used fails
   the call with a result saying why.
 - ``outputSchema`` is kept as :attr:`MCPTool.output_schema`; the model reads the
-  result as text (``content``), ``structuredContent`` as JSON when the server sent
-  no content blocks.
+  result's ``content``, ``structuredContent`` as JSON when the server sent no content
+  blocks.
+- A result that holds an image or a PDF (a block, an embedded resource, a resource
+  read by ``read_resource``) is returned as parts, so the model sees it where its
+  backend can take it (``ToolResult.content``); a result that is all text is returned
+  as text, as any tool's. What the parts are is ``content``'s (see there).
 
 Outer ring (with the rest of the MCP client); imports the standard library, nacelle's
 core (``context``, ``messages``, ``tools``) and the package's ``errors``. It names the
@@ -41,10 +45,10 @@ import logging
 import re
 import threading
 import time
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Protocol
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Protocol, Union
 
 from ..context import ToolContext
-from ..messages import Image, Part, Text
+from ..messages import Document, Image, Part, Text, ToolMedia
 from ..tools import from_hints
 from .errors import MCPError
 
@@ -67,9 +71,10 @@ class ToolSource(Protocol):
 
     def offers(self, remote_name: str) -> bool: ...
 
-    def call_tool(self, name: str, arguments: Optional[Mapping[str, Any]] = None, *,
-                  cancelled: Optional[threading.Event] = None,
-                  deadline: Optional[float] = None, progress: Any = None) -> str: ...
+    def call_tool_parts(self, name: str, arguments: Optional[Mapping[str, Any]] = None, *,
+                        cancelled: Optional[threading.Event] = None,
+                        deadline: Optional[float] = None,
+                        progress: Any = None) -> List[ToolMedia]: ...
 
     def resources(self) -> List[Dict[str, Any]]: ...
 
@@ -107,7 +112,7 @@ class MCPTool:
     def __repr__(self) -> str:
         return f"<MCPTool {self.name!r} from {self.client.name!r}>"
 
-    def run(self, input: Dict[str, Any], ctx: ToolContext) -> str:
+    def run(self, input: Dict[str, Any], ctx: ToolContext) -> Union[str, List[ToolMedia]]:
         if not self.client.offers(self.remote_name):
             raise MCPError(f"MCP server {self.client.name} no longer offers the tool "
                            f"{self.remote_name!r}: its tool list changed")
@@ -115,8 +120,17 @@ class MCPTool:
         # is left of it is the same on any clock.
         remaining = ctx.remaining()
         deadline = None if remaining is None else time.monotonic() + remaining
-        return self.client.call_tool(self.remote_name, input, cancelled=ctx.cancelled,
-                                     deadline=deadline, progress=_progress(ctx, self.name))
+        return _output(self.client.call_tool_parts(
+            self.remote_name, input, cancelled=ctx.cancelled, deadline=deadline,
+            progress=_progress(ctx, self.name)))
+
+
+def _output(parts: List[ToolMedia]) -> Union[str, List[ToolMedia]]:
+    """Parts as a tool returns them: text when they are all text, so a text result
+    is what it always was (no ``content``), the parts when there is a medium."""
+    if all(isinstance(part, Text) for part in parts):
+        return "\n".join(part.text for part in parts if isinstance(part, Text))
+    return parts
 
 
 def _progress(ctx: ToolContext, name: str) -> Any:
@@ -192,15 +206,12 @@ class _ReadResource:
     def __init__(self, client: ToolSource, name: str) -> None:
         self.client, self.name = client, name
 
-    def run(self, input: Dict[str, Any], ctx: ToolContext) -> str:
+    def run(self, input: Dict[str, Any], ctx: ToolContext) -> Union[str, List[ToolMedia]]:
         remaining = ctx.remaining()
         deadline = None if remaining is None else time.monotonic() + remaining
         parts = self.client.read_resource(str(input["uri"]), cancelled=ctx.cancelled,
                                           deadline=deadline)
-        # A tool result is text: an image is described, as in tools/call results.
-        return "\n".join(p.text if isinstance(p, Text) else
-                         f"[image: {p.media_type}, {len(p.data) * 3 // 4} bytes]"
-                         if isinstance(p, Image) else "" for p in parts)
+        return _output([part for part in parts if isinstance(part, (Text, Image, Document))])
 
 
 def resource_tools(client: ToolSource, prefix: Optional[str] = None) -> List[Any]:

@@ -6,7 +6,9 @@ to a server nobody on the project wrote. It needs Python 3.10+ and ``mcp`` 2.3 o
 later (the test extra's pin), which serves both protocol generations: the 2025
 handshake and the stateless 2026-07-28 revision.
 
-Beyond tools it has resources (a text one, a PNG blob, a binary blob), a prompt
+Beyond tools it has resources (a text one, a PNG blob, a PDF blob, a binary blob),
+a tool whose result holds every kind of medium (an image, an embedded PDF, audio, a
+resource link), a prompt
 with arguments, tools that add and remove tools (announced the way the client's
 protocol generation hears it), a tool with structured output, one that asks the
 user for their name (an elicitation: a 2025 server request, or a 2026
@@ -17,6 +19,7 @@ user for their name (an elicitation: a 2025 server request, or a 2026
 """
 
 import argparse
+import base64
 import os
 import sys
 import threading
@@ -30,7 +33,9 @@ from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
 from mcp.server.mcpserver import Context, Elicit, Image, MCPServer, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
 
-from mcp.types import ToolAnnotations
+from mcp.types import (
+    AudioContent, BlobResourceContents, EmbeddedResource, ResourceLink, ToolAnnotations,
+)
 
 server = MCPServer("nacelle-test-server")
 
@@ -42,6 +47,36 @@ PNG = bytes.fromhex(
     "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
     "1f15c4890000000d49444154789c6360000002000001e221bc330000000049454e44ae426082"
 )
+
+
+
+def one_page_pdf(text: str) -> bytes:
+    """A one-page PDF showing ``text``, its cross-reference table at the right offsets
+    (ISO 32000-1 §7.5)."""
+    stream = f"BT /F1 24 Tf 72 720 Td ({text}) Tj ET".encode("latin-1")
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>",
+               b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+               b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R"
+               b" /Resources << /Font << /F1 5 0 R >> >> >>",
+               b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream),
+               b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    out, offsets = bytearray(b"%PDF-1.4\n"), []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1, xref)
+    return bytes(out)
+
+
+PDF = one_page_pdf("Quarterly report: all is well.")
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
 
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
@@ -66,6 +101,17 @@ def fail(reason: str) -> str:
 def picture() -> list:
     """Return a caption and a tiny PNG."""
     return ["a dot", Image(data=PNG, format="png")]
+
+
+@server.tool()
+def media() -> list:
+    """Return a caption, a PNG, an embedded PDF, a moment of audio and a resource link."""
+    return ["the report", Image(data=PNG, format="png"),
+            EmbeddedResource(type="resource", resource=BlobResourceContents(
+                uri="doc://report", mimeType="application/pdf", blob=b64(PDF))),
+            AudioContent(type="audio", data=b64(b"RIFF" + bytes(40)), mimeType="audio/wav"),
+            ResourceLink(type="resource_link", uri="note://readme", name="readme",
+                         description="A short note.")]
 
 
 @server.tool()
@@ -157,6 +203,11 @@ def readme() -> str:
 @server.resource("image://dot", name="dot", mime_type="image/png")
 def dot() -> bytes:
     return PNG
+
+
+@server.resource("doc://report", name="report", mime_type="application/pdf")
+def report() -> bytes:
+    return PDF
 
 
 @server.resource("data://bytes", name="bytes", mime_type="application/octet-stream")
