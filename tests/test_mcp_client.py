@@ -651,6 +651,51 @@ def test_an_agent_runs_sdk_tools_with_results_errors_and_a_timed_out_slow_call(s
     assert events[-1].stop is nacelle.Stop.END
 
 
+@pytest.mark.slow
+@needs_sdk
+def test_an_agent_gets_an_sdk_tools_image_and_pdf_as_parts_of_its_result(sdk):
+    events, results, backend = scripted_run(sdk.tools(), [("media", {}), ("echo", {"text": "hi"})])
+    media = results["media"]
+    assert [type(part) for part in media.content] == [
+        nacelle.Text, nacelle.Image, nacelle.Document, nacelle.Text, nacelle.Text]
+    assert media.result == "\n".join(p.text for p in media.content if isinstance(p, nacelle.Text))
+    assert "[image" not in media.result and "base64" not in media.result
+    assert (results["echo"].result, results["echo"].content) == ("hi", ())
+    # What the model is sent next holds the same parts.
+    sent = {p.name: p for p in backend.requests[1].messages[-1].parts
+            if isinstance(p, nacelle.ToolResult)}
+    assert sent["media"].content == media.content and sent["echo"].content == ()
+
+
+@pytest.mark.slow
+@needs_sdk
+def test_an_sdk_tools_image_and_pdf_reach_anthropic_as_blocks_of_its_tool_result(sdk):
+    from nacelle.backends import anthropic
+    from nacelle.testing import FakeServer, Reply
+    from nacelle.testing.wire import anthropic_stream
+
+    with FakeServer() as server:
+        server.queue("/v1/messages",
+                     Reply(chunks=anthropic_stream((), tool_calls=[("toolu_1", "media", "{}")])),
+                     Reply(chunks=anthropic_stream(["Seen."])))
+        backend = anthropic.Backend("sk-ant-test-0123456789", base_url=server.url, max_retries=0)
+        result = nacelle.Agent(backend, "Use the tools.", tools=sdk.tools()).run(
+            [nacelle.user_text("go")])
+        body = server.requests[1].json()
+    assert result.text == "Seen."
+    [block] = [b for m in body["messages"] for b in (m["content"] if isinstance(
+        m["content"], list) else []) if b.get("type") == "tool_result"]
+    kinds = [part["type"] for part in block["content"]]
+    assert kinds.count("image") == 1 and kinds.count("document") == 1
+    image = next(p for p in block["content"] if p["type"] == "image")
+    document = next(p for p in block["content"] if p["type"] == "document")
+    assert image["source"]["media_type"] == "image/png"
+    assert base64.b64decode(image["source"]["data"]).startswith(b"\x89PNG")
+    assert document["source"]["media_type"] == "application/pdf"
+    assert base64.b64decode(document["source"]["data"]).startswith(b"%PDF-")
+    assert "[image" not in json.dumps(body)
+
+
 # -- the reference "everything" server from npm (a 2025 server: no server/discover) ------------
 
 
