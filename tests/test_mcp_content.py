@@ -137,7 +137,8 @@ def test_an_image_the_bytes_contradict_or_that_is_not_base64_is_a_line_saying_wh
         {"type": "image", "data": b64(b"<svg/>"), "mimeType": "image/svg+xml"},
         {"type": "image", "data": b64(PNG)[:-4] + "!!!!", "mimeType": "image/png"},
         {"type": "image", "data": b64(PNG)[:40] + "\n" + b64(PNG)[40:], "mimeType": "image/png"},
-        {"type": "image", "mimeType": "image/png"}]})
+        {"type": "image", "mimeType": "image/png"},
+        {"type": "image", "data": "ÿÿÿÿ", "mimeType": "image/png"}]})
     assert all(isinstance(part, Text) for part in parts)
     texts = [part.text for part in parts]
     assert texts[0].startswith("[image: image/png, 43 bytes, not shown: ")
@@ -145,6 +146,7 @@ def test_an_image_the_bytes_contradict_or_that_is_not_base64_is_a_line_saying_wh
     assert texts[1].startswith("[image: image/svg+xml, 6 bytes, not shown: ")
     assert "not well-formed base64" in texts[2] and "not well-formed base64" in texts[3]
     assert texts[4] == "[image: image/png, no data, not shown: no base64 data]"
+    assert "not well-formed base64" in texts[5]  # not even ASCII
 
 
 def test_an_image_past_the_cap_is_refused_by_its_length_before_anything_is_decoded():
