@@ -15,6 +15,9 @@ result's parts:
 - a **note** in place of what the wire cannot take at all
   (``[image: image/png, 12,345 bytes, from call call_1]``): the model learns the
   tool returned something it cannot see, rather than nothing;
+- an image whose base64 is longer than the wire's ``max_image_base64`` becomes a note
+  saying so: sent, it would fail the whole request (and every later one, since the
+  result stays in the conversation), where the note lets the run go on;
 - a ``text/plain`` document on a wire that takes none becomes its text, as OpenAI's
   guide asks for Chat Completions ("To use text from a file in Chat Completions, read
   the file in your application and send its contents as a text content part",
@@ -34,7 +37,7 @@ from ..errors import ConfigError
 from ..messages import Document, Image, Text, ToolResult
 
 __all__ = ["ALL_DOCUMENTS", "Takes", "document_text", "filename", "follow_parts", "joined",
-           "note", "size", "split"]
+           "note", "size", "split", "too_large"]
 
 #: The document media types a Document may hold.
 ALL_DOCUMENTS: FrozenSet[str] = frozenset({"application/pdf", "text/plain"})
@@ -51,6 +54,13 @@ class Takes:
     images: bool = False
     documents: FrozenSet[str] = frozenset()
     tool_media: bool = False
+    #: The longest base64 text one image may have on this wire (0: no limit of its own).
+    max_image_base64: int = 0
+
+
+def too_large(part: Image, takes: Takes) -> bool:
+    """Whether ``part`` is over the wire's per-image limit."""
+    return bool(takes.max_image_base64) and len(part.data) > takes.max_image_base64
 
 
 def size(part: Media) -> int:
@@ -104,6 +114,11 @@ def split(result: ToolResult, takes: Takes) -> Tuple[Tuple[Inline, ...], Tuple[M
     follow: List[Media] = []
     for part in content:
         if isinstance(part, Image):
+            if too_large(part, takes):
+                inline.append(Text(note(part, result.id, (
+                    f"from call {result.id}, not sent: its base64 is over the "
+                    f"{takes.max_image_base64:,} characters this provider takes per image"))))
+                continue
             taken = takes.images
         elif isinstance(part, Document):
             taken = part.media_type in takes.documents

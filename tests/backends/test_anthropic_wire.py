@@ -527,3 +527,26 @@ def test_the_encoded_body_holds_a_results_media_and_changes_with_them():
     again = encode_body(request, changed, cache=cache)
     assert json.loads(bytes(again)) == to_wire(request, changed)
     assert b"AAAA" in bytes(again) and base64.b64encode(PNG) not in bytes(again)
+
+
+def big_image():
+    """An Image whose base64 is one character over Anthropic's 5 MB per-image limit
+    (built directly: no decoding is needed to judge its size)."""
+    return Image("image/png", "A" * (5 * 1024 * 1024 + 1))
+
+
+def test_a_tools_image_over_the_per_image_limit_is_a_note_and_the_rest_is_sent():
+    result = ToolResult("call_big", "screenshot", "Whole page.", content=(
+        Text("Whole page."), big_image(), Image.from_bytes(PNG)))
+    conversation = (user_text("Look."), assistant(ToolCall("call_big", "screenshot", "{}")),
+                    user(result))
+    [block] = to_wire(Request("sys"), conversation)["messages"][-1]["content"]
+    kinds = [b["type"] for b in block["content"]]
+    assert kinds == ["text", "text", "image"]
+    assert "not sent" in block["content"][1]["text"] and "5,242,880" in block["content"][1]["text"]
+    assert "A" * 1000 not in json.dumps(block)
+
+
+def test_a_users_image_over_the_per_image_limit_is_refused_before_any_request():
+    with pytest.raises(ConfigError, match="over the 5,242,880 Anthropic takes per image"):
+        to_wire(Request("sys"), [user(Text("Look."), big_image())])

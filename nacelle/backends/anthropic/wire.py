@@ -76,7 +76,7 @@ from ...messages import (
 )
 from ...output.schema import for_anthropic
 from ...sse import parse_json
-from .._media import ALL_DOCUMENTS, Takes, document_text, split
+from .._media import ALL_DOCUMENTS, Takes, document_text, split, too_large
 from .._wire_cache import Body, Run, WireCache, assemble, dumps, grow, split_frame
 
 __all__ = [
@@ -102,7 +102,12 @@ _CACHE = {"type": "ephemeral"}
 _CACHEABLE = frozenset({"text", "image", "document", "tool_use", "tool_result"})
 
 #: Images and both document types, inside tool results too (see the module docstring).
-TAKES = Takes(images=True, documents=ALL_DOCUMENTS, tool_media=True)
+#: One image may be 5 MB, counted on its base64 text: "Maximum image size: 5MB per
+#: image" (platform.claude.com/docs/en/build-with-claude/vision, API limits), and the
+#: API's refusal measures the field ("messages.2.content.0.image.source.base64: image
+#: exceeds 5 MB maximum: 8259148 bytes > 5242880 bytes", anthropics/claude-code#19631).
+TAKES = Takes(images=True, documents=ALL_DOCUMENTS, tool_media=True,
+              max_image_base64=5 * 1024 * 1024)
 
 _EFFORTS = {
     Effort.MINIMAL: "low",
@@ -301,6 +306,10 @@ def _block(part: Any) -> Optional[Dict[str, Any]]:
 
 
 def _image(part: Image) -> Dict[str, Any]:
+    if too_large(part, TAKES):  # a tool's image became a note in split(); this is a user's
+        raise ConfigError(
+            f"an image of {len(part.data):,} base64 characters is over the "
+            f"{TAKES.max_image_base64:,} Anthropic takes per image; send a smaller one")
     return {"type": "image",
             "source": {"type": "base64", "media_type": part.media_type, "data": part.data}}
 
