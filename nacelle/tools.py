@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
     from .schema import Converter
 elif sys.version_info >= (3, 10):
-    from typing import ParamSpec
+    from typing import ParamSpec  # novermin: 3.10+ only, behind the version check
 else:  # 3.9 has no ParamSpec; a TypeVar stands in for it, since only checkers read it
     ParamSpec = TypeVar
 
