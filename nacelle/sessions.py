@@ -45,7 +45,7 @@ import contextlib
 import os
 import re
 import threading
-from typing import Dict, Iterable, List
+from typing import Dict, Iterable, List, Protocol
 
 from ._files import file_lock as file_lock
 from ._files import fsync_directory, private_directory, write_atomic
@@ -54,7 +54,7 @@ from .errors import CheckpointError, ConfigError, ConversationError, NacelleErro
 from .messages import Message, dumps, loads
 
 __all__ = ["CorruptSession", "FileStore", "MemoryStore", "SessionError", "SessionNotFound",
-           "file_lock", "write_private"]
+           "Store", "file_lock", "write_private"]
 
 # \Z, not $: "$" also matches before a final newline, and "name\n" is no name.
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}\Z")
@@ -206,6 +206,29 @@ class FileStore:
 
     def _locked(self) -> "contextlib.AbstractContextManager[None]":
         return file_lock(os.path.join(self.directory, _LOCK))
+
+
+class Store(Protocol):
+    """What serving asks of a store (``wsgi_app(..., store=)``): conversations by name,
+    and paused runs saved and taken at most once. :class:`FileStore` and
+    :class:`MemoryStore` are two; a database-backed one needs only these four."""
+
+    def load(self, name: str) -> List[Message]:
+        """The messages saved under ``name``; SessionNotFound (a LookupError) when none."""
+        ...
+
+    def save(self, name: str, messages: Iterable[Message]) -> None:
+        """Save ``messages`` under ``name``, replacing what was there."""
+        ...
+
+    def save_checkpoint(self, name: str, checkpoint: Checkpoint, *,
+                        key: "str | bytes | None" = None) -> None:
+        """Keep a paused run's checkpoint under ``name``."""
+        ...
+
+    def take_checkpoint(self, name: str, *, key: "str | bytes | None" = None) -> Checkpoint:
+        """Load and remove the checkpoint under ``name`` in one step (at most once)."""
+        ...
 
 
 class MemoryStore:

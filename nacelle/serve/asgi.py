@@ -29,6 +29,7 @@ import logging
 from typing import Any, Awaitable, Callable, Dict, List, MutableMapping, Optional, Sequence
 
 from ..read_limits import content_length
+from ..sessions import Store
 from .encode import END, KEEPALIVE, Pump
 from .routes import MakeAgent, Reply, Routes, error
 
@@ -41,7 +42,7 @@ Receive = Callable[[], Awaitable[Dict[str, Any]]]
 Send = Callable[[Dict[str, Any]], Awaitable[None]]
 
 
-def asgi_app(make_agent: MakeAgent, *, store: Any = None,
+def asgi_app(make_agent: MakeAgent, *, store: Optional[Store] = None,
              authorize: Optional[Callable[[Any], "bool | str"]] = None,
              max_body: int = 1_000_000, keepalive: float = 15.0,
              key: "str | bytes | None" = None, allowed_hosts: Sequence[str] = (),

@@ -91,7 +91,7 @@ from ..context import CancelEvent
 from ..errors import CheckpointError, ConfigError, ConversationError, Unsupported
 from ..events import Event, Kind, Stop
 from ..messages import Message, loads, user_text
-from ..sessions import MemoryStore, check_name
+from ..sessions import MemoryStore, Store, check_name
 from ..sse import parse_json
 from .encode import Item, event_json
 
@@ -211,7 +211,7 @@ def run_id() -> str:
 class Routes:
     """The routes of the module docstring, for both apps."""
 
-    def __init__(self, make_agent: MakeAgent, *, store: Any,
+    def __init__(self, make_agent: MakeAgent, *, store: Optional[Store],
                  authorize: Optional[Callable[[Any], "bool | str"]],
                  max_body: int, key: "str | bytes | None",
                  allowed_hosts: Sequence[str] = (), max_runs: int = 16) -> None:

@@ -54,7 +54,7 @@ from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer
 
 from ..errors import ConfigError
 from ..read_limits import Cutoff, content_length
-from ..sessions import FileStore
+from ..sessions import FileStore, Store
 from .routes import MakeAgent
 from .wsgi import wsgi_app
 
@@ -276,7 +276,7 @@ def default_store_dir() -> str:
     return os.path.join(base, "nacelle", "serve")
 
 
-def serve(make_agent: MakeAgent, *, host: str = "127.0.0.1", port: int = 8000, store: Any = None,
+def serve(make_agent: MakeAgent, *, host: str = "127.0.0.1", port: int = 8000, store: Optional[Store] = None,
           authorize: Optional[Callable[[Any], "bool | str"]] = None, keepalive: float = 15.0,
           key: "str | bytes | None" = None, allowed_hosts: Sequence[str] = (),
           max_runs: int = 16, max_threads: int = 64, request_timeout: float = 30.0,

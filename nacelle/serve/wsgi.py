@@ -45,6 +45,7 @@ import threading
 from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Sequence
 
 from ..read_limits import content_length
+from ..sessions import Store
 from .encode import sse
 from .routes import REASONS, MakeAgent, Reply, Routes, error
 
@@ -55,7 +56,7 @@ log = logging.getLogger(__name__)
 _CHUNK = 65536
 
 
-def wsgi_app(make_agent: MakeAgent, *, store: Any = None,
+def wsgi_app(make_agent: MakeAgent, *, store: Optional[Store] = None,
              authorize: Optional[Callable[[Any], "bool | str"]] = None,
              max_body: int = 1_000_000, keepalive: float = 15.0,
              key: "str | bytes | None" = None,

@@ -14,6 +14,7 @@ import nacelle
 import nacelle.mcp
 import nacelle.policy
 import nacelle.serve
+import nacelle.sessions
 from nacelle.backends import chat
 from nacelle.testing import Cassette, FakeServer, Reply, ScriptedBackend, anthropic_stream
 from nacelle.toolsets import LocalTools, web_fetch, web_search
@@ -118,6 +119,8 @@ if result.checkpoint is not None:
 nacelle.serve.wsgi_app(lambda info, more: agent)  # E: make_agent takes 0 or 1 [arg-type]
 nacelle.serve.wsgi_app(lambda: agent)
 nacelle.serve.wsgi_app(agent)
+nacelle.serve.wsgi_app(agent, store=nacelle.sessions.MemoryStore())
+nacelle.serve.asgi_app(agent, store="sessions/")  # E: a path is not a Store [arg-type]
 nacelle.policy.secure([lookup])  # E: a function not made a tool [list-item]
 
 
