@@ -10,9 +10,15 @@ The seam between the Agent and a provider is one *model turn*, never a whole run
 Agent runs the tool loop (``loop.py``) and asks the backend's ``turn(request,
 messages, ctx)`` for each model request. Given the request and the conversation so
 far, a turn yields its :class:`~nacelle.events.Event` deltas as they arrive (TEXT,
-THINKING, and server-side TOOL_CALL / TOOL_RESULT with ``server`` set), then one
+THINKING, TOOL_INPUT for each delta of a local call's arguments, and server-side
+TOOL_CALL / TOOL_RESULT with ``server`` set), then one
 :class:`TurnEnd` holding the assistant message's parts in stream order, the turn's
-usage and its stop. :data:`TurnFunction` is that contract as a type. Because the
+usage and its stop. A turn may also yield a local call's TOOL_CALL (``server`` empty)
+the moment its input is whole — its id, its index among the turn's local calls and its
+complete input, the same as its ToolCall in the TurnEnd — so that
+``Agent(eager_tools=True)`` can start it while the turn streams on; the loop announces
+local calls itself, so a backend that never does this loses only the early start.
+:data:`TurnFunction` is that contract as a type. Because the
 seam is one turn, a wrapper (``Retry``, ``Fallback``, the scripted test double) is a
 Backend whose ``turn`` calls another's ``turn``: none of them calls back into the
 loop, and a user's backend needs nothing but ``name``, ``capabilities`` and ``turn``

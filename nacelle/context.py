@@ -258,6 +258,10 @@ class RunContext:
         return self.deadline_error("the run's deadline passed")
 
 
+def _dropped(event: Any) -> None:
+    """A ToolContext's ``emit`` outside a run: nobody reads the stream."""
+
+
 class ToolContext(RunContext):
     """What a running tool may know about its call, and how it learns to stop.
 
@@ -268,7 +272,7 @@ class ToolContext(RunContext):
     can hand its context to code that expects one — a nested run, an HTTP request.
     """
 
-    __slots__ = ("call_id", "index", "name")
+    __slots__ = ("call_id", "index", "name", "emit")
 
     def __init__(
         self,
@@ -287,6 +291,10 @@ class ToolContext(RunContext):
         self.call_id = call_id
         self.index = index
         self.name = name
+        #: Passes an event that closes nothing into the run's stream, as it happens
+        #: (a forwarding sub-agent's events); the round running the call sets it, and
+        #: outside a run it drops the event.
+        self.emit: Callable[[Any], None] = _dropped
 
     def __repr__(self) -> str:
         return (f"ToolContext(call_id={self.call_id!r}, index={self.index}, "

@@ -31,6 +31,10 @@ class Kind(str, enum.Enum):
 
     TEXT = "text"
     THINKING = "thinking"
+    #: one provider delta of a local call's arguments, while the model writes them:
+    #: ``event.tool`` has the call's id, name and index and the input so far,
+    #: ``event.text`` the delta. Every TOOL_INPUT of a call comes before its TOOL_CALL.
+    TOOL_INPUT = "tool_input"
     TOOL_CALL = "tool_call"
     TOOL_RESULT = "tool_result"
     TURN = "turn"
@@ -355,6 +359,12 @@ class Event:
     the run. ``compaction`` is set on COMPACTION only: a
     :class:`nacelle.compaction.Compacted` saying what was removed, and ``text`` is then
     the summary that replaced it (empty when the strategy wrote none).
+
+    ``agent`` and ``via`` say whose event it is: for the run itself ``()`` and ``""``;
+    for an event a sub-agent's run made and its tool forwarded
+    (``subagent_tool(..., forward=True)``), the path of sub-agent names from the top
+    (a grandchild's is two names long) and the id of the parent's tool call that
+    started that sub-agent.
     """
 
     kind: Kind
@@ -368,6 +378,8 @@ class Event:
     output: object = None
     checkpoint: Optional[Checkpoint] = None
     compaction: Optional[Compacted] = None
+    agent: Tuple[str, ...] = ()
+    via: str = ""
 
     def __repr__(self) -> str:
         # Only the fields that mean something for this kind, so a printed stream reads.
@@ -388,4 +400,8 @@ class Event:
             shown.append(f"checkpoint={self.checkpoint!r}")
         if self.compaction is not None:
             shown.append(f"compaction={self.compaction!r}")
+        if self.agent:
+            shown.append(f"agent={self.agent!r}")
+        if self.via:
+            shown.append(f"via={self.via!r}")
         return f"Event({', '.join(shown)})"

@@ -354,6 +354,8 @@ class _Run:
                     if kind is _THINKING and not show_thinking:
                         continue
                     if kind is _TOOL_CALL or kind is _TOOL_RESULT:
+                        if item.tool is not None and not item.tool.server:
+                            continue  # a local call whose input is whole: announced below
                         self._note_server_call(item)
                     yield item
                 elif type(item) is TurnEnd:

@@ -84,6 +84,7 @@ class ToolSink:
         self.after = self.hooks.get(HookPoint.AFTER_TOOL_CALL, ())
         self._ready = threading.Condition(threading.Lock())
         self._events: List[Event] = []
+        self._forwarded: List[Event] = []  # events that close no call (see forward)
         self._closed: Set[str] = set()
         self._denied = _denied if _denied is not None else _DeniedNames()
         # Calls whose approval paused them, by id: the before-hooks' injects.
@@ -112,17 +113,28 @@ class ToolSink:
             self._ready.notify_all()
         return True
 
+    def forward(self, event: Event) -> None:
+        """Pass on an event a running call made that closes nothing (a sub-agent's,
+        forwarded): the generator yields it with the next batch, ahead of that batch's
+        results and in the order forwarded."""
+        with self._ready:
+            self._forwarded.append(event)
+            self._ready.notify_all()
+
     def drain(self) -> List[Event]:
-        """Take every result that has landed, sorted by index."""
+        """Take every forwarded event, in order, then every result that has landed,
+        sorted by index."""
         with self._ready:
             events, self._events = self._events, []
+            forwarded, self._forwarded = self._forwarded, []
         events.sort(key=_by_index)
-        return events
+        return forwarded + events if forwarded else events
 
     def wait(self, timeout: Optional[float], cancelled: Optional[threading.Event] = None) -> None:
-        """Block until a result lands, ``cancelled`` is set, or ``timeout`` passes."""
+        """Block until a result or a forwarded event lands, ``cancelled`` is set, or
+        ``timeout`` passes."""
         with self._ready:
-            if not self._events and not (cancelled is not None and cancelled.is_set()):
+            if not self._events and not self._forwarded and not (cancelled is not None and cancelled.is_set()):
                 self._ready.wait(timeout)
 
     def wake(self) -> None:

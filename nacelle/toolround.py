@@ -40,13 +40,15 @@ from typing import Any, Deque, Dict, Iterator, List, Optional, Sequence, Set
 
 from .context import RunContext, ToolContext
 from .errors import Cancelled
-from .events import Event
+from .events import Event, Kind
 from .messages import ToolCall
 from .toolcalls import ToolSink, closing, run_tool
 
 __all__ = ["Call", "Round"]
 
 log = logging.getLogger(__name__)
+
+_TOOL_RESULT = Kind.TOOL_RESULT
 
 # The longest the generator waits between looks at its calls; results, cancellation
 # and the next timeout wake it sooner. A bound, so a clock that moves without
@@ -90,6 +92,7 @@ class Round:
             call.due = self.asked + call.timeout if call.timeout is not None else None
             call.ctx = ctx.tool(call.call.id, call.index, call.call.name, timeout=call.timeout,
                                 asked=self.asked)
+            call.ctx.emit = sink.forward
         self.chain = [c for c in calls if c.tool is not None and getattr(c.tool, "exclusive", False)]
         self._lock = threading.Lock()
         self._free = max_parallel
@@ -126,7 +129,7 @@ class Round:
         run_ctx, sink = self.run_ctx, self.sink
         while True:
             batch = sink.drain()
-            open_calls -= len(batch)
+            open_calls -= sum(1 for event in batch if event.kind is _TOOL_RESULT)
             yield from batch
             if open_calls <= 0:
                 return

@@ -14,7 +14,7 @@ def test_kind_values_are_the_documented_strings():
     assert {k.name: k.value for k in Kind} == {
         "TEXT": "text", "THINKING": "thinking", "TOOL_CALL": "tool_call",
         "TOOL_RESULT": "tool_result", "TURN": "turn", "DONE": "done",
-        "COMPACTION": "compaction",
+        "COMPACTION": "compaction", "TOOL_INPUT": "tool_input",
     }
     assert Kind.TEXT == "text" and isinstance(Kind.TEXT, str)
 
