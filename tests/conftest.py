@@ -13,6 +13,7 @@ proxies sets its own).
 """
 
 import ipaddress
+import os
 import socket
 
 import pytest
@@ -71,12 +72,26 @@ def pytest_configure(config):
     # run alone with -m, and is skipped with a reason where its server cannot run.
     config.addinivalue_line("markers", "fakellm: runs against the fakellm mock server")
     config.addinivalue_line("markers", "llamacpp: runs against a real llama.cpp llama-server")
+    config.addinivalue_line("markers", "integration: drives a real outside client or runtime "
+                            "(a Node package, a conformance suite, a sandbox); CI runs these "
+                            "on one interpreter (NACELLE_INTEGRATION)")
 
 
 def pytest_collection_modifyitems(config, items):
     # A test against a real server process is slow by nature (llama-server loads a
     # model; fakellm is a process to start), so it is left out of `-m "not slow"`
     # without each one having to say so twice.
+    # NACELLE_INTEGRATION=off is how CI runs the heavy integration tests (Node clients,
+    # conformance suites, sandboxes) on one interpreter only: elsewhere they skip, and
+    # say where they ran. Unset (a developer's run), they run wherever they can.
+    elsewhere = os.environ.get("NACELLE_INTEGRATION", "") == "off"
     for item in items:
         if item.get_closest_marker("llamacpp") or item.get_closest_marker("fakellm"):
             item.add_marker(pytest.mark.slow)
+        if item.get_closest_marker("integration"):
+            item.add_marker(pytest.mark.slow)
+            if elsewhere:
+                item.add_marker(pytest.mark.skip(reason=(
+                    "integration tests run on one interpreter in this CI run "
+                    f"({os.environ.get('NACELLE_INTEGRATION_ON', 'another')}); "
+                    "NACELLE_INTEGRATION=off here")))
