@@ -408,8 +408,9 @@ class Agent(Generic[OutputT]):
         return self._stream(request, self._settings(), cancel)
 
     def _stream(self, request: Request, settings: RunSettings,
-                cancel: Optional[threading.Event]) -> Generator[Event, None, None]:
-        observer = Observers.make(self.observers)
+                cancel: Optional[threading.Event],
+                parent: Optional[ToolContext] = None) -> Generator[Event, None, None]:
+        observer = _observers(self.observers, parent)
         ctx = RunContext(observer=observer)
         ended = threading.Event()
         unwatch = _watch(cancel, ctx, ended) if cancel is not None else None
@@ -419,7 +420,8 @@ class Agent(Generic[OutputT]):
                         system=request.system, messages=request.messages,
                         tools=tuple((t.name, t.description) for t in request.tools),
                         max_tokens=request.max_tokens, profile=request.profile,
-                        resumed=settings.resume is not None)
+                        resumed=settings.resume is not None,
+                        **({} if parent is None else _parent_data(parent)))
         done: Optional[Event] = None
         turns = 0
         failure: Optional[BaseException] = None
@@ -479,20 +481,33 @@ class Agent(Generic[OutputT]):
         in this stream; the calls that finished before the pause are not run again.
         Iterations, budgets and usage continue from the checkpoint's counts.
         """
+        return self._resumed(checkpoint, decisions, cancel)
+
+    def _resumed(self, checkpoint: Checkpoint, decisions: Mapping[str, Decision],
+                 cancel: Optional[threading.Event],
+                 parent: Optional[ToolContext] = None) -> Generator[Event, None, None]:
+        """:meth:`resume`, for a sub-agent's run also given the ``parent`` call's context."""
         if not isinstance(checkpoint, Checkpoint):
             raise ConfigError(f"resume takes a nacelle.Checkpoint (Checkpoint.loads(text)), "
                               f"got {type(checkpoint).__name__}")
         if cancel is not None and not (hasattr(cancel, "is_set") and hasattr(cancel, "wait")):
             raise ConfigError(f"cancel must be a threading.Event, got {type(cancel).__name__}")
         checkpoint.verify()
+        request, verdicts, nested = self._resume_request(checkpoint, decisions)
+        return self._stream(request, self._settings(Resume(checkpoint, verdicts, nested)),
+                            cancel, parent)
+
+    def _resume_request(self, checkpoint: Checkpoint, decisions: Mapping[str, Decision],
+                        ) -> Tuple[Request, Dict[str, Any], Dict[str, Dict[str, Any]]]:
+        """The resumed run's request, the verdicts on its own pending calls and the
+        decisions for each nested run; raises as :meth:`resume` says."""
         request = self.request(checkpoint.messages)
         have = {t.name: t for t in request.tools}
         lacking = sorted(set(checkpoint.tools) - set(have))
         if lacking:
             raise CheckpointError(f"the checkpoint's run had tools this agent lacks: {lacking!r}")
-        messages, verdicts = _decided(checkpoint, decisions, have)
-        request = dataclasses.replace(request, messages=messages)
-        return self._stream(request, self._settings(Resume(checkpoint, verdicts)), cancel)
+        messages, verdicts, nested = _decided(checkpoint, decisions, have)
+        return dataclasses.replace(request, messages=messages), verdicts, nested
 
     def resume_run(self, checkpoint: Checkpoint, decisions: Mapping[str, Decision], *,
                    cancel: Optional[threading.Event] = None) -> Result[OutputT]:
@@ -565,25 +580,44 @@ def _poll(cancel: threading.Event, ctx: RunContext, ended: threading.Event) -> N
             return
 
 
-def _decided(checkpoint: Checkpoint, decisions: Mapping[str, Any],
-             tools: Mapping[str, Any]) -> Tuple[Tuple[Message, ...], Dict[str, Any]]:
-    """The conversation with edited inputs in place, and per pending id True or the
-    refusal's text. A missing, unknown or malformed decision is a ConfigError."""
+def _decided(checkpoint: Checkpoint, decisions: Mapping[str, Any], tools: Mapping[str, Any],
+             ) -> Tuple[Tuple[Message, ...], Dict[str, Any], Dict[str, Dict[str, Any]]]:
+    """The conversation with edited inputs in place, per pending id True or the
+    refusal's text, and per pending call that paused from inside (a sub-agent's) the
+    decisions for its nested run. Decisions are keyed by the ids of
+    ``checkpoint.waiting()``, at any depth. A missing, unknown or malformed decision
+    is a ConfigError, at any depth (a sub-agent tool's own agent checks its inputs)."""
     if not isinstance(decisions, Mapping):
         raise ConfigError(f"decisions must map pending call ids to decisions, got "
                           f"{type(decisions).__name__}")
-    pending = {p.id: p for p in checkpoint.pending}
-    unknown = sorted(set(decisions) - set(pending))
+    waiting = [p.id for p in checkpoint.waiting()]
+    if len(set(waiting)) != len(waiting):
+        raise ConfigError(f"the calls awaiting a decision share ids ({sorted(waiting)!r}): "
+                          "decisions keyed by id cannot tell them apart")
+    unknown = sorted(set(decisions) - set(waiting))
     if unknown:
         raise ConfigError(f"decisions for calls that are not pending: {unknown!r} "
-                          f"(pending: {sorted(pending)!r})")
-    missing = sorted(set(pending) - set(decisions))
+                          f"(pending: {sorted(waiting)!r})")
+    missing = sorted(set(waiting) - set(decisions))
     if missing:
         raise ConfigError(f"no decision for the pending calls {missing!r}; give True, "
                           "False, a reason str or an edited input dict for each")
+    pending = {p.id: p for p in checkpoint.pending if p.child is None}
     verdicts: Dict[str, Any] = {}
+    nested: Dict[str, Dict[str, Any]] = {}
+    for outer in checkpoint.pending:
+        if outer.child is None:
+            continue
+        inner = {p.id: decisions[p.id] for p in outer.child.waiting()}
+        runner = getattr(tools.get(outer.name), "agent", None)
+        if isinstance(runner, Agent):  # a sub-agent tool: check the decisions now
+            runner._resume_request(outer.child, inner)
+        nested[outer.id] = inner
+        verdicts[outer.id] = True  # approved before; its nested run's calls are decided
     edited: Dict[str, str] = {}
     for call_id, decision in decisions.items():
+        if call_id not in pending:
+            continue
         name = pending[call_id].name
         if decision is True:
             verdicts[call_id] = True
@@ -614,7 +648,26 @@ def _decided(checkpoint: Checkpoint, decisions: Mapping[str, Any],
         parts = tuple(ToolCall(p.id, p.name, edited[p.id], p.finished)
                       if isinstance(p, ToolCall) and p.id in edited else p for p in last.parts)
         messages = messages[:-1] + (Message(last.role, parts),)
-    return messages, verdicts
+    return messages, verdicts, nested
+
+
+def _observers(observers: Sequence[Observer], parent: Optional[ToolContext]) -> Optional[Observers]:
+    """A run's observers: its own, and for a sub-agent's run also those of the run
+    whose call started it (under a run id of its own), so one trace and one
+    recording hold the whole tree."""
+    above = getattr(parent, "observer", None) if parent is not None else None
+    if isinstance(above, Observers):
+        return Observers.make(tuple(above.observers) + tuple(
+            o for o in observers if o not in above.observers))
+    return Observers.make(observers)
+
+
+def _parent_data(parent: ToolContext) -> Dict[str, Any]:
+    """What a sub-agent's ``run.start`` says of where it runs: the parent's run id and
+    the call (id and tool name) that started it."""
+    above = parent.observer
+    return {"parent_run": getattr(above, "run_id", ""), "via": parent.call_id,
+            "agent": parent.name}
 
 
 def _check_int(name: str, value: Any, least: int) -> None:

@@ -7,7 +7,8 @@ turns it into JSON text any process can keep; ``Checkpoint.loads(text, key=None)
 reads it back, and ``Agent.resume(checkpoint, decisions)`` runs the paused calls as
 decided and goes on with the next model turn.
 
-What the JSON holds (``"version": 1``), and why each field is needed:
+What the JSON holds (``"version": 2``; version 1, the same without ``child``,
+still loads), and why each field is needed:
 
 - ``messages``: the conversation up to and including the assistant message that
   asked for the paused calls, in ``nacelle.dumps`` form (lossless: Reasoning state
@@ -26,6 +27,14 @@ What the JSON holds (``"version": 1``), and why each field is needed:
   so their injects are kept here and added to the result when the call runs. A call
   resumed with an edited input is another call, which the hooks never saw: it is asked
   of them as a fresh call (they may deny it) and its old injects are dropped.
+- ``child`` (on a pending call, version 2): a call that paused from inside — a
+  sub-agent (``subagent_tool``) whose own approval returned PAUSE — carries that
+  nested run's checkpoint here, in this same form (it may nest further). The person
+  decides on the nested run's calls (:meth:`Checkpoint.waiting` lists every call
+  awaiting a decision, at any depth); on resume the call runs again as a resumed
+  call, which goes on with the nested run instead of starting afresh, so nothing the
+  nested run already did runs twice. The nested checkpoint is part of the signed
+  body and is verified as the top one is, so changing it fails as for a flat one.
 - ``usage``, ``iterations`` and ``tool_calls``: the run's spend, its model requests
   and its local calls so far, so ``max_iterations`` and a ``Budget`` continue from
   where the paused run stood instead of starting afresh.
@@ -55,8 +64,8 @@ import dataclasses
 import hashlib
 import hmac
 import json
-from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple, Union
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from . import bounded_json
 from .errors import CheckpointError, ConfigError, ConversationError
@@ -65,9 +74,11 @@ from .messages import Message, Role, ToolCall, ToolResult, dumps as dump_message
 from .messages import _part_from_json as part_from_json, _part_to_json as part_to_json
 from .messages import loads as load_messages
 
-__all__ = ["PAUSE", "Checkpoint", "PendingCall", "fingerprint"]
+__all__ = ["PAUSE", "Checkpoint", "NestedPause", "PendingCall", "fingerprint"]
 
-VERSION = 1
+VERSION = 2
+#: The versions :meth:`Checkpoint.loads` reads.
+READS = (1, 2)
 
 
 class _Pause:
@@ -114,14 +125,27 @@ def fingerprint(name: str, input: Any) -> str:
 
 @dataclass(frozen=True)
 class PendingCall:
-    """A paused call: its id, tool name, raw input, fingerprint and the before-hooks'
-    injects (see the module docstring)."""
+    """A paused call: its id, tool name, raw input, fingerprint, the before-hooks'
+    injects and, for a call that paused from inside (a sub-agent's approval), the
+    nested run's checkpoint (see the module docstring)."""
 
     id: str
     name: str
     input: str
     fingerprint: str
     inject: Tuple[str, ...] = ()
+    child: Optional["Checkpoint"] = None
+
+
+class NestedPause(Exception):
+    """Raised by a tool whose own nested run paused for a person's approval (a
+    sub-agent's): the call pauses as if ``approve`` had paused it, and the run's
+    checkpoint carries ``checkpoint`` under the call's id. Caught by the loop; a
+    tool that is not a run of its own has no reason to raise it."""
+
+    def __init__(self, checkpoint: "Checkpoint") -> None:
+        super().__init__("a nested run paused for a person's approval")
+        self.checkpoint = checkpoint
 
 
 @dataclass(frozen=True)
@@ -140,6 +164,18 @@ class Checkpoint:
     def __repr__(self) -> str:
         return (f"<Checkpoint {len(self.messages)} messages, {len(self.results)} results, "
                 f"pending={[p.name for p in self.pending]!r}, iterations={self.iterations}>")
+
+    def waiting(self) -> Tuple[PendingCall, ...]:
+        """Every call awaiting a person's decision, at any depth, in order: a pending
+        call of this run, or, for one that paused from inside, the calls its nested
+        checkpoint waits for. ``Agent.resume`` takes decisions keyed by these ids."""
+        found: List[PendingCall] = []
+        for pending in self.pending:
+            if pending.child is not None:
+                found.extend(pending.child.waiting())
+            else:
+                found.append(pending)
+        return tuple(found)
 
     def calls(self) -> List[ToolCall]:
         """The finished local calls of the conversation's last message, in call order."""
@@ -174,6 +210,9 @@ class Checkpoint:
         if missing:
             raise CheckpointError(f"calls with neither a result nor a pending entry: "
                                   f"{sorted(missing)!r}")
+        for pending in self.pending:
+            if pending.child is not None:
+                pending.child.verify()
 
     def to_json(self) -> Dict[str, Any]:
         """The checkpoint as a JSON value, unsigned."""
@@ -181,9 +220,7 @@ class Checkpoint:
             "version": VERSION,
             "messages": json.loads(dump_messages(self.messages)),
             "results": [_result_json(r) for r in self.results],
-            "pending": [{"id": p.id, "name": p.name, "input": p.input,
-                         "fingerprint": p.fingerprint, "inject": list(p.inject)}
-                        for p in self.pending],
+            "pending": [_pending_json(p) for p in self.pending],
             "usage": dataclasses.asdict(self.usage),
             "iterations": self.iterations,
             "tool_calls": self.tool_calls,
@@ -210,9 +247,9 @@ class Checkpoint:
         if not isinstance(body, dict):
             raise CheckpointError("a checkpoint must be a JSON object")
         version = body.get("version")
-        if version != VERSION:
+        if isinstance(version, bool) or version not in READS:
             raise CheckpointError(f"unknown checkpoint version {version!r} "
-                                  f"(this nacelle reads version {VERSION})")
+                                  f"(this nacelle reads versions {READS[0]} to {READS[-1]})")
         signature = body.pop("signature", None)
         if secret is not None:
             if not isinstance(signature, str):
@@ -223,25 +260,47 @@ class Checkpoint:
                 raise CheckpointError("the checkpoint's signature does not match: it was "
                                       "changed, or signed with another key")
         try:
-            checkpoint = cls(
-                messages=tuple(load_messages(json.dumps(body["messages"]))),
-                results=tuple(_result_from_json(r, i) for i, r in enumerate(body["results"])),
-                pending=tuple(PendingCall(str(p["id"]), str(p["name"]), str(p["input"]),
-                                          str(p["fingerprint"]),
-                                          tuple(str(i) for i in p.get("inject", ())))
-                              for p in body["pending"]),
-                usage=Usage(**body["usage"]),
-                iterations=_count(body["iterations"]),
-                tool_calls=_count(body["tool_calls"]),
-                tools=tuple(str(t) for t in body["tools"]),
-                repeats=_repeats(body.get("repeats", {})),
-            )
+            checkpoint = _from_json(body, nested=version >= 2)
         except CheckpointError:
             raise
         except Exception as exc:  # noqa: BLE001 - any malformed field is one failure
             raise CheckpointError(f"a malformed checkpoint: {type(exc).__name__}: {exc}") from None
         checkpoint.verify()
         return checkpoint
+
+
+def _pending_json(pending: PendingCall) -> Dict[str, Any]:
+    out: Dict[str, Any] = {"id": pending.id, "name": pending.name, "input": pending.input,
+                           "fingerprint": pending.fingerprint, "inject": list(pending.inject)}
+    if pending.child is not None:
+        child = pending.child.to_json()
+        del child["version"]  # the top's version covers the whole document
+        out["child"] = child
+    return out
+
+
+def _from_json(body: Dict[str, Any], *, nested: bool) -> Checkpoint:
+    """A checkpoint (and the nested ones under its pending calls) from its JSON."""
+    return Checkpoint(
+        messages=tuple(load_messages(json.dumps(body["messages"]))),
+        results=tuple(_result_from_json(r, i) for i, r in enumerate(body["results"])),
+        pending=tuple(_pending_from_json(p, nested) for p in body["pending"]),
+        usage=Usage(**body["usage"]),
+        iterations=_count(body["iterations"]),
+        tool_calls=_count(body["tool_calls"]),
+        tools=tuple(str(t) for t in body["tools"]),
+        repeats=_repeats(body.get("repeats", {})),
+    )
+
+
+def _pending_from_json(raw: Dict[str, Any], nested: bool) -> PendingCall:
+    child = raw.get("child")
+    if child is not None and not (nested and isinstance(child, dict)):
+        raise CheckpointError("a pending call's child must be a nested checkpoint object "
+                              "(version 2)")
+    return PendingCall(str(raw["id"]), str(raw["name"]), str(raw["input"]),
+                       str(raw["fingerprint"]), tuple(str(i) for i in raw.get("inject", ())),
+                       None if child is None else _from_json(child, nested=True))
 
 
 def _result_json(result: ToolResult) -> Dict[str, Any]:
@@ -307,3 +366,6 @@ class Resume:
 
     checkpoint: Checkpoint
     decisions: Dict[str, Union[bool, str]]
+    #: Per pending call that paused from inside: the decisions for its nested run's
+    #: calls, as given to ``Agent.resume`` (the call's own decision is then True).
+    nested: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)

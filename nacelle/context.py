@@ -272,7 +272,7 @@ class ToolContext(RunContext):
     can hand its context to code that expects one — a nested run, an HTTP request.
     """
 
-    __slots__ = ("call_id", "index", "name", "emit")
+    __slots__ = ("call_id", "index", "name", "emit", "spend", "resumed")
 
     def __init__(
         self,
@@ -295,6 +295,13 @@ class ToolContext(RunContext):
         #: (a forwarding sub-agent's events); the round running the call sets it, and
         #: outside a run it drops the event.
         self.emit: Callable[[Any], None] = _dropped
+        #: Adds what the call spent on model requests of its own (a sub-agent's run)
+        #: to the run's usage, so the run's total and its budget count it; the round
+        #: sets it, and outside a run it drops the usage.
+        self.spend: Callable[[Any], None] = _dropped
+        #: Set for a call resumed after a pause that paused inside it (a sub-agent's
+        #: approval): ``(checkpoint, decisions)`` of the nested run to go on with.
+        self.resumed: Optional[Tuple[Any, Any]] = None
 
     def __repr__(self) -> str:
         return (f"ToolContext(call_id={self.call_id!r}, index={self.index}, "

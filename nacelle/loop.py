@@ -41,6 +41,13 @@ backend)`` calls ``turn(request, messages, ctx)`` (a backend's ``turn``, a
   edited input is a new call: the loop guard counts it, and it is validated and
   passes the before-hooks as any call does), and the round's earlier results
   recorded as they were — then the next model turn.
+- A running call may forward events of its own (a sub-agent's, ``ctx.emit``; they
+  carry ``via``): they pass through in the round as they come and close nothing. What
+  a call spent on model requests of its own (``ctx.spend``) is added to the run's
+  usage when its round ends, so the total, the budget and a checkpoint count it. A
+  call that paused from inside (``checkpoint.NestedPause``) is paused as an approval
+  would pause it, its pending entry carrying the nested checkpoint; on resume it runs
+  again with ``ctx.resumed`` set to go on with the nested run.
 - A toolset among the Agent's tools (``client.tools(live=True)`` from ``nacelle.mcp``)
   is asked for its tools before every model turn after the first: a server whose list
   changed offers the new list at the next turn.
@@ -180,6 +187,9 @@ class _Run:
         self.compaction = settings.compaction  # a nacelle.Compaction, or None
         self.compact_next = False  # the last turn's input passed the threshold
         self.repeats: Dict[str, int] = {}  # calls per tool and canonical input, for the guard
+        # Resumed calls that go on with a nested run (a sub-agent's pause), for the
+        # next round's sink: id -> (nested checkpoint, its decisions).
+        self.resuming: Dict[str, Tuple[Checkpoint, Any]] = {}
         if self.resume is not None:
             paused = self.resume.checkpoint
             self.total = paused.usage
@@ -503,6 +513,7 @@ class _Run:
         request = self.request
         decided, edited = decided or {}, edited or set()
         sink = self.sink.for_round()
+        sink.resuming, self.resuming = self.resuming, {}
         current = Round([Call(c, i, self.tools.get(c.name), decided.get(c.id), c.id in edited)
                          for i, c in enumerate(calls) if c.id not in settled and c.id not in results],
                         sink, self.ctx, self.settings.tool_timeout,
@@ -512,6 +523,9 @@ class _Run:
         paused: List[ToolCall] = []
         try:
             for event in current.results():
+                if event.via:  # a sub-agent's event, forwarded: it closes none of ours
+                    yield event
+                    continue
                 tool = _tool(event)
                 results[tool.id] = as_result(tool)
                 if tool.paused:
@@ -522,6 +536,7 @@ class _Run:
             out_of_time = True
         # Left as it is on any other exit, so the run's clean-up tells its calls to stop.
         self.current = None
+        self.total += sink.spent  # the calls' own model requests (sub-agents') count too
         if paused and not out_of_time:
             # The checkpoint's conversation ends with the assistant message; DONE's
             # carries the round's results too (paused ones as failed, saying so), so it
@@ -531,7 +546,8 @@ class _Run:
                 messages=tuple(self.conversation),
                 results=tuple(results[c.id] for c in calls if c.id not in ids),
                 pending=tuple(PendingCall(c.id, c.name, c.input, fingerprint(c.name, c.input),
-                                          sink.paused.get(c.id, ())) for c in paused),
+                                          sink.paused.get(c.id, ()), sink.nested.get(c.id))
+                              for c in paused),
                 usage=self.total, iterations=self.iterations, tool_calls=self.calls_run,
                 tools=tuple(t.name for t in request.tools),
                 repeats=tuple(sorted(self.repeats.items())))
@@ -564,6 +580,9 @@ class _Run:
                     call.id, index, call.name, call.input, refused=True, error=str(verdict)))
             elif fingerprint(call.name, call.input) == pending[call.id].fingerprint:
                 decided[call.id] = pending[call.id].inject
+                child = pending[call.id].child
+                if child is not None:
+                    self.resuming[call.id] = (child, resume.nested.get(call.id, {}))
         edited = set(pending) - set(settled) - set(decided)
         known = {r.id: r for r in paused.results}
         looping = self._guard(calls, settled, only=edited)

@@ -13,7 +13,11 @@ observers, and so is any callable taking an Observation.
 ``run.start``          ``backend``, ``model``, ``system``, ``messages`` (the
                        conversation the run starts from), ``tools`` (each
                        ``(name, description)``), ``max_tokens``, ``profile``,
-                       ``resumed``
+                       ``resumed``; a sub-agent's run (``subagent_tool``)
+                       also ``parent_run`` (the run id of the run whose call
+                       started it), ``via`` (that call's id) and ``agent`` (the
+                       sub-agent tool's name). Its observations reach the
+                       parent's observers under a run id of its own.
 ``request.start``      ``provider`` (the backend's name), ``model``, ``url``,
                        ``server_address``, ``server_port``, ``max_tokens``,
                        ``profile``, ``attempt`` (below)
@@ -171,6 +175,11 @@ class Observers:
         if not observers and not debug:
             return None
         return cls(observers, run_id or uuid.uuid4().hex, debug=debug)
+
+    @property
+    def observers(self) -> Tuple[Observer, ...]:
+        """The observers called, in order (a sub-agent's run is given them too)."""
+        return self._observers
 
     @property
     def wants_events(self) -> bool:

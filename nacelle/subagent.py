@@ -9,13 +9,37 @@ point of delegating.
 
 Approvals are denied unless ``approve`` is given: a sub-agent runs out of the user's
 sight, so it must not inherit a right to act. An ``approve`` that returns
-``nacelle.PAUSE`` makes the call fail, saying which calls paused and did not run: a
-nested run has no checkpoint the parent's could carry, so its partial text is not
-passed off as an answer. Its hooks are ``base``'s. The nested
-run's spend is passed to ``on_usage`` (also when it fails part way), since it never
-appears in the parent's TURN events. The nested run is cancelled with the call: a
-timeout or a cancelled parent run sets the call's ``ctx.cancelled``, which is the
-nested run's cancel event.
+``nacelle.PAUSE`` pauses the whole run: the call closes as paused (the tool raises
+:class:`~nacelle.checkpoint.NestedPause`), the parent's round ends with
+``Stop.PAUSED``, and the parent's checkpoint carries the sub-agent's under the
+call's id (``checkpoint.py``, version 2). ``Agent.resume(checkpoint, decisions)``
+takes decisions keyed by the sub-agent's call ids (``checkpoint.waiting()``); the
+call runs again as a resumed call, which resumes the sub-agent's run — its finished
+calls are not run again — and then the parent goes on. Its hooks are ``base``'s, and
+so are its loop guard and observers.
+
+The tree is one run for what it spends and how it stops. The sub-agent's spend is
+added to the parent's usage (``ctx.spend``), so the parent's DONE total and its
+``Budget`` count it (checked at the parent's next turn boundary, as its own tools'
+are), and it is passed to ``on_usage`` too (also when the run fails part way). The
+nested run is cancelled with the call: a timeout or a cancelled parent run sets the
+call's ``ctx.cancelled``, which is the nested run's cancel event. Its observations
+reach the parent run's observers under a run id of its own, its ``run.start``
+naming the parent run and the call (``parent_run``, ``via``): an OpenTelemetry
+``invoke_agent`` span of the child starts on the tool's thread, under the call's
+``execute_tool`` span.
+
+``forward=True`` makes the sub-agent's work visible as it happens: each of its
+events but DONE is passed into the parent's stream (``ctx.emit``) re-tagged with
+``agent`` = this tool's name followed by the event's own path, and ``via`` = the id
+of the call that started the run that made the event. So a grandchild's event,
+forwarded twice, has ``agent == ("child", "grandchild")`` and keeps the ``via`` its
+own parent gave it: the child's call that started the grandchild, which is the
+TOOL_CALL in the stream whose ``agent`` is ``("child",)``. ``(event.agent[:-1],
+event.via)`` always names the call that started the run an event comes from. A
+forwarded event closes no call of the parent; the parent's model still reads only
+the final text. Forwarding is off by default: a consumer written before it would
+show a sub-agent's text as the parent's.
 
 A ``base`` with structured output (``output=``) makes a typed sub-agent: the child
 keeps its ``output``, mode and retries, and the tool returns the validated answer as
@@ -30,13 +54,15 @@ Core module: imports the standard library and nacelle's core modules only.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional
 
 from .agent import Agent
+from .checkpoint import NestedPause
 from .errors import ConfigError
-from .events import Kind, Stop, Usage
+from .events import Event, Kind, Stop, Usage
 from .messages import Role, user_text
 from .output import to_jsonable
 from .context import ToolContext
@@ -68,11 +94,12 @@ class SubagentTool:
     open_world = True
 
     def __init__(self, agent: Agent, name: str, description: str,
-                 on_usage: Optional[Callable[[Usage], Any]]) -> None:
+                 on_usage: Optional[Callable[[Usage], Any]], forward: bool = False) -> None:
         self.agent = agent
         self.name = name
         self.description = description
         self.on_usage = on_usage
+        self.forward = forward
         self.schema = {
             "type": "object",
             "properties": {"task": {"type": "string",
@@ -85,40 +112,69 @@ class SubagentTool:
         return f"<SubagentTool {self.name!r} over {self.agent!r}>"
 
     def run(self, input: Dict[str, Any], ctx: ToolContext) -> str:
-        spent = Usage()
-        text, stop, output = "", None, None
-        paused: Tuple[str, ...] = ()
+        resumed = getattr(ctx, "resumed", None)
+        base = Usage()
+        if resumed is not None:  # the call paused inside its run: go on with that run
+            checkpoint, decisions = resumed
+            base = checkpoint.usage
+            events = self.agent._resumed(checkpoint, decisions, ctx.cancelled, ctx)
+        else:
+            request = self.agent.request([user_text(input["task"])])
+            events = self.agent._stream(request, self.agent._settings(), ctx.cancelled, ctx)
+        own = Usage()  # the child's own turns, for a run that ends without DONE
+        done: Optional[Event] = None
         try:
-            for event in self.agent.stream([user_text(input["task"])], cancel=ctx.cancelled):
-                if event.kind is Kind.TURN:
-                    spent += event.usage
-                elif event.kind is Kind.DONE:
-                    stop = event.stop
-                    output = event.output
-                    if event.checkpoint is not None:
-                        paused = tuple(p.name for p in event.checkpoint.pending)
-                    text = next((m.text for m in reversed(event.messages)
-                                 if m.role is Role.ASSISTANT), "")
+            for event in events:
+                kind = event.kind
+                if kind is Kind.DONE:
+                    done = event
+                    continue
+                if kind is Kind.TURN and not event.agent:
+                    own += event.usage
+                if self.forward:
+                    ctx.emit(dataclasses.replace(event, agent=(self.name,) + event.agent,
+                                                 via=event.via or ctx.call_id))
         finally:
-            if self.on_usage is not None and spent != Usage():
-                try:
-                    self.on_usage(spent)
-                except Exception:  # noqa: BLE001 - accounting must not fail the call
-                    log.warning("on_usage failed for %s", self.name, exc_info=True)
-        if stop is Stop.PAUSED:
-            # A nested run has no checkpoint of its own to resume: its text so far is
-            # no answer, and the parent model must know the paused calls did not run.
-            raise RuntimeError(
-                f"the sub-agent paused for a person's approval of {', '.join(paused)}, "
-                "which a sub-agent cannot wait for: those calls did not run, and it has "
-                "no answer")
-        if output is not None:
-            return json.dumps(to_jsonable(output), ensure_ascii=False)
-        if self.agent.output is not None and stop is not None:
+            events.close()
+            spent = own if done is None else _less(done.usage, base)
+            if spent != Usage():
+                ctx.spend(spent)
+                if self.on_usage is not None:
+                    try:
+                        self.on_usage(spent)
+                    except Exception:  # noqa: BLE001 - accounting must not fail the call
+                        log.warning("on_usage failed for %s", self.name, exc_info=True)
+        return self._answer(done)
+
+    def _answer(self, done: Optional[Event]) -> str:
+        """The call's result from the child's DONE; a paused child pauses the call."""
+        if done is None or done.stop is None:
+            raise RuntimeError("the sub-agent's run ended without an answer")
+        stop = done.stop
+        if stop is Stop.PAUSED and done.checkpoint is not None:
+            raise NestedPause(done.checkpoint)
+        if done.output is not None:
+            return json.dumps(to_jsonable(done.output), ensure_ascii=False)
+        if self.agent.output is not None:
             raise RuntimeError(f"the sub-agent stopped ({stop.value}) without a valid answer")
-        if not text and stop is not None and not stop.complete:
+        text = next((m.text for m in reversed(done.messages) if m.role is Role.ASSISTANT), "")
+        if not text and not stop.complete:
             raise RuntimeError(f"the sub-agent stopped ({stop.value}) without an answer")
         return text
+
+
+def _less(total: Usage, base: Usage) -> Usage:
+    """``total`` minus ``base`` (a resumed child's usage before its pause, which the
+    parent counted then): what the child spent in this call."""
+    if base == Usage():
+        return total
+    return Usage(input_tokens=max(0, total.input_tokens - base.input_tokens),
+                 output_tokens=max(0, total.output_tokens - base.output_tokens),
+                 cache_read_tokens=max(0, total.cache_read_tokens - base.cache_read_tokens),
+                 cache_creation_tokens=max(0, total.cache_creation_tokens
+                                           - base.cache_creation_tokens),
+                 reasoning_tokens=max(0, total.reasoning_tokens - base.reasoning_tokens),
+                 cost=max(0.0, total.cost - base.cost), priced=total.priced)
 
 
 def subagent_tool(
@@ -130,12 +186,15 @@ def subagent_tool(
     max_iterations: int = 0,
     approve: Optional[Callable[..., bool]] = None,
     on_usage: Optional[Callable[[Usage], Any]] = None,
+    forward: bool = False,
 ) -> SubagentTool:
     """A Tool that runs ``agent``'s configuration on a task; see the module docstring."""
     if not isinstance(agent, Agent):
         raise ConfigError(f"subagent_tool needs a nacelle.Agent, got {type(agent).__name__}")
     if not isinstance(name, str) or not NAME_PATTERN.match(name):
         raise ConfigError(f"tool name {name!r} must match ^[a-zA-Z0-9_-]{{1,64}}$")
+    if not isinstance(forward, bool):
+        raise ConfigError(f"forward must be True or False, got {forward!r:.40}")
     if on_usage is not None and not callable(on_usage):
         raise ConfigError(f"on_usage must be callable, got {type(on_usage).__name__}")
     child = Agent(
@@ -154,7 +213,9 @@ def subagent_tool(
         output=agent.output,
         output_mode=agent.output_mode,
         output_retries=agent.output_retries,
+        loop_guard=agent.loop_guard,
+        observers=agent.observers,
         logger=agent.logger,
     )
     return SubagentTool(child, name, description if description is not None else DEFAULT_DESCRIPTION,
-                        on_usage)
+                        on_usage, forward)

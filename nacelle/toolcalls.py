@@ -26,10 +26,10 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
-from .checkpoint import PAUSE
+from .checkpoint import PAUSE, Checkpoint, NestedPause
 from .context import ToolContext
 from .errors import Cancelled
-from .events import Event, Kind, ToolEvent
+from .events import Event, Kind, ToolEvent, Usage
 from .hooks import HookEvent, HookPoint, cut_inject, normalize_hooks, run_after, run_before
 from .messages import Part, Text, ToolCall, ToolMedia, ToolResult, well_formed
 from .observe import new_span
@@ -89,6 +89,13 @@ class ToolSink:
         self._denied = _denied if _denied is not None else _DeniedNames()
         # Calls whose approval paused them, by id: the before-hooks' injects.
         self.paused: Dict[str, Tuple[str, ...]] = {}
+        # Paused calls whose pause came from inside (a sub-agent's approval), by id:
+        # the nested run's checkpoint, which the run's checkpoint carries.
+        self.nested: Dict[str, Checkpoint] = {}
+        # Resumed calls that go on with a nested run, by id: (checkpoint, decisions),
+        # handed to the call as ``ctx.resumed``.
+        self.resuming: Dict[str, Tuple[Checkpoint, Any]] = {}
+        self._spent = Usage()
 
     def for_round(self) -> "ToolSink":
         """A sink for the next round of calls: the same policy and the same memory of
@@ -116,10 +123,31 @@ class ToolSink:
     def forward(self, event: Event) -> None:
         """Pass on an event a running call made that closes nothing (a sub-agent's,
         forwarded): the generator yields it with the next batch, ahead of that batch's
-        results and in the order forwarded."""
+        results and in the order forwarded.
+
+        A forwarded event says which call it came through (``via``): that is how the
+        round and the loop tell it from a result of their own, so one without is a
+        ValueError raised to the tool that forwarded it."""
+        if not isinstance(event, Event) or not event.via:
+            raise ValueError("a forwarded event must be an Event whose via names the call "
+                             "it came through")
         with self._ready:
             self._forwarded.append(event)
             self._ready.notify_all()
+
+    def spend(self, usage: Usage) -> None:
+        """Add what a running call spent on model requests of its own (a sub-agent's
+        run) to :attr:`spent`, which the loop adds to the run's usage."""
+        if not isinstance(usage, Usage):
+            raise TypeError(f"spend takes a nacelle.Usage, got {type(usage).__name__}")
+        with self._ready:
+            self._spent = self._spent + usage
+
+    @property
+    def spent(self) -> Usage:
+        """What the round's calls spent on model requests of their own so far."""
+        with self._ready:
+            return self._spent
 
     def drain(self) -> List[Event]:
         """Take every forwarded event, in order, then every result that has landed,
@@ -244,7 +272,19 @@ def _run_tool(tool: Any, call: ToolCall, index: int, sink: ToolSink, ctx: ToolCo
     if error is None and ctx.cancelled.is_set():
         error, kind = "cancelled: the run was cancelled before this call started", "cancelled"
     if error is None:
-        result, content, error, kind = _invoke(tool, call.name, arguments, ctx)
+        if decided is not None and isinstance(ctx, ToolContext):
+            ctx.resumed = sink.resuming.get(call.id)
+        try:
+            result, content, error, kind = _invoke(tool, call.name, arguments, ctx)
+        except NestedPause as exc:
+            # A person's approval is awaited inside the call (a sub-agent's): the call
+            # pauses as if approve had paused it, carrying the nested run's checkpoint.
+            sink.paused[call.id] = tuple(injects)
+            sink.nested[call.id] = exc.checkpoint
+            event = ToolEvent(call.id, index, call.name, call.input, error=PAUSED_TEXT,
+                              duration=clock() - started, paused=True)
+            sink.report(Event(_TOOL_RESULT, tool=event))
+            return as_result(event), event, None
         limit = getattr(tool, "max_result_chars", None)
         limit = sink.max_result_chars if limit is None else limit
         if content and limit and len(result) > limit:
@@ -380,6 +420,8 @@ def _invoke(tool: Any, name: str, arguments: Dict[str, Any], ctx: ToolContext,
         answer = tool_output(tool.run(arguments, ctx))
     except Cancelled as exc:
         return "", (), f"cancelled: {exc}", "cancelled"
+    except NestedPause:
+        raise
     except Exception as exc:  # noqa: BLE001 - a tool failure is the model's to read
         log.debug("tool %s raised", name, exc_info=True)
         return "", (), str(exc) or type(exc).__name__, type(exc).__qualname__

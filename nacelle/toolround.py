@@ -93,6 +93,7 @@ class Round:
             call.ctx = ctx.tool(call.call.id, call.index, call.call.name, timeout=call.timeout,
                                 asked=self.asked)
             call.ctx.emit = sink.forward
+            call.ctx.spend = sink.spend
         self.chain = [c for c in calls if c.tool is not None and getattr(c.tool, "exclusive", False)]
         self._lock = threading.Lock()
         self._free = max_parallel
@@ -129,7 +130,9 @@ class Round:
         run_ctx, sink = self.run_ctx, self.sink
         while True:
             batch = sink.drain()
-            open_calls -= sum(1 for event in batch if event.kind is _TOOL_RESULT)
+            # A forwarded event (``via`` set: a sub-agent's own TOOL_RESULT) closes nothing.
+            open_calls -= sum(1 for event in batch
+                              if event.kind is _TOOL_RESULT and not event.via)
             yield from batch
             if open_calls <= 0:
                 return

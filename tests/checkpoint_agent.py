@@ -87,3 +87,54 @@ def resume_main() -> None:
     json.dump({"stop": done.stop.value, "results": results, "calls": calls, "events": kinds,
                "total": done.usage.total, "text": done.messages[-1].parts[0].text},
               sys.stdout)
+
+
+# -- a delegating agent whose sub-agent pauses (nested checkpoints) -------------
+
+def delegating_policy(name: str, input: Dict[str, Any], ctx: Any) -> Any:
+    return True if name in ("lookup", "delegate") else nacelle.PAUSE
+
+
+def delegating_agent(turns: List[Any]) -> nacelle.Agent:
+    """A parent whose ``delegate`` tool runs a sub-agent with ``lookup`` and ``send``,
+    forwarding its events; the sub-agent's ``send`` pauses. Parent and sub-agent
+    share the scripted backend, as they would share a provider."""
+    backend = ScriptedBackend(turns)
+    worker = nacelle.Agent(backend, "You do errands.", tools=[lookup, send])
+    delegate = nacelle.subagent_tool(worker, name="delegate", approve=delegating_policy,
+                                     forward=True)
+    return nacelle.Agent(backend, "You delegate.", tools=[delegate, lookup],
+                         approve=delegating_policy)
+
+
+def delegating_turns() -> List[Any]:
+    return [
+        Turn(nacelle.Message(nacelle.Role.ASSISTANT, (
+            ToolCall("p1", "delegate", '{"task": "greet ann"}'),
+            ToolCall("p2", "lookup", '{"query": "ann"}'),
+        )), usage=nacelle.Usage(input_tokens=10, output_tokens=5)),
+        Turn(nacelle.Message(nacelle.Role.ASSISTANT, (
+            ToolCall("c1", "lookup", '{"query": "address"}'),
+            ToolCall("c2", "send", '{"to": "ann", "body": "hi"}'),
+        )), usage=nacelle.Usage(input_tokens=100, output_tokens=50)),
+    ]
+
+
+def resume_nested_main() -> None:
+    checkpoint = nacelle.Checkpoint.loads(sys.stdin.read(), key=KEY)
+    decisions = json.loads(sys.argv[1])
+    resumed = delegating_agent([
+        Turn("Greeted ann.", usage=nacelle.Usage(input_tokens=200, output_tokens=3)),
+        Turn("All done.", usage=nacelle.Usage(input_tokens=20, output_tokens=2)),
+    ])
+    events = []
+    for event in resumed.resume(checkpoint, decisions):
+        if event.kind is nacelle.Kind.DONE:
+            done = event
+        else:
+            events.append([event.kind.value, list(event.agent), event.via,
+                           event.tool.id if event.tool is not None else event.text])
+    json.dump({"stop": done.stop.value, "total": done.usage.total, "events": events,
+               "text": done.messages[-1].parts[0].text,
+               "results": [[p.id, p.result] for p in done.messages[-2].parts
+                           if isinstance(p, ToolResult)]}, sys.stdout)

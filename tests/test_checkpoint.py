@@ -71,7 +71,7 @@ def test_a_paused_round_runs_the_approved_calls_and_ends_with_a_checkpoint(effec
 def test_pause_then_resume_in_another_process_runs_each_tool_exactly_once(effects):
     _, done = paused_run()
     text = done.checkpoint.dumps(key=helper.KEY)
-    assert json.loads(text)["version"] == 1 and "signature" in json.loads(text)
+    assert json.loads(text)["version"] == 2 and "signature" in json.loads(text)
     seen = resume_in_child(text, {"c2": {"to": "ann", "body": "hello"},
                                   "c3": "bob asked not to be messaged"})
     ran = lines(effects)
@@ -139,7 +139,7 @@ def test_a_wrong_key_an_unknown_version_and_malformed_text_are_refused(effects):
     with pytest.raises(CheckpointError, match="fingerprint"):
         Checkpoint.loads(tampered(signed, lambda b: b["pending"][0].update(fingerprint="é")))
     with pytest.raises(CheckpointError, match="version"):
-        Checkpoint.loads(tampered(signed, lambda b: b.update(version=2)))
+        Checkpoint.loads(tampered(signed, lambda b: b.update(version=3)))
     with pytest.raises(CheckpointError, match="JSON"):
         Checkpoint.loads("{not json")
     with pytest.raises(CheckpointError, match="malformed"):
@@ -482,3 +482,80 @@ def test_a_checkpoint_result_with_content_that_is_not_media_is_a_checkpoint_erro
     body["results"][0]["content"] = "x"
     with pytest.raises(CheckpointError, match="content"):
         Checkpoint.loads(json.dumps(body))
+
+
+NESTED_CHILD = ("import sys; sys.path[:0] = ['tests', '.']; import checkpoint_agent; "
+                "checkpoint_agent.resume_nested_main()")
+
+
+def nested_pause():
+    events = list(helper.delegating_agent(helper.delegating_turns()).stream(
+        [nacelle.user_text("greet ann")]))
+    return events, events[-1]
+
+
+def test_a_sub_agent_s_pause_pauses_the_parent_with_its_checkpoint_nested(effects):
+    events, done = nested_pause()
+    assert done.stop is Stop.PAUSED
+    paused = [(e.tool.id, e.agent) for e in events
+              if e.kind is Kind.TOOL_RESULT and e.tool.paused]
+    assert paused == [("c2", ("delegate",)), ("p1", ())]
+    cp = done.checkpoint
+    assert [p.id for p in cp.pending] == ["p1"] and [r.id for r in cp.results] == ["p2"]
+    child = cp.pending[0].child
+    assert [p.id for p in child.pending] == ["c2"] and [r.id for r in child.results] == ["c1"]
+    assert [p.id for p in cp.waiting()] == ["c2"]
+    assert cp.usage.total == 165  # the sub-agent's turn counts in the parent's usage
+    text = cp.dumps()
+    assert Checkpoint.loads(text) == cp
+    body = json.loads(text)
+    assert body["version"] == 2 and body["pending"][0]["child"]["pending"][0]["id"] == "c2"
+
+
+def test_a_nested_checkpoint_changed_is_refused_as_a_flat_one_is(effects):
+    _, done = nested_pause()
+    signed = done.checkpoint.dumps(key=helper.KEY)
+
+    def edit_child(body):
+        body["pending"][0]["child"]["messages"][-1]["parts"][1]["input"] = \
+            '{"to": "eve", "body": "hi"}'
+
+    with pytest.raises(CheckpointError, match="signature"):
+        Checkpoint.loads(tampered(signed, edit_child), key=helper.KEY)
+    with pytest.raises(CheckpointError, match="fingerprint"):
+        Checkpoint.loads(tampered(signed, edit_child))
+    with pytest.raises(CheckpointError, match="version 2"):
+        Checkpoint.loads(tampered(signed, lambda b: b.update(version=1)))
+
+
+def test_a_version_1_checkpoint_still_loads(effects):
+    _, done = paused_run()
+    body = json.loads(done.checkpoint.dumps())
+    body["version"] = 1
+    assert Checkpoint.loads(json.dumps(body)) == done.checkpoint
+
+
+@pytest.mark.slow
+def test_nested_pause_then_resume_in_another_process_runs_each_call_once(effects):
+    _, done = nested_pause()
+    assert sorted(line[1] for line in lines(effects)) == ["lookup address", "lookup ann"]
+    out = subprocess.run([sys.executable, "-c", NESTED_CHILD, json.dumps({"c2": True})],
+                         input=done.checkpoint.dumps(key=helper.KEY), capture_output=True,
+                         text=True, cwd=str(ROOT), env=os.environ, timeout=60)
+    assert out.returncode == 0, out.stderr
+    resumed = json.loads(out.stdout)
+    assert resumed["stop"] == "end" and resumed["text"] == "All done."
+    assert resumed["results"] == [["p1", "Greeted ann."], ["p2", "found ann"]]
+    # The sub-agent's pending call, then its next turn, forwarded under the call.
+    assert resumed["events"] == [
+        ["tool_call", [], "", "p1"],
+        ["tool_call", ["delegate"], "p1", "c2"], ["tool_result", ["delegate"], "p1", "c2"],
+        ["text", ["delegate"], "p1", "Greeted ann."], ["turn", ["delegate"], "p1", ""],
+        ["tool_result", [], "", "p1"],
+        ["text", [], "", "All done."], ["turn", [], "", ""],
+    ]
+    assert resumed["total"] == 165 + 203 + 22
+    effects_by_process = lines(effects)
+    assert sorted(line[1] for line in effects_by_process) == [
+        "lookup address", "lookup ann", "send ann hi"]
+    assert effects_by_process[-1][0] != str(os.getpid())  # send ran in the other process

@@ -2,6 +2,7 @@
 the final text only."""
 
 import pickle
+import threading
 
 import pytest
 
@@ -65,7 +66,7 @@ def test_approvals_are_denied_unless_approve_is_given():
     assert script.requests[1].messages[-1].parts[0].failed
 
 
-def test_a_sub_agent_whose_approval_pauses_fails_the_call_instead_of_passing_its_text_off():
+def test_a_sub_agent_whose_approval_pauses_pauses_the_parent_and_resumes_where_it_stood():
     ran = []
 
     @nacelle.tool
@@ -75,17 +76,163 @@ def test_a_sub_agent_whose_approval_pauses_fails_the_call_instead_of_passing_its
         return "sent"
 
     script = ScriptedBackend([
-        assistant(ToolCall("p1", "subagent", '{"task": "tell ann"}')),
-        assistant(Text("Sending it now."), ToolCall("s1", "send", '{"to": "ann"}')),
-        assistant(Text("The sub-agent could not finish.")),
+        assistant(ToolCall("p1", "subagent", '{"task": "tell ann"}'),
+                  ToolCall("p2", "fetch", '{"key": "k"}')),
+        assistant(Text("Sending it now."), ToolCall("s0", "fetch", '{"key": "x"}'),
+                  ToolCall("s1", "send", '{"to": "ann"}')),
     ])
-    helper = subagent_tool(Agent(script, "sys", tools=[send]),
-                           approve=lambda *a: nacelle.PAUSE)
-    result = Agent(script, "sys", tools=[helper]).run([user_text("tell ann")])
-    (closed,) = result.messages[2].parts
-    assert closed.failed and "paused for a person's approval of send" in closed.result
-    assert "did not run" in closed.result and "Sending it now." not in closed.result
-    assert ran == [] and result.text == "The sub-agent could not finish."
+    fetched = []
+    approve = lambda name, *a: nacelle.PAUSE if name == "send" else True  # noqa: E731
+
+    @nacelle.tool
+    def fetch(key: str) -> str:
+        """Fetch a value."""
+        fetched.append(key)
+        return f"value of {key}"
+
+    helper = subagent_tool(Agent(script, "sys", tools=[send, fetch]), approve=approve)
+    parent = Agent(script, "sys", tools=[helper, fetch])
+    result = parent.run([user_text("tell ann")])
+    assert result.stop is nacelle.Stop.PAUSED and ran == [] and sorted(fetched) == ["k", "x"]
+    checkpoint = result.checkpoint
+    (outer,) = checkpoint.pending
+    assert outer.id == "p1" and outer.child is not None
+    assert [p.id for p in checkpoint.waiting()] == ["s1"]
+    assert [r.id for r in outer.child.results] == ["s0"]
+    text = checkpoint.dumps(key="k")
+    assert '"version": 2' in text
+    again = nacelle.Checkpoint.loads(text, key="k")
+    assert again.waiting() == checkpoint.waiting()
+
+    script = ScriptedBackend([assistant(Text("Sent to ann.")), assistant(Text("Ann is told."))])
+    helper = subagent_tool(Agent(script, "sys", tools=[send, fetch]), approve=approve)
+    parent = Agent(script, "sys", tools=[helper, fetch])
+    events = list(parent.resume(again, {"s1": True}))
+    done = events[-1]
+    assert done.stop is nacelle.Stop.END and done.messages[-1].text == "Ann is told."
+    assert ran == ["ann"] and sorted(fetched) == ["k", "x"]  # nothing ran twice
+    child_saw = script.requests[0].messages
+    assert [r.result for r in child_saw[-1].parts] == ["value of x", "sent"]
+    parent_saw = script.requests[1].messages[-1].parts
+    assert [(r.id, r.result) for r in parent_saw] == [("p1", "Sent to ann."),
+                                                      ("p2", "value of k")]
+    with pytest.raises(ConfigError, match="not pending"):
+        parent.resume(again, {"s1": True, "p1": True})
+    with pytest.raises(ConfigError, match="no decision"):
+        parent.resume(again, {})
+    with pytest.raises(ConfigError, match="invalid"):
+        parent.resume(again, {"s1": {"to": 3}})
+
+
+def _tags(events):
+    return [(e.kind.value, e.agent, e.via, e.text or (e.tool.id if e.tool else ""))
+            for e in events]
+
+
+def test_forwarded_events_come_as_they_happen_tagged_with_the_sub_agent_and_the_call():
+    script = ScriptedBackend([
+        assistant(ToolCall("p1", "subagent", '{"task": "find k"}')),
+        assistant(Text("looking"), ToolCall("s1", "fetch", '{"key": "k"}')),
+        assistant(Text("k is 7")),
+        assistant(Text("The answer is 7.")),
+    ])
+    helper = subagent_tool(Agent(script, "sys", tools=[fetch]), approve=lambda *a: True,
+                           forward=True)
+    events = list(Agent(script, "sys", tools=[helper]).stream([user_text("k?")]))
+    sub = ("subagent",)
+    assert _tags(events) == [
+        ("tool_call", (), "", "p1"), ("turn", (), "", ""),
+        ("text", sub, "p1", "looking"), ("tool_call", sub, "p1", "s1"), ("turn", sub, "p1", ""),
+        ("tool_result", sub, "p1", "s1"), ("text", sub, "p1", "k is 7"), ("turn", sub, "p1", ""),
+        ("tool_result", (), "", "p1"), ("text", (), "", "The answer is 7."),
+        ("turn", (), "", ""), ("done", (), "", ""),
+    ]
+    # The forwarded TOOL_RESULT closed none of the parent's calls: p1 has its own.
+    assert events[-1].messages[2].parts[0].result == "k is 7"
+
+
+def test_a_grandchild_s_events_nest_their_path_and_keep_the_call_that_started_it():
+    script = ScriptedBackend([
+        assistant(ToolCall("p1", "child", '{"task": "a"}')),
+        assistant(Text("asking"), ToolCall("c1", "grand", '{"task": "b"}')),
+        assistant(Text("deep")),
+        assistant(Text("mid")),
+        assistant(Text("top")),
+    ])
+    grand = subagent_tool(Agent(script, "grand"), name="grand", forward=True)
+    child = subagent_tool(Agent(script, "child", tools=[grand]), name="child", forward=True,
+                          approve=lambda *a: True)
+    events = list(Agent(script, "sys", tools=[child]).stream([user_text("go")]))
+    two, one = ("child", "grand"), ("child",)
+    assert _tags(events) == [
+        ("tool_call", (), "", "p1"), ("turn", (), "", ""),
+        ("text", one, "p1", "asking"), ("tool_call", one, "p1", "c1"), ("turn", one, "p1", ""),
+        ("text", two, "c1", "deep"), ("turn", two, "c1", ""),
+        ("tool_result", one, "p1", "c1"), ("text", one, "p1", "mid"), ("turn", one, "p1", ""),
+        ("tool_result", (), "", "p1"), ("text", (), "", "top"), ("turn", (), "", ""),
+        ("done", (), "", ""),
+    ]
+
+
+def test_forwarding_is_off_by_default():
+    script = ScriptedBackend([
+        assistant(ToolCall("p1", "subagent", '{"task": "find k"}')),
+        assistant(Text("looking"), ToolCall("s1", "fetch", '{"key": "k"}')),
+        assistant(Text("k is 7")),
+        assistant(Text("The answer is 7.")),
+    ])
+    helper = subagent_tool(Agent(script, "sys", tools=[fetch]), approve=lambda *a: True)
+    events = list(Agent(script, "sys", tools=[helper]).stream([user_text("k?")]))
+    assert all(e.agent == () and e.via == "" for e in events)
+    assert [e.text for e in events if e.kind is nacelle.Kind.TEXT] == ["The answer is 7."]
+
+
+def test_the_sub_agent_s_spend_counts_in_the_parent_s_total_and_budget():
+    ran = []
+
+    @nacelle.tool
+    def note(text: str) -> str:
+        """Note something."""
+        ran.append(text)
+        return "noted"
+
+    script = ScriptedBackend([
+        Turn(assistant(ToolCall("p1", "subagent", '{"task": "t"}')), usage=Usage(10, 0)),
+        Turn(assistant(Text("child answer")), usage=Usage(500, 100)),
+        Turn(assistant(ToolCall("p2", "note", '{"text": "x"}')), usage=Usage(10, 0)),
+    ])
+    helper = subagent_tool(Agent(script, "sys"), forward=True)
+    parent = Agent(script, "sys", tools=[helper, note], budget=nacelle.Budget(tokens=200))
+    events = list(parent.stream([user_text("go")]))
+    done = events[-1]
+    assert done.usage == Usage(520, 100) and done.stop is nacelle.Stop.BUDGET
+    assert ran == []  # the budget, spent by the sub-agent, stopped the parent's next call
+    # Summing every TURN of the stream (the child's are forwarded) gives the total.
+    turns = [e.usage for e in events if e.kind is nacelle.Kind.TURN]
+    assert sum(turns, Usage()) == done.usage
+
+
+def test_cancelling_the_parent_run_cancels_the_sub_agent_s_tools():
+    started, stopped = threading.Event(), threading.Event()
+
+    @nacelle.tool(name="wait")
+    def wait_for(ctx: ToolContext) -> str:
+        """Wait until cancelled."""
+        started.set()
+        if ctx.cancelled.wait(10):
+            stopped.set()
+        return "woke"
+
+    script = ScriptedBackend([
+        assistant(ToolCall("p1", "subagent", '{"task": "t"}')),
+        assistant(ToolCall("s1", "wait", "{}")),
+    ])
+    helper = subagent_tool(Agent(script, "sys", tools=[wait_for]), approve=lambda *a: True)
+    cancel = nacelle.CancelEvent()
+    threading.Thread(target=lambda: started.wait(10) and cancel.set(), daemon=True).start()
+    with pytest.raises(nacelle.Cancelled):
+        list(Agent(script, "sys", tools=[helper]).stream([user_text("go")], cancel=cancel))
+    assert stopped.wait(5)
 
 
 def test_nested_usage_is_passed_to_on_usage():
