@@ -1,0 +1,122 @@
+"""The official MCP conformance suite (``@modelcontextprotocol/conformance``) against
+nacelle's MCP client (client mode) and ``nacelle.mcp.server`` (server mode).
+
+``NACELLE_MCP_CONFORMANCE`` names the suite's command (``.ci/run`` installs a pinned
+version and writes a script running it on Node >= 22); without it the tests skip,
+saying why. Each mode's failing checks are compared with a committed list that may
+only shrink (``tests/conformance/*-expected-failures.txt``): a check failing that the
+list does not name fails the test, and so does a listed check that now passes — the
+fix then removes its line. A line is ``<scenario>:<check-id> @<run>  # reason``,
+where ``<run>`` is ``default`` (each scenario at the revision the suite picks for it)
+or a revision the suite was asked for with ``--spec-version``. A WARNING counts as
+not passing: it is a SHOULD the implementation misses, and is listed like a failure.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import pytest
+
+HERE = Path(__file__).parent / "conformance"
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.integration
+
+NOT_PASSING = ("FAILURE", "WARNING")
+SEVERITY = {"FAILURE": 3, "WARNING": 2, "SUCCESS": 1, "INFO": 0, "SKIPPED": 0}
+
+
+def suite_command() -> List[str]:
+    path = os.environ.get("NACELLE_MCP_CONFORMANCE")
+    if not path:
+        pytest.skip("NACELLE_MCP_CONFORMANCE is unset: .ci/run installs "
+                    "@modelcontextprotocol/conformance and names its command there")
+    if not os.access(path, os.X_OK):
+        pytest.skip(f"NACELLE_MCP_CONFORMANCE={path!r} names no runnable file "
+                    f"(did its install fail?)")
+    return [path]
+
+
+def expected(name: str) -> Dict[str, str]:
+    """The committed list: ``{"scenario:check @run": reason}``."""
+    entries = {}
+    for line in (HERE / name).read_text(encoding="utf-8").splitlines():
+        text, _, reason = line.partition("#")
+        if text.strip():
+            entries[" ".join(text.split())] = reason.strip()
+    return entries
+
+
+def verdicts(out: Path, run: str) -> Dict[str, str]:
+    """Every check of a run's results folder, ``{"scenario:check @run": status}``;
+    a check id met more than once keeps its most severe status, as the suite's own
+    baseline does."""
+    found: Dict[str, str] = {}
+    for path in sorted(out.rglob("checks.json")):
+        scenario = _scenario(path.parent.relative_to(out))
+        for check in json.loads(path.read_text(encoding="utf-8")):
+            key = f"{scenario}:{check['id']} @{run}"
+            status = check.get("status", "")
+            if SEVERITY.get(status, 0) >= SEVERITY.get(found.get(key, ""), 0):
+                found[key] = status
+    return found
+
+
+def _scenario(folder: Path) -> str:
+    """The scenario a results folder is for: ``auth/iss-supported-2026-…`` is
+    ``auth/iss-supported`` (the suite appends an ISO timestamp, and the server mode
+    a ``server-`` prefix)."""
+    name = "/".join(folder.parts)
+    name = re.sub(r"-\d{4}-\d\d-\d\dT[\d-]+Z$", "", name)
+    return name[len("server-"):] if name.startswith("server-") else name
+
+
+def compare(found: Dict[str, str], allowed: Dict[str, str], runs: Tuple[str, ...]) -> List[str]:
+    problems = []
+    for key, status in sorted(found.items()):
+        if status in NOT_PASSING and key not in allowed:
+            problems.append(f"{key}: {status}, and the expected-failures list does not name it")
+    for key in sorted(allowed):
+        if key.rsplit("@", 1)[-1] not in runs:
+            continue
+        status = found.get(key)
+        if status is None:
+            problems.append(f"{key}: listed, but the suite no longer reports it; drop the line")
+        elif status not in NOT_PASSING:
+            problems.append(f"{key}: listed, but now {status}; drop the line")
+    return problems
+
+
+def run_suite(argv: List[str], out: Path, timeout: float) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run(suite_command() + argv + ["-o", str(out)], cwd=str(out.parent),
+                          env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def summary(found: Dict[str, str]) -> Tuple[int, int]:
+    scored = [s for s in found.values() if s in ("SUCCESS",) + NOT_PASSING]
+    return sum(s == "SUCCESS" for s in scored), len(scored)
+
+
+CLIENT_RUNS = {"default": [], "2026-07-28": ["--spec-version", "2026-07-28"]}
+
+
+def test_the_client_passes_the_conformance_suite_but_for_its_listed_failures(tmp_path):
+    driver = [sys.executable, str(HERE / "client_driver.py")]
+    found: Dict[str, str] = {}
+    for run, extra in CLIENT_RUNS.items():
+        out = tmp_path / f"client-{run}"
+        done = run_suite(["client", "--command", " ".join(driver), "--suite", "all",
+                          "--timeout", "60000"] + extra, out, timeout=600)
+        if not out.exists():
+            pytest.fail(f"the suite wrote no results ({done.returncode}): {done.stderr[-2000:]}")
+        found.update(verdicts(out, run))
+    passed, total = summary(found)
+    print(f"MCP conformance, client: {passed}/{total} checks pass")
+    problems = compare(found, expected("client-expected-failures.txt"), tuple(CLIENT_RUNS))
+    assert not problems, "\n".join(problems)
