@@ -11,6 +11,8 @@ serves every scenario:
   the decisions route) answers "Sent." and ``send`` notes each time it ran;
 - ``protos``: two ``send`` calls whose ids are ``__proto__`` and ``constructor``,
   names a page must keep as plain keys;
+- ``delegate NAME``: the ``errand`` sub-agent (its events forwarded), whose own
+  ``send`` pauses; the resumed run finishes the sub-agent ("Sent."), then the parent;
 - ``shot``: the ``shot`` tool, which returns its text, a small PNG and a PDF whose
   title is markup, then text.
 
@@ -107,6 +109,9 @@ def script(prompt: str):
     if word == "shot":
         return [calling("Looking.", "s1", "shot", {"page": rest or "home"}),
                 Turn("It is a gradient.", usage=USAGE)]
+    if word == "delegate":
+        return [calling("Asking a helper.", "d1", "errand", {"task": f"send to {rest}"}),
+                calling("On it.", "e1", "send", {"to": rest or "ada"})]
     if word == "pause":
         return [calling("I will send it.", "p1", "send", {"to": rest or "ada"})]
     return [Turn(Message(Role.ASSISTANT, (Text("Hello"), Text(", world <b>!</b>"))), usage=USAGE)]
@@ -114,10 +119,14 @@ def script(prompt: str):
 
 def make_agent(info):
     if info.path.endswith("/decisions"):
-        turns = [Turn("Sent.", usage=USAGE)]
+        # A resumed sub-agent takes the first turn, its parent the second.
+        turns = [Turn("Sent.", usage=USAGE), Turn("Delegated and sent.", usage=USAGE)]
     else:
         turns = script(str(info.body.get("prompt", "")))
-    return nacelle.Agent(ScriptedBackend(turns), "Be brief.", tools=[slow, hang, send, shot],
+    backend = ScriptedBackend(turns)
+    errand = nacelle.subagent_tool(nacelle.Agent(backend, "Run errands.", tools=[send]),
+                                   name="errand", approve=approve, forward=True)
+    return nacelle.Agent(backend, "Be brief.", tools=[slow, hang, send, shot, errand],
                          approve=approve)
 
 

@@ -922,3 +922,24 @@ def test_an_answer_with_an_emoji_split_over_two_deltas_is_served_and_saved_whole
                                    body={"prompt": "Smile", "session": "smile"})
     assert status == 200 and decoded([out])[-1][1]["text"] == "Hi " + EMOJI + "!"
     assert store.load("smile")[-1].text == "Hi " + EMOJI + "!"
+
+
+def test_a_forwarded_sub_agent_event_carries_its_agent_and_via_and_nested_waits_are_pending(
+        tmp_path, monkeypatch):
+    import checkpoint_agent
+
+    monkeypatch.setenv("NACELLE_SIDE_EFFECTS", str(tmp_path / "effects"))
+    agent = checkpoint_agent.delegating_agent(checkpoint_agent.delegating_turns())
+    events = [event_json(e) for e in agent.stream([nacelle.user_text("greet ann")])]
+    own = [e for e in events if "agent" not in e]
+    forwarded = [e for e in events if "agent" in e]
+    assert all("via" not in e for e in own) and all(e["v"] == 1 for e in events)
+    tags = [(e["kind"], e["agent"], e["via"], e.get("id")) for e in forwarded]
+    assert tags[:3] == [("tool_call", ["delegate"], "p1", "c1"),
+                        ("tool_call", ["delegate"], "p1", "c2"), ("turn", ["delegate"], "p1", None)]
+    assert sorted(tags[3:]) == [("tool_result", ["delegate"], "p1", "c1"),
+                                ("tool_result", ["delegate"], "p1", "c2")]
+    done = events[-1]
+    assert done["stop"] == "paused"
+    assert done["pending"] == [{"id": "c2", "name": "send", "agent": ["delegate"],
+                                "input": '{"to": "ann", "body": "hi"}'}]

@@ -237,3 +237,28 @@ def test_a_tools_image_is_drawn_and_its_document_named_with_its_size(browser, se
               m.get("method") == "Log.entryAdded" and m["params"]["entry"]["level"] == "error")]
     assert errors == []
     screenshot(browser, "serve-media.png")
+
+
+def test_a_sub_agent_s_work_is_indented_under_its_call_and_its_approval_asked_like_any(
+        browser, served):
+    browser.call("Runtime.enable")
+    browser.load(served)
+    type_and_send(browser, "delegate Ada")
+    until(browser, "document.querySelector('#status').textContent === 'waiting for your decision'")
+    # Only the sub-agent's own call is asked about; the call that started it waits.
+    assert browser.evaluate("document.querySelectorAll('button.approve').length") == 1
+    assert browser.evaluate("!!document.querySelector('.tool.sub button.approve')")
+    assert browser.evaluate("document.querySelector('.tool.sub .sub-name').textContent") == "errand"
+    assert browser.evaluate("getComputedStyle(document.querySelector('.tool.sub')).marginLeft") \
+        == "24px"
+    assert browser.evaluate("[...document.querySelectorAll('.msg.assistant.sub')]"
+                            ".map(m => m.textContent).join('|')") == "errandOn it."
+    screenshot(browser, "serve-subagent.png")
+    click(browser, "button.approve")
+    until(browser, "[...document.querySelectorAll('.msg.assistant')].some("
+                   "m => m.textContent === 'Delegated and sent.')")
+    until(browser, "document.querySelector('#status').textContent.startsWith('end')")
+    assert browser.evaluate("document.querySelector('.tool.sub.ok .result').textContent") == \
+        "sent to Ada"
+    assert Path(os.environ["NACELLE_SERVE_NOTES"]).read_text() == "send Ada\n"
+    assert [m for m in browser.events if m.get("method") == "Runtime.exceptionThrown"] == []

@@ -27,6 +27,16 @@ change that would break a reader of version 1 gets a new ``v``. Per kind:
   to — set by the server apps, which keep the checkpoint; :func:`sse` alone has no
   store and sends null. The checkpoint itself never goes out: what a person approved
   must not pass through the hands it is guarding against.
+- Sub-agents (``subagent_tool(..., forward=True)``): an event a sub-agent's run made
+  and its tool forwarded also carries ``agent`` (the path of sub-agent names from
+  the top, a list) and ``via`` (the id of the call that started that sub-agent's
+  run: the ``tool_call`` whose ``agent`` is this path without its last name). The
+  run's own events carry neither, so a reader of version 1 sees its events as
+  before; one that ignores the two shows a sub-agent's work inline. A ``done``'s
+  ``pending`` lists the calls awaiting a decision at any depth
+  (``Checkpoint.waiting()``), a sub-agent's with its ``agent`` path (absent for
+  the run's own); a sub-agent call that paused from inside is not among them — decisions are
+  posted for the calls it waits on.
 - ``error``: the run failed. ``error`` is the exception's type and ``message`` its
   text for nacelle's own errors (written never to hold a key); any other exception is
   an ``"internal error"`` to the client and logged in full here.
@@ -62,7 +72,7 @@ import json
 import logging
 import queue
 import threading
-from typing import Any, Callable, Dict, Iterable, Iterator, Mapping, Optional, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Union
 
 from ..errors import NacelleError
 from ..events import Event, Kind, Usage
@@ -96,6 +106,8 @@ def event_json(event: Event, *, run: Optional[str] = None) -> Dict[str, Any]:
     """``event`` as the schema's JSON object; ``run`` is a paused run's id for DONE."""
     kind = event.kind
     data: Dict[str, Any] = {"v": SCHEMA_VERSION, "kind": kind.value}
+    if event.agent or event.via:
+        data.update(agent=list(event.agent), via=event.via)
     if kind in (Kind.TEXT, Kind.THINKING):
         data["text"] = event.text
     elif kind in (Kind.TOOL_CALL, Kind.TOOL_RESULT) and event.tool is not None:
@@ -119,13 +131,23 @@ def event_json(event: Event, *, run: Optional[str] = None) -> Dict[str, Any]:
     elif kind is Kind.DONE:
         text = next((m.text for m in reversed(event.messages)
                      if getattr(m, "role", None) is Role.ASSISTANT), "")
-        pending = getattr(event.checkpoint, "pending", ())
         data.update(stop=_stop(event), usage=usage_json(event.usage), text=text,
                     output=_plain(event.output),
                     messages=json.loads(dump_messages(event.messages)),
-                    run=run, pending=[{"id": p.id, "name": p.name, "input": p.input}
-                                      for p in pending])
+                    run=run, pending=_waiting(event.checkpoint, []))
     return data
+
+
+def _waiting(checkpoint: Any, path: List[str]) -> List[Dict[str, Any]]:
+    """The calls a paused run waits on, at any depth, each with its sub-agent path."""
+    found: List[Dict[str, Any]] = []
+    for p in getattr(checkpoint, "pending", ()):
+        if getattr(p, "child", None) is not None:
+            found.extend(_waiting(p.child, path + [p.name]))
+        else:
+            item = {"id": p.id, "name": p.name, "input": p.input}
+            found.append(dict(item, agent=path) if path else item)
+    return found
 
 
 def error_json(exc: BaseException) -> Dict[str, Any]:
