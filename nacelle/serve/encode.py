@@ -89,8 +89,9 @@ SCHEMA_VERSION = 1
 #: What goes out when nothing else did for ``keepalive`` seconds.
 KEEPALIVE = b": keepalive\n\n"
 
-#: An item of the stream: an Event, or a JSON object already in the schema.
-Item = Union[Event, Mapping[str, Any]]
+#: An item of the stream: an Event, a JSON object already in the schema, or bytes
+#: already encoded (another protocol's SSE, sent as they are).
+Item = Union[Event, Mapping[str, Any], bytes]
 
 
 def usage_json(usage: Usage) -> Dict[str, Any]:
@@ -239,6 +240,9 @@ class Pump:
             for item in events:
                 if self._stopped.is_set():
                     return
+                if isinstance(item, bytes):
+                    self._deliver(item)
+                    continue
                 data = item if not isinstance(item, Event) else event_json(item)
                 self._deliver(encode(data))
         except BaseException as exc:  # noqa: BLE001 - the client hears of every failure

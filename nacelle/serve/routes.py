@@ -21,6 +21,11 @@ apps differ only in how they read and write. The routes:
   unknown call id, an edited input its schema rejects, or a check that broke on
   them) are 400 and the checkpoint is put back — on any failure, so a paused run is
   never lost to a bad request — and the client can try again.
+- ``POST /api/chat``: the AI SDK's ``useChat`` request (``uimessages.py``), answered
+  as its UI message stream (``vercel.py``). A run that pauses for approval keeps its
+  checkpoint under the chat's id; the next request whose last message carries the
+  person's answers resumes it (404 once taken; 400 for answers the run is not waiting
+  on, the checkpoint put back).
 
 Principals: ``authorize(raw)`` returning True lets a request in as the one shared
 principal; a non-empty str lets it in as that principal. A principal's sessions and
@@ -67,7 +72,8 @@ parsed body and the raw environ or scope), so an agent can depend on who asks. A
 Agent object is accepted too and shared, which is safe: an Agent holds no run state.
 
 Outer ring: imports the standard library and nacelle's core (agent, checkpoint,
-context, errors, events, messages, sessions, sse).
+context, errors, events, messages, sessions, sse), and ``vercel`` / ``uimessages`` for
+the chat route.
 """
 
 from __future__ import annotations
@@ -100,6 +106,8 @@ __all__ = ["Reply", "RequestInfo", "Routes", "host_allowed"]
 log = logging.getLogger(__name__)
 
 _DECISIONS = re.compile(r"/runs/([^/]+)/decisions\Z")
+#: Where ``useChat``'s DefaultChatTransport posts by default (its ``api`` option).
+CHAT_PATH = "/api/chat"
 _HOST_NAME = re.compile(r"[a-z0-9._-]+")
 _SSE_HEADERS = [("Content-Type", "text/event-stream; charset=utf-8"),
                 ("Cache-Control", "no-cache"), ("X-Accel-Buffering", "no")]
@@ -295,7 +303,7 @@ class Routes:
     def _allowed(path: str) -> Optional[Tuple[str, ...]]:
         if path == "/":
             return ("GET",)
-        if path == "/runs" or _DECISIONS.match(path):
+        if path in ("/runs", CHAT_PATH) or _DECISIONS.match(path):
             return ("POST",)
         return None
 
@@ -329,8 +337,11 @@ class Routes:
                               "try again shortly", (("Retry-After", str(RETRY_AFTER)),))
         slot = _Slot(self._runs)
         try:
-            reply = (self._decide(found.group(1), data, info, slot) if found
-                     else self._start(data, info, slot))
+            if path == CHAT_PATH:
+                reply = self._chat(data, info, slot)
+            else:
+                reply = (self._decide(found.group(1), data, info, slot) if found
+                         else self._start(data, info, slot))
         except _Refused as refused:
             reply = refused.reply
         except BaseException:
@@ -401,8 +412,17 @@ class Routes:
         except LookupError:
             return error(404, "no paused run by that id (it may have been resumed already)")
         cancel = CancelEvent()
+        events = self._resume(agent, owned, checkpoint, decisions, cancel)
+        if isinstance(events, Reply):
+            return events
+        return self._stream(events, cancel, stored, info.principal, slot)
+
+    def _resume(self, agent: Agent, owned: str, checkpoint: Any, decisions: Dict[str, Any],
+                cancel: CancelEvent) -> "Reply | Iterator[Event]":
+        """The resumed run's events, or the error reply refusing the decisions (the
+        checkpoint put back under ``owned`` either way it fails)."""
         try:
-            events = agent.resume(checkpoint, decisions, cancel=cancel)
+            return agent.resume(checkpoint, decisions, cancel=cancel)
         except BaseException as exc:
             # The checkpoint was ours alone while taken; back it goes, whatever went
             # wrong, so the run can be decided again.
@@ -418,7 +438,63 @@ class Routes:
                 return error(400, "the decisions could not be checked against the paused "
                                   "run; the server's log says why")
             raise
-        return self._stream(events, cancel, stored, info.principal, slot)
+
+    def _chat(self, data: Dict[str, Any], info: RequestInfo, slot: "_Slot") -> Reply:
+        """``POST /api/chat``: a ``useChat`` request (``uimessages.py``) as a run in the
+        AI SDK's UI message stream (``vercel.py``). A run that pauses keeps its
+        checkpoint under the chat's id (for the principal), and the next request whose
+        last message answers the approvals resumes it; the conversation itself lives in
+        the client, which sends it whole each time."""
+        from . import vercel
+        from .uimessages import read_chat
+
+        try:
+            chat = read_chat(data)
+        except ConversationError as exc:
+            raise _Refused(error(400, str(exc)[:300])) from None
+        digest = hashlib.sha256(chat.id.encode("utf-8", "surrogatepass")).hexdigest()
+        owned = _owned("r", info.principal, "chat_" + digest[:40])
+        agent = self._agent(info)
+        cancel = CancelEvent()
+        if chat.approvals:
+            try:
+                checkpoint = self._take(owned)
+            except LookupError:
+                return error(404, "no paused run for this chat (it may have been answered "
+                                  "already)")
+            events = self._resume(agent, owned, checkpoint, dict(chat.approvals), cancel)
+            if isinstance(events, Reply):
+                return events
+            message_id = chat.answering
+        else:
+            try:
+                events = agent.stream(chat.conversation, cancel=cancel)
+            except (ConfigError, Unsupported) as exc:
+                return error(400, str(exc)[:300])
+            message_id = "msg_" + secrets.token_urlsafe(12)
+        items = vercel.encode(self._kept(events, owned, slot), message_id=message_id,
+                              resumed={k: v is True for k, v in chat.approvals.items()})
+        return Reply(200, [*_SSE_HEADERS, vercel.HEADER], items=items, cancel=cancel)
+
+    def _kept(self, events: Iterator[Event], owned: str, slot: "_Slot") -> Iterator[Event]:
+        """The run's events, a paused run's checkpoint saved under ``owned`` first."""
+        try:
+            for event in events:
+                if (event.kind is Kind.DONE and not event.agent and event.stop is Stop.PAUSED
+                        and event.checkpoint is not None):
+                    try:
+                        self._save_checkpoint(owned, event.checkpoint)
+                    except Exception:  # noqa: BLE001 - the log gets the reason, not the client
+                        log.exception("the store failed to keep a paused chat run")
+                        raise RuntimeError("the server could not keep the paused run") from None
+                yield event
+        finally:
+            try:
+                close = getattr(events, "close", None)
+                if close is not None:
+                    close()
+            finally:
+                slot.release()
 
     def _stream(self, events: Iterator[Event], cancel: CancelEvent,
                 session: Optional[str], principal: str, slot: "_Slot") -> Reply:

@@ -1,0 +1,92 @@
+"""The agent tests/test_serve_vercel.py serves at POST /api/chat, picked per request.
+
+``make_agent(info)`` reads the ``useChat`` body: when the last message is the
+assistant's (an answer to an approval) the model says "Sent."; otherwise the first word
+of the last user message picks the script:
+
+- ``hello``: two text deltas;
+- ``tool``: reasoning, text and a ``lookup`` call (which runs without asking), then text;
+- ``pause``: a ``send`` call, which approval pauses; the resumed run answers "Sent.";
+- ``fail``: the model fails with a nacelle error after a text delta;
+- ``shot``: the ``shot`` tool, which returns text and a PNG, then text.
+"""
+
+from __future__ import annotations
+
+import json
+
+import nacelle
+from nacelle.errors import StreamError
+from nacelle.messages import Message, Reasoning, Role, Text, ToolCall
+from nacelle.testing import ScriptedBackend, Turn
+
+USAGE = nacelle.Usage(12, 5)
+
+
+@nacelle.tool
+def lookup(city: str) -> str:
+    """Look the weather up.
+
+    Args:
+        city: Where.
+    """
+    return f"sunny in {city}"
+
+
+@nacelle.tool
+def send(to: str) -> str:
+    """Send something.
+
+    Args:
+        to: Who gets it.
+    """
+    return f"sent to {to}"
+
+
+@nacelle.tool
+def shot(page: str) -> list:
+    """Take a screenshot.
+
+    Args:
+        page: Which page.
+    """
+    from browser import png  # a real PNG
+
+    return [nacelle.Text(f"screenshot of {page}"), nacelle.Image.from_bytes(png())]
+
+
+def approve(name, input, ctx):
+    return nacelle.PAUSE if name == "send" else True
+
+
+def calling(parts, call_id, name, arguments):
+    return Turn(Message(Role.ASSISTANT, (*parts, ToolCall(call_id, name, json.dumps(arguments)))),
+                usage=USAGE)
+
+
+def script(words):
+    word = words[0] if words else ""
+    rest = " ".join(words[1:])
+    if word == "tool":
+        return [calling((Reasoning("Weather, so lookup."), Text("Looking.")), "c1", "lookup",
+                        {"city": rest or "Paris"}),
+                Turn("It is sunny.", usage=USAGE)]
+    if word == "pause":
+        return [calling((Text("I will send it."),), "p1", "send", {"to": rest or "ada"})]
+    if word == "fail":
+        return [Turn("Part", error=StreamError("the provider broke off"))]
+    if word == "shot":
+        return [calling((), "s1", "shot", {"page": rest or "home"}), Turn("A gradient.", usage=USAGE)]
+    return [Turn(Message(Role.ASSISTANT, (Text("Hello"), Text(", world"))), usage=USAGE)]
+
+
+def make_agent(info):
+    messages = info.body.get("messages") or [{}]
+    last = messages[-1]
+    if last.get("role") == "assistant":
+        turns = [Turn("Sent.", usage=USAGE)]
+    else:
+        text = " ".join(p.get("text", "") for p in last.get("parts", ()) if p.get("type") == "text")
+        turns = script(text.split())
+    return nacelle.Agent(ScriptedBackend(turns), "Be brief.", tools=[lookup, send, shot],
+                         approve=approve, thinking=nacelle.Thinking(budget=1024, show=True))

@@ -1,0 +1,500 @@
+"""nacelle.serve.vercel and POST /api/chat: the encoder from hand-built events, the
+route in-process on the WSGI and ASGI apps, and the AI SDK's own client — the ``ai``
+package's DefaultChatTransport, readUIMessageStream and validateUIMessages — against a
+server on loopback (tests/vercel_chat.mjs drives it; NACELLE_AI_SDK names the folder
+holding ``node_modules/ai``, which .ci/run installs)."""
+
+import asyncio
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from io import BytesIO
+from pathlib import Path
+
+import pytest
+
+from nacelle.errors import StreamError
+from nacelle.events import Event, Kind, Stop, ToolEvent
+from nacelle.messages import Image, Text
+from nacelle.serve import asgi_app, make_server, wsgi_app
+from nacelle.serve.vercel import HEADER, encode
+from nacelle.sessions import MemoryStore
+
+TESTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(TESTS))
+import chat_app  # noqa: E402
+
+PNG_B64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+
+
+def chunks(data):
+    """The encoder's bytes as chunk objects; the last line must be ``data: [DONE]``."""
+    text = b"".join(data).decode("utf-8")
+    events = [e for e in text.split("\n\n") if e]
+    assert all(e.startswith("data: ") and "\n" not in e for e in events), events
+    assert events[-1] == "data: [DONE]"
+    return [json.loads(e[len("data: "):]) for e in events[:-1]]
+
+
+def types(found):
+    return [c["type"] for c in found]
+
+
+def tool(call_id="c1", name="lookup", input='{"city": "Paris"}', **fields):
+    return ToolEvent(call_id, 0, name, input, **fields)
+
+
+def turn(stop=Stop.TOOLS):
+    return Event(Kind.TURN, stop=stop)
+
+
+def done(stop=Stop.END):
+    return Event(Kind.DONE, stop=stop)
+
+
+# -- the encoder ----------------------------------------------------------------------
+
+
+def test_a_text_run_is_one_step_of_one_text_block_between_start_and_finish():
+    found = chunks(encode([Event(Kind.TEXT, text="Hel"), Event(Kind.TEXT, text="lo"),
+                           turn(Stop.END), done()], message_id="m1"))
+    assert found == [{"type": "start", "messageId": "m1"}, {"type": "start-step"},
+                     {"type": "text-start", "id": "text-1"},
+                     {"type": "text-delta", "id": "text-1", "delta": "Hel"},
+                     {"type": "text-delta", "id": "text-1", "delta": "lo"},
+                     {"type": "text-end", "id": "text-1"}, {"type": "finish-step"},
+                     {"type": "finish", "finishReason": "stop"}]
+
+
+def test_reasoning_and_text_are_separate_blocks_each_closed_before_the_next():
+    found = chunks(encode([Event(Kind.THINKING, text="hmm"), Event(Kind.TEXT, text="A"),
+                           Event(Kind.THINKING, text="more"), turn(Stop.END), done()]))
+    assert types(found) == ["start", "start-step", "reasoning-start", "reasoning-delta",
+                            "reasoning-end", "text-start", "text-delta", "text-end",
+                            "reasoning-start", "reasoning-delta", "reasoning-end",
+                            "finish-step", "finish"]
+    assert [c["id"] for c in found if "id" in c] == ["reasoning-1"] * 3 + ["text-2"] * 3 + ["reasoning-3"] * 3
+    assert found[0] == {"type": "start"}  # no message id given, none sent
+
+
+def test_streamed_tool_input_is_one_start_then_a_delta_per_event_then_the_parsed_input():
+    events = [Event(Kind.TEXT, text="Looking."),
+              Event(Kind.TOOL_INPUT, text='{"city":', tool=tool(input='{"city":')),
+              Event(Kind.TOOL_INPUT, text=' "Paris"}', tool=tool(input='{"city": "Paris"}')),
+              Event(Kind.TOOL_CALL, tool=tool()), turn(),
+              Event(Kind.TOOL_RESULT, tool=tool(result="sunny")),
+              Event(Kind.TEXT, text="Sunny."), turn(Stop.END), done()]
+    found = chunks(encode(events))
+    assert types(found) == ["start", "start-step", "text-start", "text-delta", "text-end",
+                            "tool-input-start", "tool-input-delta", "tool-input-delta",
+                            "tool-input-available", "tool-output-available", "finish-step",
+                            "start-step", "text-start", "text-delta", "text-end",
+                            "finish-step", "finish"]
+    assert found[5] == {"type": "tool-input-start", "toolCallId": "c1", "toolName": "lookup"}
+    assert [c["inputTextDelta"] for c in found[6:8]] == ['{"city":', ' "Paris"}']
+    assert found[8] == {"type": "tool-input-available", "toolCallId": "c1",
+                        "toolName": "lookup", "input": {"city": "Paris"}}
+    assert found[9] == {"type": "tool-output-available", "toolCallId": "c1", "output": "sunny"}
+
+
+def test_a_call_without_streamed_input_is_announced_whole():
+    found = chunks(encode([Event(Kind.TOOL_CALL, tool=tool(input="")), turn(),
+                           Event(Kind.TOOL_RESULT, tool=tool(input="", result="ok")), done()]))
+    assert types(found)[1:5] == ["start-step", "tool-input-start", "tool-input-available",
+                                 "tool-output-available"]
+    assert found[3]["input"] == {}
+
+
+def test_failed_and_refused_calls_end_as_output_errors_with_the_text_the_model_read():
+    events = [Event(Kind.TOOL_CALL, tool=tool("a")), Event(Kind.TOOL_CALL, tool=tool("b")),
+              Event(Kind.TOOL_CALL, tool=tool("c")), turn(),
+              Event(Kind.TOOL_RESULT, tool=tool("a", error="no such city")),
+              Event(Kind.TOOL_RESULT, tool=tool("b", refused=True, error="denied by policy")),
+              Event(Kind.TOOL_RESULT, tool=tool("c", refused=True)), done(Stop.END)]
+    errors = [c for c in chunks(encode(events)) if c["type"] == "tool-output-error"]
+    assert [(c["toolCallId"], c["errorText"]) for c in errors] == [
+        ("a", "no such city"), ("b", "denied by policy"), ("c", "the call was refused")]
+
+
+def test_a_paused_call_is_an_approval_request_named_by_the_call_and_the_run_finishes_on_tool_calls():
+    events = [Event(Kind.TEXT, text="Sending."), Event(Kind.TOOL_CALL, tool=tool("p1", "send")),
+              turn(), Event(Kind.TOOL_RESULT, tool=tool("p1", "send", paused=True)),
+              done(Stop.PAUSED)]
+    found = chunks(encode(events))
+    assert types(found)[-4:] == ["tool-input-available", "tool-approval-request", "finish-step", "finish"]
+    assert found[-3] == {"type": "tool-approval-request", "approvalId": "p1", "toolCallId": "p1"}
+    assert found[-1] == {"type": "finish", "finishReason": "tool-calls"}
+
+
+def test_a_resumed_call_is_not_announced_again_and_a_refused_one_is_denied():
+    events = [Event(Kind.TOOL_CALL, tool=tool("yes")), Event(Kind.TOOL_CALL, tool=tool("no")),
+              Event(Kind.TOOL_RESULT, tool=tool("yes", result="done")),
+              Event(Kind.TOOL_RESULT, tool=tool("no", refused=True, error="not today")),
+              Event(Kind.TEXT, text="OK."), turn(Stop.END), done()]
+    found = chunks(encode(events, message_id="m1", resumed={"yes": True, "no": False}))
+    assert found[:3] == [{"type": "start", "messageId": "m1"},
+                         {"type": "tool-output-available", "toolCallId": "yes", "output": "done"},
+                         {"type": "tool-output-denied", "toolCallId": "no"}]
+    assert types(found)[3:] == ["start-step", "text-start", "text-delta", "text-end",
+                                "finish-step", "finish"]
+
+
+def test_input_that_is_not_json_and_input_cut_off_end_as_input_errors():
+    events = [Event(Kind.TOOL_CALL, tool=tool("bad", input='{"city": ')),
+              Event(Kind.TOOL_INPUT, text='{"ci', tool=tool("cut", input='{"ci')),
+              turn(Stop.MAX_TOKENS), Event(Kind.TOOL_RESULT, tool=tool("bad", error="bad JSON")),
+              done(Stop.MAX_TOKENS)]
+    found = chunks(encode(events))
+    input_errors = [c for c in found if c["type"] == "tool-input-error"]
+    assert [(c["toolCallId"], c["input"]) for c in input_errors] == [("bad", '{"city": '), ("cut", None)]
+    assert "not JSON" in input_errors[0]["errorText"] and "cut off" in input_errors[1]["errorText"]
+    assert found[-1] == {"type": "finish", "finishReason": "length"}
+
+
+def test_a_server_tool_is_marked_provider_executed():
+    events = [Event(Kind.TOOL_CALL, tool=tool("s1", "web_search", '{"q": "x"}', server="anthropic")),
+              Event(Kind.TOOL_RESULT, tool=tool("s1", "web_search", '{"q": "x"}', result="r",
+                                                server="anthropic")),
+              turn(Stop.END), done()]
+    found = chunks(encode(events))
+    assert all(c.get("providerExecuted") is True for c in found if c["type"].startswith("tool-"))
+
+
+def test_a_tool_result_with_images_adds_a_file_chunk_per_image():
+    result = tool(result="screenshot", content=(Text("screenshot"), Image("image/png", PNG_B64)))
+    found = chunks(encode([Event(Kind.TOOL_CALL, tool=tool()), Event(Kind.TOOL_RESULT, tool=result),
+                           done()]))
+    files = [c for c in found if c["type"] == "file"]
+    assert files == [{"type": "file", "mediaType": "image/png",
+                      "url": "data:image/png;base64," + PNG_B64}]
+
+
+def test_forwarded_sub_agent_events_are_transient_data_and_never_end_the_stream():
+    events = [Event(Kind.TOOL_CALL, tool=tool("t1", "research")),
+              Event(Kind.TEXT, text="digging", agent=("researcher",), via="t1"),
+              Event(Kind.DONE, stop=Stop.END, agent=("researcher",), via="t1"),
+              Event(Kind.TOOL_RESULT, tool=tool("t1", "research", result="found")),
+              done()]
+    found = chunks(encode(events))
+    data = [c for c in found if c["type"] == "data-subagent"]
+    assert data[0] == {"type": "data-subagent", "transient": True,
+                       "data": {"agent": ["researcher"], "via": "t1", "kind": "text",
+                                "text": "digging"}}
+    assert data[1]["data"]["stop"] == "end"
+    assert types(found)[-3:] == ["tool-output-available", "finish-step", "finish"]
+
+
+def test_a_failing_run_closes_its_open_parts_then_says_error_and_finishes_on_error(caplog):
+    def events():
+        yield Event(Kind.TEXT, text="Part")
+        yield Event(Kind.TOOL_CALL, tool=tool())
+        raise StreamError("the provider broke off")
+
+    found = chunks(encode(events()))
+    assert types(found)[-5:] == ["tool-input-available", "tool-output-error", "error",
+                                 "finish-step", "finish"]
+    assert found[-3] == {"type": "error", "errorText": "the provider broke off"}
+    assert found[-1] == {"type": "finish", "finishReason": "error"}
+
+    def broken():
+        yield Event(Kind.TEXT, text="x")
+        raise KeyError("/srv/secret/path")
+
+    with caplog.at_level(logging.ERROR, logger="nacelle.serve.vercel"):
+        found = chunks(encode(broken()))
+    assert found[-3] == {"type": "error", "errorText": "the run failed; the server's log says why"}
+    assert "secret" not in json.dumps(found) and "KeyError" in caplog.text
+
+
+def test_closing_the_stream_closes_the_run():
+    closed = []
+
+    def events():
+        try:
+            yield Event(Kind.TEXT, text="a")
+            yield Event(Kind.TEXT, text="b")
+        finally:
+            closed.append(True)
+
+    stream = encode(events())
+    next(stream), next(stream)
+    stream.close()
+    assert closed == [True]
+
+
+def test_a_run_without_a_done_still_finishes_and_a_lone_surrogate_is_replaced():
+    found = chunks(encode(iter([Event(Kind.TEXT, text="a\ud83d")])))
+    assert found[3]["delta"] == "a?"  # UTF-8 cannot hold half a pair
+    assert found[-1] == {"type": "finish", "finishReason": "other"}
+    assert chunks(encode([])) == [{"type": "start"}, {"type": "finish", "finishReason": "other"}]
+
+
+@pytest.mark.parametrize("stop, reason", [(Stop.END, "stop"), (Stop.TOOLS, "tool-calls"),
+                                          (Stop.PAUSED, "tool-calls"), (Stop.MAX_TOKENS, "length"),
+                                          (Stop.CONTEXT, "length"), (Stop.REFUSAL, "content-filter"),
+                                          (Stop.BUDGET, "other"), (Stop.ITERATIONS, "other")])
+def test_the_run_stop_becomes_the_finish_reason(stop, reason):
+    assert chunks(encode([done(stop)]))[-1] == {"type": "finish", "finishReason": reason}
+
+
+# -- the route, in-process ------------------------------------------------------------
+
+
+def call_wsgi(app, body, headers=None, path="/api/chat"):
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    env = {"REQUEST_METHOD": "POST", "PATH_INFO": path, "wsgi.input": BytesIO(data),
+           "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": str(len(data)),
+           "REMOTE_ADDR": "127.0.0.1", "HTTP_HOST": "127.0.0.1:8000"}
+    env.update({"HTTP_" + k.upper().replace("-", "_"): v for k, v in (headers or {}).items()})
+    seen = {}
+
+    def start_response(status, response_headers):
+        seen["status"], seen["headers"] = status, dict(response_headers)
+
+    out = b"".join(app(env, start_response))
+    return int(seen["status"].split()[0]), seen["headers"], out
+
+
+def user(text, id="u1"):
+    return {"id": id, "role": "user", "parts": [{"type": "text", "text": text}]}
+
+
+def body(*messages, chat="chat-1"):
+    return {"id": chat, "messages": list(messages), "trigger": "submit-message",
+            "messageId": None, "extra": "an app's own field"}
+
+
+def answered(found, message_id, approved=True, reason=None):
+    """The assistant message the client holds after an approval request, answered."""
+    approval = {"id": "p1", "approved": approved, **({"reason": reason} if reason else {})}
+    return {"id": message_id, "role": "assistant", "parts": [
+        {"type": "step-start"}, {"type": "text", "text": "I will send it.", "state": "done"},
+        {"type": "tool-send", "toolCallId": "p1", "state": "approval-responded",
+         "input": {"to": "ada"}, "approval": approval}]}
+
+
+@pytest.fixture
+def app():
+    return wsgi_app(chat_app.make_agent, store=MemoryStore(), keepalive=5)
+
+
+def test_a_chat_streams_the_ui_message_stream_with_its_header(app):
+    status, headers, out = call_wsgi(app, body(user("hello")))
+    assert status == 200 and headers[HEADER[0]] == "v1" == HEADER[1]
+    assert headers["Content-Type"].startswith("text/event-stream")
+    found = chunks([out])
+    assert found[0]["type"] == "start" and found[0]["messageId"].startswith("msg_")
+    assert "".join(c.get("delta", "") for c in found) == "Hello, world"
+
+
+def test_an_approval_pauses_the_chat_and_the_next_request_resumes_it_once(app):
+    found = chunks([call_wsgi(app, body(user("pause ada")))[2]])
+    assert types(found)[-3:] == ["tool-approval-request", "finish-step", "finish"]
+    message_id = found[0]["messageId"]
+    again = body(user("pause ada"), answered(found, message_id))
+    status, _, out = call_wsgi(app, again)
+    resumed = chunks([out])
+    assert status == 200 and resumed[:2] == [
+        {"type": "start", "messageId": message_id},
+        {"type": "tool-output-available", "toolCallId": "p1", "output": "sent to ada"}]
+    assert "".join(c.get("delta", "") for c in resumed) == "Sent."
+    status, _, out = call_wsgi(app, again)  # the checkpoint was taken: once only
+    assert status == 404 and "no paused run" in json.loads(out)["message"]
+
+
+def test_a_denied_approval_reaches_the_model_as_the_reason_and_the_call_never_runs(app):
+    found = chunks([call_wsgi(app, body(user("pause ada")))[2]])
+    denied = answered(found, found[0]["messageId"], approved=False, reason="not now")
+    resumed = chunks([call_wsgi(app, body(user("pause ada"), denied))[2]])
+    assert resumed[1] == {"type": "tool-output-denied", "toolCallId": "p1"}
+
+
+def test_an_answer_for_a_call_the_run_is_not_waiting_on_is_400_and_keeps_the_paused_run(app):
+    found = chunks([call_wsgi(app, body(user("pause ada")))[2]])
+    wrong = answered(found, found[0]["messageId"])
+    wrong["parts"][2]["toolCallId"] = "p2"
+    status, _, out = call_wsgi(app, body(user("pause ada"), wrong))
+    assert status == 400 and "p2" in json.loads(out)["message"]
+    right = answered(found, found[0]["messageId"])
+    assert call_wsgi(app, body(user("pause ada"), right))[0] == 200
+
+
+def test_paused_chats_belong_to_their_chat_id_and_principal():
+    app = wsgi_app(chat_app.make_agent, store=MemoryStore(),
+                   authorize=lambda environ: environ.get("HTTP_X_USER") or False)
+    found = chunks([call_wsgi(app, body(user("pause ada")), {"X-User": "alice"})[2]])
+    again = body(user("pause ada"), answered(found, found[0]["messageId"]))
+    assert call_wsgi(app, again, {"X-User": "bob"})[0] == 404
+    assert call_wsgi(app, {**again, "id": "chat-2"}, {"X-User": "alice"})[0] == 404
+    assert call_wsgi(app, again)[0] == 401
+    assert call_wsgi(app, again, {"X-User": "alice"})[0] == 200
+
+
+@pytest.mark.parametrize("bad, words", [
+    (b"{nope", "not JSON"), ({"messages": [user("hi")]}, "id must be"),
+    ({"id": "c", "messages": []}, "messages must be"),
+    ({"id": "c", "messages": [user("hi")], "trigger": "resume-stream"}, "trigger"),
+    ({"id": "c", "messages": [{"id": "s", "role": "system", "parts": []}]}, "system"),
+    ({"id": "c", "messages": [{"role": "user", "parts": [{"type": "file", "mediaType": "image/png",
+                                                        "url": "https://example.com/x.png"}]}]},
+     "data: URL"),
+    ({"id": "c", "messages": [{"role": "user", "parts": "hi"}]}, "messages[0].parts"),
+])
+def test_a_body_that_is_not_a_usechat_request_is_400_naming_the_field(app, bad, words):
+    status, headers, out = call_wsgi(app, bad)
+    assert status == 400 and headers["Content-Type"] == "application/json", out
+    assert words in json.loads(out)["message"]
+
+
+def test_the_chat_route_keeps_the_apps_checks_and_limits():
+    app = wsgi_app(chat_app.make_agent, max_body=200)
+    assert call_wsgi(app, body(user("x" * 300)))[0] == 413
+    assert call_wsgi(app, body(user("hi")), {"Host": "evil.example"})[0] == 400
+    env_get = {"REQUEST_METHOD": "GET", "PATH_INFO": "/api/chat", "wsgi.input": BytesIO(b""),
+               "REMOTE_ADDR": "127.0.0.1"}
+    seen = {}
+    b"".join(app(env_get, lambda status, headers: seen.update(status=status, headers=dict(headers))))
+    assert seen["status"].startswith("405") and seen["headers"]["Allow"] == "POST"
+
+
+def test_a_failing_model_ends_the_chat_with_an_error_chunk(app):
+    found = chunks([call_wsgi(app, body(user("fail")))[2]])
+    assert {"type": "error", "errorText": "the provider broke off"} in found
+    assert found[-1] == {"type": "finish", "finishReason": "error"}
+
+
+def test_the_asgi_app_serves_the_chat_and_its_approvals():
+    app = asgi_app(chat_app.make_agent, store=MemoryStore(), keepalive=5)
+
+    def post(payload):
+        async def go():
+            messages = [{"type": "http.request", "body": json.dumps(payload).encode()}]
+            sent = []
+
+            async def receive():
+                if messages:
+                    return messages.pop(0)
+                await asyncio.sleep(30)
+                return {"type": "http.disconnect"}
+
+            async def send(message):
+                sent.append(message)
+
+            scope = {"type": "http", "method": "POST", "path": "/api/chat",
+                     "client": ("127.0.0.1", 1),
+                     "headers": [(b"content-type", b"application/json"), (b"host", b"localhost")]}
+            await asyncio.wait_for(app(scope, receive, send), 10)
+            return sent
+
+        sent = asyncio.run(go())
+        headers = {k.decode(): v.decode() for k, v in sent[0]["headers"]}
+        return sent[0]["status"], headers, b"".join(m.get("body", b"") for m in sent[1:])
+
+    status, headers, out = post(body(user("pause ada")))
+    found = chunks([out])
+    assert status == 200 and headers[HEADER[0]] == "v1"
+    assert found[-3]["type"] == "tool-approval-request"
+    status, _, out = post(body(user("pause ada"), answered(found, found[0]["messageId"])))
+    assert status == 200 and chunks([out])[1]["type"] == "tool-output-available"
+
+
+# -- the AI SDK's own client ------------------------------------------------------------
+
+
+def ai_sdk():
+    """The folder holding node_modules/ai, or skip saying why."""
+    folder = os.environ.get("NACELLE_AI_SDK", "")
+    if not shutil.which("node"):
+        pytest.skip("node is not installed; the AI SDK client tests need it")
+    if not folder:
+        pytest.skip("NACELLE_AI_SDK is unset: install the ai package (.ci/run does: "
+                    "npm install --prefix DIR ai@6.0.326) and name DIR in it")
+    if not (Path(folder) / "node_modules" / "ai" / "package.json").is_file():
+        pytest.skip(f"NACELLE_AI_SDK={folder} holds no node_modules/ai; the install failed")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def chat_server():
+    app = wsgi_app(chat_app.make_agent, store=MemoryStore(), keepalive=5)
+    httpd = make_server(app, "127.0.0.1", 0)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/api/chat"
+    finally:
+        httpd.shutdown()
+        thread.join(5)
+
+
+def drive(api, chat_id, *turns, errors=()):
+    folder = ai_sdk()
+    spec = {"api": api, "chatId": chat_id, "turns": list(turns)}
+    done = subprocess.run(["node", str(TESTS / "vercel_chat.mjs")], input=json.dumps(spec),
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "NACELLE_AI_SDK": folder})
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    for turn_report in report["turns"]:
+        assert turn_report["status"] == "ok", turn_report
+    assert [e for t in report["turns"] for e in t["errors"]] == list(errors)
+    assert report["valid"] is True, report["valid"]
+    return report
+
+
+def parts(message):
+    return [p for p in message["parts"] if p["type"] != "step-start"]
+
+
+@pytest.mark.integration
+def test_the_ai_sdk_client_reads_a_text_run(chat_server):
+    report = drive(chat_server, "text-chat", {"text": "hello"})
+    user_message, answer = report["messages"]
+    assert answer["role"] == "assistant" and answer["id"].startswith("msg_")
+    assert parts(answer) == [{"type": "text", "text": "Hello, world", "state": "done"}]
+
+
+@pytest.mark.integration
+def test_the_ai_sdk_client_reads_a_tool_run_with_reasoning_and_sends_it_back(chat_server):
+    report = drive(chat_server, "tool-chat", {"text": "tool Oslo"}, {"text": "hello"})
+    answer = report["messages"][1]
+    assert [p["type"] for p in answer["parts"]] == ["step-start", "reasoning", "text", "tool-lookup",
+                                                   "step-start", "text"]
+    call = answer["parts"][3]
+    assert call["state"] == "output-available" and call["input"] == {"city": "Oslo"}
+    assert call["output"] == "sunny in Oslo"
+    assert parts(report["messages"][3])[0]["text"] == "Hello, world"  # the history went back in
+
+
+@pytest.mark.integration
+def test_the_ai_sdk_client_answers_an_approval_request_in_its_next_request(chat_server):
+    report = drive(chat_server, "approval-chat", {"text": "pause ada"}, {"approve": True})
+    first, second = report["turns"]
+    assert "tool-approval-request" in [c["type"] for c in first["chunks"]]
+    assert second["ready"] is True  # lastAssistantMessageIsCompleteWithApprovalResponses
+    (answer,) = report["messages"][1:]
+    call = parts(answer)[1]
+    assert call["state"] == "output-available" and call["output"] == "sent to ada"
+    assert call["approval"] == {"id": "p1", "approved": True}
+    assert parts(answer)[-1]["text"] == "Sent."
+
+
+@pytest.mark.integration
+def test_the_ai_sdk_client_shows_a_denied_call_as_denied(chat_server):
+    report = drive(chat_server, "denial-chat", {"text": "pause ada"},
+                   {"approve": False, "reason": "not today"})
+    call = parts(report["messages"][1])[1]
+    assert call["state"] == "output-denied"
+    assert call["approval"] == {"id": "p1", "approved": False, "reason": "not today"}
+
+
+@pytest.mark.integration
+def test_the_ai_sdk_client_hears_a_failed_run_as_an_error(chat_server):
+    report = drive(chat_server, "fail-chat", {"text": "fail"}, errors=["the provider broke off"])
+    (turn_report,) = report["turns"]
+    assert [c["type"] for c in turn_report["chunks"]][-3:] == ["error", "finish-step", "finish"]
+    assert parts(report["messages"][1]) == [{"type": "text", "text": "Part", "state": "done"}]
