@@ -202,6 +202,7 @@ class _Options(TypedDict, total=False):
     profile: CallProfile
     compaction: Optional[Compaction]
     loop_guard: int
+    eager_tools: bool
     observers: Sequence[Observer]
     logger: Optional[logging.Logger]
 
@@ -245,6 +246,7 @@ class Agent(Generic[OutputT]):
         profile: CallProfile = CallProfile.AGENT_TURN,
         compaction: Optional[Compaction] = None,
         loop_guard: int = 3,
+        eager_tools: bool = False,
         observers: Sequence[Observer] = (),
         logger: Optional[logging.Logger] = None,
     ) -> None:
@@ -281,6 +283,8 @@ class Agent(Generic[OutputT]):
             raise ConfigError(f"compaction must be a nacelle.Compaction, got "
                               f"{type(compaction).__name__}")
         _check_int("loop_guard", loop_guard, 0)
+        if eager_tools is not True and eager_tools is not False:
+            raise ConfigError(f"eager_tools must be True or False, got {eager_tools!r:.60}")
         # A toolset given bare (``tools=client.tools(live=True)``) is one toolset, not
         # the list it yields when iterated: read as a list it would be the server's
         # tools of this moment, and the run would never see the list change.
@@ -304,6 +308,7 @@ class Agent(Generic[OutputT]):
         self.profile = profile
         self.compaction = compaction
         self.loop_guard = loop_guard
+        self.eager_tools = eager_tools
         self.observers = checked_observers(observers)
         self.logger = logger if logger is not None else logging.getLogger(__name__)
         self._check_capabilities()
@@ -390,7 +395,7 @@ class Agent(Generic[OutputT]):
             max_parallel_tools=self.max_parallel_tools, tool_timeout=self.tool_timeout,
             max_result_chars=self.max_result_chars, budget=self.budget, resume=resume,
             compaction=self.compaction, loop_guard=self.loop_guard,
-            toolsets=self.tools if any(is_toolset(t) for t in self.tools) else ())
+            eager_tools=self.eager_tools, toolsets=self.tools if any(is_toolset(t) for t in self.tools) else ())
 
     def stream(self, conversation: Iterable[Message], *,
                cancel: Optional[threading.Event] = None,

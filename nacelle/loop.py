@@ -128,7 +128,8 @@ class RunSettings:
     first turn and continues its counts; ``compaction`` is a ``nacelle.Compaction``;
     ``loop_guard`` is how many identical calls a run may make before they are refused
     (0: no guard); ``toolsets`` are the Agent's tools as given when any is a toolset,
-    asked again before each model turn after the first.
+    asked again before each model turn after the first; ``eager_tools`` starts a call
+    while its turn still streams (see :class:`_Eager`).
     """
 
     max_iterations: int = 0
@@ -142,6 +143,7 @@ class RunSettings:
     compaction: Optional[Any] = None
     loop_guard: int = 0
     toolsets: Tuple[Any, ...] = ()
+    eager_tools: bool = False
 
 
 def run(request: Request, ctx: RunContext, turn: TurnFunction, *,
@@ -190,6 +192,7 @@ class _Run:
         # Resumed calls that go on with a nested run (a sub-agent's pause), for the
         # next round's sink: id -> (nested checkpoint, its decisions).
         self.resuming: Dict[str, Tuple[Checkpoint, Any]] = {}
+        self.eager: Optional[_Eager] = None  # the calls started while this turn streams
         if self.resume is not None:
             paused = self.resume.checkpoint
             self.total = paused.usage
@@ -257,11 +260,21 @@ class _Run:
                         "not run: the final answer ended the run" if answered is Stop.END
                         else "not run: the run ended without a valid final answer"), settled)
                     return answered
-            refusal = self._not_to_run(end.stop, capped, len(calls)) or self._guard(calls, settled)
+            eager = self.eager
+            started = eager.started if eager is not None else frozenset()
+            refusal = self._not_to_run(end.stop, capped, len(calls)) or self._guard(
+                calls, settled, only={c.id for c in calls} - started if started else None)
             if refusal is not None:
                 stop, reason = refusal
-                yield from self._close_unrun(calls, reason, settled)
-                return stop
+                if not started:
+                    yield from self._close_unrun(calls, reason, settled)
+                    return stop
+                # The calls already running finish; the rest are closed unrun.
+                for index, call in enumerate(calls):
+                    if call.id not in started:
+                        settled.setdefault(call.id, closing(call, index, reason, discarded=True))
+                stopped = yield from self._tool_round(calls, settled)
+                return stop if stopped is None else stopped  # a pause keeps its checkpoint
             stopped = yield from self._tool_round(calls, settled)
             if stopped is not None:
                 return stopped
@@ -297,7 +310,7 @@ class _Run:
             if not (yield from self._compact("context")):
                 raise
             return (yield from self._one_turn())
-        if end.stop is Stop.CONTEXT and not end.resume:
+        if end.stop is Stop.CONTEXT and not end.resume and not (self.eager and self.eager.calls):
             # The cut turn is dropped (its deltas were streamed; its usage is billed)
             # and asked again once there is room.
             if (yield from self._compact("context")):
@@ -353,9 +366,11 @@ class _Run:
         return None
 
     def _one_turn(self) -> Generator[Event, None, TurnEnd]:
-        """Yield one turn's deltas; return its TurnEnd."""
+        """Yield one turn's deltas (and, with eager tools, the calls started meanwhile
+        and the results landed); return its TurnEnd."""
         ctx, backend = self.ctx, self.backend
         show_thinking = self.request.thinking.show
+        eager = self._eager_for_turn()
         stream = self.turn(self.request, tuple(self.conversation), ctx)
         try:
             for item in stream:
@@ -365,16 +380,26 @@ class _Run:
                         continue
                     if kind is _TOOL_CALL or kind is _TOOL_RESULT:
                         if item.tool is not None and not item.tool.server:
-                            continue  # a local call whose input is whole: announced below
+                            # A local call whose input is whole: started now when eager,
+                            # else announced with the turn's other calls once it ends.
+                            if eager is not None and kind is _TOOL_CALL:
+                                yield from self._start_eagerly(eager, item.tool)
+                            continue
                         self._note_server_call(item)
                     yield item
+                    if eager is not None and eager.round is not None:
+                        yield from eager.landed()
                 elif type(item) is TurnEnd:
                     return item
                 else:
                     raise StreamError(f"backend {backend!r} yielded {type(item).__name__} from "
                                       "a turn; a turn yields Event values, then one TurnEnd")
-        except Exception as exc:
-            if ctx.cancelled.is_set() and not isinstance(exc, Cancelled):
+        except BaseException as exc:
+            if eager is not None and eager.round is not None:
+                # Every call started is closed before the failure leaves the run.
+                yield from eager.close(exc)
+            if (isinstance(exc, Exception) and ctx.cancelled.is_set()
+                    and not isinstance(exc, Cancelled)):
                 # The transport's response was closed under a blocked read: that is the
                 # cancellation arriving, not a network failure.
                 raise Cancelled("the run was cancelled") from exc
@@ -384,6 +409,54 @@ class _Run:
             if close is not None:
                 close()
         raise StreamError(f"backend {backend!r} ended a turn without its TurnEnd")
+
+    def _eager_for_turn(self) -> Optional[_Eager]:
+        """The eager starts of the next turn, or None when its calls wait for its end:
+        eager tools off, the last model request the run allows (its calls are not
+        run), or a final-answer tool (the final answer decides which calls run)."""
+        self.eager = None
+        settings = self.settings
+        if not settings.eager_tools:
+            return None
+        cap = settings.max_iterations
+        if (cap and self.iterations >= cap) or (self.output is not None
+                                                and self.output.tool is not None):
+            return None
+        self.eager = _Eager()
+        return self.eager
+
+    def _start_eagerly(self, eager: _Eager, tool: ToolEvent) -> Iterator[Event]:
+        """Start a call whose input is whole while the turn streams on; announce it.
+
+        A call that could not run as the turn's end would have it — a repeated id
+        (renamed at the end), a tool-call budget it would pass, a loop guard that would
+        refuse it — is left for the end of the turn, as is every call after it (the
+        model's order is kept)."""
+        index = len(eager.calls)
+        if eager.stopped or tool.id in eager.ids or tool.index != index:
+            eager.stopped = True
+            return
+        budget = self.budget.tool_calls
+        if budget is not None and self.calls_run + index + 1 > budget:
+            eager.stopped = True
+            return
+        call = ToolCall(tool.id, tool.name, tool.input)
+        guard = self.settings.loop_guard
+        key = fingerprint(call.name, call.input)
+        if guard and self.repeats.get(key, 0) + 1 >= guard:
+            eager.stopped = True
+            return
+        if guard:
+            self.repeats[key] = self.repeats.get(key, 0) + 1
+        eager.ids.add(call.id)
+        eager.calls.append(call)
+        if eager.round is None:
+            eager.round = Round([], self.sink.for_round(), self.ctx, self.settings.tool_timeout,
+                                self.settings.max_parallel_tools)
+            eager.round.start()
+            self.current = eager.round
+        yield Event(_TOOL_CALL, tool=ToolEvent(call.id, index, call.name, call.input))
+        eager.round.add(Call(call, index, self.tools.get(call.name)))
 
     def _note_server_call(self, event: Event) -> None:
         tool = event.tool
@@ -410,11 +483,22 @@ class _Run:
         parts = unique_call_ids(end.parts)
         calls = [p for p in parts if isinstance(p, ToolCall) and p.finished]
         if end.resume and calls:
-            # Refused before any TOOL_CALL is announced, so none is left unclosed.
+            # Refused before any TOOL_CALL is announced, so none is left unclosed (but
+            # those started early, closed here).
+            if self.eager is not None and self.eager.round is not None:
+                yield from self.eager.close(None)
             raise StreamError(f"backend {self.backend!r} paused a turn that asked for local "
                               "tools; a paused turn cannot carry local calls")
+        eager = self.eager
+        started = eager.calls if eager is not None else []
+        if started and [(c.id, c.name, c.input) for c in calls[:len(started)]] != [
+                (c.id, c.name, c.input) for c in started]:
+            assert eager is not None
+            yield from eager.close(None)
+            raise StreamError(f"backend {self.backend!r} announced tool calls during the turn "
+                              "that its end does not hold as they were announced")
         self.conversation.append(Message(Role.ASSISTANT, parts + (Finish(end.stop),)))
-        for index, call in enumerate(calls):
+        for index, call in enumerate(calls[len(started):], len(started)):
             yield Event(_TOOL_CALL, tool=ToolEvent(call.id, index, call.name, call.input))
         yield Event(_TURN, usage=end.usage, stop=end.stop)
         return calls
@@ -505,6 +589,16 @@ class _Run:
         is then ``self.checkpoint``)."""
         settled = settled or {}
         results: Dict[str, ToolResult] = dict(known or {})
+        paused: List[ToolCall] = []
+        eager, self.eager = self.eager, None
+        if eager is not None:
+            # Results of eagerly started calls that landed while the turn streamed were
+            # yielded then; they are recorded here.
+            for event in eager.results:
+                tool = _tool(event)
+                results[tool.id] = as_result(tool)
+                if tool.paused:
+                    paused.append(next(c for c in calls if c.id == tool.id))
         for event in settled.values():
             results[_tool(event).id] = as_result(_tool(event))
             yield event
@@ -512,15 +606,22 @@ class _Run:
             self.calls_run += len(calls)
         request = self.request
         decided, edited = decided or {}, edited or set()
-        sink = self.sink.for_round()
+        fresh = [Call(c, i, self.tools.get(c.name), decided.get(c.id), c.id in edited)
+                 for i, c in enumerate(calls)
+                 if c.id not in settled and c.id not in results
+                 and (eager is None or c.id not in eager.started)]
+        if eager is not None and eager.round is not None:
+            current = eager.round
+            for call in fresh:
+                current.add(call)
+            sink = current.sink
+        else:
+            sink = self.sink.for_round()
+            current = Round(fresh, sink, self.ctx, self.settings.tool_timeout,
+                            self.settings.max_parallel_tools)
         sink.resuming, self.resuming = self.resuming, {}
-        current = Round([Call(c, i, self.tools.get(c.name), decided.get(c.id), c.id in edited)
-                         for i, c in enumerate(calls) if c.id not in settled and c.id not in results],
-                        sink, self.ctx, self.settings.tool_timeout,
-                        self.settings.max_parallel_tools)
         self.current = current
         out_of_time = False
-        paused: List[ToolCall] = []
         try:
             for event in current.results():
                 if event.via:  # a sub-agent's event, forwarded: it closes none of ours
@@ -594,6 +695,54 @@ class _Run:
             return looping[0]
         return (yield from self._tool_round(calls, settled, known=known, decided=decided,
                                             edited=edited))
+
+
+class _Eager:
+    """The calls of one turn started while it streams (``Agent(eager_tools=True)``).
+
+    ``calls`` are started in the model's order, each the moment the backend said its
+    input was whole; ``round`` runs them (and, once the turn ends, the turn's other
+    calls); ``results`` are the TOOL_RESULTs already yielded while the turn streamed.
+    ``stopped`` is set by the first call that had to wait for the turn's end: no call
+    after it starts early either, so the model's order holds.
+    """
+
+    __slots__ = ("calls", "ids", "round", "results", "stopped")
+
+    def __init__(self) -> None:
+        self.calls: List[ToolCall] = []
+        self.ids: Set[str] = set()
+        self.round: Optional[Round] = None
+        self.results: List[Event] = []
+        self.stopped = False
+
+    @property
+    def started(self) -> Set[str]:
+        return self.ids
+
+    def landed(self) -> Iterator[Event]:
+        """Yield what the started calls have made so far (results, forwarded events)."""
+        assert self.round is not None
+        for event in self.round.landed():
+            if event.kind is _TOOL_RESULT and not event.via:
+                self.results.append(event)
+            yield event
+
+    def close(self, exc: Optional[BaseException]) -> Iterator[Event]:
+        """The turn failed after calls started: stop them and yield a result for each
+        still open, so every TOOL_CALL announced is closed before the error leaves."""
+        assert self.round is not None
+        yield from self.landed()
+        if isinstance(exc, _OutOfTime):
+            reason, verb = "the run's time budget ran out", "stopped"
+        elif isinstance(exc, Cancelled):
+            reason, verb = "the run was cancelled", "cancelled"
+        else:
+            reason, verb = "the model's turn failed", "stopped"
+        for event in self.round.close_open(reason, verb=verb):
+            self.results.append(event)
+            yield event
+        self.round.cancel_all()
 
 
 def _tool(event: Event) -> ToolEvent:

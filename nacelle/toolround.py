@@ -60,7 +60,7 @@ class Call:
     """One local call of a round: the model's part, its tool, its context."""
 
     __slots__ = ("call", "index", "tool", "ctx", "started", "decided", "approved", "timeout",
-                 "due")
+                 "due", "asked")
 
     def __init__(self, call: ToolCall, index: int, tool: Any,
                  decided: Optional[Sequence[str]] = None, approved: bool = False) -> None:
@@ -73,38 +73,52 @@ class Call:
         self.started: Optional[float] = None
         self.timeout: Optional[float] = None  # the sooner of tool_timeout and the tool's own
         self.due: Optional[float] = None  # when the timeout passes, on the run's clock
+        self.asked = 0.0  # when the round was given it, on the run's clock
 
 
 class Round:
     """One turn's calls: slots, the exclusive chain, timeouts, the run's deadline and
-    cancellation. See the module docstring."""
+    cancellation. See the module docstring.
+
+    The calls given are started by :meth:`results`. A call given later to :meth:`add`
+    (an eager start, while the turn still streams) starts at once, in its place in the
+    model's order; :meth:`landed` takes the results that have come in meanwhile, and
+    :meth:`results` then waits for the rest.
+    """
 
     def __init__(self, calls: List[Call], sink: ToolSink, ctx: RunContext,
                  timeout: Optional[float], max_parallel: int) -> None:
-        self.calls = calls
+        self.calls: List[Call] = []
         self.sink = sink
         self.run_ctx = ctx
         self.clock = ctx.clock
-        self.asked = ctx.clock()
-        for call in calls:
-            own = getattr(call.tool, "call_timeout", None)
-            call.timeout = own if timeout is None else timeout if own is None else min(own, timeout)
-            call.due = self.asked + call.timeout if call.timeout is not None else None
-            call.ctx = ctx.tool(call.call.id, call.index, call.call.name, timeout=call.timeout,
-                                asked=self.asked)
-            call.ctx.emit = sink.forward
-            call.ctx.spend = sink.spend
-        self.chain = [c for c in calls if c.tool is not None and getattr(c.tool, "exclusive", False)]
+        self._timeout = timeout
+        self.chain: List[Call] = []
         self._lock = threading.Lock()
         self._free = max_parallel
         self._holding: Set[int] = set()  # indexes of calls that hold a slot
         self._running: Dict[str, int] = {}  # slots held, by tool name (max_concurrency)
-        chained = {c.index for c in self.chain}
-        self._waiting: Deque[Call] = collections.deque(
-            c for c in calls if c.tool is not None and c.index not in chained)
-        if self.chain:
-            self._waiting.append(self.chain[0])
+        self._waiting: Deque[Call] = collections.deque()
         self._chain_at = 0
+        self._yielded = 0  # results handed to the generator so far
+        self._begun = False
+        for call in calls:
+            self._admit(call)
+
+    def add(self, call: Call) -> None:
+        """Take one more call and start it as soon as its place allows (its timeout
+        counts from now)."""
+        self._admit(call)
+        if self._begun:
+            self._begin(call)
+            self._dispatch()
+
+    def landed(self) -> List[Event]:
+        """Take the results (and forwarded events) that have landed, without waiting."""
+        batch = self.sink.drain()
+        # A forwarded event (``via`` set: a sub-agent's own TOOL_RESULT) closes nothing.
+        self._yielded += sum(1 for event in batch if event.kind is _TOOL_RESULT and not event.via)
+        return batch
 
     def results(self) -> Iterator[Event]:
         """Start the calls; yield their results as they land, until all are closed.
@@ -113,11 +127,8 @@ class Round:
         and ``Cancelled`` raised; at the run's deadline likewise, raising the
         deadline's error.
         """
-        for call in self.calls:
-            if call.tool is None:
-                run_tool(None, call.call, call.index, self.sink, call.ctx)
-                call.ctx.release()
-        self._dispatch()
+        if not self._begun:
+            self.start()
         try:
             yield from self._until_closed()
         finally:
@@ -125,14 +136,46 @@ class Round:
                 if call.started is None:  # closed before it ran: stop listening to the run
                     call.ctx.release()
 
+    def start(self) -> None:
+        """Start the calls given so far (those of unknown tools close at once)."""
+        self._begun = True
+        for call in self.calls:
+            self._begin(call)
+        self._dispatch()
+
+    def _admit(self, call: Call) -> None:
+        """Give ``call`` its timeout and context and its place: in the exclusive chain,
+        or among the waiting calls."""
+        timeout = self._timeout
+        own = getattr(call.tool, "call_timeout", None)
+        call.timeout = own if timeout is None else timeout if own is None else min(own, timeout)
+        call.asked = asked = self.clock()
+        call.due = asked + call.timeout if call.timeout is not None else None
+        call.ctx = self.run_ctx.tool(call.call.id, call.index, call.call.name,
+                                     timeout=call.timeout, asked=asked)
+        call.ctx.emit = self.sink.forward
+        call.ctx.spend = self.sink.spend
+        with self._lock:
+            self.calls.append(call)
+            if call.tool is None:
+                return
+            if getattr(call.tool, "exclusive", False):
+                self.chain.append(call)
+                if self._chain_at == len(self.chain) - 1:  # the chain is free: its turn
+                    self._waiting.append(call)
+            else:
+                self._waiting.append(call)
+
+    def _begin(self, call: Call) -> None:
+        if call.tool is None:
+            run_tool(None, call.call, call.index, self.sink, call.ctx)
+            call.ctx.release()
+
     def _until_closed(self) -> Iterator[Event]:
-        open_calls = len(self.calls)
         run_ctx, sink = self.run_ctx, self.sink
         while True:
-            batch = sink.drain()
-            # A forwarded event (``via`` set: a sub-agent's own TOOL_RESULT) closes nothing.
-            open_calls -= sum(1 for event in batch
-                              if event.kind is _TOOL_RESULT and not event.via)
+            batch = self.landed()
+            open_calls = len(self.calls) - self._yielded
             yield from batch
             if open_calls <= 0:
                 return
@@ -166,7 +209,7 @@ class Round:
             self.sink.report(event)
         with self._lock:
             self._waiting.clear()
-        yield from self.sink.drain()
+        yield from self.landed()
 
     def cancel_all(self) -> None:
         """Tell every call to stop, and start no more (the run is over)."""
@@ -196,7 +239,7 @@ class Round:
             message = f"timed out after {call.timeout:g} s"
             # The timeout bounds the model's wait, so that is what a timed-out call's
             # duration says: never less than the timeout it names.
-            duration = now - self.asked if call.started is not None else 0.0
+            duration = now - call.asked if call.started is not None else 0.0
             if self.sink.report(closing(call.call, call.index, message, duration)):
                 closed = True
                 log.debug("call %s of %s %s%s", call.call.id, call.call.name, message,

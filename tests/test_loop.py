@@ -69,11 +69,12 @@ def test_events_come_in_the_documented_order():
                                thinking=Thinking(show=True))
     events = list(agent.stream([user_text("go")]))
     assert kinds(events) == [
-        Kind.THINKING, Kind.TEXT, Kind.TOOL_CALL, Kind.TOOL_CALL, Kind.TURN,
-        Kind.TOOL_RESULT, Kind.TOOL_RESULT, Kind.TEXT, Kind.TURN, Kind.DONE,
+        Kind.THINKING, Kind.TEXT, Kind.TOOL_INPUT, Kind.TOOL_INPUT, Kind.TOOL_CALL,
+        Kind.TOOL_CALL, Kind.TURN, Kind.TOOL_RESULT, Kind.TOOL_RESULT, Kind.TEXT, Kind.TURN,
+        Kind.DONE,
     ]
     assert [e.tool.index for e in events if e.kind is Kind.TOOL_CALL] == [0, 1]
-    assert events[4].stop is Stop.TOOLS and events[4].usage == Usage(10, 5)
+    assert events[6].stop is Stop.TOOLS and events[6].usage == Usage(10, 5)
     assert {r.id: r.result for r in results(events)} == {"c0": "a", "c1": "b"}
     backend.assert_consumed()
 

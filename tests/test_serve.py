@@ -48,6 +48,14 @@ def decoded(chunks):
     return [(e.event, json.loads(e.data)) for e in events]
 
 
+def past_input(stream):
+    """The first chunk of ``stream`` that is not a tool_input event."""
+    chunk = next(stream)
+    while chunk.startswith(b"event: tool_input\n"):
+        chunk = next(stream)
+    return chunk
+
+
 def run_events(prompt, *, cancel=None):
     agent = serve_app.make_agent(nacelle.serve.RequestInfo("POST", "/runs", {}, "", {"prompt": prompt}, None))
     return agent.stream([nacelle.user_text(prompt)], cancel=cancel)
@@ -55,10 +63,13 @@ def run_events(prompt, *, cancel=None):
 
 def test_every_event_carries_the_schema_version_and_its_kind():
     events = decoded(sse(run_events("slow 0")))
-    assert [k for k, _ in events] == ["text", "tool_call", "turn", "tool_result", "text",
+    assert [k for k, _ in events] == ["text", "tool_input", "tool_call", "turn", "tool_result", "text",
                                       "turn", "done"]
     assert all(data["v"] == 1 and data["kind"] == kind for kind, data in events)
-    call, turn, result, done = events[1][1], events[2][1], events[3][1], events[-1][1]
+    written, call, turn, result, done = (events[1][1], events[2][1], events[3][1], events[4][1],
+                                         events[-1][1])
+    assert written == {"v": 1, "kind": "tool_input", "id": "c1", "index": 0, "name": "slow",
+                       "text": '{"seconds": 0.0}'}
     assert call == {"v": 1, "kind": "tool_call", "id": "c1", "index": 0, "name": "slow",
                     "server": "", "input": '{"seconds": 0.0}'}
     assert result["result"] == "slept 0.0" and result["error"] is None
@@ -108,7 +119,7 @@ def test_closing_the_stream_sets_the_cancel_event_and_the_tool_sees_it(tmp_path,
     monkeypatch.setenv("NACELLE_SERVE_NOTES", str(notes))
     cancel = nacelle.CancelEvent()
     stream = sse(run_events("hang", cancel=cancel), keepalive=5, cancel=cancel)
-    assert b"tool_call" in next(stream)
+    assert b"tool_call" in past_input(stream)
     assert wait_for(lambda: "hang started" in read(notes))
     stream.close()
     assert cancel.is_set()
@@ -462,7 +473,7 @@ def test_runs_past_max_runs_are_503_with_retry_after(store, tmp_path, monkeypatc
     env = {"REQUEST_METHOD": "POST", "PATH_INFO": "/runs", "CONTENT_TYPE": "application/json",
            "wsgi.input": BytesIO(b'{"prompt": "hang"}'), "CONTENT_LENGTH": "18"}
     stream = app(env, lambda status, headers: seen.update(status=status))
-    assert seen["status"].startswith("200") and b"tool_call" in next(iter(stream))
+    assert seen["status"].startswith("200") and b"tool_call" in past_input(iter(stream))
     status, headers, out = call_wsgi(app, body={"prompt": "hello"})
     assert status == 503 and headers["Retry-After"].isdigit()
     assert "1 runs" in json.loads(out)["message"]
@@ -724,8 +735,8 @@ def test_a_paused_run_resumes_once_over_http(server):
     finally:
         connection.close()
     kinds = [k for _, k, _ in events]
-    assert kinds == ["text", "tool_call", "turn", "tool_result", "done"]
-    assert events[3][2]["paused"] is True
+    assert kinds == ["text", "tool_input", "tool_call", "turn", "tool_result", "done"]
+    assert events[4][2]["paused"] is True
     done = events[-1][2]
     assert done["stop"] == "paused" and done["pending"][0]["id"] == "p1"
     assert "checkpoint" not in done and read(notes) == ""

@@ -6,6 +6,9 @@ Every event goes out as one SSE event whose ``event:`` field is its kind and who
 change that would break a reader of version 1 gets a new ``v``. Per kind:
 
 - ``text`` / ``thinking``: ``text``, one provider delta (never merged or split).
+- ``tool_input``: ``id``, ``index``, ``name`` and ``text``, one delta of a local call's
+  arguments as the model writes them (a reader joins them; the input so far is not
+  repeated, so a long argument costs its length once on the wire, not its square).
 - ``tool_call``: ``id``, ``index``, ``name``, ``input`` (the JSON text the model
   wrote, as written: it may not parse), ``server`` (empty for a local tool).
 - ``tool_result``: the call's ``id``, ``index``, ``name`` and ``server``, then
@@ -111,6 +114,9 @@ def event_json(event: Event, *, run: Optional[str] = None) -> Dict[str, Any]:
         data.update(agent=list(event.agent), via=event.via)
     if kind in (Kind.TEXT, Kind.THINKING):
         data["text"] = event.text
+    elif kind is Kind.TOOL_INPUT and event.tool is not None:
+        tool = event.tool
+        data.update(id=tool.id, index=tool.index, name=tool.name, text=event.text)
     elif kind in (Kind.TOOL_CALL, Kind.TOOL_RESULT) and event.tool is not None:
         tool = event.tool
         data.update(id=tool.id, index=tool.index, name=tool.name, server=tool.server)

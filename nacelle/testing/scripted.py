@@ -4,8 +4,10 @@ turns, and a clock tests can drive.
 ``ScriptedBackend(turns)`` is a Backend like any other: its ``turn`` supplies one
 model turn per request from its script, and the Agent runs the real loop around it,
 so real tools, approvals, hooks, timeouts and cancellation run. Each turn streams
-one delta per Text part (TEXT) and per Reasoning part (THINKING); ToolCall parts
-become the loop's TOOL_CALL events. ``.requests`` holds one Request per model turn
+one delta per Text part (TEXT) and per Reasoning part (THINKING), and each ToolCall's
+input in pieces of 32 characters (TOOL_INPUT) followed, for a finished call, by the
+call itself the moment its input is whole (the TOOL_CALL a backend yields so that an
+eager run can start it; the loop announces it). ``.requests`` holds one Request per model turn
 (the turn's request) whose ``messages`` are the conversation exactly as the model saw
 it that turn.
 
@@ -43,7 +45,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union, 
 from ..backend import Capabilities, Request, TurnEnd
 from ..context import RunContext
 from ..errors import ConfigError
-from ..events import Event, Kind, Stop, Usage
+from ..events import Event, Kind, Stop, ToolEvent, Usage
 from ..messages import Message, Reasoning, Role, Text, ToolCall, assistant_text, dumps
 
 __all__ = ["FakeClock", "ScriptedBackend", "Turn"]
@@ -60,7 +62,9 @@ class Turn:
     ``stop`` defaults to TOOLS when the message has finished tool calls, else END.
     ``delay`` waits that many seconds (on the run's context, so cancelling ends the
     wait) before the turn's output; ``error`` is raised after the deltas, before the
-    turn ends; ``resume`` marks a provider pause.
+    turn ends; ``resume`` marks a provider pause; ``gap`` waits that many seconds
+    between the message's parts, as a model writing them does, so a call can start
+    (``Agent(eager_tools=True)``) while the turn still streams.
     """
 
     message: Message
@@ -69,6 +73,7 @@ class Turn:
     delay: float = 0.0
     error: Optional[BaseException] = None
     resume: bool = False
+    gap: float = 0.0
 
     def __post_init__(self) -> None:
         if isinstance(self.message, str):
@@ -145,15 +150,39 @@ class ScriptedBackend:
         turn = self._script[number]
         if turn.delay:
             ctx.sleep(turn.delay)
+        calls = 0
         for part in turn.message.parts:
+            if turn.gap and part is not turn.message.parts[0]:
+                ctx.sleep(turn.gap)
             if isinstance(part, Text):
                 yield Event(Kind.TEXT, text=part.text)
             elif isinstance(part, Reasoning):
                 yield Event(Kind.THINKING, text=part.text)
+            elif isinstance(part, ToolCall):
+                yield from _written(part, calls)
+                calls += part.finished
         if turn.error is not None:
             raise turn.error
         assert turn.stop is not None  # Turn.__post_init__ settles it
         yield TurnEnd(turn.message.parts, turn.usage, turn.stop, turn.resume)
+
+
+def _written(call: ToolCall, index: int) -> Iterator[Event]:
+    """A call as a provider streams it: its input in pieces of up to
+    :data:`INPUT_PIECE` characters (TOOL_INPUT), then, when it is finished, the call
+    whose input is whole (the early TOOL_CALL an eager run starts)."""
+    so_far = ""
+    for at in range(0, len(call.input), INPUT_PIECE):
+        piece = call.input[at:at + INPUT_PIECE]
+        so_far += piece
+        yield Event(Kind.TOOL_INPUT, text=piece,
+                    tool=ToolEvent(call.id, index, call.name, so_far))
+    if call.finished:
+        yield Event(Kind.TOOL_CALL, tool=ToolEvent(call.id, index, call.name, call.input))
+
+
+#: How many characters of a scripted call's input each TOOL_INPUT carries.
+INPUT_PIECE = 32
 
 
 class FakeClock:
