@@ -141,8 +141,10 @@ def test_forwarded_events_come_as_they_happen_tagged_with_the_sub_agent_and_the_
     events = list(Agent(script, "sys", tools=[helper]).stream([user_text("k?")]))
     sub = ("subagent",)
     assert _tags(events) == [
-        ("tool_call", (), "", "p1"), ("turn", (), "", ""),
-        ("text", sub, "p1", "looking"), ("tool_call", sub, "p1", "s1"), ("turn", sub, "p1", ""),
+        ("tool_input", (), "", '{"task": "find k"}'), ("tool_call", (), "", "p1"),
+        ("turn", (), "", ""), ("text", sub, "p1", "looking"),
+        ("tool_input", sub, "p1", '{"key": "k"}'), ("tool_call", sub, "p1", "s1"),
+        ("turn", sub, "p1", ""),
         ("tool_result", sub, "p1", "s1"), ("text", sub, "p1", "k is 7"), ("turn", sub, "p1", ""),
         ("tool_result", (), "", "p1"), ("text", (), "", "The answer is 7."),
         ("turn", (), "", ""), ("done", (), "", ""),
@@ -165,8 +167,10 @@ def test_a_grandchild_s_events_nest_their_path_and_keep_the_call_that_started_it
     events = list(Agent(script, "sys", tools=[child]).stream([user_text("go")]))
     two, one = ("child", "grand"), ("child",)
     assert _tags(events) == [
-        ("tool_call", (), "", "p1"), ("turn", (), "", ""),
-        ("text", one, "p1", "asking"), ("tool_call", one, "p1", "c1"), ("turn", one, "p1", ""),
+        ("tool_input", (), "", '{"task": "a"}'), ("tool_call", (), "", "p1"),
+        ("turn", (), "", ""), ("text", one, "p1", "asking"),
+        ("tool_input", one, "p1", '{"task": "b"}'), ("tool_call", one, "p1", "c1"),
+        ("turn", one, "p1", ""),
         ("text", two, "c1", "deep"), ("turn", two, "c1", ""),
         ("tool_result", one, "p1", "c1"), ("text", one, "p1", "mid"), ("turn", one, "p1", ""),
         ("tool_result", (), "", "p1"), ("text", (), "", "top"), ("turn", (), "", ""),
