@@ -29,7 +29,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 import pytest
 import requests
 
-from nacelle.errors import NacelleError
+from nacelle.errors import ConfigError, NacelleError
 from nacelle.mcp import auth_flows, connect_http
 from nacelle.mcp.auth import FileTokenStore, MCPAuthError, MemoryTokenStore, OAuth
 from nacelle.mcp.auth_flows import (
@@ -62,10 +62,18 @@ class AuthServer:
         self.issuer_override = None
         self.grant_types = None
         self.token_requests = 0
+        # Client ID Metadata Documents: what the metadata says, and the documents a
+        # real server would fetch from their https URLs (a table here: nothing local
+        # serves https), as the draft's §4 has it read client_id and redirect_uris.
+        self.cimd = None
+        self.documents = {}
+        self.token_client_ids = []
         self.lock = threading.Lock()
 
     def metadata(self):
         extra = {} if self.grant_types is None else {"grant_types_supported": self.grant_types}
+        if self.cimd is not None:
+            extra["client_id_metadata_document_supported"] = self.cimd
         return {**extra, "issuer": self.issuer_override or self.url,
                 "authorization_endpoint": self.url + "/authorize",
                 "token_endpoint": self.url + "/token",
@@ -84,6 +92,8 @@ class AuthServer:
 
     def authorize(self, q):
         client = self.clients.get(q.get("client_id"))
+        if client is None and self.cimd is True:
+            client = self.documents.get(q.get("client_id"))
         if client is None or _without_port(q.get("redirect_uri")) not in map(
                 _without_port, client["redirect_uris"]):
             return 400, {}, {"error": "invalid_request"}
@@ -112,6 +122,7 @@ class AuthServer:
         if authorization.startswith("Basic "):
             client_id, _, secret = base64.b64decode(authorization[6:]).decode().partition(":")
         grant = form.get("grant_type")
+        self.token_client_ids.append(client_id)
         if grant == "client_credentials":
             if self.clients.get(client_id, {}).get("secret") != secret or not secret:
                 return 401, {}, {"error": "invalid_client",
@@ -699,3 +710,198 @@ def test_a_grant_the_authorization_server_does_not_offer_is_refused_before_any_r
     assert auth_server.seen == [("GET", "/.well-known/oauth-authorization-server")]
     auth_server.grant_types = ["client_credentials", "authorization_code"]
     assert call(interactive(), resource.url + "/mcp").status_code == 200
+
+
+# Servers of the 2025-03-26 revision: no protected-resource metadata
+
+
+class LegacyServer(AuthServer):
+    """An MCP server of the 2025-03-26 revision, its endpoint at ``/v1/mcp`` and its
+    authorization server on the same origin, as that revision's "Authorization Base
+    URL" puts it: no protected-resource metadata, and a challenge naming none. With
+    ``oauth_metadata`` off no authorization server metadata is served either, which
+    leaves the default endpoints, ``/authorize``, ``/token`` and ``/register`` at the
+    root (https://modelcontextprotocol.io/specification/2025-03-26/basic/authorization,
+    "Fallbacks for Servers without Metadata Discovery")."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.resource_status = 404  # what the protected-resource metadata URLs answer
+        self.metadata_status = 404  # what the metadata URLs answer without metadata
+
+    def get(self, path, query):
+        if path.startswith("/.well-known/oauth-protected-resource"):
+            return self.resource_status, {}, {"error": "not_found"}
+        if path.startswith("/.well-known/") and not self.oauth_metadata:
+            return self.metadata_status, {}, {"error": "not_found"}
+        return super().get(path, query)
+
+    def post(self, path, form, body, authorization):
+        if path != "/v1/mcp":
+            return super().post(path, form, body, authorization)
+        token = authorization[7:] if authorization.startswith("Bearer ") else ""
+        if self.access.get(token) == self.url + "/v1/mcp":
+            return 200, {}, {"jsonrpc": "2.0", "id": 1, "result": {"tools": []}}
+        return 401, {"WWW-Authenticate": 'Bearer realm="mcp"'}, {"error": "unauthorized"}
+
+
+@pytest.fixture
+def legacy():
+    server = LegacyServer()
+    running = serve(server)
+    try:
+        yield server
+    finally:
+        running.shutdown()
+        running.server_close()
+
+
+def test_a_server_without_any_metadata_is_authorized_at_the_default_endpoints_of_its_root(
+        legacy, caplog):
+    caplog.set_level(logging.DEBUG)
+    legacy.oauth_metadata = False
+    browser = Browser()
+    url = legacy.url + "/v1/mcp"
+    assert call(interactive(open_browser=browser), url).status_code == 200
+    assert legacy.seen == [
+        ("POST", "/v1/mcp"),
+        ("GET", "/.well-known/oauth-protected-resource/v1/mcp"),
+        ("GET", "/.well-known/oauth-protected-resource"),
+        ("GET", "/.well-known/oauth-authorization-server"),
+        ("GET", "/.well-known/openid-configuration"),
+        ("POST", "/register"), ("GET", "/authorize"), ("POST", "/token"), ("POST", "/v1/mcp")]
+    assert browser.opened[0].startswith(legacy.url + "/authorize?")
+    query = dict(parse_qsl(urlsplit(browser.opened[0]).query))
+    assert query["code_challenge_method"] == "S256" and query["resource"] == url
+    logged = "\n".join(r.getMessage() for r in caplog.records if r.name.startswith("nacelle"))
+    assert "2025-03-26 default endpoints" in logged
+    for secret in legacy.issued:
+        assert secret not in logged
+
+
+def test_a_token_from_the_default_endpoints_is_refreshed_at_the_default_token_endpoint(legacy):
+    legacy.oauth_metadata = False
+    clock, url = Clock(), legacy.url + "/v1/mcp"
+    auth = interactive(clock=clock)
+    assert call(auth, url).status_code == 200
+    clock.now += 7200
+    assert auth.headers(url)["Authorization"] != ""
+    assert legacy.seen[-1] == ("POST", "/token") and len(auth.open_browser.opened) == 1
+
+
+def test_client_credentials_reach_the_default_token_endpoint(legacy):
+    legacy.oauth_metadata = False
+    assert call(service(), legacy.url + "/v1/mcp").status_code == 200
+    assert ("POST", "/token") in legacy.seen and ("POST", "/register") not in legacy.seen
+
+
+def test_the_authorization_server_metadata_at_the_root_is_used_when_served(legacy):
+    legacy.issuer_override = legacy.url + "/tenant"  # a path, on the server's origin
+    assert call(interactive(), legacy.url + "/v1/mcp").status_code == 200
+    assert legacy.seen[3:6] == [("GET", "/.well-known/oauth-authorization-server"),
+                                ("POST", "/register"), ("GET", "/authorize")]
+
+
+def test_root_metadata_naming_an_issuer_off_the_servers_origin_is_not_used(legacy):
+    legacy.issuer_override = "https://impostor.example"
+    with pytest.raises(MCPAuthError, match="off the MCP server's origin"):
+        call(interactive(), legacy.url + "/v1/mcp")
+    assert ("POST", "/register") not in legacy.seen
+
+
+def test_root_metadata_of_a_public_server_cannot_name_a_loopback_token_endpoint(
+        legacy, monkeypatch):
+    resolver(monkeypatch, {f"127.0.0.1:{urlsplit(legacy.url).port}": ["93.184.216.34"]})
+    original = legacy.metadata
+    legacy.metadata = lambda: dict(original(), token_endpoint="http://127.0.0.1:9/token")
+    with pytest.raises(MCPAuthError, match="the token endpoint .* loopback"):
+        call(interactive(), legacy.url + "/v1/mcp")
+    assert ("POST", "/register") not in legacy.seen
+
+
+@pytest.mark.parametrize("resource_status, metadata_status, message", [
+    (500, 404, "no protected resource metadata"),
+    (401, 404, "no protected resource metadata"),
+    (404, 500, "no authorization server metadata .*HTTP 500"),
+])
+def test_endpoints_are_guessed_only_when_every_metadata_url_answered_404(
+        legacy, resource_status, metadata_status, message):
+    legacy.oauth_metadata = False
+    legacy.resource_status, legacy.metadata_status = resource_status, metadata_status
+    with pytest.raises(MCPAuthError, match=message):
+        call(interactive(), legacy.url + "/v1/mcp")
+    assert not {("POST", "/register"), ("GET", "/authorize")} & set(legacy.seen)
+
+
+def test_a_challenge_naming_metadata_that_is_missing_does_not_fall_back(legacy):
+    legacy.oauth_metadata = False
+    challenge = f'Bearer resource_metadata="{legacy.url}/.well-known/oauth-protected-resource"'
+    with pytest.raises(MCPAuthError, match="no protected resource metadata"):
+        interactive().unauthorized(legacy.url + "/v1/mcp", challenge)
+    assert legacy.seen == [("GET", "/.well-known/oauth-protected-resource")]
+
+
+# Client ID Metadata Documents
+
+DOCUMENT_URL = "https://app.example/oauth/client-metadata.json"
+
+
+def with_document(auth_server, supported=True):
+    auth_server.cimd = supported
+    auth_server.documents[DOCUMENT_URL] = {
+        "client_id": DOCUMENT_URL, "redirect_uris": ["http://127.0.0.1/callback"]}
+
+
+def test_the_client_metadata_url_is_the_client_id_where_the_server_reads_such_documents(
+        servers):
+    auth_server, resource = servers
+    with_document(auth_server)
+    browser = Browser()
+    auth = interactive(open_browser=browser, client_metadata_url=DOCUMENT_URL)
+    assert call(auth, resource.url + "/mcp").status_code == 200
+    assert dict(parse_qsl(urlsplit(browser.opened[0]).query))["client_id"] == DOCUMENT_URL
+    assert auth_server.token_client_ids == [DOCUMENT_URL]
+    assert ("POST", "/register") not in auth_server.seen
+    assert "client-metadata.json" in repr(auth)
+
+
+@pytest.mark.parametrize("supported", [None, False, "true"])
+def test_a_server_that_does_not_say_it_reads_client_metadata_documents_gets_a_registration(
+        servers, supported):
+    auth_server, resource = servers
+    with_document(auth_server, supported)
+    browser = Browser()
+    auth = interactive(open_browser=browser, client_metadata_url=DOCUMENT_URL)
+    assert call(auth, resource.url + "/mcp").status_code == 200
+    assert dict(parse_qsl(urlsplit(browser.opened[0]).query))["client_id"].startswith("dyn-")
+    assert ("POST", "/register") in auth_server.seen
+
+
+def test_a_pre_registered_client_id_wins_over_the_client_metadata_url(servers):
+    auth_server, resource = servers
+    with_document(auth_server)
+    auth_server.clients["app-1"] = {"secret": None, "redirect_uris": ["http://127.0.0.1/callback"]}
+    browser = Browser()
+    auth = interactive(open_browser=browser, client_id="app-1",
+                       client_metadata_url=DOCUMENT_URL)
+    assert call(auth, resource.url + "/mcp").status_code == 200
+    assert dict(parse_qsl(urlsplit(browser.opened[0]).query))["client_id"] == "app-1"
+
+
+def test_without_registration_the_error_names_both_ways_a_server_could_have_offered(servers):
+    auth_server, resource = servers
+    original = auth_server.metadata
+    auth_server.metadata = lambda: {k: v for k, v in original().items()
+                                    if k != "registration_endpoint"}
+    with pytest.raises(MCPAuthError, match="registration or one that reads client id"):
+        call(interactive(client_metadata_url=DOCUMENT_URL), resource.url + "/mcp")
+
+
+def test_a_client_metadata_url_is_checked_when_oauth_is_made():
+    with pytest.raises(ConfigError, match="https"):
+        OAuth(client_metadata_url="http://app.example/client.json")
+    with pytest.raises(ConfigError, match="path"):
+        OAuth(client_metadata_url="https://app.example/")
+    with pytest.raises(ConfigError, match="authorization_code"):
+        OAuth(flow="client_credentials", client_id=SERVICE_ID, client_secret=SERVICE_SECRET,
+              client_metadata_url=DOCUMENT_URL)

@@ -4,10 +4,13 @@
 
 It follows the MCP authorization spec — 2025-06-18, 2025-11-25 and 2026-07-28
 (https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization,
-https://modelcontextprotocol.io/specification/2026-07-28/basic/authorization) — and
-what it builds on: protected-resource metadata (RFC 9728 §3, §5.1), authorization
-server metadata (RFC 8414 §3, with OpenID Connect Discovery as the spec's fallback),
-dynamic client registration (RFC 7591 §3), the authorization code grant with PKCE
+https://modelcontextprotocol.io/specification/2026-07-28/basic/authorization), and
+2025-03-26's discovery for a server that publishes no protected-resource metadata
+(:mod:`nacelle.mcp.auth_metadata` says when) — and what it builds on:
+protected-resource metadata (RFC 9728 §3, §5.1), authorization server metadata
+(RFC 8414 §3, with OpenID Connect Discovery as the spec's fallback), Client ID
+Metadata Documents (draft-ietf-oauth-client-id-metadata-document), dynamic client
+registration (RFC 7591 §3), the authorization code grant with PKCE
 S256 and the refresh and client-credentials grants (draft-ietf-oauth-v2-1-13 §4,
 RFC 7636), the ``resource`` parameter on every authorization and token request
 (RFC 8707 §2), a loopback redirect (RFC 8252 §7.3) and the ``iss`` check (RFC 9207).
@@ -44,9 +47,12 @@ Choices where the specs leave room, and why:
 - Scopes: the challenge's ``scope``, else the ``scopes=`` given, else the metadata's
   ``scopes_supported``, else none; plus ``offline_access`` for the code flow when the
   authorization server lists it (2026-07-28 "Refresh Tokens").
-- A pre-registered ``client_id`` wins; without one the client registers itself, once
-  per issuer, as a public client with its loopback redirect URI (Client ID Metadata
-  Documents need an HTTPS page this library does not have). A refresh response's new
+- The client is, in the MCP spec's order of preference: the pre-registered
+  ``client_id``; else the ``client_metadata_url`` given, when the authorization
+  server's metadata says ``client_id_metadata_document_supported: true`` (a public
+  client: the URL is its id, and the server reads the document there); else one it
+  registers, once per issuer, as a public client with its loopback redirect URI
+  (RFC 7591). A refresh response's new
   refresh token replaces the old one (rotation), and a refresh refused with a 4xx
   drops the tokens, so the next 401 authorizes again.
 - A token that a 401 rejects and a refresh replaced is not refreshed again on the next
@@ -59,7 +65,8 @@ error (see :mod:`nacelle.mcp.auth_flows`). :class:`MCPAuthError` is an
 
 Outer ring: imports the standard library, ``nacelle.errors``, ``nacelle.bounded_json``,
 ``nacelle._files`` (the private-file writing and lock every file nacelle keeps
-shares) and ``nacelle.mcp.auth_flows``; ``requests`` only there, inside functions.
+shares), ``nacelle.mcp.auth_flows`` and ``nacelle.mcp.auth_metadata``; ``requests``
+only in the first of those, inside functions.
 """
 
 from __future__ import annotations
@@ -78,9 +85,10 @@ from ..errors import ConfigError
 from .._files import file_lock, private_directory, write_atomic
 from .auth_flows import (
     Client, LoopbackRedirect, MCPAuthError, authorization_url, canonical,
-    check_authorization_response, check_destination, covers, get_json, metadata_urls,
-    parse_challenge, pkce_pair, register, resource_metadata_urls, safe_url, token_request,
+    check_authorization_response, check_destination, parse_challenge, pkce_pair, register,
+    safe_url, token_request,
 )
+from .auth_metadata import check_client_metadata_url, discover
 
 __all__ = ["FileTokenStore", "MCPAuthError", "MemoryTokenStore", "OAuth", "TokenStore"]
 
@@ -190,10 +198,19 @@ class OAuth:
     port, within ``redirect_timeout`` seconds) or ``"client_credentials"`` (a
     service; needs ``client_id`` and ``client_secret``). ``clock`` gives the time in
     seconds since the epoch, for tests.
+
+    ``client_metadata_url`` is the ``https://`` URL of a Client ID Metadata Document
+    you publish (its ``client_id`` member that same URL, its ``redirect_uris``
+    holding ``http://127.0.0.1/callback``: an authorization server takes a loopback
+    redirect on any port, RFC 8252 §7.3, or give ``redirect_port`` the one the
+    document names). It is used as the client id with an authorization server that
+    says it reads such documents, and dynamic registration with any other; a
+    ``client_id`` given too wins over it, as the MCP spec orders them.
     """
 
     def __init__(self, *, client_id: Optional[str] = None, client_secret: Optional[str] = None,
                  flow: str = "authorization_code", scopes: Optional[Sequence[str]] = None,
+                 client_metadata_url: Optional[str] = None,
                  store: Optional[TokenStore] = None,
                  open_browser: Optional[Callable[[str], Any]] = None,
                  client_name: str = "nacelle", redirect_port: int = 0,
@@ -205,7 +222,12 @@ class OAuth:
             raise ConfigError("the client_credentials flow needs client_id and client_secret")
         if client_secret and not client_id:
             raise ConfigError("a client_secret needs its client_id")
+        if client_metadata_url is not None and flow != "authorization_code":
+            raise ConfigError("client_metadata_url names a public client of the "
+                              "authorization_code flow; client_credentials needs a client_id")
         self.client_id, self.flow, self.client_name = client_id, flow, client_name
+        self.client_metadata_url = None if client_metadata_url is None else \
+            check_client_metadata_url(client_metadata_url)
         self._secret = client_secret or None
         self.scopes = " ".join(scopes) if scopes else None
         self.store: TokenStore = store if store is not None else MemoryTokenStore()
@@ -217,7 +239,9 @@ class OAuth:
 
     def __repr__(self) -> str:
         secret = ", client_secret=<hidden>" if self._secret else ""
-        return (f"OAuth(flow={self.flow!r}, client_id={self.client_id!r}{secret}, "
+        document = f", client_metadata_url={self.client_metadata_url!r}" \
+            if self.client_metadata_url else ""
+        return (f"OAuth(flow={self.flow!r}, client_id={self.client_id!r}{secret}{document}, "
                 f"store={self.store!r})")
 
     def headers(self, server_url: str) -> Dict[str, str]:
@@ -319,8 +343,7 @@ class OAuth:
 
     def _authorize(self, key: str, server_url: str, metadata_url: Optional[str],
                    scope: Optional[str]) -> None:
-        resource, issuer = self._protected_resource(server_url, metadata_url)
-        meta = self._authorization_server(issuer, server_url)
+        resource, issuer, meta = discover(server_url, metadata_url, timeout=self.timeout)
         self._check_grant(issuer, meta)
         scope = scope or self.scopes or resource.get("scope")
         target = str(resource.get("resource") or key)
@@ -385,14 +408,19 @@ class OAuth:
                     server_url: str) -> Client:
         if self.client_id:
             return Client(self.client_id, self._secret, _method(meta, None))
+        if self.client_metadata_url and meta.get("client_id_metadata_document_supported") is True:
+            logger.debug("using the client id metadata document with %s", safe_url(issuer))
+            return Client(self.client_metadata_url)
         key = f"client {issuer}"
         saved = _client(self.store.load(key) or {})
         if saved is not None:
             return saved
         endpoint = meta.get("registration_endpoint")
         if not endpoint:
+            hint = " or one that reads client id metadata documents" \
+                if self.client_metadata_url else ""
             raise MCPAuthError(f"the authorization server {safe_url(issuer)} offers no "
-                               "registration: pass OAuth(client_id=...)")
+                               f"registration{hint}: pass OAuth(client_id=...)")
         client = register(endpoint, {
             "client_name": self.client_name, "redirect_uris": [redirect_uri],
             "grant_types": ["authorization_code", "refresh_token"],
@@ -401,43 +429,6 @@ class OAuth:
         self.store.save(key, client.as_dict())
         logger.debug("registered a client with %s", safe_url(issuer))
         return client
-
-    def _protected_resource(self, server_url: str,
-                            metadata_url: Optional[str]) -> Tuple[Dict[str, Any], str]:
-        """The RFC 9728 metadata of ``server_url`` (its ``scopes_supported`` joined as
-        ``scope``) and the issuer it names first."""
-        places = [check_destination(metadata_url, server_url, "resource_metadata")] \
-            if metadata_url else resource_metadata_urls(server_url)
-        for url in places:
-            document = get_json(url, timeout=self.timeout, server=server_url)
-            if document is None:
-                continue
-            servers, resource = document.get("authorization_servers"), document.get("resource")
-            if isinstance(resource, str) and not covers(resource, server_url):
-                raise MCPAuthError(f"the metadata at {safe_url(url)} describes another "
-                                   f"resource ({safe_url(resource)}); not used (RFC 9728 §3.3)")
-            if not isinstance(servers, list) or not servers or not isinstance(servers[0], str):
-                raise MCPAuthError(f"the metadata at {safe_url(url)} names no authorization server")
-            supported = document.get("scopes_supported")
-            if isinstance(supported, list) and supported:
-                document["scope"] = " ".join(str(s) for s in supported)
-            return document, check_destination(servers[0], server_url,
-                                               "the authorization server")
-        raise MCPAuthError("no protected resource metadata at " +
-                           ", ".join(safe_url(u) for u in places))
-
-    def _authorization_server(self, issuer: str, server_url: str) -> Dict[str, Any]:
-        places = metadata_urls(issuer)
-        for url in places:
-            meta = get_json(url, timeout=self.timeout, server=server_url)
-            if meta is None:
-                continue
-            if meta.get("issuer") != issuer:  # RFC 8414 §3.3: identical, or not used
-                raise MCPAuthError(f"the metadata at {safe_url(url)} names another issuer")
-            check_destination(meta.get("token_endpoint"), server_url, "the token endpoint")
-            return meta
-        raise MCPAuthError("no authorization server metadata at " +
-                           ", ".join(safe_url(u) for u in places))
 
 
 def _client(record: Dict[str, Any]) -> Optional[Client]:

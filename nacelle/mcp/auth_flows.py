@@ -82,7 +82,7 @@ from .errors import MCPError
 
 __all__ = [
     "Client", "LoopbackRedirect", "MCPAuthError", "authorization_url", "canonical",
-    "check_authorization_response", "check_destination", "covers", "get_json",
+    "check_authorization_response", "check_destination", "covers", "fetch_json", "get_json",
     "metadata_urls", "parse_challenge",
     "pkce_pair", "register", "resource_metadata_urls", "safe_url", "scrub", "token_request",
 ]
@@ -287,6 +287,13 @@ def get_json(url: str, *, timeout: float,
     caller tries the next place, and says where it looked if none answers). Raises
     MCPAuthError when ``url``, or a redirect, goes where discovery for ``server``
     may not (:func:`check_destination`)."""
+    return fetch_json(url, timeout=timeout, server=server)[1]
+
+
+def fetch_json(url: str, *, timeout: float,
+               server: Optional[str] = None) -> Tuple[int, Optional[Dict[str, Any]]]:
+    """:func:`get_json` with the HTTP status of the answer (0 when none came): a
+    caller that falls back on a 404 alone tells "not served here" from "failed"."""
     check_destination(url, server, "the metadata URL")
     try:
         status, body = _send("GET", url, timeout=timeout, server=server,
@@ -295,11 +302,11 @@ def get_json(url: str, *, timeout: float,
         raise
     except MCPAuthError as exc:
         logger.debug("no metadata at %s: %s", safe_url(url), exc)
-        return None
+        return 0, None
     document = _json_object(body) if status == 200 else None
     if document is None:
         logger.debug("no metadata at %s (HTTP %d)", safe_url(url), status)
-    return document
+    return status, document
 
 
 def register(endpoint: str, metadata: Mapping[str, Any], *, timeout: float,
