@@ -122,6 +122,12 @@ def headers(url: str) -> None:
             client.get_prompt(prompt["name"])
 
 
+#: The client id metadata document URL the suite's reference client gives (the
+#: auth/basic-cimd scenario checks the authorization request carries it); an
+#: authorization server that does not say it reads such documents gets a registration.
+CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
+
+
 def auth(url: str) -> None:
     context = _context()
     if context.get("client_id"):
@@ -129,7 +135,7 @@ def auth(url: str) -> None:
                       open_browser=_browser, redirect_timeout=15.0)
     else:
         oauth = OAuth(open_browser=_browser, client_name="nacelle-conformance",
-                      redirect_timeout=15.0)
+                      client_metadata_url=CLIENT_METADATA_URL, redirect_timeout=15.0)
     with _connect(url, auth=oauth) as client:
         client.list_tools()
         if client.offers("test-tool"):
