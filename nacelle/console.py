@@ -8,6 +8,11 @@ with a line of tokens, cache hit rate and cost ("cost unknown" when no price is
 known, never $0); the run ends with a
 summary, loudly marked when the answer is not complete (any stop but END).
 
+A sub-agent's forwarded events (``event.agent``, ``subagent_tool(..., forward=True)``)
+are drawn indented two spaces per level under the call that started it, its text
+opened by its name (``researcher: ...``) and its turns as ``-- researcher turn``
+lines, so the parent's turn count stays the parent's.
+
 Colour is ANSI and only for a terminal: never when ``NO_COLOR`` is set
 (https://no-color.org), never when the output is not a TTY, never in Jupyter,
 where the output is plain streaming text. Only ASCII symbols are used, so any
@@ -41,7 +46,7 @@ import os
 import sys
 import time
 from html import escape
-from typing import IO, Any, Dict, Iterable, List, Optional, Sequence
+from typing import IO, Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import bounded_json
 from .events import Event, Kind, Stop, ToolEvent, Usage
@@ -132,6 +137,8 @@ class Renderer:
         self._at_line_start = True
         self._in_thinking = False
         self._turns = 0
+        self._indent = ""  # a forwarded event's: two spaces per sub-agent level
+        self._speaker: Tuple[str, ...] = ()  # whose text the current line holds
 
     def _paint(self, text: str, *styles: str) -> str:
         return "".join(styles) + text + _RESET if self.color and styles else text
@@ -146,7 +153,22 @@ class Renderer:
         self._end_thinking()
         if not self._at_line_start:
             self._write("\n")
-        self._write(text + "\n")
+        self._write(self._indent + text + "\n")
+
+    def _text(self, event: Event) -> None:
+        """A text delta; a sub-agent's opens a line of its own, indented, named."""
+        text = visible(event.text)
+        if event.agent != self._speaker or (event.agent and self._at_line_start):
+            self._speaker = event.agent
+            if event.agent:
+                if not self._at_line_start:
+                    self._write("\n")
+                self._write(self._indent + self._paint(f"{visible(event.agent[-1])}: ", _DIM))
+            elif not self._at_line_start:
+                self._write("\n")
+        if event.agent:
+            text = text.replace("\n", "\n" + self._indent + "  ")
+        self._write(text)
 
     def _end_thinking(self) -> None:
         if self._in_thinking:
@@ -157,9 +179,10 @@ class Renderer:
     def event(self, event: Event) -> None:
         """Show one event."""
         kind = event.kind
+        self._indent = "  " * len(event.agent)
         if kind is Kind.TEXT:
             self._end_thinking()
-            self._write(visible(event.text))
+            self._text(event)
         elif kind is Kind.THINKING:
             if not self._in_thinking:
                 if not self._at_line_start:
@@ -175,6 +198,9 @@ class Renderer:
                 note = _media_note(part)
                 if note:
                     self._line("      " + self._paint(visible(note), _DIM))
+        elif kind is Kind.TURN and event.agent:
+            self._line(self._paint(f"-- {visible(event.agent[-1])} turn: "
+                                   f"{describe_usage(event.usage)}", _DIM))
         elif kind is Kind.TURN:
             self._turns += 1
             self._line(self._paint(f"-- turn {self._turns}: {describe_usage(event.usage)}", _DIM))

@@ -6,8 +6,15 @@ semantic conventions as spans and metrics.
     invoke_agent [{agent_name}]      INTERNAL   run.start .. run.end
     ├── chat {model}                 CLIENT     request.start .. request.end
     ├── execute_tool {tool}          INTERNAL   tool.start .. tool.end (current there)
-    ├── execute_tool {tool}          INTERNAL   (side by side: tools run in parallel)
+    ├── execute_tool {subagent}      INTERNAL   (side by side: tools run in parallel)
+    │   └── invoke_agent {subagent}  INTERNAL   a sub-agent's run, and its own tree
     └── chat {model}                 CLIENT
+
+A sub-agent's run (``subagent_tool``) reaches the parent run's observers with a run
+id of its own, its ``run.start`` naming the parent run and the call (``parent_run``,
+``via``): its ``invoke_agent`` span is a child of that call's ``execute_tool`` span,
+named (and ``gen_ai.agent.name``) for the sub-agent tool, and its own chat and tool
+spans sit under it, so the trace is the tree of agents.
 
 Followed: the GenAI conventions of open-telemetry/semantic-conventions **v1.41.0**
 (``docs/gen-ai/gen-ai-spans.md``, ``gen-ai-agent-spans.md``, ``gen-ai-metrics.md``,
@@ -219,15 +226,18 @@ class Instrumentation:
     # -- the run --------------------------------------------------------------------
 
     def _on_run_start(self, o: Observation, data: Mapping[str, Any]) -> None:
-        from opentelemetry.trace import SpanKind
+        from opentelemetry.trace import SpanKind, set_span_in_context
 
         provider = provider_name(str(data.get("backend") or ""))
         attributes: Dict[str, Any] = {"gen_ai.operation.name": "invoke_agent",
                                       "gen_ai.provider.name": provider}
         if data.get("model"):
             attributes["gen_ai.request.model"] = str(data["model"])
-        if self.agent_name is not None:
-            attributes["gen_ai.agent.name"] = self.agent_name
+        # A sub-agent's run (run.start names its parent run and call) is named for its
+        # tool and sits under that call's execute_tool span.
+        agent_name = str(data.get("agent") or "") or self.agent_name
+        if agent_name:
+            attributes["gen_ai.agent.name"] = agent_name
         if data.get("max_tokens"):
             attributes["gen_ai.request.max_tokens"] = int(data["max_tokens"])
         history = [_message(m) for m in data.get("messages") or ()]
@@ -236,13 +246,26 @@ class Instrumentation:
                 attributes["gen_ai.system_instructions"] = _json(
                     [{"type": "text", "content": str(data["system"])}])
             attributes["gen_ai.input.messages"] = _json(history)
-        name = f"invoke_agent {self.agent_name}" if self.agent_name else "invoke_agent"
+        name = f"invoke_agent {agent_name}" if agent_name else "invoke_agent"
         started = _ns(o.time)
-        span = self._tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attributes,
-                                       start_time=started)
+        parent = self._calling_span(data)
+        span = self._tracer.start_span(name, None if parent is None else set_span_in_context(
+            parent), kind=SpanKind.INTERNAL, attributes=attributes, start_time=started)
         metric = {k: v for k, v in attributes.items() if k in _AGENT_METRIC}
         with self._lock:
             self._runs[o.run_id] = _Run(_Open(span, started, metric), history=history)
+
+    def _calling_span(self, data: Mapping[str, Any]) -> Optional["Span"]:
+        """The execute_tool span of the call that started a sub-agent's run, if this
+        observer saw it (None: the span current at run.start is the parent)."""
+        if not data.get("parent_run"):
+            return None
+        with self._lock:
+            parent = self._runs.get(str(data["parent_run"]))
+            if parent is None:
+                return None
+            open_ = parent.spans.get(parent.calls.get(str(data.get("via") or ""), -1))
+            return None if open_ is None else open_.span
 
     def _on_run_end(self, o: Observation, data: Mapping[str, Any]) -> None:
         with self._lock:

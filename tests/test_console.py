@@ -315,3 +315,45 @@ def test_the_live_notebook_view_shows_a_tool_image():
     page = live.html()
     assert f'<img src="data:image/png;base64,{SHOT.content[1].data}"' in page
     assert 'download="Q3_report.pdf">Q3\nreport</a>' in page
+
+
+def test_a_sub_agent_s_forwarded_work_is_indented_under_the_call_that_started_it():
+    one, two = ("researcher",), ("researcher", "reader")
+    events = [
+        Event(Kind.TEXT, text="Asking."),
+        Event(Kind.TOOL_CALL, tool=ToolEvent("p1", 0, "researcher", '{"task": "t"}')),
+        Event(Kind.TURN, usage=Usage(10, 1), stop=Stop.TOOLS),
+        Event(Kind.TEXT, text="Looking\nhard.", agent=one, via="p1"),
+        Event(Kind.TOOL_CALL, tool=ToolEvent("r1", 0, "reader", '{"task": "u"}'), agent=one,
+              via="p1"),
+        Event(Kind.TURN, usage=Usage(20, 2), stop=Stop.TOOLS, agent=one, via="p1"),
+        Event(Kind.TEXT, text="Read \x1b[2J it.", agent=two, via="r1"),
+        Event(Kind.TURN, usage=Usage(30, 3), stop=Stop.END, agent=two, via="r1"),
+        Event(Kind.TOOL_RESULT, tool=ToolEvent("r1", 0, "reader", "{}", result="Read it."),
+              agent=one, via="p1"),
+        Event(Kind.TEXT, text="Found.", agent=one, via="p1"),
+        Event(Kind.TURN, usage=Usage(20, 2), stop=Stop.END, agent=one, via="p1"),
+        Event(Kind.TOOL_RESULT, tool=ToolEvent("p1", 0, "researcher", "{}", result="Found.")),
+        Event(Kind.TEXT, text="Done."),
+        Event(Kind.TURN, usage=Usage(10, 1), stop=Stop.END),
+        Event(Kind.DONE, usage=Usage(90, 9), stop=Stop.END),
+    ]
+    text, _ = rendered(events, color=False)
+    assert text == """\
+Asking.
+-> researcher {"task":"t"}
+-- turn 1: 11 tokens (in 10, out 1), cost unknown
+  researcher: Looking
+    hard.
+  -> reader {"task":"u"}
+  -- researcher turn: 22 tokens (in 20, out 2), cost unknown
+    reader: Read \\x1b[2J it.
+    -- reader turn: 33 tokens (in 30, out 3), cost unknown
+     ok reader: Read it.
+  researcher: Found.
+  -- researcher turn: 22 tokens (in 20, out 2), cost unknown
+   ok researcher: Found.
+Done.
+-- turn 2: 11 tokens (in 10, out 1), cost unknown
+== done: 99 tokens (in 90, out 9), cost unknown
+"""

@@ -410,3 +410,36 @@ def test_calls_the_loop_failed_itself_carry_the_failure_kind_as_error_type(serve
     kinds = {s.attributes["gen_ai.tool.call.id"]: s.attributes["error.type"]
              for s in telemetry.spans.get_finished_spans() if s.name.startswith("execute_tool")}
     assert kinds == {"toolu_1": "unknown_tool", "toolu_2": "invalid_input", "toolu_3": "hook_denied"}
+
+
+def test_a_sub_agent_s_run_is_an_agent_span_under_the_execute_tool_span_that_started_it(
+        telemetry):
+    from nacelle.messages import Message, Role, Text, ToolCall
+    from nacelle.testing import ScriptedBackend
+
+    def asks(call_id, name):
+        return Message(Role.ASSISTANT, (ToolCall(call_id, name, '{"task": "t"}'),))
+
+    script = ScriptedBackend([asks("p1", "researcher"), asks("r1", "reader"),
+                              Message(Role.ASSISTANT, (Text("read"),)),
+                              Message(Role.ASSISTANT, (Text("found"),)),
+                              Message(Role.ASSISTANT, (Text("done"),))])
+    reader = nacelle.subagent_tool(nacelle.Agent(script, "read"), name="reader")
+    researcher = nacelle.subagent_tool(nacelle.Agent(script, "research", tools=[reader]),
+                                       name="researcher", approve=lambda *a: True)
+    agent = nacelle.Agent(script, "lead", tools=[researcher],
+                          observers=[telemetry.instrumentation()])
+    assert agent.run([nacelle.user_text("go")]).text == "done"
+    spans = telemetry.spans.get_finished_spans()
+    (top,) = by_name(spans, "invoke_agent")
+    (call_researcher,) = by_name(spans, "execute_tool researcher")
+    (researcher_run,) = by_name(spans, "invoke_agent researcher")
+    (call_reader,) = by_name(spans, "execute_tool reader")
+    (reader_run,) = by_name(spans, "invoke_agent reader")
+    chain = [top, call_researcher, researcher_run, call_reader, reader_run]
+    for parent, child in zip(chain, chain[1:]):
+        assert child.parent.span_id == parent.context.span_id, (parent.name, child.name)
+        assert child.context.trace_id == top.context.trace_id
+    assert researcher_run.attributes["gen_ai.agent.name"] == "researcher"
+    assert "gen_ai.agent.name" not in top.attributes
+    assert len(spans) == 5  # the scripted backend makes no requests, so no chat spans

@@ -154,8 +154,10 @@ def resume_command(
         err.write(visible(f"nacelle: {type(exc).__name__}: {exc}") + "\n")
         return EXIT_FAILED
     root = settings.root
-    err.write(f"paused run {name!r}: {len(checkpoint.pending)} call(s) waiting\n")
-    for call in checkpoint.pending:
+    # A sub-agent's calls that paused are asked like the run's own: the ones it waits on.
+    waiting = checkpoint.waiting()
+    err.write(f"paused run {name!r}: {len(waiting)} call(s) waiting\n")
+    for call in waiting:
         err.write(_describe(call, root))
 
     def approver(tools: Sequence[Any], root: str) -> Approver:
@@ -168,7 +170,7 @@ def resume_command(
         return code
 
     try:
-        decisions = decide(checkpoint.pending, approve, deny,
+        decisions = decide(waiting, approve, deny,
                            _asker(terminal, err) if terminal is not None else None)
         agent, local = build_agent(settings, system=system, max_cost=max_cost, approver=approver)
     except Undecided as exc:
@@ -201,7 +203,8 @@ def _watched(events: Iterator["Event"], closed: Dict[str, Any]) -> Iterator["Eve
     from ..events import Kind
 
     for event in events:
-        if event.kind is Kind.TOOL_RESULT and event.tool is not None:
+        # A sub-agent's forwarded result (via set) closes none of the run's own calls.
+        if event.kind is Kind.TOOL_RESULT and event.tool is not None and not event.via:
             closed[event.tool.id] = event.tool
         yield event
 

@@ -115,7 +115,7 @@ def after(done: "Event", session: Optional[Session], err: IO[str]) -> bool:
                       "with --session NAME\n")
             return False
         session.store.save_checkpoint(session.name, done.checkpoint)
-        calls = visible(", ".join(f"{p.id} ({p.name})" for p in done.checkpoint.pending))
+        calls = visible(", ".join(f"{p.id} ({p.name})" for p in done.checkpoint.waiting()))
         err.write(f"nacelle: the run paused for approval of {calls}; decide and go on with: "
                   f"nacelle resume {session.name} (saved in {session.store.directory})\n")
         return False
@@ -164,7 +164,7 @@ def sessions_command(argv: Sequence[str], directory: str, out: IO[str], err: IO[
             paused = store.checkpoint_names()
             for name in paused:
                 try:
-                    waiting = f"{len(store.load_checkpoint(name).pending)} call(s) waiting"
+                    waiting = f"{len(store.load_checkpoint(name).waiting())} call(s) waiting"
                 except NacelleError as exc:
                     waiting = f"unreadable: {_first_line(str(exc))}"
                 out.write(f"{name}\tpaused\t{waiting}: nacelle resume {name}\n")
