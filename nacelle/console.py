@@ -1,6 +1,8 @@
 """Render a run's event stream for a person: a terminal, a notebook cell, a log.
 
-Text streams as it arrives; shown thinking is dimmed; each tool call gets a line
+Text streams as it arrives; shown thinking is dimmed; a call's input, while the model
+writes it, is a progress line redrawn in place on a terminal (or the input itself with
+``arguments="stream"``); each tool call gets a line
 with its name and a compact input, each result a line with ok / failed / refused /
 paused / not run, its duration and the first line of what the model read, then a line
 per image or document it returned (``[image image/png 1,234 bytes]``); each turn ends
@@ -128,17 +130,38 @@ def describe_usage(usage: Usage) -> str:
     return text
 
 
-class Renderer:
-    """Writes events to ``out`` as they come. ``color=None`` decides from the stream."""
+#: How a :class:`Renderer` shows a call's input while the model writes it.
+_ARGUMENTS = ("progress", "stream", "off")
 
-    def __init__(self, out: Optional[IO[str]] = None, *, color: Optional[bool] = None) -> None:
+
+class Renderer:
+    """Writes events to ``out`` as they come. ``color=None`` decides from the stream.
+
+    ``arguments`` says what a call's input looks like while the model writes it
+    (TOOL_INPUT): ``"progress"`` (the default) redraws one line in place on a terminal
+    — ``~> writing write_file: 12,345 characters`` — so a long argument (a file being
+    written) shows the run is alive without filling the screen, and shows nothing on a
+    pipe or in a log, where redrawing is impossible; ``"stream"`` writes the input
+    itself, dimmed, as it comes (the CLI does, so a person about to be asked to
+    approve a call has read it being written); ``"off"`` shows the call only once its
+    input is whole.
+    """
+
+    def __init__(self, out: Optional[IO[str]] = None, *, color: Optional[bool] = None,
+                 arguments: str = "progress") -> None:
+        if arguments not in _ARGUMENTS:
+            raise ValueError(f"arguments must be one of {', '.join(_ARGUMENTS)}; got "
+                             f"{arguments!r:.40}")
         self.out = out if out is not None else sys.stdout
         self.color = _wants_color(self.out) if color is None else color
+        self.arguments = arguments
         self._at_line_start = True
         self._in_thinking = False
         self._turns = 0
         self._indent = ""  # a forwarded event's: two spaces per sub-agent level
         self._speaker: Tuple[str, ...] = ()  # whose text the current line holds
+        self._writing: Optional[str] = None  # the id of the call whose input is shown
+        self._written = 0  # characters of its input so far
 
     def _paint(self, text: str, *styles: str) -> str:
         return "".join(styles) + text + _RESET if self.color and styles else text
@@ -176,10 +199,50 @@ class Renderer:
             if not self._at_line_start:
                 self._write("\n")
 
+    def _end_writing(self) -> None:
+        """Leave a call's input display: the progress line is erased (the call's own
+        line follows), streamed input ends its line."""
+        if self._writing is None:
+            return
+        self._writing = None
+        if self.arguments == "progress":
+            self._write("\r\x1b[2K")
+            self._at_line_start = True
+        elif not self._at_line_start:
+            self._write("\n")
+
+    def _tool_input(self, event: Event, tool: ToolEvent) -> None:
+        """A delta of a call's input: its size so far, redrawn in place on a terminal
+        (``progress``), or the delta itself, dimmed (``stream``)."""
+        if self.arguments == "off" or (self.arguments == "progress" and not self.color):
+            return  # a pipe or a log gets the call's line once its input is whole
+        if self._writing != tool.id:
+            self._end_writing()
+            self._end_thinking()
+            if not self._at_line_start:
+                self._write("\n")
+            self._writing, self._written = tool.id, 0
+            if self.arguments == "stream":
+                self._write(self._indent + self._paint("~> ", _CYAN)
+                            + self._paint(visible(tool.name), _BOLD)
+                            + " ")
+        self._written += len(event.text)
+        if self.arguments == "stream":
+            self._write(self._paint(visible(event.text), _DIM))
+        else:
+            self._write(self._paint(f"\r\x1b[2K{self._indent}~> writing {visible(tool.name)}: "
+                                    f"{self._written:,} characters", _DIM))
+
     def event(self, event: Event) -> None:
         """Show one event."""
         kind = event.kind
         self._indent = "  " * len(event.agent)
+        if kind is Kind.TOOL_INPUT and event.tool is not None:
+            self._tool_input(event, event.tool)
+            self._flush()
+            return
+        if self._writing is not None:
+            self._end_writing()
         if kind is Kind.TEXT:
             self._end_thinking()
             self._text(event)
@@ -210,6 +273,9 @@ class Renderer:
                                    f"~{done.tokens:,} tokens", _DIM))
         elif kind is Kind.DONE:
             self._line(self._summary(event))
+        self._flush()
+
+    def _flush(self) -> None:
         flush = getattr(self.out, "flush", None)
         if flush is not None:
             flush()  # text must appear as it arrives, even on a buffered pipe

@@ -64,6 +64,52 @@ def test_coloured_output_is_the_plain_text_plus_ansi_codes():
     assert re.sub(r"\x1b\[\d+m", "", text) == PLAIN
 
 
+WRITING = [
+    Event(Kind.TEXT, text="Writing."),
+    Event(Kind.TOOL_INPUT, text='{"path": "a.txt", ',
+          tool=ToolEvent("w1", 0, "write_file", '{"path": "a.txt", ')),
+    Event(Kind.TOOL_INPUT, text='"content": "hi\x1b[2J"}',
+          tool=ToolEvent("w1", 0, "write_file", '{"path": "a.txt", "content": "hi\x1b[2J"}')),
+    Event(Kind.TOOL_CALL, tool=ToolEvent("w1", 0, "write_file",
+                                         '{"path": "a.txt", "content": "hi\x1b[2J"}')),
+]
+
+
+def test_a_call_being_written_is_a_progress_line_redrawn_in_place_on_a_terminal():
+    out = io.StringIO()
+    renderer = Renderer(out, color=True)
+    for event in WRITING:
+        renderer.event(event)
+    text = out.getvalue()
+    assert "~> writing write_file: 18 characters" in text
+    assert "~> writing write_file: 38 characters" in text
+    # The progress line is erased before the call's own line takes its place.
+    progress_end = text.rindex("38 characters")
+    assert "\r\x1b[2K" in text[progress_end:text.index("-> ")]
+    assert "\x1b[2J" not in text  # the model's escape is shown, never obeyed
+
+
+def test_a_call_being_written_shows_nothing_on_a_pipe_until_its_input_is_whole():
+    text, _ = rendered(WRITING, color=False)
+    assert text == 'Writing.\n-> write_file {"path": "a.txt", "content": "hi\\x1b[2J"}\n'
+
+
+def test_streamed_arguments_are_written_as_they_come_dimmed_and_made_visible():
+    out = io.StringIO()
+    renderer = Renderer(out, color=False, arguments="stream")
+    for event in WRITING:
+        renderer.event(event)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "Writing."
+    assert lines[1] == '~> write_file {"path": "a.txt", "content": "hi\\x1b[2J"}'
+    assert lines[2].startswith("-> write_file ")
+
+
+def test_the_arguments_option_is_checked():
+    with pytest.raises(ValueError, match="arguments"):
+        Renderer(io.StringIO(), arguments="loud")
+
+
 def test_an_incomplete_answer_is_marked_loudly():
     text, _ = rendered([Event(Kind.TEXT, text="partial"),
                         Event(Kind.DONE, usage=Usage(1, 2), stop=Stop.MAX_TOKENS)], color=False)

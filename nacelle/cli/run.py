@@ -109,7 +109,10 @@ def run_events(events: Iterator[Any], *, mode: str, quiet: bool, schema: Any,
     from ..console import Renderer
     from ..events import Kind
 
-    narrate = None if quiet else Renderer(sys.stderr).event
+    # On a terminal a call's input is shown as the model writes it, so a person asked
+    # to approve a long write has read it come in; a log gets each call once, whole.
+    narrate = None if quiet else Renderer(
+        sys.stderr, arguments="stream" if isatty(sys.stderr) else "progress").event
     output = ScriptOutput(sys.stdout, sys.stderr, mode=mode, narrate=narrate,
                           live=mode == "text" and isatty(sys.stdout),
                           structured=schema is not None,
@@ -194,7 +197,8 @@ def command(argv: Sequence[str]) -> int:
             from ..console import Renderer, describe_usage
 
             return exit_now(interactive(
-                agent, make_renderer=Renderer, describe_usage=describe_usage, session=session,
+                agent, make_renderer=lambda: Renderer(arguments="stream"),
+                describe_usage=describe_usage, session=session,
                 sessions_directory=sessions_dir(settings.sessions_dir),
                 switch_model=switch_model, version=version(),
                 settle=lambda: [a.wait_idle() for a in approvers],
