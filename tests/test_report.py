@@ -367,3 +367,55 @@ def test_a_recorded_run_whose_tool_returned_a_screenshot_shows_it(tmp_path):
     page = report.html(path)
     assert page.count(f'<img src="data:image/png;base64,{PNG64}"') == 1
     assert 'download="page.pdf">page.pdf</a>' in page and "the home page" in page
+
+
+def record_delegating_run(path):
+    """A parent whose researcher sub-agent (forwarding) calls slow, then answers."""
+    replies = [
+        Reply(chunks=anthropic_stream(["Asking."], tool_calls=[
+            ("p1", "researcher", '{"task": "look"}')])),
+        Reply(chunks=anthropic_stream(["Child looks."], tool_calls=[
+            ("c1", "slow", json.dumps({"seconds": QUICK}))])),
+        Reply(chunks=anthropic_stream(["Child found it."])),
+        Reply(chunks=anthropic_stream(["Parent done."])),
+    ]
+    with FakeServer() as server:
+        server.queue("/v1/messages", *replies)
+        backend = anthropic.Backend(api_key="sk-test", base_url=server.url)
+        researcher = nacelle.subagent_tool(nacelle.Agent(backend, "Research.", tools=[slow]),
+                                           name="researcher", approve=lambda *a: True,
+                                           forward=True)
+        with Recorder(path) as recorder:
+            agent = nacelle.Agent(backend, "Lead.", tools=[researcher], observers=[recorder])
+            assert agent.run([nacelle.user_text("go")]).text == "Parent done."
+    return path
+
+
+def test_a_sub_agent_s_turns_and_tools_are_lanes_nested_under_the_call_that_started_it(
+        tmp_path):
+    path = record_delegating_run(tmp_path / "tree.jsonl")
+    runs = list(dict.fromkeys(r["run_id"] for r in nacelle.observe.load(path)))
+    assert len(runs) == 2
+    page = report.html(path)
+    assert "1 run<" in page and page.count('<section class="run"') == 1
+    assert page.count('<section class="run sub-agent"') == 1
+    rows = re.findall(r'<div class="row (\w+-lane)"( data-agent="([^"]*)")?><div class="label">'
+                      r'([^<]*)</div>', page)
+    shown = [(kind, agent, label.replace("&nbsp;", " ").replace("&middot;", "-"))
+             for kind, _, agent, label in rows]
+    assert [(kind, agent) for kind, agent, _ in shown] == [
+        ("request-lane", ""), ("tool-lane", ""),
+        ("request-lane", "researcher"), ("tool-lane", "researcher"),
+        ("request-lane", "researcher"),
+        ("request-lane", ""),
+    ]
+    assert shown[2][2].startswith("    researcher - turn 1")
+    assert shown[3][2] == "      slow"
+    timeline, _, rest = page.partition("<h2>Tokens and cost</h2>")
+    parent_transcript = rest.split('<section class="run sub-agent"')[0]
+    # The child's own text is in its section; the parent's holds only what it read.
+    assert "Child looks." not in parent_transcript and "Parent done." in parent_transcript
+    assert "Child looks." in page.split('<section class="run sub-agent"')[1]
+    assert "Sub-agent researcher" in page and "started by call <code>p1</code>" in page
+    only = report.html(path, run_id=runs[0])
+    assert only.count('<section class="run') == 2

@@ -31,6 +31,16 @@ Choices where the brief is silent:
 - Requests are numbered in order; a request rerun by ``Retry`` (a ``"turn"``-level
   retry) keeps its turn's number. A tool call belongs to the last request that ended
   before it started.
+- Sub-agents: a sub-agent's run is recorded under a run id of its own whose
+  ``run.start`` names its parent run and call (``parent_run``, ``via``). Its turns
+  and tools are drawn in the parent's timeline, on the parent's scale, as lanes
+  indented under the lane of the call that started it (a grandchild's under its
+  parent's, and so on; each such row carries ``data-agent``, the path of sub-agent
+  names), and it has a section of its own after its parent's (its tokens and its
+  transcript), titled as the sub-agent it is. The parent's transcript keeps its own
+  conversation: the forwarded events of a sub-agent (``agent`` set) are its run's,
+  not the parent's. ``run_id=`` of a parent shows its sub-agents too. The page
+  counts a file's top-level runs.
 - Everything from the recording is escaped; the page loads nothing (its CSP allows
   no network), holds no script, and uses the reader's system font.
 
@@ -43,7 +53,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ..events import Usage
 from ..observe import load
@@ -57,13 +67,23 @@ _COUNT_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_cr
 
 def html(path: "os.PathLike[str] | str", *, run_id: Optional[str] = None) -> str:
     """The report page for the recording at ``path`` (every run, or ``run_id``'s)."""
-    runs = _group(load(path))
-    if run_id is not None:
-        if run_id not in runs:
-            known = ", ".join(runs) or "none"
-            raise ValueError(f"{os.fspath(path)} holds no run {run_id!r} (runs: {known})")
-        runs = {run_id: runs[run_id]}
-    sections = [_section(_parse(rid, records)) for rid, records in runs.items()]
+    grouped = _group(load(path))
+    if run_id is not None and run_id not in grouped:
+        known = ", ".join(grouped) or "none"
+        raise ValueError(f"{os.fspath(path)} holds no run {run_id!r} (runs: {known})")
+    parsed = {rid: _parse(rid, records) for rid, records in grouped.items()}
+    kids: Dict[Tuple[str, str], List[_Run]] = {}
+    for run in parsed.values():
+        parent = _text(run.info.get("parent_run"))
+        if parent in parsed and parent != run.run_id:
+            kids.setdefault((parent, _text(run.info.get("via"))), []).append(run)
+    nested = {child.run_id for children in kids.values() for child in children}
+    tops = [run_id] if run_id is not None else [rid for rid in parsed if rid not in nested]
+    sections = []
+    for top in tops:
+        for run, path_of in _tree(parsed[top], kids):
+            sections.append(_section(run, kids, path_of))
+    runs = tops
     head = f"<h1>nacelle run report</h1><p class=\"meta\">{e(os.path.basename(path))}"
     head += f" &middot; {len(runs)} run{'s' if len(runs) != 1 else ''}</p>"
     if not runs:
@@ -120,6 +140,25 @@ class _Run:
     tools: List[_Tool] = field(default_factory=list)
     messages: Optional[List[Any]] = None
     streamed: List[Any] = field(default_factory=list)
+
+
+def _tree(run: _Run, kids: Mapping[Tuple[str, str], List[_Run]],
+          path: Tuple[str, ...] = (), seen: Optional[Set[str]] = None,
+          ) -> List[Tuple[_Run, Tuple[str, ...]]]:
+    """``run`` and its sub-agents' runs, depth first, each with its path of names."""
+    seen = set() if seen is None else seen
+    if run.run_id in seen:  # a recording that names its own descendant as parent
+        return []
+    seen.add(run.run_id)
+    found = [(run, path)]
+    for tool in run.tools:
+        for child in kids.get((run.run_id, tool.id), ()):
+            found += _tree(child, kids, path + (_agent_name(child),), seen)
+    return found
+
+
+def _agent_name(run: _Run) -> str:
+    return _text(run.info.get("agent")) or "sub-agent"
 
 
 def _group(records: Sequence[Dict[str, Any]]) -> Dict[str, List[Dict[str, Any]]]:
@@ -195,6 +234,8 @@ def _event(run: _Run, event: Any) -> None:
     if not isinstance(event, Mapping):
         return
     kind = event.get("kind")
+    if event.get("agent"):
+        return  # a sub-agent's, forwarded: its own run records it
     if kind == "done" and isinstance(event.get("messages"), list):
         run.messages = event["messages"]
     elif kind == "text" and isinstance(event.get("text"), str):
@@ -262,13 +303,20 @@ def _error(value: Any) -> str:
 # -- rendering a run --------------------------------------------------------------------
 
 
-def _section(run: _Run) -> str:
+_Kids = Mapping[Tuple[str, str], List[_Run]]
+
+
+def _section(run: _Run, kids: _Kids, path: Tuple[str, ...] = ()) -> str:
+    if path:  # a sub-agent: drawn in its parent's timeline
+        return (f'<section class="run sub-agent" id="run-{e(run.run_id)}">{_header(run, path)}'
+                f"<h2>Tokens and cost</h2>{_table(run)}"
+                f"<h2>Transcript</h2>{_transcript(run)}</section>")
     return (f'<section class="run" id="run-{e(run.run_id)}">{_header(run)}'
-            f"<h2>Timeline</h2>{_timeline(run)}<h2>Tokens and cost</h2>{_table(run)}"
+            f"<h2>Timeline</h2>{_timeline(run, kids)}<h2>Tokens and cost</h2>{_table(run)}"
             f"<h2>Transcript</h2>{_transcript(run)}</section>")
 
 
-def _header(run: _Run) -> str:
+def _header(run: _Run, path: Tuple[str, ...] = ()) -> str:
     info, finish = run.info, run.finish
     stop = _text(finish.get("stop")) if finish else ""
     parts = [f"<b>{e(info.get('model', '') or 'unknown model')}</b>",
@@ -287,17 +335,41 @@ def _header(run: _Run) -> str:
     system = _text(info.get("system"))
     extra = f"<details><summary>system prompt{f' and tools: {e(names)}' if names else ''}" \
             f"</summary><pre>{e(system)}</pre></details>" if system or names else ""
-    return (f"<h1>Run <code>{e(run.run_id)}</code></h1>"
-            f'<p class="meta">{" &middot; ".join(parts)}</p>{extra}')
+    if path:
+        title = (f"<h1>Sub-agent {e(' > '.join(path))} <code>{e(run.run_id)}</code></h1>"
+                 f'<p class="meta">started by call <code>{e(_text(run.info.get("via")))}'
+                 f'</code> of run <a href="#run-{e(_text(run.info.get("parent_run")))}">'
+                 f'<code>{e(_text(run.info.get("parent_run")))}</code></a></p>')
+    else:
+        title = f"<h1>Run <code>{e(run.run_id)}</code></h1>"
+    return f'{title}<p class="meta">{" &middot; ".join(parts)}</p>{extra}'
 
 
-def _timeline(run: _Run) -> str:
+def _timeline(run: _Run, kids: _Kids) -> str:
     span = max(run.end - run.start, 1e-6)
 
     def x(at: float) -> float:
         return max(0.0, min(100.0, (at - run.start) / span * 100))
 
-    rows = [_axis(span)]
+    rows = [_axis(span)] + _lanes(run, x, span, kids, ())
+    legend = ('<p class="legend"><i style="background:var(--req)"></i>request'
+              '<i style="background:var(--tool)"></i>tool call'
+              '<i style="background:var(--bad)"></i>failed'
+              '<i style="background:var(--fg);width:2px"></i>first token'
+              '<i style="background:var(--mark);width:4px"></i>retry</p>')
+    return f'<div class="timeline">{"".join(rows)}{legend}</div>'
+
+
+def _lanes(run: _Run, x: Any, span: float, kids: _Kids, path: Tuple[str, ...],
+           seen: Optional[Set[str]] = None) -> List[str]:
+    """The run's request lanes, each turn's tool lanes under it, and under a call that
+    started a sub-agent that sub-agent's lanes, indented (``path``: its names)."""
+    seen = set() if seen is None else seen
+    seen.add(run.run_id)
+    pad = "&nbsp;&nbsp;" * 2 * len(path)
+    who = f"{e(path[-1])} &middot; " if path else ""
+    nested = f' data-agent="{e("/".join(path))}"' if path else ""
+    rows = []
     for request in run.requests:
         end = request.end if request.end is not None else run.end
         classes = "bar request" + (" failed" if request.error is not None else "") + \
@@ -314,25 +386,25 @@ def _timeline(run: _Run) -> str:
                          f' title="time to first token {request.ttft:.3f} s"></span>')
         marks += [f'<span class="retry" style="left:{x(at):.4f}%" title="{e(note)}"></span>'
                   for at, note in request.retries]
-        label = f"turn {request.turn}" + (f" &middot; {e(request.model)}" if request.model else "")
-        rows.append(_row(label, "".join(marks), "request-lane"))
+        label = pad + who + f"turn {request.turn}" + (
+            f" &middot; {e(request.model)}" if request.model else "")
+        rows.append(_row(label, "".join(marks), "request-lane", nested))
         if request is _last_of_turn(run, request):
-            rows += _tool_rows(run, request.turn, x, span)
-    rows += _tool_rows(run, 0, x, span)  # calls before any request: a resumed run
-    legend = ('<p class="legend"><i style="background:var(--req)"></i>request'
-              '<i style="background:var(--tool)"></i>tool call'
-              '<i style="background:var(--bad)"></i>failed'
-              '<i style="background:var(--fg);width:2px"></i>first token'
-              '<i style="background:var(--mark);width:4px"></i>retry</p>')
-    return f'<div class="timeline">{"".join(rows)}{legend}</div>'
+            rows += _tool_rows(run, request.turn, x, span, kids, path, seen)
+    # calls before any request: a resumed run
+    rows += _tool_rows(run, 0, x, span, kids, path, seen)
+    return rows
 
 
 def _last_of_turn(run: _Run, request: _Request) -> _Request:
     return [r for r in run.requests if r.turn == request.turn][-1]
 
 
-def _tool_rows(run: _Run, turn: int, x: Any, span: float) -> List[str]:
+def _tool_rows(run: _Run, turn: int, x: Any, span: float, kids: _Kids,
+               path: Tuple[str, ...], seen: Set[str]) -> List[str]:
     calls = [t for t in run.tools if t.turn == turn]
+    pad = "&nbsp;&nbsp;" * (2 * len(path) + 1)
+    nested = f' data-agent="{e("/".join(path))}"' if path else ""
     rows = []
     for lane in range(max((t.lane for t in calls), default=-1) + 1):
         in_lane = [t for t in calls if t.lane == lane]
@@ -348,7 +420,11 @@ def _tool_rows(run: _Run, turn: int, x: Any, span: float) -> List[str]:
             bars.append(_bar(f"bar tool{failed}{open_}", x(tool.start), width, title,
                              f"{tool.name} {duration:.2f} s", duration))
         label = ", ".join(dict.fromkeys(t.name for t in in_lane))
-        rows.append(_row(f"&nbsp;&nbsp;{e(label)}", "".join(bars), "tool-lane"))
+        rows.append(_row(f"{pad}{e(label)}", "".join(bars), "tool-lane", nested))
+        for tool in in_lane:
+            for child in kids.get((run.run_id, tool.id), ()):
+                if child.run_id not in seen:
+                    rows += _lanes(child, x, span, kids, path + (_agent_name(child),), seen)
     return rows
 
 
@@ -359,8 +435,8 @@ def _bar(classes: str, left: float, width: float, title: str, text: str,
             f' title="{e(title)}">{e(text)}</span>')
 
 
-def _row(label: str, track: str, kind: str) -> str:
-    return (f'<div class="row {kind}"><div class="label">{label}</div>'
+def _row(label: str, track: str, kind: str, extra: str = "") -> str:
+    return (f'<div class="row {kind}"{extra}><div class="label">{label}</div>'
             f'<div class="track">{track}</div></div>')
 
 
