@@ -26,6 +26,8 @@ apps differ only in how they read and write. The routes:
   checkpoint under the chat's id; the next request whose last message carries the
   person's answers resumes it (404 once taken; 400 for answers the run is not waiting
   on, the checkpoint put back).
+- ``POST /agui``: an AG-UI 1.0 ``RunAgentInput``; the run as AG-UI's events
+  (``agui_route.py``, which keeps a thread's paused run in the store).
 
 Principals: ``authorize(raw)`` returning True lets a request in as the one shared
 principal; a non-empty str lets it in as that principal. A principal's sessions and
@@ -99,6 +101,7 @@ from ..events import Event, Kind, Stop
 from ..messages import Message, loads, user_text
 from ..sessions import MemoryStore, Store, check_name
 from ..sse import parse_json
+from . import agui_route
 from .encode import Item, event_json
 
 __all__ = ["Reply", "RequestInfo", "Routes", "host_allowed"]
@@ -303,7 +306,7 @@ class Routes:
     def _allowed(path: str) -> Optional[Tuple[str, ...]]:
         if path == "/":
             return ("GET",)
-        if path in ("/runs", CHAT_PATH) or _DECISIONS.match(path):
+        if path in ("/runs", CHAT_PATH, "/agui") or _DECISIONS.match(path):
             return ("POST",)
         return None
 
@@ -339,6 +342,8 @@ class Routes:
         try:
             if path == CHAT_PATH:
                 reply = self._chat(data, info, slot)
+            elif path == "/agui":
+                reply = self._agui(data, info, slot)
             else:
                 reply = (self._decide(found.group(1), data, info, slot) if found
                          else self._start(data, info, slot))
@@ -496,6 +501,25 @@ class Routes:
             finally:
                 slot.release()
 
+    def _agui(self, data: Dict[str, Any], info: RequestInfo, slot: "_Slot") -> Reply:
+        """``POST /agui`` (``agui_route.py``): the store keeps a thread's paused run."""
+        def take(name: str) -> Any:
+            return self._call_store("take the thread's paused run", self._take_or_none, name)
+
+        try:
+            items, cancel = agui_route.start(data, principal=info.principal,
+                                             make_agent=lambda: self._agent(info),
+                                             take=take, keep=self._save_checkpoint)
+        except agui_route.Refusal as refused:
+            return error(refused.status, refused.message)
+        return Reply(200, list(_SSE_HEADERS), items=_released(items, slot), cancel=cancel)
+
+    def _take_or_none(self, name: str) -> Any:
+        try:
+            return self._take(name)
+        except LookupError:
+            return None
+
     def _stream(self, events: Iterator[Event], cancel: CancelEvent,
                 session: Optional[str], principal: str, slot: "_Slot") -> Reply:
         return Reply(200, list(_SSE_HEADERS),
@@ -585,6 +609,19 @@ class _Slot:
             semaphore, self._semaphore = self._semaphore, None
         if semaphore is not None:
             semaphore.release()
+
+
+def _released(items: Iterator[bytes], slot: "_Slot") -> Iterator[Item]:
+    """``items``, the run's place under ``max_runs`` given back when they end."""
+    try:
+        yield from items
+    finally:
+        try:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+        finally:
+            slot.release()
 
 
 def _owned(kind: str, principal: str, name: str) -> str:
