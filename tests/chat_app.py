@@ -8,7 +8,9 @@ of the last user message picks the script:
 - ``tool``: reasoning, text and a ``lookup`` call (which runs without asking), then text;
 - ``pause``: a ``send`` call, which approval pauses; the resumed run answers "Sent.";
 - ``fail``: the model fails with a nacelle error after a text delta;
-- ``shot``: the ``shot`` tool, which returns text and a PNG, then text.
+- ``shot``: the ``shot`` tool, which returns text and a PNG, then text;
+- ``delegate``: the ``errand`` sub-agent (its events forwarded), whose own ``send``
+  pauses; the resumed run finishes the sub-agent ("Sent."), then the parent.
 """
 
 from __future__ import annotations
@@ -75,6 +77,9 @@ def script(words):
         return [calling((Text("I will send it."),), "p1", "send", {"to": rest or "ada"})]
     if word == "fail":
         return [Turn("Part", error=StreamError("the provider broke off"))]
+    if word == "delegate":
+        return [calling((Text("Asking a helper."),), "d1", "errand", {"task": "send to ada"}),
+                calling((Text("On it."),), "e1", "send", {"to": rest or "ada"})]
     if word == "shot":
         return [calling((), "s1", "shot", {"page": rest or "home"}), Turn("A gradient.", usage=USAGE)]
     return [Turn(Message(Role.ASSISTANT, (Text("Hello"), Text(", world"))), usage=USAGE)]
@@ -84,9 +89,13 @@ def make_agent(info):
     messages = info.body.get("messages") or [{}]
     last = messages[-1]
     if last.get("role") == "assistant":
-        turns = [Turn("Sent.", usage=USAGE)]
+        # A resumed sub-agent takes the first turn, its parent the second.
+        turns = [Turn("Sent.", usage=USAGE), Turn("Delegated and sent.", usage=USAGE)]
     else:
         text = " ".join(p.get("text", "") for p in last.get("parts", ()) if p.get("type") == "text")
         turns = script(text.split())
-    return nacelle.Agent(ScriptedBackend(turns), "Be brief.", tools=[lookup, send, shot],
+    backend = ScriptedBackend(turns)
+    errand = nacelle.subagent_tool(nacelle.Agent(backend, "Run errands.", tools=[send]),
+                                   name="errand", approve=approve, forward=True)
+    return nacelle.Agent(backend, "Be brief.", tools=[lookup, send, shot, errand],
                          approve=approve, thinking=nacelle.Thinking(budget=1024, show=True))

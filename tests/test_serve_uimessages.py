@@ -92,9 +92,10 @@ def test_a_denied_call_reads_as_the_persons_reason():
     assert found.conversation[2].parts[0] == ToolResult("p1", "send", "no", failed=True)
 
 
-def test_answers_in_the_last_steps_approval_parts_are_the_approvals():
+def test_every_answered_approval_part_of_the_last_message_is_an_approval():
     found = read_chat(chat(user(text("send")), assistant(
-        {"type": "step-start"}, tool_part("old", "approval-responded", approval={"id": "old", "approved": True}),
+        {"type": "step-start"}, tool_part("done", "output-available", output="x",
+                                          approval={"id": "done", "approved": True}),
         {"type": "step-start"},
         tool_part("p1", "approval-responded", name="send", approval={"id": "p1", "approved": True}),
         tool_part("p2", "approval-responded", name="send",
@@ -103,6 +104,16 @@ def test_answers_in_the_last_steps_approval_parts_are_the_approvals():
         id="msg_1"), messageId="msg_1"))
     assert found.approvals == {"p1": True, "p2": "not him", "p3": False}
     assert found.answering == "msg_1"
+
+
+def test_a_sub_agents_tool_parts_stay_out_of_the_conversation():
+    found = read_chat(chat(user(text("delegate")), assistant(
+        text("Asking."), tool_part("d1", "output-available", name="errand", output="Sent."),
+        {"type": "step-start"},
+        tool_part("e1", "output-available", name="send", output="sent",
+                  toolMetadata={"agent": ["errand"], "via": "d1"})),
+        user(text("thanks"), id="u2")))
+    assert [c.id for m in found.conversation for c in m.tool_calls] == ["d1"]
 
 
 def test_a_data_url_file_becomes_an_image_or_document():

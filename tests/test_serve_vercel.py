@@ -188,6 +188,39 @@ def test_forwarded_sub_agent_events_are_transient_data_and_never_end_the_stream(
     assert types(found)[-3:] == ["tool-output-available", "finish-step", "finish"]
 
 
+def test_a_sub_agents_paused_call_is_asked_about_in_a_step_of_its_own_and_its_parent_is_not():
+    inside = dict(agent=("errand",), via="d1")
+    events = [Event(Kind.TOOL_CALL, tool=tool("d1", "errand")), turn(),
+              Event(Kind.TOOL_CALL, tool=tool("e1", "send"), **inside),
+              Event(Kind.TOOL_RESULT, tool=tool("e1", "send", paused=True), **inside),
+              Event(Kind.TOOL_RESULT, tool=tool("d1", "errand", paused=True)),
+              done(Stop.PAUSED)]
+    found = chunks(encode(events))
+    assert [c["type"] for c in found if c["type"] != "data-subagent"] == [
+        "start", "start-step", "tool-input-start", "tool-input-available", "finish-step",
+        "start-step", "tool-input-start", "tool-input-available", "tool-approval-request",
+        "finish-step", "finish"]
+    marked = [c for c in found if c.get("toolCallId") == "e1"]
+    assert all(c.get("toolMetadata") == {"agent": ["errand"], "via": "d1"}
+               for c in marked if c["type"].startswith("tool-input"))
+    assert marked[-1] == {"type": "tool-approval-request", "approvalId": "e1", "toolCallId": "e1"}
+
+
+def test_a_resumed_sub_agents_call_gets_its_outcome_on_the_part_the_client_shows():
+    inside = dict(agent=("errand",), via="d1")
+    events = [Event(Kind.TOOL_CALL, tool=tool("d1", "errand")),
+              Event(Kind.TOOL_CALL, tool=tool("e1", "send"), **inside),
+              Event(Kind.TOOL_RESULT, tool=tool("e1", "send", result="sent"), **inside),
+              Event(Kind.TOOL_RESULT, tool=tool("d1", "errand", result="Sent.")),
+              done()]
+    found = [c for c in chunks(encode(events, resumed={"d1": True, "e1": True}))
+             if c["type"] != "data-subagent"]
+    assert found == [{"type": "start"},
+                     {"type": "tool-output-available", "toolCallId": "e1", "output": "sent"},
+                     {"type": "tool-output-available", "toolCallId": "d1", "output": "Sent."},
+                     {"type": "finish", "finishReason": "stop"}]
+
+
 def test_a_failing_run_closes_its_open_parts_then_says_error_and_finishes_on_error(caplog):
     def events():
         yield Event(Kind.TEXT, text="Part")
@@ -490,6 +523,21 @@ def test_the_ai_sdk_client_shows_a_denied_call_as_denied(chat_server):
     call = parts(report["messages"][1])[1]
     assert call["state"] == "output-denied"
     assert call["approval"] == {"id": "p1", "approved": False, "reason": "not today"}
+
+
+@pytest.mark.integration
+def test_the_ai_sdk_client_answers_a_sub_agents_approval_and_both_runs_finish(chat_server):
+    report = drive(chat_server, "delegate-chat", {"text": "delegate bob"}, {"approve": True},
+                   {"text": "hello"})
+    first, second, _ = report["turns"]
+    assert second["ready"] is True
+    answer = report["messages"][1]
+    calls = {p["toolCallId"]: p for p in answer["parts"] if p["type"].startswith("tool-")}
+    assert calls["d1"]["state"] == "output-available" and calls["d1"]["output"] == "Sent."
+    assert calls["e1"]["state"] == "output-available" and calls["e1"]["output"] == "sent to bob"
+    assert calls["e1"]["toolMetadata"] == {"agent": ["errand"], "via": "d1"}
+    assert parts(answer)[-1]["text"] == "Delegated and sent."
+    assert parts(report["messages"][3])[0]["text"] == "Hello, world"
 
 
 @pytest.mark.integration

@@ -467,6 +467,10 @@ class Routes:
             except LookupError:
                 return error(404, "no paused run for this chat (it may have been answered "
                                   "already)")
+            # The client shows every call the run paused on (the run's own, and a
+            # sub-agent's it answered), so none is announced to it again.
+            resumed = {p.id: True for p in getattr(checkpoint, "pending", ())}
+            resumed.update((k, v is True) for k, v in chat.approvals.items())
             events = self._resume(agent, owned, checkpoint, dict(chat.approvals), cancel)
             if isinstance(events, Reply):
                 return events
@@ -476,9 +480,9 @@ class Routes:
                 events = agent.stream(chat.conversation, cancel=cancel)
             except (ConfigError, Unsupported) as exc:
                 return error(400, str(exc)[:300])
-            message_id = "msg_" + secrets.token_urlsafe(12)
+            message_id, resumed = "msg_" + secrets.token_urlsafe(12), {}
         items = vercel.encode(self._kept(events, owned, slot), message_id=message_id,
-                              resumed={k: v is True for k, v in chat.approvals.items()})
+                              resumed=resumed)
         return Reply(200, [*_SSE_HEADERS, vercel.HEADER], items=items, cancel=cancel)
 
     def _kept(self, events: Iterator[Event], owned: str, slot: "_Slot") -> Iterator[Event]:

@@ -18,11 +18,13 @@ and is left alone here. The parts are read as ``convertToModelMessages`` reads t
   answered "did not run", so the conversation stays one a provider takes; a call whose
   input never finished streaming is left out;
 - ``reasoning`` parts are left out (the provider's signatures cannot travel through
-  the client), as are ``step-start``, ``source-*`` and ``data-*`` parts;
+  the client), as are ``step-start``, ``source-*`` and ``data-*`` parts, and a
+  sub-agent's tool parts (``toolMetadata`` with ``agent``: the parent's model never
+  made those calls; their outcome reached it in the sub-agent's answer);
 - a ``system`` message is refused: the system prompt is the server's.
 
-When the last message is the assistant's and its last step holds tool parts in the
-state ``approval-responded`` — the person answered a ``tool-approval-request`` with
+When the last message is the assistant's and holds tool parts in the state
+``approval-responded`` — the person answered a ``tool-approval-request`` with
 ``addToolApprovalResponse`` — the request answers a paused run: :attr:`Chat.approvals`
 maps each such call id to True, or to the refusal (its ``reason``, or False).
 
@@ -165,6 +167,9 @@ def _assistant(parts: List[Dict[str, Any]], path: str) -> List[Message]:
             if part["text"]:
                 step.append(Text(part["text"]))
         elif kind == "dynamic-tool" or kind.startswith("tool-"):
+            metadata = part.get("toolMetadata")
+            if isinstance(metadata, dict) and "agent" in metadata:
+                continue  # a sub-agent's call: the parent's model never made it
             call = _tool(part, where)
             if call is not None:
                 step.append(call[0])
@@ -211,11 +216,11 @@ def _tool(part: Dict[str, Any], path: str) -> Optional[Tuple[ToolCall, ToolResul
 
 
 def _approvals(parts: List[Dict[str, Any]], path: str) -> Dict[str, Union[bool, str]]:
-    """The approval answers in the message's last step, by call id."""
-    last_step = max((j for j, p in enumerate(parts) if p["type"] == "step-start"), default=-1)
+    """The approval answers in the message, by call id: a part stays
+    ``approval-responded`` only until the resumed run sends its outcome, so every one
+    left is an answer the run waits for."""
     approvals: Dict[str, Union[bool, str]] = {}
-    for j in range(last_step + 1, len(parts)):
-        part = parts[j]
+    for j, part in enumerate(parts):
         if part.get("state") != "approval-responded":
             continue
         approval = part.get("approval")

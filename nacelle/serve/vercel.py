@@ -31,15 +31,19 @@ that transport. Per nacelle event:
   ``data-subagent`` chunk, ``{"agent", "via", "kind", ...}``: ``useChat`` hands it to
   ``onData`` and keeps it out of the message, so the conversation the client sends
   back holds only the run's own parts (the parent call's result carries the
-  sub-agent's answer);
+  sub-agent's answer). A sub-agent's call that pauses for approval is the exception:
+  the person must answer it, so at the end of the stream it becomes a tool part in a
+  step of its own, marked ``toolMetadata: {"agent", "via"}``, with its
+  ``tool-approval-request``; the parent's call waiting on it gets none;
 - a run that raises ends with ``error`` (``errorText``: a nacelle error's message, or
   a generic line for any other exception, which is logged here), its open calls
   closed with ``tool-output-error``, then ``finish`` with ``finishReason: "error"``.
 
 ``resumed`` maps the ids of calls the client already shows — a paused run's calls,
-resumed from the person's answers — to whether they were approved: their repeated
-TOOL_CALL is not announced again (``streamText`` sends only the outcome of an
-approved call), and a refused one ends as ``tool-output-denied``.
+resumed from the person's answers, a sub-agent's among them — to whether they were
+approved: their repeated TOOL_CALL is not announced again (``streamText`` sends only
+the outcome of an approved call), their outcome goes to the part the client holds,
+and a refused one ends as ``tool-output-denied``.
 
 Ids of text and reasoning blocks are ``text-N`` / ``reasoning-N``, counted per
 stream: only a block's own start, deltas and end must agree, and a resumed stream
@@ -133,10 +137,12 @@ class _Stream:
         self.step_ended = False  # TURN came; finish-step waits for the step's results
         self.started: Dict[str, str] = {}  # call id -> tool name: input streaming
         self.announced: Set[str] = set()  # input available, no result yet
+        self.inside: Set[str] = set()  # calls paused because a sub-agent's call waits
+        self.nested: List[Event] = []  # a sub-agent's calls waiting on a person
 
     def feed(self, event: Event) -> List[Dict[str, Any]]:
         if event.agent:
-            return [_subagent(event)]
+            return self._forwarded(event)
         kind = event.kind
         if kind in (Kind.TEXT, Kind.THINKING):
             if not event.text:
@@ -173,8 +179,44 @@ class _Stream:
             self.step_ended = self.step_open
             return out
         if kind is Kind.DONE:
-            return self._end_block() + self._cut_inputs()
+            return self._end_block() + self._cut_inputs() + self._nested_requests()
         return []
+
+    def _forwarded(self, event: Event) -> List[Dict[str, Any]]:
+        """A sub-agent's event: transient data; and for its tool calls, what the
+        client's parts need — an approval request at the end for one that waits on a
+        person, and the outcome of one the client shows from an earlier pause."""
+        out = [_subagent(event)]
+        tool = event.tool
+        if event.kind is Kind.TOOL_RESULT and tool is not None:
+            if tool.paused:
+                if tool.id not in self.inside:
+                    self.nested.append(event)
+                self.inside.add(event.via)
+            elif tool.id in self.resumed:
+                out += self._result(tool)
+        return out
+
+    def _nested_requests(self) -> List[Dict[str, Any]]:
+        """A paused sub-agent's waiting calls, as parts of a step of their own (marked
+        with ``toolMetadata`` ``{"agent", "via"}``), each with its approval request.
+        Their own step, so the step ``lastAssistantMessageIsCompleteWithApprovalResponses``
+        looks at holds only what the person must answer, not the parent's call that
+        waits on them."""
+        if not self.nested:
+            return []
+        out = self.close_step() + [{"type": "start-step"}]
+        self.step_open = True
+        for event in self.nested:
+            tool = event.tool
+            assert tool is not None
+            marked = {"toolMetadata": {"agent": list(event.agent), "via": event.via}}
+            out.append({**self._input_start(tool), **marked})
+            for data in self._available(tool):
+                out.append({**data, **marked} if data["type"] == "tool-input-available" else data)
+            out += self._result(tool)
+        self.nested = []
+        return out
 
     def failed(self, text: str) -> List[Dict[str, Any]]:
         """The chunks that end a run that raised: its open parts closed, then ``error``."""
@@ -245,6 +287,8 @@ class _Stream:
         self.announced.discard(tool.id)
         call = {"toolCallId": tool.id}
         if tool.paused:
+            if tool.id in self.inside:
+                return []  # it waits on its sub-agent's calls, asked about at the end
             return [{"type": "tool-approval-request", "approvalId": tool.id, **call}]
         if tool.refused and self.resumed.get(tool.id) is False:
             return [{"type": "tool-output-denied", **call}]
