@@ -492,14 +492,18 @@ def test_the_ai_sdk_client_reads_a_text_run(chat_server):
 
 
 @pytest.mark.integration
-def test_the_ai_sdk_client_reads_a_tool_run_with_reasoning_and_sends_it_back(chat_server):
-    report = drive(chat_server, "tool-chat", {"text": "tool Oslo"}, {"text": "hello"})
+def test_the_ai_sdk_client_reads_a_tool_run_with_streamed_input_and_sends_it_back(chat_server):
+    city = "Llanfairpwllgwyngyllgogerychwyrndrobwllllantysiliogogogoch"
+    report = drive(chat_server, "tool-chat", {"text": f"tool {city}"}, {"text": "hello"})
     answer = report["messages"][1]
     assert [p["type"] for p in answer["parts"]] == ["step-start", "reasoning", "text", "tool-lookup",
                                                    "step-start", "text"]
     call = answer["parts"][3]
-    assert call["state"] == "output-available" and call["input"] == {"city": "Oslo"}
-    assert call["output"] == "sunny in Oslo"
+    assert call["state"] == "output-available" and call["input"] == {"city": city}
+    assert call["output"] == f"sunny in {city}"
+    deltas = [c["inputTextDelta"] for c in report["turns"][0]["chunks"]
+              if c["type"] == "tool-input-delta"]
+    assert len(deltas) > 1 and json.loads("".join(deltas)) == {"city": city}  # the backend's pieces
     assert parts(report["messages"][3])[0]["text"] == "Hello, world"  # the history went back in
 
 
