@@ -184,7 +184,7 @@ def subagent_tool(
     description: Optional[str] = None,
     system: Optional[str] = None,
     max_iterations: int = 0,
-    approve: Optional[Callable[..., bool]] = None,
+    approve: Optional[Callable[..., object]] = None,
     on_usage: Optional[Callable[[Usage], Any]] = None,
     forward: bool = False,
 ) -> SubagentTool:
