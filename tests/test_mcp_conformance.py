@@ -15,8 +15,10 @@ not passing: it is a SHOULD the implementation misses, and is listed like a fail
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -119,4 +121,62 @@ def test_the_client_passes_the_conformance_suite_but_for_its_listed_failures(tmp
     passed, total = summary(found)
     print(f"MCP conformance, client: {passed}/{total} checks pass")
     problems = compare(found, expected("client-expected-failures.txt"), tuple(CLIENT_RUNS))
+    assert not problems, "\n".join(problems)
+
+
+SERVER_RUNS = CLIENT_RUNS
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(params=["asgi", "wsgi"])
+def conformance_server(request):
+    """tests/mcp_servers/conformance_server.py on a free port: the ASGI app under
+    uvicorn, or the WSGI app under the standard library's threaded server."""
+    if request.param == "asgi":
+        pytest.importorskip("uvicorn", reason="the ASGI app is served by uvicorn (test extra)")
+    port = _free_port()
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "mcp_servers" / "conformance_server.py"),
+         str(port), request.param], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"the conformance server did not start: "
+                                f"{process.stderr.read().decode()[-2000:]}")
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        process.stderr.close()
+
+
+def test_the_server_passes_the_conformance_suite_but_for_its_listed_failures(
+        tmp_path, conformance_server):
+    found: Dict[str, str] = {}
+    for run, extra in SERVER_RUNS.items():
+        out = tmp_path / f"server-{run}"
+        done = run_suite(["server", "--url", conformance_server, "--suite", "all"] + extra,
+                         out, timeout=300)
+        if not out.exists():
+            pytest.fail(f"the suite wrote no results ({done.returncode}): {done.stderr[-2000:]}")
+        found.update(verdicts(out, run))
+    passed, total = summary(found)
+    print(f"MCP conformance, server: {passed}/{total} checks pass")
+    problems = compare(found, expected("server-expected-failures.txt"), tuple(SERVER_RUNS))
     assert not problems, "\n".join(problems)

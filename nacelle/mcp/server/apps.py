@@ -1,0 +1,236 @@
+"""The two app kinds over :class:`~nacelle.mcp.server.http.Endpoint`: :func:`wsgi_app`
+and :func:`asgi_app`.
+
+They do what :mod:`nacelle.serve`'s apps do, for the same reasons: ``Content-Length``
+read by RFC 9112's rule (:func:`nacelle.read_limits.content_length`; a bad one is a
+400), a declared length past ``max_body`` refused before a byte is read (413) and an
+undeclared one read up to ``max_body`` + 1 bytes; a POST without a length the server
+can trust is a 411 unless the server says its input ends by itself. The work of a
+request — which runs tools — happens off the event loop in the ASGI app (its default
+executor), and a streamed answer is read from a worker thread; an
+``http.disconnect`` while streaming cancels the call at once. A WSGI server closes
+the stream's generator when the client has gone (PEP 3333), which cancels it too.
+
+Outer ring (with the rest of ``nacelle.mcp``); imports the standard library,
+``nacelle.read_limits`` and the package's ``server.http``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Awaitable, Callable, Dict, Iterable, List, MutableMapping, Optional
+
+from ...read_limits import content_length
+from .http import Endpoint, Reply, _refusal
+
+__all__ = ["asgi", "wsgi"]
+
+log = logging.getLogger(__name__)
+
+_CHUNK = 65536
+_REASONS = {200: "OK", 202: "Accepted", 204: "No Content", 400: "Bad Request",
+            401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+            405: "Method Not Allowed", 406: "Not Acceptable", 408: "Request Timeout",
+            411: "Length Required", 413: "Content Too Large", 415: "Unsupported Media Type",
+            500: "Internal Server Error", 503: "Service Unavailable"}
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Dict[str, Any]]]
+Send = Callable[[Dict[str, Any]], Awaitable[None]]
+
+
+def _too_large(max_body: int) -> Reply:
+    return _refusal(413, f"the body is larger than {max_body} bytes")
+
+
+def wsgi(endpoint: Endpoint, max_body: int) -> Callable[..., Iterable[bytes]]:
+    """The WSGI application of ``endpoint``."""
+
+    def application(environ: Dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        try:
+            reply = _wsgi_reply(endpoint, environ, max_body)
+        except Exception:  # noqa: BLE001 - the client gets a 500, the log the reason
+            log.exception("serving MCP %s failed", environ.get("REQUEST_METHOD"))
+            reply = _refusal(500, "the server failed to answer; its log says why")
+        status = f"{reply.status} {_REASONS.get(reply.status, 'Error')}"
+        if reply.stream is None:
+            start_response(status, reply.headers + [("Content-Length", str(len(reply.body)))])
+            return [reply.body]
+        start_response(status, reply.headers)
+        return reply.stream
+
+    return application
+
+
+def _wsgi_reply(endpoint: Endpoint, environ: Dict[str, Any], max_body: int) -> Reply:
+    method = str(environ.get("REQUEST_METHOD", "GET")).upper()
+    # A field value is read without the whitespace around it (RFC 9110 §5.5).
+    headers = {key[5:].replace("_", "-").lower(): str(value).strip(" \t")
+               for key, value in environ.items() if key.startswith("HTTP_")}
+    for key in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+        if environ.get(key):
+            headers[key.replace("_", "-").lower()] = str(environ[key])
+    principal = endpoint.check(method, headers, environ)
+    if isinstance(principal, Reply):
+        return principal
+    body = b""
+    if method == "POST":
+        found = _wsgi_body(environ, max_body)
+        if isinstance(found, Reply):
+            return found
+        body = found
+    return endpoint.respond(method, headers, body, principal)
+
+
+def _wsgi_body(environ: Dict[str, Any], max_body: int) -> "bytes | Reply":
+    stream = environ["wsgi.input"]
+    declared = str(environ.get("CONTENT_LENGTH") or "").strip()
+    if declared:
+        try:
+            length = content_length(declared)
+        except ValueError as exc:
+            return _refusal(400, str(exc))
+        assert length is not None
+        return _too_large(max_body) if length > max_body else _read(stream, length)
+    if environ.get("wsgi.input_terminated"):
+        data = _read(stream, max_body + 1)
+        return data if isinstance(data, Reply) or len(data) <= max_body else _too_large(max_body)
+    return _refusal(411, "send the body with a Content-Length")
+
+
+def _read(stream: Any, length: int) -> "bytes | Reply":
+    parts, left = [], length
+    while left > 0:
+        try:
+            chunk = stream.read(min(left, _CHUNK))
+        except OSError as exc:  # the server's read timed out, or the client left
+            log.info("an MCP request's body did not arrive: %s", type(exc).__name__)
+            return _refusal(408, "the body did not arrive in time")
+        if not chunk:
+            break
+        parts.append(chunk)
+        left -= len(chunk)
+    return b"".join(parts)
+
+
+def asgi(endpoint: Endpoint, max_body: int) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
+    """The ASGI 3 application of ``endpoint``."""
+
+    async def application(scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope.get("type")
+        if kind == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if kind != "http":
+            if kind == "websocket":
+                await send({"type": "websocket.close", "code": 1003})
+            return
+        try:
+            reply = await _asgi_reply(endpoint, scope, receive, max_body)
+        except Exception:  # noqa: BLE001 - the client gets a 500, the log the reason
+            log.exception("serving MCP %s failed", scope.get("method"))
+            reply = _refusal(500, "the server failed to answer; its log says why")
+        if reply.stream is None:
+            headers = reply.headers + [("Content-Length", str(len(reply.body)))]
+            await send({"type": "http.response.start", "status": reply.status,
+                        "headers": _encoded(headers)})
+            await send({"type": "http.response.body", "body": reply.body})
+            return
+        await _asgi_stream(reply, receive, send)
+
+    return application
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+async def _asgi_reply(endpoint: Endpoint, scope: Scope, receive: Receive, max_body: int) -> Reply:
+    method = str(scope.get("method", "GET")).upper()
+    headers: Dict[str, str] = {}
+    for name, value in scope.get("headers", ()):
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1").strip(" \t")
+        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+    principal = endpoint.check(method, headers, scope)
+    if isinstance(principal, Reply):
+        return principal
+    body = b""
+    if method == "POST":
+        try:
+            declared = content_length(headers.get("content-length"))
+        except ValueError as exc:
+            return _refusal(400, str(exc))
+        if declared is not None and declared > max_body:
+            return _too_large(max_body)
+        found = await _asgi_body(receive, max_body)
+        if found is None:
+            return _too_large(max_body)
+        body = found
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(None, endpoint.respond, method, headers, body, principal)
+
+
+async def _asgi_body(receive: Receive, limit: int) -> Optional[bytes]:
+    parts: List[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        parts.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(parts)
+
+
+async def _asgi_stream(reply: Reply, receive: Receive, send: Send) -> None:
+    """Send ``reply.stream`` as it is made (read on the executor), cancelling the
+    call the moment the client disconnects."""
+    assert reply.stream is not None
+    loop = asyncio.get_running_loop()
+    chunks = reply.stream
+    gone = asyncio.Event()
+
+    async def watch() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        gone.set()
+        reply.cancel.set()
+
+    watcher = asyncio.ensure_future(watch())
+    finished = False
+    try:
+        await send({"type": "http.response.start", "status": reply.status,
+                    "headers": _encoded(reply.headers)})
+        while not gone.is_set():
+            chunk = await loop.run_in_executor(None, next, chunks, None)
+            if chunk is None:
+                finished = True
+                await send({"type": "http.response.body", "body": b""})
+                return
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    except OSError as exc:
+        log.debug("the client left a streamed MCP answer: %s", type(exc).__name__)
+    finally:
+        watcher.cancel()
+        if not finished:
+            reply.cancel.set()
+        close = getattr(chunks, "close", None)
+        if close is not None:
+            await loop.run_in_executor(None, close)
+
+
+def _encoded(headers: List[Any]) -> List[List[bytes]]:
+    return [[name.lower().encode("latin-1"), value.encode("latin-1")] for name, value in headers]
