@@ -11,10 +11,11 @@ only, ``messages``, ``checkpoint`` and ``compaction``, which import this module)
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional, Tuple
+from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
 from .errors import ConfigError
 
@@ -344,6 +345,69 @@ class ToolEvent:
     def failed(self) -> bool:
         """True when the model read a failure for this call."""
         return self.error is not None
+
+
+class _InputSoFar(ToolEvent):
+    """The ToolEvent of a TOOL_INPUT: ``input`` (the call's input so far) is joined
+    from the stream's pieces only when read, then kept.
+
+    A call's input streams in deltas of a few characters, and a long one (a file being
+    written) in tens of thousands: a string of everything so far made for every delta
+    would copy the square of the input's length whether anyone reads it or not. The
+    pieces are shared between the events of one call (each sees its own prefix of
+    them), so an event costs the same at the first delta and the ten-thousandth; a
+    reader who joins every event's input pays for that join, and one that follows
+    ``event.text`` (the delta) pays nothing. Everywhere else it is a ToolEvent:
+    equality, repr, ``dataclasses.replace`` and pickling read ``input`` as text.
+    """
+
+    def _joined(self) -> str:
+        held = self.__dict__
+        text: Optional[str] = held.get("_text")
+        if text is None:
+            parts, count = held.pop("_source")
+            text = held["_text"] = "".join(parts[:count])
+        return text
+
+    def _keep(self, value: str) -> None:  # dataclass __init__ and replace() set it so
+        self.__dict__["_text"] = value
+        self.__dict__.pop("_source", None)
+
+    input = property(_joined, _keep)
+
+    def __reduce__(self) -> Any:
+        return (ToolEvent, (self.id, self.index, self.name, self.input))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ToolEvent):
+            return _fields_of(self) == _fields_of(other)
+        return NotImplemented
+
+    __hash__ = ToolEvent.__hash__
+
+    def __repr__(self) -> str:
+        return "ToolEvent" + ToolEvent.__repr__(self)[len(type(self).__qualname__):]
+
+
+def _fields_of(event: ToolEvent) -> Tuple[Any, ...]:
+    return tuple(getattr(event, name) for name in _TOOL_EVENT_COMPARED)
+
+
+def _input_so_far(call_id: str, index: int, name: str, parts: List[str],
+                  count: int) -> ToolEvent:
+    """A TOOL_INPUT's ToolEvent whose input is ``parts[:count]`` joined when first read
+    (``parts`` may grow afterwards: only its first ``count`` pieces are this event's)."""
+    event = object.__new__(_InputSoFar)
+    held = event.__dict__
+    held.update(_TOOL_EVENT_DEFAULTS)
+    held["id"], held["index"], held["name"] = call_id, index, name
+    held["_source"] = (parts, count)
+    return event
+
+
+_TOOL_EVENT_COMPARED = tuple(f.name for f in dataclasses.fields(ToolEvent) if f.compare)
+_TOOL_EVENT_DEFAULTS = {f.name: f.default for f in dataclasses.fields(ToolEvent)
+                        if f.default is not dataclasses.MISSING}
 
 
 @dataclass(frozen=True)

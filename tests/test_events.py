@@ -258,3 +258,23 @@ def test_usage_round_trips_through_json_with_priced_and_its_no_cache_cost(usage)
     assert back == usage
     assert (back.priced, back.cost, back.cost_without_cache) == (
         usage.priced, usage.cost, usage.cost_without_cache)
+
+
+def test_a_tool_inputs_text_so_far_is_its_own_prefix_joined_only_when_read():
+    import pickle
+
+    from nacelle.events import _input_so_far
+
+    pieces = ['{"pa', 'th": ']
+    early = _input_so_far("c1", 0, "write_file", pieces, 1)
+    pieces.append('"a.txt"}')
+    later = _input_so_far("c1", 0, "write_file", pieces, 3)
+    assert "_source" in early.__dict__  # nothing joined yet: an unread event costs no copy
+    assert early.input == '{"pa' and later.input == '{"path": "a.txt"}'
+    plain = ToolEvent("c1", 0, "write_file", '{"pa')
+    assert early == plain and plain == early and hash(early) == hash(plain)
+    assert early != later
+    assert repr(early) == repr(plain)
+    assert pickle.loads(pickle.dumps(early)) == plain
+    assert dataclasses.replace(early, input="{}").input == "{}"
+    assert dataclasses.asdict(later)["input"] == '{"path": "a.txt"}'

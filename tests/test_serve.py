@@ -946,9 +946,11 @@ def test_a_forwarded_sub_agent_event_carries_its_agent_and_via_and_nested_waits_
     forwarded = [e for e in events if "agent" in e]
     assert all("via" not in e for e in own) and all(e["v"] == 1 for e in events)
     tags = [(e["kind"], e["agent"], e["via"], e.get("id")) for e in forwarded]
-    assert tags[:3] == [("tool_call", ["delegate"], "p1", "c1"),
+    assert tags[:5] == [("tool_input", ["delegate"], "p1", "c1"),
+                        ("tool_input", ["delegate"], "p1", "c2"),
+                        ("tool_call", ["delegate"], "p1", "c1"),
                         ("tool_call", ["delegate"], "p1", "c2"), ("turn", ["delegate"], "p1", None)]
-    assert sorted(tags[3:]) == [("tool_result", ["delegate"], "p1", "c1"),
+    assert sorted(tags[5:]) == [("tool_result", ["delegate"], "p1", "c1"),
                                 ("tool_result", ["delegate"], "p1", "c2")]
     done = events[-1]
     assert done["stop"] == "paused"

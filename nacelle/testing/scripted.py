@@ -45,7 +45,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union, 
 from ..backend import Capabilities, Request, TurnEnd
 from ..context import RunContext
 from ..errors import ConfigError
-from ..events import Event, Kind, Stop, ToolEvent, Usage
+from ..events import Event, Kind, Stop, ToolEvent, Usage, _input_so_far
 from ..messages import Message, Reasoning, Role, Text, ToolCall, assistant_text, dumps
 
 __all__ = ["FakeClock", "ScriptedBackend", "Turn"]
@@ -171,12 +171,11 @@ def _written(call: ToolCall, index: int) -> Iterator[Event]:
     """A call as a provider streams it: its input in pieces of up to
     :data:`INPUT_PIECE` characters (TOOL_INPUT), then, when it is finished, the call
     whose input is whole (the early TOOL_CALL an eager run starts)."""
-    so_far = ""
+    pieces: List[str] = []
     for at in range(0, len(call.input), INPUT_PIECE):
-        piece = call.input[at:at + INPUT_PIECE]
-        so_far += piece
-        yield Event(Kind.TOOL_INPUT, text=piece,
-                    tool=ToolEvent(call.id, index, call.name, so_far))
+        pieces.append(call.input[at:at + INPUT_PIECE])
+        yield Event(Kind.TOOL_INPUT, text=pieces[-1],
+                    tool=_input_so_far(call.id, index, call.name, pieces, len(pieces)))
     if call.finished:
         yield Event(Kind.TOOL_CALL, tool=ToolEvent(call.id, index, call.name, call.input))
 
