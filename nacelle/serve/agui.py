@@ -67,7 +67,9 @@ Outer ring: imports the standard library and nacelle's core; no I/O.
 from __future__ import annotations
 
 import json
-from typing import Any, Collection, Dict, FrozenSet, Iterable, Iterator, Mapping, Optional, Set, Tuple
+from typing import (
+    Any, Collection, Dict, FrozenSet, Iterable, Iterator, List, Mapping, Optional, Set, Tuple,
+)
 
 from ..errors import NacelleError
 from ..events import Event, Kind, Stop, ToolEvent, Usage
@@ -121,7 +123,7 @@ def encode(events: Iterable[Event], *, thread_id: str, run_id: str,
         for event in source:
             if event.kind is Kind.DONE and not event.agent:
                 yield from state.close_all()
-                yield _finished(event, thread_id, run_id, state.client_tools)
+                yield state.finished(event, thread_id)
                 return
             yield from state.feed(event)
     except Exception as exc:  # noqa: BLE001 - the client hears of every failure
@@ -391,30 +393,46 @@ class _Run:
         for call_id in list(self.open_calls):
             yield from self.end_call_id(call_id)
 
+    def finished(self, done: Event, thread_id: str) -> Out:
+        """``RUN_FINISHED`` for the run's DONE (see the module docstring)."""
+        finished: Out = {"type": "RUN_FINISHED", "threadId": thread_id, "runId": self.run_id}
+        checkpoint = done.checkpoint if done.stop is Stop.PAUSED else None
+        pending = getattr(checkpoint, "pending", ())
+        waiting = [p.id for p in pending if p.child is None and p.name in self.client_tools]
+        interrupts = [self.interrupt(p) for p in _waiting(checkpoint)
+                      if p.id not in waiting]
+        if interrupts:
+            finished["outcome"] = {"type": "interrupt", "interrupts": interrupts}
+        elif waiting:
+            finished["outcome"] = {"type": "success", "pendingToolCallIds": waiting}
+        else:
+            finished["outcome"] = {"type": "success"}
+        if done.output is not None:
+            finished["result"] = _plain(done.output)
+        usage = _usage(done.usage)
+        if usage:
+            finished["usage"] = [usage]
+        if done.stop is not None:
+            finished["metadata"] = {"stop": done.stop.value}
+        return finished
 
-def _finished(done: Event, thread_id: str, run_id: str, client_tools: FrozenSet[str]) -> Out:
-    finished: Out = {"type": "RUN_FINISHED", "threadId": thread_id, "runId": run_id}
-    pending = getattr(done.checkpoint, "pending", ()) if done.stop is Stop.PAUSED else ()
-    approvals = [p for p in pending if p.name not in client_tools]
-    if approvals:
-        finished["outcome"] = {"type": "interrupt", "interrupts": [
-            {"id": p.id, "reason": "tool_call", "toolCallId": p.id,
-             "message": f"Allow this call of {p.name}?", "responseSchema": APPROVAL_SCHEMA,
-             "metadata": {"toolName": p.name}} for p in approvals]}
-    else:
-        outcome: Out = {"type": "success"}
-        waiting = [p.id for p in pending if p.name in client_tools]
-        if waiting:
-            outcome["pendingToolCallIds"] = waiting
-        finished["outcome"] = outcome
-    if done.output is not None:
-        finished["result"] = _plain(done.output)
-    usage = _usage(done.usage)
-    if usage:
-        finished["usage"] = [usage]
-    if done.stop is not None:
-        finished["metadata"] = {"stop": done.stop.value}
-    return finished
+    def interrupt(self, pending: Any) -> Out:
+        """The approval interrupt of a paused call (a sub-agent's carries its run's id)."""
+        out: Out = {"id": pending.id, "reason": "tool_call", "toolCallId": pending.id,
+                    "message": f"Allow this call of {pending.name}?",
+                    "responseSchema": APPROVAL_SCHEMA, "metadata": {"toolName": pending.name}}
+        maker = self.maker.get(pending.id)
+        if maker is not None and maker.sub is not None:
+            out["subagentRunId"] = maker.sub
+        return out
+
+
+def _waiting(checkpoint: Any) -> List[Any]:
+    """The calls a paused run waits on, at any depth (``Checkpoint.waiting``)."""
+    if checkpoint is None:
+        return []
+    waiting = getattr(checkpoint, "waiting", None)
+    return list(waiting()) if callable(waiting) else list(getattr(checkpoint, "pending", ()))
 
 
 def _usage(usage: Usage) -> Out:

@@ -144,7 +144,7 @@ def start(data: Mapping[str, Any], *, principal: str, make_agent: Callable[[], A
         if not isinstance(exc, (NacelleError, ValueError, TypeError)):
             log.exception("resuming a paused AG-UI thread failed")
         return _failed(run, exc), cancel
-    announced = tuple(p.id for p in checkpoint.pending)
+    announced = tuple({p.id for p in checkpoint.pending} | {p.id for p in checkpoint.waiting()})
     return _items(events, run, name, keep, client, announced, answered), cancel
 
 
@@ -160,8 +160,9 @@ def _decisions(checkpoint: Checkpoint, run: RunInput,
     decisions: Dict[str, Any] = {}
     answered: List[str] = []
     waiting: List[str] = []
-    for pending in checkpoint.pending:
-        if pending.name in client:
+    top = {p.id for p in checkpoint.pending}
+    for pending in checkpoint.waiting():  # a sub-agent's waiting calls too, by their ids
+        if pending.id in top and pending.name in client:
             if pending.id in run.answers:
                 decisions[pending.id] = True
                 answered.append(pending.id)
