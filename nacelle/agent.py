@@ -490,7 +490,8 @@ class Agent(Generic[OutputT]):
 
     def _resumed(self, checkpoint: Checkpoint, decisions: Mapping[str, Decision],
                  cancel: Optional[threading.Event],
-                 parent: Optional[ToolContext] = None) -> Generator[Event, None, None]:
+                 parent: Optional[ToolContext] = None,
+                 budget: Optional[Budget] = None) -> Generator[Event, None, None]:
         """:meth:`resume`, for a sub-agent's run also given the ``parent`` call's context."""
         if not isinstance(checkpoint, Checkpoint):
             raise ConfigError(f"resume takes a nacelle.Checkpoint (Checkpoint.loads(text)), "
@@ -499,8 +500,10 @@ class Agent(Generic[OutputT]):
             raise ConfigError(f"cancel must be a threading.Event, got {type(cancel).__name__}")
         checkpoint.verify()
         request, verdicts, nested = self._resume_request(checkpoint, decisions)
-        return self._stream(request, self._settings(Resume(checkpoint, verdicts, nested)),
-                            cancel, parent)
+        settings = self._settings(Resume(checkpoint, verdicts, nested))
+        if budget is not None:  # a sub-agent's, held to what its parent has left
+            settings = dataclasses.replace(settings, budget=budget)
+        return self._stream(request, settings, cancel, parent)
 
     def _resume_request(self, checkpoint: Checkpoint, decisions: Mapping[str, Decision],
                         ) -> Tuple[Request, Dict[str, Any], Dict[str, Dict[str, Any]]]:

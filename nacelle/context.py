@@ -272,7 +272,7 @@ class ToolContext(RunContext):
     can hand its context to code that expects one — a nested run, an HTTP request.
     """
 
-    __slots__ = ("call_id", "index", "name", "emit", "spend", "resumed")
+    __slots__ = ("call_id", "index", "name", "emit", "spend", "resumed", "budget")
 
     def __init__(
         self,
@@ -302,6 +302,9 @@ class ToolContext(RunContext):
         #: Set for a call resumed after a pause that paused inside it (a sub-agent's
         #: approval): ``(checkpoint, decisions)`` of the nested run to go on with.
         self.resumed: Optional[Tuple[Any, Any]] = None
+        #: What the run may still spend as the call starts (a :class:`Budget`, None
+        #: for no limit): a nested run (a sub-agent's) is held to it.
+        self.budget: Optional["Budget"] = None
 
     def __repr__(self) -> str:
         return (f"ToolContext(call_id={self.call_id!r}, index={self.index}, "

@@ -620,6 +620,7 @@ class _Run:
             current = Round(fresh, sink, self.ctx, self.settings.tool_timeout,
                             self.settings.max_parallel_tools)
         sink.resuming, self.resuming = self.resuming, {}
+        sink.budget_left = _budget_left(self.budget, self.total, self.calls_run)
         self.current = current
         out_of_time = False
         try:
@@ -755,6 +756,19 @@ def _signature(tools: Sequence[Any]) -> List[Tuple[str, str, str]]:
     """What a model sees of a tool list; a toolset makes new tool objects each time it
     is asked, so the list is compared by this rather than by identity."""
     return [(t.name, t.description, repr(t.schema)) for t in tools]
+
+
+def _budget_left(budget: Budget, total: Usage, calls: int) -> Optional[Budget]:
+    """What ``budget`` leaves after ``total`` and ``calls`` (None: no limit but time,
+    which reaches a call as its deadline). A call running a model of its own (a
+    sub-agent) is held to it; what it spends counts here when its round ends."""
+    if budget.tokens is None and budget.cost is None and budget.tool_calls is None:
+        return None
+    return Budget(
+        tokens=None if budget.tokens is None else max(0, budget.tokens - total.total),
+        # A Budget's cost is positive: a spent one leaves the least there is.
+        cost=None if budget.cost is None else max(budget.cost - total.cost, 1e-12),
+        tool_calls=None if budget.tool_calls is None else max(0, budget.tool_calls - calls))
 
 
 def _budget_spent(budget: Budget, total: Usage, calls: int) -> str:

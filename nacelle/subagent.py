@@ -22,6 +22,10 @@ The tree is one run for what it spends and how it stops. The sub-agent's spend i
 added to the parent's usage (``ctx.spend``), so the parent's DONE total and its
 ``Budget`` count it (checked at the parent's next turn boundary, as its own tools'
 are), and it is passed to ``on_usage`` too (also when the run fails part way). The
+sub-agent's run is held to what the parent's budget has left when the call starts
+(``ctx.budget``: tokens, cost and tool calls; time reaches it as the call's
+deadline), so a sub-agent cannot spend the parent's budget many times over before
+the parent's next turn; two sub-agents running side by side each get what was left. The
 nested run is cancelled with the call: a timeout or a cancelled parent run sets the
 call's ``ctx.cancelled``, which is the nested run's cancel event. Its observations
 reach the parent run's observers under a run id of its own, its ``run.start``
@@ -65,7 +69,7 @@ from .errors import ConfigError
 from .events import Event, Kind, Stop, Usage
 from .messages import Role, user_text
 from .output import to_jsonable
-from .context import ToolContext
+from .context import Budget, ToolContext
 from .tools import NAME_PATTERN
 
 __all__ = ["SubagentTool", "subagent_tool"]
@@ -117,10 +121,15 @@ class SubagentTool:
         if resumed is not None:  # the call paused inside its run: go on with that run
             checkpoint, decisions = resumed
             base = checkpoint.usage
-            events = self.agent._resumed(checkpoint, decisions, ctx.cancelled, ctx)
+            events = self.agent._resumed(checkpoint, decisions, ctx.cancelled, ctx,
+                                         budget=_within(getattr(ctx, "budget", None), base))
         else:
             request = self.agent.request([user_text(input["task"])])
-            events = self.agent._stream(request, self.agent._settings(), ctx.cancelled, ctx)
+            settings = self.agent._settings()
+            budget = getattr(ctx, "budget", None)
+            if budget is not None:
+                settings = dataclasses.replace(settings, budget=budget)
+            events = self.agent._stream(request, settings, ctx.cancelled, ctx)
         own = Usage()  # the child's own turns, for a run that ends without DONE
         done: Optional[Event] = None
         try:
@@ -161,6 +170,16 @@ class SubagentTool:
         if not text and not stop.complete:
             raise RuntimeError(f"the sub-agent stopped ({stop.value}) without an answer")
         return text
+
+
+def _within(budget: Optional[Budget], base: Usage) -> Optional[Budget]:
+    """The parent's budget left, for a resumed child whose own count starts at
+    ``base`` (spent before the pause, which the parent counted then)."""
+    if budget is None:
+        return None
+    return dataclasses.replace(
+        budget, tokens=None if budget.tokens is None else budget.tokens + base.total,
+        cost=None if budget.cost is None else budget.cost + base.cost)
 
 
 def _less(total: Usage, base: Usage) -> Usage:

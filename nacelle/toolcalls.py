@@ -27,7 +27,7 @@ import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from .checkpoint import PAUSE, Checkpoint, NestedPause
-from .context import ToolContext
+from .context import Budget, ToolContext
 from .errors import Cancelled
 from .events import Event, Kind, ToolEvent, Usage
 from .hooks import HookEvent, HookPoint, cut_inject, normalize_hooks, run_after, run_before
@@ -96,6 +96,8 @@ class ToolSink:
         # handed to the call as ``ctx.resumed``.
         self.resuming: Dict[str, Tuple[Checkpoint, Any]] = {}
         self._spent = Usage()
+        # What the run may still spend as the round starts, for each call's ctx.budget.
+        self.budget_left: Optional[Budget] = None
 
     def for_round(self) -> "ToolSink":
         """A sink for the next round of calls: the same policy and the same memory of
@@ -272,8 +274,10 @@ def _run_tool(tool: Any, call: ToolCall, index: int, sink: ToolSink, ctx: ToolCo
     if error is None and ctx.cancelled.is_set():
         error, kind = "cancelled: the run was cancelled before this call started", "cancelled"
     if error is None:
-        if decided is not None and isinstance(ctx, ToolContext):
-            ctx.resumed = sink.resuming.get(call.id)
+        if isinstance(ctx, ToolContext):
+            ctx.budget = sink.budget_left
+            if decided is not None:
+                ctx.resumed = sink.resuming.get(call.id)
         try:
             result, content, error, kind = _invoke(tool, call.name, arguments, ctx)
         except NestedPause as exc:

@@ -293,3 +293,26 @@ def test_cancelling_the_call_cancels_the_nested_run():
     ctx.cancelled.set()
     with pytest.raises(nacelle.Cancelled):
         helper.run({"task": "t"}, ctx)
+
+
+def test_a_sub_agent_is_held_to_what_the_parent_s_budget_has_left():
+    fetched = []
+
+    @nacelle.tool(name="fetch")
+    def counted_fetch(key: str) -> str:
+        """Fetch a value."""
+        fetched.append(key)
+        return "v"
+
+    script = ScriptedBackend([
+        Turn(assistant(ToolCall("p1", "subagent", '{"task": "t"}')), usage=Usage(10, 0)),
+        Turn(assistant(ToolCall("s1", "fetch", '{"key": "k"}')), usage=Usage(500, 0)),
+        Turn(assistant(Text("giving up")), usage=Usage(10, 0)),
+    ])
+    helper = subagent_tool(Agent(script, "sys", tools=[counted_fetch]), approve=lambda *a: True)
+    parent = Agent(script, "sys", tools=[helper], budget=nacelle.Budget(tokens=200))
+    result = parent.run([user_text("go")])
+    assert fetched == []  # the child's turn spent what the parent had left
+    closed = result.messages[2].parts[0]
+    assert closed.failed and "stopped (budget)" in closed.result
+    assert result.stop is nacelle.Stop.END and result.usage == Usage(520, 0)
