@@ -8,6 +8,7 @@ of the last user message picks the script:
 - ``tool``: reasoning, text and a ``lookup`` call (which runs without asking), then text;
 - ``pause``: a ``send`` call, which approval pauses; the resumed run answers "Sent.";
 - ``fail``: the model fails with a nacelle error after a text delta;
+- ``slow S``: the model waits S seconds (a wait cancelling ends) before its text;
 - ``shot``: the ``shot`` tool, which returns text and a PNG, then text;
 - ``delegate``: the ``errand`` sub-agent (its events forwarded), whose own ``send``
   pauses; the resumed run finishes the sub-agent ("Sent."), then the parent.
@@ -75,6 +76,8 @@ def script(words):
                 Turn("It is sunny.", usage=USAGE)]
     if word == "pause":
         return [calling((Text("I will send it."),), "p1", "send", {"to": rest or "ada"})]
+    if word == "slow":
+        return [Turn("Late.", usage=USAGE, delay=float(rest or 1))]
     if word == "fail":
         return [Turn("Part", error=StreamError("the provider broke off"))]
     if word == "delegate":

@@ -5,15 +5,19 @@ server on loopback (tests/vercel_chat.mjs drives it; NACELLE_AI_SDK names the fo
 holding ``node_modules/ai``, which .ci/run installs)."""
 
 import asyncio
+import http.client
 import json
 import logging
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import threading
+import time
 from io import BytesIO
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -394,6 +398,31 @@ def test_the_chat_route_keeps_the_apps_checks_and_limits():
     assert seen["status"].startswith("405") and seen["headers"]["Allow"] == "POST"
 
 
+def test_a_client_that_leaves_cancels_its_chat_run_and_frees_its_place():
+    app = wsgi_app(chat_app.make_agent, store=MemoryStore(), keepalive=0.05, max_runs=1)
+    httpd = make_server(app, "127.0.0.1", 0)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        url = urlsplit(httpd.url)
+        connection = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+        connection.request("POST", "/api/chat", body=json.dumps(body(user("slow 30"))),
+                           headers={"Content-Type": "application/json"})
+        sock = connection.sock  # getresponse() lets go of it on HTTP/1.0
+        response = connection.getresponse()
+        assert response.status == 200 and response.read1(65536).startswith(b"data: ")
+        sock.shutdown(socket.SHUT_RDWR)
+        sock.close()
+        deadline = time.monotonic() + 5
+        while True:  # the cancelled run gives its only place back within moments
+            status = call_wsgi(app, body(user("hello")))[0]
+            if status == 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert status == 200
+    finally:
+        httpd.shutdown()
+
+
 def test_a_failing_model_ends_the_chat_with_an_error_chunk(app):
     found = chunks([call_wsgi(app, body(user("fail")))[2]])
     assert {"type": "error", "errorText": "the provider broke off"} in found
@@ -453,7 +482,7 @@ def ai_sdk():
 
 @pytest.fixture(scope="module")
 def chat_server():
-    app = wsgi_app(chat_app.make_agent, store=MemoryStore(), keepalive=5)
+    app = wsgi_app(chat_app.make_agent, store=MemoryStore(), keepalive=0.05)
     httpd = make_server(app, "127.0.0.1", 0)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -542,6 +571,12 @@ def test_the_ai_sdk_client_answers_a_sub_agents_approval_and_both_runs_finish(ch
     assert calls["e1"]["toolMetadata"] == {"agent": ["errand"], "via": "d1"}
     assert parts(answer)[-1]["text"] == "Delegated and sent."
     assert parts(report["messages"][3])[0]["text"] == "Hello, world"
+
+
+@pytest.mark.integration
+def test_the_ai_sdk_client_reads_past_keepalive_comments(chat_server):
+    report = drive(chat_server, "slow-chat", {"text": "slow 0.4"})  # keepalive every 0.05 s
+    assert parts(report["messages"][1]) == [{"type": "text", "text": "Late.", "state": "done"}]
 
 
 @pytest.mark.integration

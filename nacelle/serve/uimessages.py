@@ -28,6 +28,10 @@ When the last message is the assistant's and holds tool parts in the state
 ``addToolApprovalResponse`` — the request answers a paused run: :attr:`Chat.approvals`
 maps each such call id to True, or to the refusal (its ``reason``, or False).
 
+The client holds the conversation, so what it says earlier calls returned is taken as
+it says, as the AI SDK's own ``streamText`` server takes it; what a person approves is
+never read from it: a paused run resumes from the checkpoint the server kept.
+
 Anything else malformed is a :class:`~nacelle.errors.ConversationError` naming the
 path of the value (``messages[2].parts[0].type``). Outer ring: imports the standard
 library and nacelle's core.
