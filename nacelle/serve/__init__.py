@@ -7,7 +7,8 @@ resume over HTTP, and a small chat page.
   ``GET /`` the chat page, ``POST /runs`` a run, ``POST /runs/{id}/decisions`` the
   resumption of a paused run, whose checkpoint stays in the server's ``store`` (by
   default a :class:`~nacelle.sessions.MemoryStore`), owned by the principal
-  ``authorize`` named;
+  ``authorize`` named; ``POST /api/chat`` the Vercel AI SDK's ``useChat`` stream
+  (``vercel.encode`` is its pure encoder);
 - :func:`serve` / :func:`run_server` run the WSGI app on the standard library's
   threaded server, and ``python -m nacelle.serve MODULE:FACTORY`` does from a shell.
 

@@ -101,8 +101,9 @@ from ..events import Event, Kind, Stop
 from ..messages import Message, loads, user_text
 from ..sessions import MemoryStore, Store, check_name
 from ..sse import parse_json
-from . import agui_route
+from . import agui_route, vercel
 from .encode import Item, event_json
+from .uimessages import read_chat
 
 __all__ = ["Reply", "RequestInfo", "Routes", "host_allowed"]
 
@@ -450,9 +451,6 @@ class Routes:
         checkpoint under the chat's id (for the principal), and the next request whose
         last message answers the approvals resumes it; the conversation itself lives in
         the client, which sends it whole each time."""
-        from . import vercel
-        from .uimessages import read_chat
-
         try:
             chat = read_chat(data)
         except ConversationError as exc:
