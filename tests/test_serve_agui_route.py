@@ -172,6 +172,118 @@ def test_a_resume_on_a_thread_that_waits_for_nothing_is_a_run_error():
     assert [e["type"] for e in events] == ["RUN_ERROR"]
 
 
+def paused_thread(base, runId="r1"):
+    events = events_of(post(base, run_input([user("delete a.txt")], runId=runId))[2])
+    assert events[-1]["outcome"]["type"] == "interrupt"
+
+
+def resume(base, payload, *, runId="r2", status="resolved", interrupt="c1", **more):
+    entry = {"interruptId": interrupt, "status": status}
+    if payload is not None:
+        entry["payload"] = payload
+    return events_of(post(base, run_input([user("delete a.txt")], runId=runId,
+                                          resume=[entry], **more))[2])
+
+
+def deleting_agent():
+    return make_agent([calls(ToolCall("c1", "delete", '{"path": "a.txt"}')), "Done."])
+
+
+def test_an_edited_input_runs_instead_of_the_proposed_one():
+    agent = deleting_agent()
+    with serving(agent) as base:
+        paused_thread(base)
+        events = resume(base, {"approved": True, "editedArgs": {"path": "b.txt"}})
+    result = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
+    assert result["content"] == "deleted b.txt"
+
+
+@pytest.mark.parametrize("payload, status, reads", [
+    (False, "resolved", "did not approve"),
+    ({"approved": False, "reason": "keep it"}, "resolved", "keep it"),
+    (None, "cancelled", "cancelled"),
+])
+def test_a_refusal_or_a_cancel_is_what_the_model_reads(payload, status, reads):
+    agent = deleting_agent()
+    with serving(agent) as base:
+        paused_thread(base)
+        events = resume(base, payload, status=status)
+    result = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
+    assert reads in result["content"]
+    assert events[-1]["type"] == "RUN_FINISHED"
+
+
+@pytest.mark.parametrize("payload, more, says", [
+    ({"yes": 1}, {}, "approved"),
+    ({"approved": True, "editedArgs": {"path": 5}}, {}, "path"),
+    ({"approved": True}, {"interrupt": "c7"}, "c7"),
+])
+def test_answers_the_run_cannot_take_are_a_run_error_and_the_thread_still_waits(payload, more, says):
+    agent = deleting_agent()
+    with serving(agent) as base:
+        paused_thread(base)
+        refused = resume(base, payload, **more)
+        assert [e["type"] for e in refused] == ["RUN_ERROR"] and says in refused[0]["message"]
+        events = resume(base, {"approved": True}, runId="r3")
+    assert next(e for e in events if e["type"] == "TOOL_CALL_RESULT")["content"] == "deleted a.txt"
+
+
+def test_one_principal_cannot_answer_anothers_thread():
+    who = {"alice": "alice", "bob": "bob"}
+
+    def authorize(environ):
+        return who.get(environ.get("HTTP_X_USER", ""), False)
+
+    app = wsgi_app(deleting_agent(), store=MemoryStore(), authorize=authorize)
+    httpd = make_server(app, "127.0.0.1", 0)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = urlsplit(httpd.url)
+
+        def as_user(name, body):
+            connection = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+            connection.request("POST", "/agui", json.dumps(body).encode(),
+                               {"Content-Type": "application/json", "X-User": name})
+            response = connection.getresponse()
+            try:
+                return response.status, events_of(response.read())
+            finally:
+                connection.close()
+
+        answer = {"interruptId": "c1", "status": "resolved", "payload": {"approved": True}}
+        assert as_user("alice", run_input([user("delete")]))[1][-1]["outcome"]["type"] == "interrupt"
+        assert as_user("mallory", run_input([user("x")]))[0] == 401
+        status, events = as_user("bob", run_input([user("x")], runId="r2", resume=[answer]))
+        assert [e["type"] for e in events] == ["RUN_ERROR"]
+        status, events = as_user("alice", run_input([user("x")], runId="r3", resume=[answer]))
+        assert events[-1]["type"] == "RUN_FINISHED"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(10)
+
+
+def test_a_new_run_needs_a_user_message():
+    with serving(make_agent([])) as base:
+        status, _, answer = post(base, run_input([]))
+    assert status == 400 and "user message" in json.loads(answer)["message"]
+
+
+def test_a_front_end_tool_no_longer_declared_still_takes_its_answer():
+    confirm = {"name": "confirm", "description": "Ask.", "parameters": {"type": "object"}}
+    agent = make_agent([calls(ToolCall("c9", "confirm", "{}")), "Going."])
+    with serving(agent) as base:
+        first = events_of(post(base, run_input([user("go?")], tools=[confirm]))[2])
+        assert first[-1]["outcome"] == {"type": "success", "pendingToolCallIds": ["c9"]}
+        history = [user("go?"), {"id": "a", "role": "assistant", "toolCalls": [
+            {"id": "c9", "type": "function", "function": {"name": "confirm", "arguments": "{}"}}]},
+            {"id": "t", "role": "tool", "toolCallId": "c9", "content": "yes"}]
+        events = events_of(post(base, run_input(history, runId="r2"))[2])
+    assert [e["type"] for e in events if e["type"].startswith("TOOL")] == []
+    assert events[-1]["outcome"] == {"type": "success"}
+
+
 def test_the_asgi_app_answers_agui_too():
     app = asgi_app(make_agent(["Hi from ASGI."]), store=MemoryStore())
     body = json.dumps(run_input([user("hi")])).encode()

@@ -108,7 +108,7 @@ def parse_input(data: Mapping[str, Any]) -> RunInput:
     resume = tuple(_resume(r, f"resume[{i}]") for i, r in enumerate(_list(data, "resume")))
     conversation, answers, instructions = _conversation(messages)
     notes = instructions + notes
-    if notes:
+    if notes and any(m.role is Role.USER for m in conversation):
         conversation = _with_context(conversation, notes)
     return RunInput(thread_id, run_id, tuple(conversation), tools, resume, answers)
 
@@ -229,8 +229,6 @@ def _conversation(messages: Sequence[Any]) -> Tuple[List[Message], Dict[str, Too
     closing = _closing(unanswered)
     if closing:
         _append(conversation, Role.USER, closing)
-    if not any(m.role is Role.USER for m in conversation):
-        raise InputError("messages must hold a user message to answer")
     return conversation, answers, instructions
 
 

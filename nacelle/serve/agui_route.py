@@ -12,7 +12,9 @@ interrupts have it (https://docs.ag-ui.com/concepts/interrupts): its ``resume``
 entries answer the approval interrupts — ``{"interruptId", "status": "resolved",
 "payload": {"approved": true | false, "editedArgs": {...}, "reason": "..."}}`` (a bare
 ``true``/``false`` payload too), ``"status": "cancelled"`` refuses the call — and its
-``tool`` messages answer the calls of the front end's tools. The checkpoint is taken
+``tool`` messages answer the calls of the front end's tools; a forwarding sub-agent's
+paused call is answered by its own call id, as ``Agent.resume`` takes it (its interrupt
+names the call and the sub-agent's run). The checkpoint is taken
 from the store, so a thread resumes once; answers that do not cover every waiting call
 (the spec's rule 3), name a call that is not waiting, or an input that answers nothing
 while calls wait (rule 4), end in ``RUN_ERROR`` — as the spec asks — with the
@@ -48,7 +50,7 @@ from ..checkpoint import PAUSE, Checkpoint
 from ..context import CancelEvent, ToolContext
 from ..errors import CheckpointError, ConfigError, NacelleError, Unsupported
 from ..events import Event, Kind, Stop
-from ..messages import ToolMedia, ToolResult
+from ..messages import Role, ToolMedia, ToolResult
 from ..tools import expand_tools, tools_by_name
 from .agui import encode, frame, run_error
 from .agui_input import ClientToolSpec, InputError, ResumeEntry, RunInput, parse_input
@@ -125,6 +127,8 @@ def start(data: Mapping[str, Any], *, principal: str, make_agent: Callable[[], A
         if run.resume:
             return _failed(run, _Unresolved("no run of this thread waits for an answer; "
                                             "send the input without resume")), cancel
+        if not any(m.role is Role.USER for m in run.messages):
+            raise Refusal(400, "messages must hold a user message for a new run to answer")
         tools = [ClientTool(spec, run.answers) for spec in run.tools]
         try:
             events = _with_client_tools(agent, tools).stream(run.messages, cancel=cancel)
