@@ -453,6 +453,9 @@ class _Run:
         if eager.round is None:
             eager.round = Round([], self.sink.for_round(), self.ctx, self.settings.tool_timeout,
                                 self.settings.max_parallel_tools)
+            # A sub-agent started now is held to what the budget left before this turn.
+            eager.round.sink.budget_left = _budget_left(self.budget, self.total,
+                                                        self.calls_run)
             eager.round.start()
             self.current = eager.round
         yield Event(_TOOL_CALL, tool=ToolEvent(call.id, index, call.name, call.input))

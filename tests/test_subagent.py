@@ -316,3 +316,20 @@ def test_a_sub_agent_is_held_to_what_the_parent_s_budget_has_left():
     closed = result.messages[2].parts[0]
     assert closed.failed and "stopped (budget)" in closed.result
     assert result.stop is nacelle.Stop.END and result.usage == Usage(520, 0)
+
+
+def test_a_sub_agent_started_eagerly_forwards_and_pauses_as_one_started_at_the_turn_s_end():
+    script = ScriptedBackend([
+        assistant(ToolCall("p1", "subagent", '{"task": "t"}')),
+        Turn(assistant(ToolCall("s1", "fetch", '{"key": "k"}')), usage=Usage(500, 0)),
+    ])
+    helper = subagent_tool(Agent(script, "sys", tools=[fetch]), forward=True,
+                           approve=lambda *a: nacelle.PAUSE)
+    parent = Agent(script, "sys", tools=[helper], eager_tools=True,
+                   budget=nacelle.Budget(tokens=1000))
+    events = list(parent.stream([user_text("go")]))
+    done = events[-1]
+    assert done.stop is nacelle.Stop.PAUSED and done.usage == Usage(500, 0)
+    assert [p.id for p in done.checkpoint.waiting()] == ["s1"]
+    assert [(e.kind.value, e.agent, e.via) for e in events if e.kind is nacelle.Kind.TOOL_RESULT] \
+        == [("tool_result", ("subagent",), "p1"), ("tool_result", (), "")]
