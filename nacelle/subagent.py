@@ -16,7 +16,9 @@ call's id (``checkpoint.py``, version 2). ``Agent.resume(checkpoint, decisions)`
 takes decisions keyed by the sub-agent's call ids (``checkpoint.waiting()``); the
 call runs again as a resumed call, which resumes the sub-agent's run — its finished
 calls are not run again — and then the parent goes on. Its hooks are ``base``'s, and
-so are its loop guard and observers.
+so are its loop guard (which counts the calls of each sub-agent run, while the
+parent's counts its calls of the sub-agent tool, so a parent handing out the same
+task again and again is caught as any repeated call is) and its observers.
 
 The tree is one run for what it spends and how it stops. The sub-agent's spend is
 added to the parent's usage (``ctx.spend``), so the parent's DONE total and its

@@ -333,3 +333,13 @@ def test_a_sub_agent_started_eagerly_forwards_and_pauses_as_one_started_at_the_t
     assert [p.id for p in done.checkpoint.waiting()] == ["s1"]
     assert [(e.kind.value, e.agent, e.via) for e in events if e.kind is nacelle.Kind.TOOL_RESULT] \
         == [("tool_result", ("subagent",), "p1"), ("tool_result", (), "")]
+
+
+def test_the_sub_agent_keeps_the_base_s_loop_guard():
+    script = ScriptedBackend([assistant(ToolCall(f"s{i}", "fetch", '{"key": "k"}'))
+                              for i in range(4)])
+    helper = subagent_tool(Agent(script, "sys", tools=[fetch], loop_guard=2),
+                           approve=lambda *a: True)
+    assert helper.agent.loop_guard == 2
+    with pytest.raises(RuntimeError, match=r"stopped \(loop\)"):
+        helper.run({"task": "t"}, ToolContext())

@@ -486,7 +486,8 @@ def _table(run: _Run) -> str:
             "price). Saved by cache is what the same tokens would have cost with no cache, "
             "minus the cost, re-priced from nacelle's price table; &ndash; where that does not "
             "give back the recorded cost (a provider-reported cost, a custom price, one-hour "
-            "cache writes). The run row is the run's own total.</p>")
+            "cache writes). The run row is the run's own total, its sub-agents' spend "
+            "included.</p>")
     return (f'<div class="scroll"><table><thead>{head}</thead><tbody>{"".join(rows)}</tbody>'
             f"{foot}</table></div>{note}")
 
