@@ -348,7 +348,8 @@ def test_the_recorder_writes_a_runs_observations_and_events_as_json_lines(tmp_pa
     records = load(path)
     kinds = [r["kind"] for r in records]
     assert kinds[0] == "run.start" and kinds[-1] == "run.end"
-    assert kinds.count("event") == 9  # 2 calls, 2 TURNs, 2 results, 2 texts, DONE
+    # 6 TOOL_INPUTs (each input in 3 fragments), 2 calls, 2 TURNs, 2 results, 2 texts, DONE
+    assert kinds.count("event") == 15
     end = next(r for r in records if r["kind"] == "request.end")["data"]
     assert end["usage"]["input_tokens"] == 50 and end["stop"] == "tools"
     failed = next(r for r in records if r["kind"] == "tool.end"

@@ -264,7 +264,11 @@ class _Seen:
                          request_id=self.request_id, latency=self.clock() - self.started)
 
     def delta(self, events: List[Event]) -> None:
-        if any(e.kind in _DELTAS for e in events):
+        # A local call's TOOL_INPUT and early TOOL_CALL are not counted: the time to
+        # the first token is observe.py's "first text or thinking delta, or
+        # server-side call", which a turn of local calls only does not have.
+        if any(e.kind in _DELTAS and (e.kind is not Kind.TOOL_CALL or e.tool is None
+                                      or e.tool.server) for e in events):
             self.first = self.clock() - self.started
 
 

@@ -106,7 +106,10 @@ def test_an_emoji_split_into_surrogate_halves_over_two_deltas_arrives_whole(serv
     events, end = one_turn(make(server))
     assert [(e.kind, e.text) for e in events] == [
         (Kind.THINKING, EMOJI + " hm"), (Kind.TEXT, "Hi "), (Kind.TEXT, EMOJI + "!"),
-        (Kind.TEXT, "\ufffd")]  # the last half never met its partner
+        (Kind.TEXT, "\ufffd"),  # the last half never met its partner
+        (Kind.TOOL_INPUT, '{"face"'), (Kind.TOOL_INPUT, ': "abc'),
+        (Kind.TOOL_INPUT, EMOJI + '"}'), (Kind.TOOL_CALL, "")]
+    assert events[-2].tool.input == events[-1].tool.input == '{"face": "abc' + EMOJI + '"}'
     assert end.parts[0].text == EMOJI + " hm"
     assert end.parts[1] == Text("Hi " + EMOJI + "!\ufffd")
     assert end.parts[2].input == '{"face": "abc' + EMOJI + '"}'
@@ -120,7 +123,10 @@ def test_tool_input_split_mid_token_and_across_reads_is_reassembled(server, size
     assert [(e.kind, e.text) for e in events] == [
         (Kind.THINKING, "The user wants the weather; "),
         (Kind.THINKING, "I'll call get_weather."),
-        (Kind.TEXT, "Let me check.")]
+        (Kind.TEXT, "Let me check."),
+        (Kind.TOOL_INPUT, '{"ci'), (Kind.TOOL_INPUT, 'ty": "San Fr'),
+        (Kind.TOOL_INPUT, 'ancisco", "unit": "celsi'), (Kind.TOOL_INPUT, 'us"}'),
+        (Kind.TOOL_CALL, "")]
     assert end.parts[1:] == (
         Text("Let me check."),
         ToolCall("toolu_01T1x1fJ34qAmk2tNTrN7Up6", "get_weather",
@@ -142,7 +148,8 @@ def test_a_max_tokens_stop_inside_a_tool_call_keeps_it_unfinished_and_runs_nothi
 
     events = run(make(server), Request("sys", messages=(user_text("write"),),
                                        tools=(write_file,)))
-    assert [e.kind for e in events] == [Kind.TURN, Kind.DONE]
+    # The cut call's input streamed; it was never announced, so nothing closes it.
+    assert [e.kind for e in events] == [Kind.TOOL_INPUT, Kind.TOOL_INPUT, Kind.TURN, Kind.DONE]
     assert events[-1].stop is Stop.MAX_TOKENS and ran == []
     assistant = events[-1].messages[1]
     assert assistant.parts[0] == ToolCall(
@@ -452,7 +459,7 @@ def test_an_agent_runs_a_real_tool_across_three_turns_and_sends_exact_bodies(ser
     cache = {"type": "ephemeral"}
     schema = get_weather.schema
     tools = [{"name": "get_weather", "description": get_weather.description,
-              "input_schema": schema, "cache_control": cache}]
+              "input_schema": schema, "eager_input_streaming": True, "cache_control": cache}]
     system = [{"type": "text", "text": "You report the weather.", "cache_control": cache}]
     head = {"model": "claude-opus-5", "max_tokens": 2048, "system": system}
     tail = {"tools": tools, "thinking": {"type": "adaptive"}, "stream": True}
@@ -490,6 +497,34 @@ def test_an_agent_runs_a_real_tool_across_three_turns_and_sends_exact_bodies(ser
     ], **tail}
     # Replayed tool input keeps the model's bytes (and key order) exactly.
     assert '"input":{"city":"San Francisco","unit":"celsius"}' in server.requests[1].body.decode()
+    # Fine-grained tool streaming is the tool's field, with no beta header to send.
+    assert all("anthropic-beta" not in r.headers for r in server.requests)
+    server.assert_consumed()
+
+
+def test_an_agent_streams_each_calls_input_as_it_is_written_then_announces_the_call(server):
+    # The FakeServer's Anthropic body streams each tool input in 7-character fragments.
+    calls = [("toolu_1", "get_weather", '{"city": "Paris", "unit": "celsius"}'),
+             ("toolu_2", "get_weather", '{"city": "Zürich", "unit": "celsius"}')]
+    server.queue(PATH, Reply(chunks=anthropic_stream(["Checking."], tool_calls=calls)),
+                 Reply(chunks=anthropic_stream(["Both sunny."])))
+    agent = nacelle.Agent(make(server), "You report the weather.", tools=[get_weather])
+    events = list(agent.stream([user_text("Paris and Zürich?")]))
+
+    kinds = [e.kind for e in events]
+    assert kinds[:kinds.index(Kind.TURN)] == [Kind.TEXT] + [Kind.TOOL_INPUT] * 6 + [
+        Kind.TOOL_INPUT] * 6 + [Kind.TOOL_CALL] * 2
+    streamed = [e for e in events if e.kind is Kind.TOOL_INPUT]
+    for index, (call_id, name, arguments) in enumerate(calls):
+        own = [e for e in streamed if e.tool.index == index]
+        assert {(e.tool.id, e.tool.name) for e in own} == {(call_id, name)}
+        assert "".join(e.text for e in own) == own[-1].tool.input == arguments
+        assert len(own) > 3
+    announced = [e.tool for e in events if e.kind is Kind.TOOL_CALL]
+    assert [(t.id, t.index, t.input) for t in announced] == [
+        (call_id, index, arguments) for index, (call_id, _, arguments) in enumerate(calls)]
+    assert [e.tool.id for e in events if e.kind is Kind.TOOL_RESULT] == ["toolu_1", "toolu_2"]
+    assert events[-1].stop is Stop.END
     server.assert_consumed()
 
 

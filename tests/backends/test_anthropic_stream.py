@@ -13,7 +13,8 @@ from nacelle.messages import ProviderBlock, Reasoning, Text, ToolCall
 from nacelle.sse import SSEDecoder, parse_json
 from nacelle.testing.wire import anthropic_stream
 
-from hostile import chain, leaves, locations, swapped, wrong_values
+from hostile import EMOJI, HIGH, LOW, chain, leaves, locations, swapped, wrong_values
+from streamed_calls import check, early_calls, feeds, inputs, replay
 
 
 def start(input_tokens=10, output_tokens=1, read=0, write=0):
@@ -121,8 +122,17 @@ def test_tool_input_split_mid_token_is_concatenated_byte_for_byte():
         partial(0, ""), partial(0, '{"ci'), partial(0, 'ty": "Pa'), partial(0, 'ris", "u'),
         partial(0, 'nit": "c"}'),
         block_stop(0), message_delta("tool_use"), STOP])
-    assert events == []  # local calls are announced by the loop, not the backend
-    assert end.parts == (ToolCall("toolu_1", "get_weather", '{"city": "Paris", "unit": "c"}'),)
+    whole = '{"city": "Paris", "unit": "c"}'
+    assert events == [
+        Event(Kind.TOOL_INPUT, text='{"ci', tool=ToolEvent("toolu_1", 0, "get_weather", '{"ci')),
+        Event(Kind.TOOL_INPUT, text='ty": "Pa',
+              tool=ToolEvent("toolu_1", 0, "get_weather", '{"city": "Pa')),
+        Event(Kind.TOOL_INPUT, text='ris", "u',
+              tool=ToolEvent("toolu_1", 0, "get_weather", '{"city": "Paris", "u')),
+        Event(Kind.TOOL_INPUT, text='nit": "c"}', tool=ToolEvent("toolu_1", 0, "get_weather", whole)),
+        # whole at its block's stop: announced then, for the loop to hold or start
+        Event(Kind.TOOL_CALL, tool=ToolEvent("toolu_1", 0, "get_weather", whole))]
+    assert end.parts == (ToolCall("toolu_1", "get_weather", whole),)
     assert end.stop is Stop.TOOLS
 
 
@@ -147,7 +157,9 @@ def test_max_tokens_inside_a_tool_call_without_block_stop_keeps_an_unfinished_ca
         block_start(1, {"type": "tool_use", "id": "toolu_2", "name": "write", "input": {}}),
         partial(1, '{"path": "a.txt", "content": "lorem ip'),
         message_delta("max_tokens", output_tokens=100), STOP])
-    assert events == [Event(Kind.TEXT, text="Writing.")]
+    cut = '{"path": "a.txt", "content": "lorem ip'
+    assert events == [Event(Kind.TEXT, text="Writing."), Event(
+        Kind.TOOL_INPUT, text=cut, tool=ToolEvent("toolu_2", 0, "write", cut))]  # no TOOL_CALL
     assert end.parts == (Text("Writing."),
                          ToolCall("toolu_2", "write", '{"path": "a.txt", "content": "lorem ip',
                                   finished=False))
@@ -181,6 +193,142 @@ def test_parts_keep_stream_order():
         message_delta("tool_use"), STOP])
     assert [type(p).__name__ for p in end.parts] == ["Reasoning", "Text", "ToolCall", "ToolCall"]
     assert [p.id for p in end.parts[2:]] == ["t1", "t2"]
+
+
+# -- local calls as they are written ----------------------------------------------------
+
+DATA = __import__("pathlib").Path(__file__).resolve().parent.parent / "data" / "anthropic"
+
+# Two tool_use blocks in sequence after a text block, each input streamed as
+# input_json_delta fragments (the first one empty), pings between: the shape of the
+# "Streaming request with tool use" example of
+# https://platform.claude.com/docs/en/build-with-claude/streaming, with two calls as
+# parallel tool use sends them (one tool_use block each,
+# https://platform.claude.com/docs/en/agents-and-tools/tool-use/implement-tool-use).
+WEATHER = ("toolu_01T1x1fJ34qAmk2tNTrN7Up6", "get_weather")
+TIME = ("toolu_01Kq8nZ3c4Yw5vLpR2mB6sTd", "get_time")
+TWO_CALLS_INPUTS = [
+    (0, *WEATHER, '{"location":', '{"location":'),
+    (0, *WEATHER, ' "Zürich, CH"', '{"location": "Zürich, CH"'),
+    (0, *WEATHER, ', "unit": "celsius"}', '{"location": "Zürich, CH", "unit": "celsius"}'),
+    (1, *TIME, '{"timezone": "Europe/Zu', '{"timezone": "Europe/Zu'),
+    (1, *TIME, 'rich"}', '{"timezone": "Europe/Zurich"}'),
+]
+
+
+def test_two_calls_stream_their_input_and_are_announced_as_each_closes_at_every_split():
+    body = (DATA / "two_tool_uses.sse").read_bytes()
+    for pieces in feeds(body):
+        events, end = replay(pieces, Accumulator())
+        assert inputs(events) == TWO_CALLS_INPUTS
+        assert early_calls(events) == [
+            (*WEATHER[:1], 0, WEATHER[1], '{"location": "Zürich, CH", "unit": "celsius"}'),
+            (*TIME[:1], 1, TIME[1], '{"timezone": "Europe/Zurich"}')]
+        check(events, end)
+        kinds = [e.kind for e in events]
+        # the first call is announced at its block's stop, before the second streams
+        assert kinds == [Kind.TEXT] + [Kind.TOOL_INPUT] * 3 + [Kind.TOOL_CALL] + [
+            Kind.TOOL_INPUT] * 2 + [Kind.TOOL_CALL]
+        assert end.stop is Stop.TOOLS
+
+
+def test_a_call_cut_by_max_tokens_streams_its_input_but_is_never_announced_at_every_split():
+    body = (DATA / "max_tokens_in_tool.sse").read_bytes()
+    cut = '{"path": "notes.md", "content": "# Notes\\n\\nThe first point is'
+    for pieces in feeds(body):
+        events, end = replay(pieces, Accumulator())
+        assert [text for *_, text, _ in inputs(events)] == [
+            '{"path": "notes.md", "content": "# Notes\\n\\nThe first', " point is"]
+        assert inputs(events)[-1][4] == cut
+        assert early_calls(events) == []
+        assert end.parts[0].finished is False and end.stop is Stop.MAX_TOKENS
+        check(events, end)
+
+
+def test_server_side_calls_stream_no_tool_input():
+    events, _ = run([
+        start(), block_start(0, {"type": "server_tool_use", "id": "srvtoolu_1",
+                                 "name": "web_search", "input": {}}),
+        partial(0, '{"query": "nac'), partial(0, 'elle"}'), block_stop(0),
+        block_start(1, {"type": "mcp_tool_use", "id": "mcptoolu_1", "name": "echo",
+                        "server_name": "p", "input": {}}),
+        partial(1, '{"text": "hi"}'), block_stop(1), message_delta("end_turn"), STOP])
+    assert [e.kind for e in events] == [Kind.TOOL_CALL, Kind.TOOL_CALL, Kind.TOOL_RESULT,
+                                        Kind.TOOL_RESULT]
+    assert all(e.tool.server for e in events)
+
+
+def test_a_call_with_blank_input_is_announced_with_an_empty_object():
+    events, end = run([start(), block_start(0, {"type": "tool_use", "id": "t", "name": "now",
+                                                "input": {}}),
+                       partial(0, ""), partial(0, "  "), block_stop(0),
+                       message_delta("tool_use"), STOP])
+    assert early_calls(events) == [("t", 0, "now", "{}")]
+    assert inputs(events) == [(0, "t", "now", "  ", "  ")]
+    check(events, end)
+
+
+def test_input_that_is_not_json_is_left_for_the_loop_and_holds_back_no_later_call():
+    events, end = run([
+        start(),
+        block_start(0, {"type": "tool_use", "id": "t1", "name": "f", "input": {}}),
+        partial(0, '{"a": "\\d"'), block_stop(0),
+        block_start(1, {"type": "tool_use", "id": "t2", "name": "g", "input": {}}),
+        partial(1, '{"b": 2}'), block_stop(1), message_delta("tool_use"), STOP])
+    assert early_calls(events) == [("t2", 1, "g", '{"b": 2}')]
+    assert end.parts[0] == ToolCall("t1", "f", '{"a": "\\d"')  # finished: the loop fails it
+    check(events, end)
+
+
+def test_a_later_call_waits_for_an_earlier_one_left_open_and_both_come_in_order():
+    # A proxy that dropped a content_block_stop: the first call closes at message_delta.
+    events, end = run([
+        start(),
+        block_start(0, {"type": "tool_use", "id": "t1", "name": "f", "input": {}}),
+        partial(0, '{"a": 1}'),
+        block_start(1, {"type": "tool_use", "id": "t2", "name": "g", "input": {}}),
+        partial(1, '{"b": 2}'), block_stop(1),
+        message_delta("tool_use"), STOP])
+    kinds = [e.kind for e in events]
+    assert kinds == [Kind.TOOL_INPUT, Kind.TOOL_INPUT, Kind.TOOL_CALL, Kind.TOOL_CALL]
+    assert early_calls(events) == [("t1", 0, "f", '{"a": 1}'), ("t2", 1, "g", '{"b": 2}')]
+    check(events, end)
+
+
+def test_a_later_call_behind_an_earlier_one_cut_off_is_left_for_the_loop():
+    events, end = run([
+        start(),
+        block_start(0, {"type": "tool_use", "id": "t1", "name": "f", "input": {}}),
+        partial(0, '{"a": '),
+        block_start(1, {"type": "tool_use", "id": "t2", "name": "g", "input": {}}),
+        partial(1, '{"b": 2}'), block_stop(1),
+        message_delta("tool_use"), STOP])
+    # Announced early it would have been index 1; the loop numbers it 0, the first
+    # one being unfinished.
+    assert early_calls(events) == []
+    assert [p.finished for p in end.parts] == [False, True]
+    check(events, end)
+
+
+def test_a_character_split_across_input_deltas_is_shown_whole_in_the_later_one():
+    events, end = run([
+        start(), block_start(0, {"type": "tool_use", "id": "t", "name": "f", "input": {}}),
+        partial(0, '{"face": "' + HIGH), partial(0, LOW + '"}'), block_stop(0),
+        message_delta("tool_use"), STOP])
+    assert inputs(events) == [(0, "t", "f", '{"face": "', '{"face": "'),
+                              (0, "t", "f", EMOJI + '"}', '{"face": "' + EMOJI + '"}')]
+    assert early_calls(events) == [("t", 0, "f", '{"face": "' + EMOJI + '"}')]
+    check(events, end)
+
+
+def test_half_a_character_an_input_ends_on_is_one_more_tool_input_of_u_fffd():
+    events, end = run([
+        start(), block_start(0, {"type": "tool_use", "id": "t", "name": "f", "input": {}}),
+        partial(0, '{"a": 1}' + HIGH), block_stop(0), message_delta("tool_use"), STOP])
+    assert [text for *_, text, _ in inputs(events)] == ['{"a": 1}', "\ufffd"]
+    assert early_calls(events) == []  # not JSON with the U+FFFD: the loop fails it
+    assert end.parts[0].input == '{"a": 1}\ufffd'
+    check(events, end)
 
 
 # -- server-side blocks -----------------------------------------------------------------
@@ -765,12 +913,14 @@ def assert_sound(events, end):
         assert type(event.text) is str
         if event.kind in (Kind.TEXT, Kind.THINKING):
             assert event.text
-    calls = [e.tool.id for e in events if e.kind is Kind.TOOL_CALL]
+    # Server-side calls are closed here; local ones by the loop.
+    calls = [e.tool.id for e in events if e.kind is Kind.TOOL_CALL and e.tool.server]
     results = [e.tool.id for e in events if e.kind is Kind.TOOL_RESULT]
     assert len(set(calls)) == len(calls)
     if end is None or not end.resume:
         assert sorted(calls) == sorted(results)
     if end is not None:
+        check(events, end)
         usage = end.usage
         counts = [usage.input_tokens, usage.output_tokens, usage.cache_read_tokens,
                   usage.cache_creation_tokens, usage.reasoning_tokens]
@@ -806,6 +956,8 @@ def test_the_realistic_stream_itself_is_sound():
     assert_sound(out, end)
     assert [e.kind for e in out].count(Kind.TOOL_RESULT) == 2
     assert [type(p).__name__ for p in end.parts].count("ToolCall") == 2
+    assert early_calls(out) == [("toolu_1", 0, "get_weather", '{"city": "Paris"}'),
+                                ("toolu_2", 1, "clock", "{}")]
 
 
 @pytest.mark.slow

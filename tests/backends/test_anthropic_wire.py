@@ -96,9 +96,11 @@ def test_a_tool_round_trip_makes_the_golden_body():
         ],
         "tools": [
             {"name": "alpha", "description": "First by name.",
-             "input_schema": {"type": "object", "properties": {}}},
+             "input_schema": {"type": "object", "properties": {}},
+             "eager_input_streaming": True},
             {"name": "get_weather", "description": "Weather for a city.",
-             "input_schema": WEATHER.schema, "cache_control": CACHE},
+             "input_schema": WEATHER.schema, "eager_input_streaming": True,
+             "cache_control": CACHE},
         ],
         "thinking": {"type": "adaptive"},
         "stream": True,
@@ -172,7 +174,7 @@ def test_mcp_servers_become_servers_toolsets_and_a_beta_header():
     ]
     assert body["tools"] == [
         {"name": "get_weather", "description": "Weather for a city.",
-         "input_schema": WEATHER.schema},
+         "input_schema": WEATHER.schema, "eager_input_streaming": True},
         {"type": "mcp_toolset", "mcp_server_name": "perception"},
         {"type": "mcp_toolset", "mcp_server_name": "calendar",
          "default_config": {"enabled": False},
@@ -227,7 +229,18 @@ def test_tools_are_sorted_by_name_whatever_order_they_were_given_in():
 def test_a_tool_without_a_description_sends_none():
     body = to_wire(Request("sys", tools=(FakeTool("bare"),)), [user_text("x")])
     assert body["tools"] == [{"name": "bare", "input_schema": {"type": "object", "properties": {}},
-                              "cache_control": CACHE}]
+                              "eager_input_streaming": True, "cache_control": CACHE}]
+
+
+def test_every_local_tool_asks_for_its_input_streamed_as_written_and_no_beta_is_needed():
+    # platform.claude.com/docs/en/agents-and-tools/tool-use/fine-grained-tool-streaming:
+    # "set eager_input_streaming to true on any user-defined tool", no beta header.
+    request = Request("sys", tools=(WEATHER, ALPHA), mcp=(MCPServer("m", "https://m.example/mcp"),))
+    body = to_wire(request, [user_text("x")])
+    assert [t.get("eager_input_streaming") for t in body["tools"]] == [True, True, None]
+    assert count_tokens_body(request, [user_text("x")])["tools"] == body["tools"]
+    assert betas(request) == ["mcp-client-2025-11-20"]
+    assert betas(Request("sys", tools=(WEATHER,))) == []
 
 
 def test_no_tools_key_without_tools_or_mcp():

@@ -6,7 +6,7 @@ from hypothesis import given, strategies as st
 from nacelle import Event, Kind, Text, ToolCall
 from nacelle.backend import TurnEnd
 from nacelle.events import ToolEvent
-from nacelle.backends._stream import Deltas, clean, well_formed
+from nacelle.backends._stream import Deltas, ToolInputs, clean, well_formed
 
 from hostile import EMOJI, HIGH, LOW, assert_well_formed
 
@@ -59,3 +59,37 @@ def test_whether_a_calls_input_is_whole_is_one_rule_for_every_accumulator():
     assert not complete_json("") and not complete_json("  \n")
     assert not complete_json('{"a": [1, 2')
     assert not complete_json("[" * 5000 + "]" * 5000)  # past the depth cap: not JSON here
+
+
+# -- a turn's local calls as they stream -------------------------------------------------
+
+def test_a_tool_input_is_the_event_the_dataclasses_would_build_and_passes_clean_as_it_is():
+    call = ToolInputs().start("c" + HIGH, "n" + LOW)  # an id and a name made well-formed once
+    first, second = call.add('{"a'), call.add('": 1}')
+    assert second == Event(Kind.TOOL_INPUT, text='": 1}', tool=ToolEvent(
+        "c\ufffd", 0, "n\ufffd", '{"a": 1}'))
+    assert hash(second) == hash(Event(Kind.TOOL_INPUT, text='": 1}', tool=ToolEvent(
+        "c\ufffd", 0, "n\ufffd", '{"a": 1}')))
+    assert first.tool.input == '{"a' and first.agent == () and first.via == ""
+    assert clean(second) is second
+    assert_well_formed(first, second)
+
+
+def test_a_call_is_announced_once_and_only_after_every_earlier_one_is_finished():
+    calls = ToolInputs()
+    first, second, third = calls.start("a", "f"), calls.start("b", "g"), calls.start("c", "h")
+    assert calls.whole(second, '{"b": 1}') == []  # the first may still end unfinished
+    assert calls.whole(second, '{"other": 1}') == []
+    announced = calls.whole(first, None)  # finished, its input left for the loop
+    assert [(e.kind, e.tool.id, e.tool.index, e.tool.input, e.tool.server)
+            for e in announced] == [(Kind.TOOL_CALL, "b", 1, '{"b": 1}', "")]
+    assert (first.announced, second.announced, third.announced) == (False, True, False)
+    assert [e.tool.index for e in calls.whole(third, "{}")] == [2]
+    assert calls.whole(third, "{}") == []
+
+
+def test_rename_gives_later_tool_inputs_the_id_a_provider_sent_late():
+    call = ToolInputs().start()
+    assert call.add("{").tool.id == ""
+    call.rename("call_1", "f")
+    assert (call.add("}").tool.id, call.text) == ("call_1", "{}")

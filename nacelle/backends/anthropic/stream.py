@@ -23,6 +23,17 @@ What it makes of the stream:
   reader but never run or sent back; so does a call left open with input that does
   not parse, whatever the stop. Two local calls with the same id stay two parts
   with their own input; making ids unique is the loop's job, for every backend.
+- Each non-empty ``input_json_delta`` of a ``tool_use`` block is one TOOL_INPUT
+  (``_stream.ToolInputs``: the call's id, name, index among the turn's local calls,
+  and the input so far); those of ``server_tool_use`` and ``mcp_tool_use`` blocks are
+  not, as the provider runs them. At a ``tool_use`` block's ``content_block_stop``
+  its input is whole: when it is JSON (or blank, read as ``{}``) its TOOL_CALL comes
+  then, with ``server`` empty, its input exactly the ToolCall's — once every earlier
+  local call has closed too, so its index is the loop's. A call left open (cut by
+  ``max_tokens``) is never announced; one closed with input that is not JSON is
+  announced by the loop at the turn's end, as before. The input streams as the
+  model writes it because the request asks for fine-grained tool streaming
+  (``wire.py``), with which the API no longer checks it is JSON before sending it.
 - Server-side blocks (``server_tool_use``, ``web_search_tool_result``,
   ``mcp_tool_use``, ``mcp_tool_result``) and any block type this module does not
   know are kept whole as ``ProviderBlock("anthropic", json)`` in stream order, so
@@ -80,7 +91,7 @@ from ...events import Event, Kind, Stop, ToolEvent, Usage, _wire_count
 from ...messages import Part, ProviderBlock, Reasoning, Text, ToolCall
 from ...pricing import Price
 from ...sse import SSEEvent, parse_json
-from .._stream import Deltas, complete_json, well_formed
+from .._stream import Deltas, ToolInput, ToolInputs, complete_json, well_formed
 
 __all__ = ["Accumulator", "Pricing"]
 
@@ -122,7 +133,7 @@ Pricing = Price
 
 
 class _Block:
-    __slots__ = ("index", "start", "type", "text", "signature", "raw", "closed", "cut")
+    __slots__ = ("index", "start", "type", "text", "signature", "raw", "closed", "cut", "call")
 
     def __init__(self, index: int, start: Dict[str, Any], kind: str) -> None:
         self.index = index
@@ -133,6 +144,7 @@ class _Block:
         self.raw = Deltas()
         self.closed = False
         self.cut = False  # a call whose input the message ended in the middle of
+        self.call: Optional[ToolInput] = None  # a local call's streamed input
 
 
 class Accumulator:
@@ -160,6 +172,7 @@ class Accumulator:
         self._started: Set[str] = set()  # ids of the server-side calls begun this turn
         self._answered: Set[str] = set()
         self._blocks: Dict[int, _Block] = {}
+        self._inputs = ToolInputs()  # the local calls, as their input streams
         self._usage: Dict[str, int] = {}
         self._stop_reason: Optional[str] = None
         self._stopped = False
@@ -299,6 +312,8 @@ class Accumulator:
         block = _Block(index, start, kind)
         if kind in _CALLS:
             self._check_call(block)
+            if kind == "tool_use":
+                block.call = self._inputs.start(start["id"], start["name"])
         elif "tool_use_id" in start and not isinstance(start["tool_use_id"], str):
             raise self._error(f"Anthropic sent a {kind} block whose tool_use_id is not a string")
         self._blocks[index] = block
@@ -349,7 +364,9 @@ class Accumulator:
         if kind == "signature_delta":
             block.signature = self._text(delta, "signature", kind, required=True)  # set, never appended
         elif kind == "input_json_delta":
-            block.raw.add(self._text(delta, "partial_json", kind, required=True))
+            shown = block.raw.add(self._text(delta, "partial_json", kind, required=True))
+            if shown and block.call is not None:
+                return [block.call.add(shown)]
         return []
 
     def _text(self, holder: Dict[str, Any], field: str, where: Any,
@@ -374,14 +391,16 @@ class Accumulator:
         if block.closed:
             return []
         block.closed = True
-        block.raw.end()
+        held_input = block.raw.end()
         held = block.text.end()  # half a character the block ended on
         if held:
             return [Event(Kind.TEXT if block.type == "text" else Kind.THINKING, text=held)]
         if block.type in _CALLS:
             block.cut = cut
-            if cut or block.type == "tool_use":
+            if cut:
                 return []
+            if block.call is not None:
+                return self._local_call(block.call, block.raw.text, held_input)
             return self._server_call(block)
         if "tool_use_id" in block.start:
             return self._server_result(block)
@@ -401,6 +420,13 @@ class Accumulator:
                     and not complete_json(block.raw.text))
                 events.extend(self._close(block, cut=cut))
         return events
+
+    def _local_call(self, call: ToolInput, raw: str, held: str) -> List[Event]:
+        """A closed ``tool_use`` block: the U+FFFD its input ended on, if any, and its
+        TOOL_CALL when its input is JSON or blank (as :meth:`_part` will hold it)."""
+        events = [call.add(held)] if held else []
+        final = raw if complete_json(raw) else (None if raw.strip() else "{}")
+        return events + self._inputs.whole(call, final)
 
     def _server_call(self, block: _Block) -> List[Event]:
         raw = block.raw.text

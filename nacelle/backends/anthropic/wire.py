@@ -56,6 +56,18 @@ Choices made where the wire leaves room:
   ``ToolResultBlockParam.content`` union of anthropic-sdk-python); one without media
   sends its text as the plain string it always did, so old cached prefixes still
   match.
+- **Tool input streams as the model writes it.** Every local tool is sent with
+  ``"eager_input_streaming": true``, the per-tool switch of fine-grained tool
+  streaming, generally available with no beta header (the older
+  ``fine-grained-tool-streaming-2025-05-14`` beta header is no longer needed):
+  https://platform.claude.com/docs/en/agents-and-tools/tool-use/fine-grained-tool-streaming,
+  and ``eager_input_streaming`` in the SDK's ``ToolParam``. Without it the API holds
+  each parameter back until it has checked it is valid JSON, so a long argument (a
+  file to write) arrives in one burst at the end and the stream's TOOL_INPUT events
+  show nothing while it is written. The price the docs name is that the input is no
+  longer checked: it may be invalid or, at a ``max_tokens`` stop, partial — which the
+  stream accumulator already treats as a call that fails (or is unfinished), never as
+  a crash. MCP toolsets are the provider's to run, and take no such field.
 - ``Reasoning.state`` holds the signature of a ``thinking`` block; a
   ``redacted_thinking`` block is kept whole, as its JSON object, in ``state`` (a
   signature is base64 and never starts with ``{``, so the two cannot be confused).
@@ -212,6 +224,7 @@ def _tools(tools: Sequence[Any]) -> List[Dict[str, Any]]:
         if tool.description:
             entry["description"] = tool.description
         entry["input_schema"] = tool.schema
+        entry["eager_input_streaming"] = True  # see the module docstring
         out.append(entry)
     return out
 
