@@ -16,6 +16,9 @@ Clients (``URL`` is the server's base URL for the wanted body):
 - ``nacelle-anthropic`` / ``nacelle-openrouter`` / ``nacelle-chat``: ``Agent.stream``
   on the backend (``chat`` is ``chat.Backend`` with the plain Chat Completions
   dialect), no tools, counting TEXT events.
+- ``nacelle-arguments-ignored`` / ``nacelle-arguments-read``: ``Agent.stream`` on the
+  Anthropic wire with one tool, for a call whose input streams in many deltas, counting
+  TOOL_INPUT events; ``-read`` also reads each one's id, name and delta.
 - ``sdk-anthropic``: the anthropic SDK's ``messages.stream`` text iterator.
 - ``sdk-openai``: the openai SDK's ``chat.completions.create(stream=True)``,
   counting chunks with content.
@@ -80,6 +83,43 @@ def nacelle_client(wire):
             return agent.run(conversation).text
 
         return run, first, keep
+    return build
+
+
+def nacelle_arguments(read):
+    """``Agent.stream`` on the Anthropic wire with one tool, for a turn whose call's
+    input streams in many deltas: counting TOOL_INPUT events, and with ``read`` also
+    reading what a display would (the call's id and name, the delta's length)."""
+    def build(url):
+        import nacelle
+        from nacelle.backends import anthropic
+
+        @nacelle.tool
+        def note(text: str) -> str:
+            """Keep a note."""
+            return "kept"
+
+        agent = nacelle.Agent(anthropic.Backend(KEY, base_url=url, max_retries=0), "bench",
+                              tools=[note], max_tokens=1024)
+        conversation = [nacelle.user_text("go")]
+        written = nacelle.Kind.TOOL_INPUT
+
+        def run():
+            count = 0
+            if read:
+                shown = 0
+                for event in agent.stream(conversation):
+                    if event.kind is written:
+                        tool = event.tool
+                        shown += len(event.text) + len(tool.id) + len(tool.name)
+                        count += 1
+            else:
+                for event in agent.stream(conversation):
+                    if event.kind is written:
+                        count += 1
+            return count
+
+        return run, None, None
     return build
 
 
@@ -177,6 +217,8 @@ CLIENTS = {
     "nacelle-chat": nacelle_client("chat"),
     "sdk-anthropic": sdk_anthropic,
     "sdk-openai": sdk_openai,
+    "nacelle-arguments-ignored": nacelle_arguments(False),
+    "nacelle-arguments-read": nacelle_arguments(True),
     "floor-anthropic": floor_client("anthropic"),
     "floor-openrouter": floor_client("openrouter"),
     "floor-chat": floor_client("chat"),

@@ -116,6 +116,7 @@ def main() -> None:
     import request_build
     import scaling
     import streaming
+    import tool_input
 
     started = time.perf_counter()
     rows: List[Row] = []
@@ -136,6 +137,9 @@ def main() -> None:
         step("6", "tool concurrency", lambda: concurrency.concurrency_rows(server, runs))
         step("8", "memory", lambda: streaming.memory_rows(server, args.quick, 5))
         step("10", "chat wire streaming", lambda: streaming.chat_rows(server, runs))
+        step("12", "TOOL_INPUT's cost", lambda: tool_input.overhead_rows(server, runs))
+    step("11", "eager tool start", lambda: tool_input.eager_rows(runs))
+    step("13", "PartialJSON stays linear", lambda: tool_input.partial_rows(runs))
     step("7", "per-turn scaling", lambda: scaling.scaling_rows(args.quick, runs))
     step("9", "per-turn request build", lambda: request_build.request_build_rows(runs))
     step("4", "import cost", lambda: imports.import_rows(args.quick))

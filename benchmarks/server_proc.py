@@ -16,8 +16,10 @@ A client picks what it gets through the path of its ``base_url``,
   keepalive comments, as an OpenAI-compatible server sends it);
 - ``kind``: ``text`` (``n`` short text deltas), ``big`` (``n`` bytes of text in
   256-byte deltas), ``ttfe`` (the first delta is flushed, then the stream stalls
-  2 s before the rest) or ``tools`` (``n`` calls of ``sleep_02`` in one turn; a
-  request that already carries tool results gets a final text answer).
+  2 s before the rest), ``tools`` (``n`` calls of ``sleep_02`` in one turn; a
+  request that already carries tool results gets a final text answer) or ``args``
+  (Anthropic only: one call of ``note`` whose input streams in ``n`` deltas of 10
+  characters, then a final text answer).
 
 Bodies are built once per URL and written in 64 KiB HTTP chunks: a benchmark of
 client decoding must not be paced by a server writing one tiny chunk per event.
@@ -39,11 +41,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from nacelle.testing.wire import KEEPALIVE, anthropic_stream, openrouter_stream  # noqa: E402
+from nacelle.testing.wire import (  # noqa: E402
+    KEEPALIVE, anthropic_stream, openrouter_stream, sse_event,
+)
 
 WRITE = 64 * 1024
 STALL = 2.0
 BIG_DELTA = 256
+ARG_DELTA = 10  # characters per input_json_delta of the ``args`` kind
 WORDS = (" The", " quick", " brown", " fox", " jumps", " over", " the", " lazy", " dog.",
          " Résumé", " naïve", " café", " 42", ",", " and", " then", " it", " slept")
 MODEL = "claude-opus-5"
@@ -64,6 +69,8 @@ def big_deltas(size):
 
 def stream_events(wire, deltas, tool_calls=()):
     """The SSE body of one turn, one bytes item per event."""
+    if wire == "anthropic" and tool_calls and tool_calls[0][0] == "toolu_args":
+        return args_stream(tool_calls[0])
     if wire == "anthropic":
         return anthropic_stream(deltas, tool_calls=tool_calls)
     if wire == "chat":
@@ -75,6 +82,18 @@ def stream_events(wire, deltas, tool_calls=()):
         if number % 100 == 99:
             spaced.append(KEEPALIVE)
     return spaced
+
+
+def args_stream(call):
+    """An Anthropic turn of one call whose input streams in ARG_DELTA-character
+    ``input_json_delta`` events, as a model writing a long argument sends it."""
+    call_id, name, arguments = call
+    events = anthropic_stream((), tool_calls=[(call_id, name, "")], pings=False)
+    stop = next(i for i, e in enumerate(events) if b"content_block_stop" in e)
+    deltas = [sse_event({"type": "content_block_delta", "index": 0, "delta": {
+        "type": "input_json_delta", "partial_json": arguments[i:i + ARG_DELTA]}},
+        event="content_block_delta") for i in range(0, len(arguments), ARG_DELTA)]
+    return events[:stop] + deltas + events[stop:]
 
 
 def json_message(wire, deltas, tool_calls=()):
@@ -116,6 +135,10 @@ def turn_for(kind, n, request):
         return big_deltas(n), ()
     if kind == "ttfe":
         return text_deltas(max(n, 2)), ()
+    if kind == "args":
+        if has_tool_results(request):
+            return ["All ", "done."], ()
+        return [], (("toolu_args", "note", json.dumps({"text": "x" * (ARG_DELTA * n)})),)
     if kind == "tools":
         if has_tool_results(request):
             return ["All ", "done."], ()

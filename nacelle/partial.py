@@ -28,12 +28,21 @@ Linear, not quadratic: reading the whole text again after every delta costs the
 square of its length (a 200 KB answer in 10-character deltas is 20,000 parses of up
 to 200 KB). :class:`PartialJSON` keeps its place between deltas — the open containers,
 the string, number or literal it is inside, an escape cut in half — so each
-character is read once, and each ``feed`` costs its delta, plus a C-speed shallow
-copy of the containers still open and a join of the string it ends inside (what
-comes back is a new value each time; the parts already complete are shared between
-the values of one stream, so treat them as read-only). ``partial_json`` keeps, per
-thread, the parser of the last text it was given, and feeds it only what was added
-when the next text starts with that one.
+character is read once, and each ``feed`` costs its delta plus a join of the string
+it ends inside. For that, what ``feed`` returns is the reader's own value, grown in
+place by the next feed (a string still being written is replaced in its container as
+it grows): a display that shows it, then shows the next one, pays for each character
+once, where a fresh copy per delta would copy every open container — a list of a
+thousand records a thousand times over. Keep a value across feeds with
+:meth:`PartialJSON.snapshot` (or ``copy.deepcopy``). One cost stays with the reader:
+a single string that is still open is joined at each feed, so a string of a megabyte
+read as it grows costs its square in memory copies (C speed); to show such a string
+(a file a tool call is writing), follow the deltas instead.
+
+``partial_json`` returns values of their own (a snapshot: the containers still open
+are copied, at C speed), since a function called with a text must not change what
+it returned before; it keeps, per thread, the parser of the last text it was given,
+and feeds it only what was added when the next text starts with that one.
 
 Core module: imports the standard library and ``bounded_json`` (its depth cap) and
 ``errors`` only.
@@ -93,7 +102,9 @@ class PartialJSON:
     """A JSON prefix read as it streams: :meth:`feed` takes the next delta and returns
     the value so far, by the rules of the module docstring (``None`` until something
     can be read, and for good once the text is not a JSON prefix). Each character is
-    read once, so a stream costs time linear in its length."""
+    read once, so a stream costs time linear in its length. The value returned is the
+    reader's own and the next feed grows it in place; :meth:`snapshot` is a copy that
+    stays as it is."""
 
     __slots__ = ("_phase", "_ticks", "_lead_ok", "_stack", "_root", "_leaf", "_pending",
                  "_result")
@@ -123,40 +134,50 @@ class PartialJSON:
 
     @property
     def value(self) -> Any:
-        """The value so far, as :meth:`feed` last returned it (a new copy of what is
-        still open)."""
+        """The value so far, as :meth:`feed` last returned it: the reader's own, grown in
+        place by the next feed (see the module docstring)."""
         if self._phase == _DONE:
             return self._result
         if self._phase != _VALUE:
             return None
         leaf = self._leaf
-        tip: Any = _MISSING
         if leaf is not None and leaf[0] == "s" and not leaf[2]:
             tip = "".join(leaf[1])
             leaf[1] = [tip]  # joined once: the next feed joins only what it adds
-        if not self._stack:
-            if tip is not _MISSING:
+            if not self._stack:
                 return tip
+            self._place(tip)
+        elif not self._stack:
             if leaf is not None and leaf[0] == "n" and leaf[2] in _WHOLE:
                 number = _number("".join(leaf[1]))  # a bare number, as far as it goes
                 return None if number is _MISSING else number
             return None
-        child = tip
-        for frame in reversed(self._stack):
-            if isinstance(frame.value, dict):
-                members = dict(frame.value)
-                if child is not _MISSING:
-                    members[frame.key] = child
-                child = members
+        return self._root
+
+    def snapshot(self) -> Any:
+        """The value so far as a value of its own, which later feeds never change: the
+        containers still open are copied (shallow, at C speed; what is complete inside
+        them is shared, so treat it as read-only). ``partial_json`` returns this."""
+        value = self.value
+        if self._phase != _VALUE or not self._stack:
+            return value
+        copies: List[Container] = [
+            dict(f.value) if isinstance(f.value, dict) else list(f.value) for f in self._stack]
+        for frame, parent, child in zip(self._stack, copies, copies[1:]):
+            if isinstance(parent, dict):
+                parent[frame.key] = child
             else:
-                items = list(frame.value)
-                if child is not _MISSING:
-                    if frame.state == _CHILD:
-                        items[-1] = child
-                    else:
-                        items.append(child)
-                child = items
-        return child
+                parent[-1] = child
+        return copies[0]
+
+    def _place(self, value: Any) -> None:
+        """Put the string being read, as far as it goes, in its slot in the container
+        that holds it (the slot was made when the string began)."""
+        frame = self._stack[-1]
+        if isinstance(frame.value, dict):
+            frame.value[frame.key] = value
+        else:
+            frame.value[-1] = value
 
     # -- reading ----------------------------------------------------------------------
 
@@ -250,6 +271,8 @@ class PartialJSON:
             return at + 1
         if char == '"':
             self._leaf = ["s", [], False]
+            if self._stack:  # its slot, so the string shows as far as it goes
+                self._store("")
             return at + 1
         if char == "-" or "0" <= char <= "9":
             self._leaf = ["n", [], None, 0, 0]
@@ -320,6 +343,8 @@ class PartialJSON:
             if leaf[2]:  # a key: its value comes after the colon
                 frame = self._stack[-1]
                 frame.key, frame.state = value, _COLON
+            elif self._stack:
+                self._place(value)  # in the slot made when it began
             else:
                 self._store(value)
             return end + 1
@@ -433,5 +458,6 @@ def partial_json(text: str) -> Any:
     if reader is None or not text.startswith(seen):
         reader, seen = PartialJSON(), ""
     _last.text, _last.reader = text, reader
-    value = reader.feed(text[len(seen):])
+    reader.feed(text[len(seen):])
+    value = reader.snapshot()
     return None if value is _MISSING else value

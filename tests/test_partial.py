@@ -2,6 +2,7 @@
 raising, the whole document gives what json.loads gives, what a display sees only
 grows, the same text cut anywhere reads the same, and reading is linear."""
 
+import copy
 import json
 import threading
 import time
@@ -70,10 +71,13 @@ def test_text_that_is_no_json_prefix_is_none_and_never_raises():
 
 
 def fed(text, cuts):
-    """What a PartialJSON returns after each piece of ``text`` cut at ``cuts``."""
+    """What a PartialJSON returns after each piece of ``text`` cut at ``cuts``, kept
+    as it was then (the value itself grows in place at the next feed)."""
     reader, start, seen = PartialJSON(), 0, []
     for end in sorted(set(cuts)) + [len(text)]:
-        seen.append((end, reader.feed(text[start:end])))
+        value = reader.feed(text[start:end])
+        seen.append((end, copy.deepcopy(value)))
+        assert reader.snapshot() == value
         start = end
     return seen
 
@@ -93,7 +97,8 @@ def test_the_same_text_cut_anywhere_reads_as_each_whole_prefix_does(value, ascii
 
 def test_an_escape_or_a_surrogate_pair_cut_between_deltas_is_read_whole():
     reader = PartialJSON()
-    assert [reader.feed(d) for d in ('{"a": "x\\', 'u00e9\\ud83d', '\\ude', '00"}')] == [
+    assert [copy.deepcopy(reader.feed(d))
+            for d in ('{"a": "x\\', 'u00e9\\ud83d', '\\ude', '00"}')] == [
         {"a": "x"}, {"a": "x\u00e9"}, {"a": "x\u00e9"}, {"a": "x\u00e9\U0001f600"}]
 
 
@@ -145,6 +150,29 @@ def test_partial_json_keeps_what_it_returned_and_other_text_starts_afresh():
     thread.start()
     thread.join()
     assert seen == [{"b": "o"}] and partial_json('{"a": [1, "x", 3') == {"a": [1, "x"]}
+
+
+def test_feed_grows_its_value_in_place_and_a_snapshot_stays_as_it_was():
+    reader = PartialJSON()
+    live = reader.feed('{"rows": [{"name": "a"}, {"name": "b')
+    kept = reader.snapshot()
+    assert live == kept == {"rows": [{"name": "a"}, {"name": "b"}]}
+    assert reader.feed('ob"}, 3') is live
+    assert live == {"rows": [{"name": "a"}, {"name": "bob"}]}
+    assert kept == {"rows": [{"name": "a"}, {"name": "b"}]}
+    # What was complete is shared between the two; the containers still open are not.
+    assert kept["rows"][0] is live["rows"][0] and kept["rows"] is not live["rows"]
+
+
+def test_a_long_array_is_one_list_grown_in_place_never_copied_per_delta():
+    text = json.dumps({"items": [{"id": n, "name": f"item {n}"} for n in range(2000)]})
+    reader = PartialJSON()
+    root = reader.feed(text[:12])
+    items = root["items"]
+    for start in range(12, len(text), 10):
+        assert reader.feed(text[start:start + 10]) is root
+        assert root["items"] is items
+    assert root == json.loads(text)
 
 
 def test_nesting_past_the_depth_cap_is_not_read():
