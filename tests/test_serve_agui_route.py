@@ -364,6 +364,7 @@ def test_the_agui_client_reads_a_tool_run():
     assert messages[3]["content"] == "It is 5."
     types = [e["type"] for e in step["events"]]
     assert types.count("STEP_STARTED") == types.count("STEP_FINISHED") == 2
+    assert types.count("TOOL_CALL_ARGS") > 1  # the scripted backend streams the input
 
 
 @pytest.mark.integration
@@ -419,3 +420,44 @@ def test_the_agui_client_answers_a_front_end_tool_and_the_run_goes_on():
         ("user", "go?"), ("assistant", None), ("tool", "yes"), ("assistant", "Going.")]
     result = agent.backend.requests[-1].messages[-1].tool_results[0]
     assert result.id == "c9" and result.result == "yes"
+
+
+@pytest.mark.integration
+def test_the_agui_client_follows_a_sub_agent_and_resumes_its_approval():
+    @nacelle.tool
+    def search(query: str) -> str:
+        """Search the archive."""
+        return f"3 papers on {query}"
+
+    @nacelle.tool
+    def email(to: str, body: str) -> str:
+        """Send an email."""
+        return f"sent to {to}"
+
+    backend = ScriptedBackend([
+        calls(ToolCall("lead_1", "researcher", '{"task": "Find papers; email Ann."}')),
+        calls(Text("Searching."), ToolCall("r_1", "search", '{"query": "tides"}')),
+        calls(ToolCall("r_2", "email", '{"to": "ann", "body": "3 papers"}')),
+        "Found 3 papers and emailed Ann.", "Ann has the papers."])
+    worker = nacelle.Agent(backend, "You research.", tools=[search, email])
+    researcher = nacelle.subagent_tool(
+        worker, name="researcher", forward=True,
+        approve=lambda name, input, ctx: nacelle.PAUSE if name == "email" else True)
+    lead = nacelle.Agent(backend, "You lead.", tools=[researcher])
+    with serving(lead) as base:
+        report = drive(base, [
+            {"messages": [user("Tides, and tell Ann.")]},
+            {"params": {"resume": [{"interruptId": "r_2", "status": "resolved",
+                                    "payload": {"approved": True}}]}},
+        ])
+    first, second = report["steps"]
+    assert "error" not in first and "error" not in second, report["steps"]
+    (interrupt,) = first["pendingInterrupts"]
+    assert interrupt["toolCallId"] == "r_2" and interrupt["subagentRunId"]
+    started = [e for e in first["events"] if e["type"] == "SUBAGENT_STARTED"]
+    assert [(e["name"], e["parentToolCallId"]) for e in started] == [("researcher", "lead_1")]
+    assert any(e["type"] == "TEXT_MESSAGE_CONTENT" and e.get("subagentRunId") == interrupt["subagentRunId"]
+               for e in first["events"])
+    assert second["pendingInterrupts"] == []
+    top = [(m["role"], m.get("content")) for m in report["messages"] if "subagentRunId" not in m]
+    assert top[-1] == ("assistant", "Ann has the papers.")
