@@ -57,7 +57,7 @@ import logging
 import threading
 from dataclasses import dataclass
 from typing import (
-    TYPE_CHECKING, Any, Callable, Dict, Generator, Generic, Iterable, Mapping, Optional,
+    TYPE_CHECKING, Any, Callable, Dict, Generator, Generic, Iterable, List, Mapping, Optional,
     Sequence, Tuple, Type, TypedDict, TypeVar, Union, cast, overload,
 )
 
@@ -485,6 +485,11 @@ class Agent(Generic[OutputT]):
         are asked, and may deny it; approval is not asked again). The pending calls are announced again (TOOL_CALL) and closed
         in this stream; the calls that finished before the pause are not run again.
         Iterations, budgets and usage continue from the checkpoint's counts.
+
+        A sub-agent's pause (``subagent_tool``) is decided the same way: the ids are
+        those of ``checkpoint.waiting()``, the calls awaiting a person at any depth
+        (two sharing an id are told apart by their path, ``"p1/call_0"``). The call
+        that started the sub-agent runs again and resumes its run, then this one goes on.
         """
         return self._resumed(checkpoint, decisions, cancel)
 
@@ -593,30 +598,24 @@ def _decided(checkpoint: Checkpoint, decisions: Mapping[str, Any], tools: Mappin
     """The conversation with edited inputs in place, per pending id True or the
     refusal's text, and per pending call that paused from inside (a sub-agent's) the
     decisions for its nested run. Decisions are keyed by the ids of
-    ``checkpoint.waiting()``, at any depth. A missing, unknown or malformed decision
-    is a ConfigError, at any depth (a sub-agent tool's own agent checks its inputs)."""
+    ``checkpoint.waiting()``, at any depth; where two of those share an id (two
+    sub-agents whose providers both number calls from ``call_0``), by the call's path
+    instead: the ids of the calls that started its sub-agents and its own, joined by
+    ``/`` (``"p1/call_0"``), which is always accepted. A missing, unknown, ambiguous
+    or malformed decision is a ConfigError, at any depth (a sub-agent tool's own agent
+    checks its inputs)."""
     if not isinstance(decisions, Mapping):
         raise ConfigError(f"decisions must map pending call ids to decisions, got "
                           f"{type(decisions).__name__}")
-    waiting = [p.id for p in checkpoint.waiting()]
-    if len(set(waiting)) != len(waiting):
-        raise ConfigError(f"the calls awaiting a decision share ids ({sorted(waiting)!r}): "
-                          "decisions keyed by id cannot tell them apart")
-    unknown = sorted(set(decisions) - set(waiting))
-    if unknown:
-        raise ConfigError(f"decisions for calls that are not pending: {unknown!r} "
-                          f"(pending: {sorted(waiting)!r})")
-    missing = sorted(set(waiting) - set(decisions))
-    if missing:
-        raise ConfigError(f"no decision for the pending calls {missing!r}; give True, "
-                          "False, a reason str or an edited input dict for each")
+    decisions = _by_path(checkpoint, decisions)
     pending = {p.id: p for p in checkpoint.pending if p.child is None}
     verdicts: Dict[str, Any] = {}
     nested: Dict[str, Dict[str, Any]] = {}
     for outer in checkpoint.pending:
         if outer.child is None:
             continue
-        inner = {p.id: decisions[p.id] for p in outer.child.waiting()}
+        below = outer.id + "/"
+        inner = {key[len(below):]: d for key, d in decisions.items() if key.startswith(below)}
         runner = getattr(tools.get(outer.name), "agent", None)
         if isinstance(runner, Agent):  # a sub-agent tool: check the decisions now
             runner._resume_request(outer.child, inner)
@@ -657,6 +656,48 @@ def _decided(checkpoint: Checkpoint, decisions: Mapping[str, Any], tools: Mappin
                       if isinstance(p, ToolCall) and p.id in edited else p for p in last.parts)
         messages = messages[:-1] + (Message(last.role, parts),)
     return messages, verdicts, nested
+
+
+def _paths(checkpoint: Checkpoint, above: str = "") -> List[Tuple[str, str]]:
+    """(path, id) of every call ``checkpoint`` waits on, at any depth."""
+    found: List[Tuple[str, str]] = []
+    for p in checkpoint.pending:
+        if p.child is not None:
+            found += _paths(p.child, f"{above}{p.id}/")
+        else:
+            found.append((above + p.id, p.id))
+    return found
+
+
+def _by_path(checkpoint: Checkpoint, decisions: Mapping[str, Any]) -> Dict[str, Any]:
+    """``decisions`` keyed by each waiting call's path (see :func:`_decided`)."""
+    paths = _paths(checkpoint)
+    by_id: Dict[str, List[str]] = {}
+    for path, call_id in paths:
+        by_id.setdefault(call_id, []).append(path)
+    known = {path for path, _ in paths}
+    shown = sorted(call_id if len(by_id[call_id]) == 1 else path for path, call_id in paths)
+    resolved: Dict[str, Any] = {}
+    for key, decision in decisions.items():
+        if key in known:
+            path = key
+        elif len(by_id.get(key, ())) == 1:
+            path = by_id[key][0]
+        elif key in by_id:
+            raise ConfigError(f"calls waiting in several sub-agents share the id {key!r}: "
+                              f"key their decisions by path ({sorted(by_id[key])!r})")
+        else:
+            raise ConfigError(f"decisions for calls that are not pending: {key!r} "
+                              f"(pending: {shown!r})")
+        if path in resolved:
+            raise ConfigError(f"two decisions for the pending call {path!r}")
+        resolved[path] = decision
+    missing = sorted(call_id if len(by_id[call_id]) == 1 else path
+                     for path, call_id in paths if path not in resolved)
+    if missing:
+        raise ConfigError(f"no decision for the pending calls {missing!r}; give True, "
+                          "False, a reason str or an edited input dict for each")
+    return resolved
 
 
 def _observers(observers: Sequence[Observer], parent: Optional[ToolContext]) -> Optional[Observers]:

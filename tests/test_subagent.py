@@ -343,3 +343,66 @@ def test_the_sub_agent_keeps_the_base_s_loop_guard():
     assert helper.agent.loop_guard == 2
     with pytest.raises(RuntimeError, match=r"stopped \(loop\)"):
         helper.run({"task": "t"}, ToolContext())
+
+
+def _paused_delegation(child_call_id="s1"):
+    sent = []
+
+    @nacelle.tool
+    def send(to: str) -> str:
+        """Send something."""
+        sent.append(to)
+        return f"sent to {to}"
+
+    def team(script):
+        helper = subagent_tool(Agent(script, "sys", tools=[send]),
+                               approve=lambda *a: nacelle.PAUSE)
+        return Agent(script, "sys", tools=[helper])
+
+    script = ScriptedBackend([assistant(ToolCall("p1", "subagent", '{"task": "t"}')),
+                              assistant(ToolCall(child_call_id, "send", '{"to": "ann"}'))])
+    return team, team(script).run([user_text("go")]).checkpoint, sent
+
+
+def test_a_sub_agent_s_call_resumed_with_an_edited_input_runs_with_it():
+    team, checkpoint, sent = _paused_delegation()
+    script = ScriptedBackend([assistant(Text("sent to bob")), assistant(Text("done"))])
+    result = team(script).resume_run(checkpoint, {"s1": {"to": "bob"}})
+    assert sent == ["bob"] and result.text == "done"
+    assert script.requests[0].messages[-2].parts[0].input == '{"to": "bob"}'
+
+
+def test_a_sub_agent_s_call_may_share_its_id_with_the_call_that_started_it():
+    team, checkpoint, _ = _paused_delegation(child_call_id="p1")
+    assert [p.id for p in checkpoint.waiting()] == ["p1"]  # the child's, not the parent's
+    with pytest.raises(ConfigError, match="not pending"):
+        team(ScriptedBackend([])).resume(checkpoint, {"p1": True, "p2": True})
+    result = team(ScriptedBackend([assistant(Text("ok")), assistant(Text("done"))])).resume_run(
+        checkpoint, {"p1": True})
+    assert result.text == "done"
+
+
+def test_two_waiting_calls_under_one_id_are_decided_by_their_paths():
+    child_turn = assistant(ToolCall("s1", "fetch", '{"key": "k"}'))
+    script = ScriptedBackend([
+        assistant(ToolCall("p1", "subagent", '{"task": "a"}'),
+                  ToolCall("p2", "subagent", '{"task": "b"}')),
+        child_turn, child_turn,
+    ])
+    helper = subagent_tool(Agent(script, "sys", tools=[fetch]), approve=lambda *a: nacelle.PAUSE)
+    parent = Agent(script, "sys", tools=[helper])
+    checkpoint = parent.run([user_text("go")]).checkpoint
+    assert [p.id for p in checkpoint.waiting()] == ["s1", "s1"]
+    with pytest.raises(ConfigError, match=r"share the id 's1': key their decisions by path "
+                                          r"\(\['p1/s1', 'p2/s1'\]\)"):
+        parent.resume(checkpoint, {"s1": True})
+    with pytest.raises(ConfigError, match=r"no decision for the pending calls \['p2/s1'\]"):
+        parent.resume(checkpoint, {"p1/s1": True})
+    script = ScriptedBackend([assistant(Text("a done")), assistant(Text("b done")),
+                              assistant(Text("all done"))])
+    helper = subagent_tool(Agent(script, "sys", tools=[fetch]), approve=lambda *a: nacelle.PAUSE)
+    result = Agent(script, "sys", tools=[helper]).resume_run(
+        checkpoint, {"p1/s1": True, "p2/s1": "not this one"})
+    assert result.text == "all done"
+    answers = sorted(r.result for r in result.messages[-2].parts)
+    assert answers == ["a done", "b done"]
