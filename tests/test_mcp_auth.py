@@ -68,6 +68,7 @@ class AuthServer:
         self.cimd = None
         self.documents = {}
         self.token_client_ids = []
+        self.registrations = []
         self.lock = threading.Lock()
 
     def metadata(self):
@@ -110,6 +111,7 @@ class AuthServer:
         if path == "/register":
             client_id = "dyn-" + secrets.token_hex(4)
             self.clients[client_id] = {"secret": None, "redirect_uris": body["redirect_uris"]}
+            self.registrations.append(body)
             return 201, {}, {"client_id": client_id, **body}
         if path == "/token":
             with self.lock:
@@ -360,6 +362,15 @@ def test_a_401_runs_discovery_registration_and_the_pkce_code_flow(servers):
     assert call(auth, url).status_code == 200 and len(browser.opened) == 1
 
 
+def test_a_registration_says_the_client_is_native_with_a_loopback_redirect(servers):
+    auth_server, resource = servers
+    assert call(interactive(), resource.url + "/mcp").status_code == 200
+    [body] = auth_server.registrations
+    assert body["application_type"] == "native"
+    assert urlsplit(body["redirect_uris"][0]).hostname == "127.0.0.1"
+    assert body["token_endpoint_auth_method"] == "none"
+
+
 def test_the_well_known_path_is_probed_when_the_challenge_names_no_metadata(servers):
     auth_server, resource = servers
     resource.name_metadata = False
@@ -439,6 +450,36 @@ def test_a_token_the_resource_rejects_is_replaced_by_a_new_authorization(servers
     assert call(auth, url).status_code == 200
     assert store.load(canonical(url))["access_token"] != "revoked-token"
     assert len(auth.open_browser.opened) == 1
+
+
+def test_a_token_the_resource_rejects_is_refreshed_at_the_same_authorization_server(servers):
+    auth_server, resource = servers
+    store, url = MemoryTokenStore(), resource.url + "/mcp"
+    auth = interactive(store=store)
+    assert call(auth, url).status_code == 200
+    first = store.load(canonical(url))["access_token"]
+    del auth_server.access[first]  # revoked: the resource answers 401
+    assert call(auth, url).status_code == 200
+    assert len(auth.open_browser.opened) == 1  # refreshed, not signed in again
+    assert auth_server.seen[-1] == ("POST", "/token")
+
+
+def test_a_resource_naming_another_authorization_server_is_authorized_there_anew(servers):
+    auth_server, resource = servers
+    second = AuthServer()
+    running = serve(second)
+    try:
+        auth, url = interactive(), resource.url + "/mcp"
+        assert call(auth, url).status_code == 200
+        [registered] = [c for c in auth_server.clients if c.startswith("dyn-")]
+        resource.auth_server = second  # the metadata names it; its tokens alone are taken
+        assert call(auth, url).status_code == 200
+        assert len(second.registrations) == 1 and len(auth.open_browser.opened) == 2
+        assert registered not in second.token_client_ids and second.token_client_ids
+        assert auth_server.token_requests == 1  # no refresh tried at the old one
+    finally:
+        running.shutdown()
+        running.server_close()
 
 
 def test_a_refused_refresh_drops_the_tokens_and_the_next_401_authorizes(servers):

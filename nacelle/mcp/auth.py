@@ -28,9 +28,12 @@ single flow runs at a time, and requests waiting on it use its token):
 - ``unauthorized(server_url, www_authenticate) -> bool`` — call on a 401 or 403 with
   the response's ``WWW-Authenticate`` value (``""`` if absent), on the thread that
   called ``headers`` for that request. True means: call ``headers`` again and resend
-  the request, once. It uses a token another thread got meanwhile, else refreshes, else
-  discovers and authorizes anew (a 403 ``insufficient_scope`` asks for the union of
-  the scopes asked before and the challenge's). False means another attempt cannot
+  the request, once. It uses a token another thread got meanwhile; else it reads the
+  server's metadata again and, when it names another authorization server than the
+  token came from, authorizes anew there (a new registration too: credentials belong
+  to the server that issued them, SEP-2352); else refreshes, else authorizes anew (a
+  403 ``insufficient_scope`` asks for the union of the scopes asked before and the
+  challenge's). False means another attempt cannot
   help (a scope already asked for, a token issued moments ago rejected): fail the
   request. Raises :class:`MCPAuthError` when authorization fails (refused, timed out,
   no usable metadata).
@@ -88,7 +91,7 @@ from .auth_flows import (
     check_authorization_response, check_destination, parse_challenge, pkce_pair, register,
     safe_url, token_request,
 )
-from .auth_metadata import check_client_metadata_url, discover
+from .auth_metadata import Discovery, check_client_metadata_url, discover
 
 __all__ = ["FileTokenStore", "MCPAuthError", "MemoryTokenStore", "OAuth", "TokenStore"]
 
@@ -268,21 +271,27 @@ class OAuth:
                 return True
             step_up = challenge.get("error") == "insufficient_scope"
             asked = set((record or {}).get("requested_scope", "").split())
-            scope = challenge.get("scope")
+            scope, metadata_url = challenge.get("scope"), challenge.get("resource_metadata")
+            found: Optional[Discovery] = None
             if step_up:
                 if record and set((scope or "").split()) <= asked:
                     logger.debug("%s wants scopes already asked for", safe_url(key))
                     return False
                 scope = " ".join(sorted(asked | set((scope or "").split()))) or None
-            elif record and self._renewable(record):
-                logger.debug("refreshing the token %s rejected", safe_url(key))
-                renewed = self._renewed(key, record, after_401=True)
-                if renewed:
-                    return True
-            elif record and self.clock() - float(record.get("issued_at", 0)) < min(self.skew, 10):
-                logger.debug("%s rejected a token issued moments ago", safe_url(key))
-                return False
-            self._authorize(key, server_url, challenge.get("resource_metadata"), scope)
+            elif record:
+                found = discover(server_url, metadata_url, timeout=self.timeout)
+                if found.issuer != record.get("issuer"):
+                    # The resource moved to another authorization server (SEP-2352): the
+                    # tokens and the client registered at the old one mean nothing there.
+                    logger.debug("%s now names another authorization server", safe_url(key))
+                elif self._renewable(record):
+                    logger.debug("refreshing the token %s rejected", safe_url(key))
+                    if self._renewed(key, record, after_401=True):
+                        return True
+                elif self.clock() - float(record.get("issued_at", 0)) < min(self.skew, 10):
+                    logger.debug("%s rejected a token issued moments ago", safe_url(key))
+                    return False
+            self._authorize(key, server_url, metadata_url, scope, found)
             return True
 
     def _expired(self, record: Dict[str, Any]) -> bool:
@@ -342,8 +351,9 @@ class OAuth:
         return record
 
     def _authorize(self, key: str, server_url: str, metadata_url: Optional[str],
-                   scope: Optional[str]) -> None:
-        resource, issuer, meta = discover(server_url, metadata_url, timeout=self.timeout)
+                   scope: Optional[str], found: Optional[Discovery] = None) -> None:
+        resource, issuer, meta = found or discover(server_url, metadata_url,
+                                                   timeout=self.timeout)
         self._check_grant(issuer, meta)
         scope = scope or self.scopes or resource.get("scope")
         target = str(resource.get("resource") or key)
@@ -421,8 +431,11 @@ class OAuth:
                 if self.client_metadata_url else ""
             raise MCPAuthError(f"the authorization server {safe_url(issuer)} offers no "
                                f"registration{hint}: pass OAuth(client_id=...)")
+        # "native": the redirect is a loopback one, which the OIDC registration
+        # default ("web") would refuse; the MCP spec asks for it since 2026-07-28.
         client = register(endpoint, {
             "client_name": self.client_name, "redirect_uris": [redirect_uri],
+            "application_type": "native",
             "grant_types": ["authorization_code", "refresh_token"],
             "response_types": ["code"], "token_endpoint_auth_method": "none"},
             timeout=self.timeout, server=server_url)
