@@ -138,7 +138,8 @@ def turn_for(kind, n, request):
     if kind == "args":
         if has_tool_results(request):
             return ["All ", "done."], ()
-        return [], (("toolu_args", "note", json.dumps({"text": "x" * (ARG_DELTA * n)})),)
+        # {"text": "xx…"}: 12 characters of JSON around the text, n deltas in all
+        return [], (("toolu_args", "note", json.dumps({"text": "x" * (ARG_DELTA * n - 12)})),)
     if kind == "tools":
         if has_tool_results(request):
             return ["All ", "done."], ()
