@@ -955,4 +955,4 @@ def test_a_forwarded_sub_agent_event_carries_its_agent_and_via_and_nested_waits_
     done = events[-1]
     assert done["stop"] == "paused"
     assert done["pending"] == [{"id": "c2", "name": "send", "agent": ["delegate"],
-                                "input": '{"to": "ann", "body": "hi"}'}]
+                                "key": "p1/c2", "input": '{"to": "ann", "body": "hi"}'}]

@@ -37,8 +37,10 @@ change that would break a reader of version 1 gets a new ``v``. Per kind:
   run's own events carry neither, so a reader of version 1 sees its events as
   before; one that ignores the two shows a sub-agent's work inline. A ``done``'s
   ``pending`` lists the calls awaiting a decision at any depth
-  (``Checkpoint.waiting()``), a sub-agent's with its ``agent`` path (absent for
-  the run's own); a sub-agent call that paused from inside is not among them — decisions are
+  (``Checkpoint.waiting()``), a sub-agent's with its ``agent`` path and ``key``
+  (absent for the run's own): the call's path of ids (``"p1/call_0"``), a
+  decision key always accepted, where the bare ``id`` is only while no other waiting
+  call shares it; a sub-agent call that paused from inside is not among them — decisions are
   posted for the calls it waits on.
 - ``error``: the run failed. ``error`` is the exception's type and ``message`` its
   text for nacelle's own errors (written never to hold a key); any other exception is
@@ -145,15 +147,15 @@ def event_json(event: Event, *, run: Optional[str] = None) -> Dict[str, Any]:
     return data
 
 
-def _waiting(checkpoint: Any, path: List[str]) -> List[Dict[str, Any]]:
+def _waiting(checkpoint: Any, path: List[str], above: str = "") -> List[Dict[str, Any]]:
     """The calls a paused run waits on, at any depth, each with its sub-agent path."""
     found: List[Dict[str, Any]] = []
     for p in getattr(checkpoint, "pending", ()):
         if getattr(p, "child", None) is not None:
-            found.extend(_waiting(p.child, path + [p.name]))
+            found.extend(_waiting(p.child, path + [p.name], f"{above}{p.id}/"))
         else:
             item = {"id": p.id, "name": p.name, "input": p.input}
-            found.append(dict(item, agent=path) if path else item)
+            found.append(dict(item, agent=path, key=above + p.id) if path else item)
     return found
 
 
