@@ -11,7 +11,8 @@ of the last user message picks the script:
 - ``slow S``: the model waits S seconds (a wait cancelling ends) before its text;
 - ``shot``: the ``shot`` tool, which returns text and a PNG, then text;
 - ``delegate``: the ``errand`` sub-agent (its events forwarded), whose own ``send``
-  pauses; the resumed run finishes the sub-agent ("Sent."), then the parent.
+  pauses; the resumed run finishes the sub-agent ("Sent."), then the parent;
+- ``quietly``: the same through ``quiet_errand``, a sub-agent that forwards nothing.
 """
 
 from __future__ import annotations
@@ -83,6 +84,9 @@ def script(words):
     if word == "delegate":
         return [calling((Text("Asking a helper."),), "d1", "errand", {"task": "send to ada"}),
                 calling((Text("On it."),), "e1", "send", {"to": rest or "ada"})]
+    if word == "quietly":
+        return [calling((), "q1", "quiet_errand", {"task": "send to ada"}),
+                calling((), "e1", "send", {"to": rest or "ada"})]
     if word == "shot":
         return [calling((), "s1", "shot", {"page": rest or "home"}), Turn("A gradient.", usage=USAGE)]
     return [Turn(Message(Role.ASSISTANT, (Text("Hello"), Text(", world"))), usage=USAGE)]
@@ -100,5 +104,7 @@ def make_agent(info):
     backend = ScriptedBackend(turns)
     errand = nacelle.subagent_tool(nacelle.Agent(backend, "Run errands.", tools=[send]),
                                    name="errand", approve=approve, forward=True)
-    return nacelle.Agent(backend, "Be brief.", tools=[lookup, send, shot, errand],
+    quiet = nacelle.subagent_tool(nacelle.Agent(backend, "Run errands.", tools=[send]),
+                                  name="quiet_errand", approve=approve)
+    return nacelle.Agent(backend, "Be brief.", tools=[lookup, send, shot, errand, quiet],
                          approve=approve, thinking=nacelle.Thinking(budget=1024, show=True))

@@ -21,11 +21,11 @@ apps differ only in how they read and write. The routes:
   unknown call id, an edited input its schema rejects, or a check that broke on
   them) are 400 and the checkpoint is put back — on any failure, so a paused run is
   never lost to a bad request — and the client can try again.
-- ``POST /api/chat``: the AI SDK's ``useChat`` request (``uimessages.py``), answered
-  as its UI message stream (``vercel.py``). A run that pauses for approval keeps its
-  checkpoint under the chat's id; the next request whose last message carries the
-  person's answers resumes it (404 once taken; 400 for answers the run is not waiting
-  on, the checkpoint put back).
+- ``POST /api/chat``: the AI SDK's ``useChat`` request, answered as its UI message
+  stream (``chat_route.py``). A run that pauses for approval keeps its checkpoint
+  under the chat's id; the next request whose last message carries the person's
+  answers resumes it (404 once taken; 400 for answers the run is not waiting on, the
+  checkpoint put back).
 - ``POST /agui``: an AG-UI 1.0 ``RunAgentInput``; the run as AG-UI's events
   (``agui_route.py``, which keeps a thread's paused run in the store).
 
@@ -74,8 +74,7 @@ parsed body and the raw environ or scope), so an agent can depend on who asks. A
 Agent object is accepted too and shared, which is safe: an Agent holds no run state.
 
 Outer ring: imports the standard library and nacelle's core (agent, checkpoint,
-context, errors, events, messages, sessions, sse), and ``vercel`` / ``uimessages`` for
-the chat route.
+context, errors, events, messages, sessions, sse).
 """
 
 from __future__ import annotations
@@ -101,9 +100,8 @@ from ..events import Event, Kind, Stop
 from ..messages import Message, loads, user_text
 from ..sessions import MemoryStore, Store, check_name
 from ..sse import parse_json
-from . import agui_route, vercel
+from . import agui_route, chat_route, vercel
 from .encode import Item, event_json
-from .uimessages import read_chat
 
 __all__ = ["Reply", "RequestInfo", "Routes", "host_allowed"]
 
@@ -446,62 +444,23 @@ class Routes:
             raise
 
     def _chat(self, data: Dict[str, Any], info: RequestInfo, slot: "_Slot") -> Reply:
-        """``POST /api/chat``: a ``useChat`` request (``uimessages.py``) as a run in the
-        AI SDK's UI message stream (``vercel.py``). A run that pauses keeps its
-        checkpoint under the chat's id (for the principal), and the next request whose
-        last message answers the approvals resumes it; the conversation itself lives in
-        the client, which sends it whole each time."""
-        try:
-            chat = read_chat(data)
-        except ConversationError as exc:
-            raise _Refused(error(400, str(exc)[:300])) from None
-        digest = hashlib.sha256(chat.id.encode("utf-8", "surrogatepass")).hexdigest()
-        owned = _owned("r", info.principal, "chat_" + digest[:40])
-        agent = self._agent(info)
-        cancel = CancelEvent()
-        if chat.approvals:
-            try:
-                checkpoint = self._take(owned)
-            except LookupError:
-                return error(404, "no paused run for this chat (it may have been answered "
-                                  "already)")
-            # The client shows every call the run paused on (the run's own, and a
-            # sub-agent's it answered), so none is announced to it again.
-            resumed = {p.id: True for p in getattr(checkpoint, "pending", ())}
-            resumed.update((k, v is True) for k, v in chat.approvals.items())
-            events = self._resume(agent, owned, checkpoint, dict(chat.approvals), cancel)
+        """``POST /api/chat`` (``chat_route.py``): the store keeps a chat's paused run."""
+        def resume(agent: Agent, owned: str, checkpoint: Any, decisions: Dict[str, Any],
+                   cancel: CancelEvent) -> Iterator[Event]:
+            events = self._resume(agent, owned, checkpoint, decisions, cancel)
             if isinstance(events, Reply):
-                return events
-            message_id = chat.answering
-        else:
-            try:
-                events = agent.stream(chat.conversation, cancel=cancel)
-            except (ConfigError, Unsupported) as exc:
-                return error(400, str(exc)[:300])
-            message_id, resumed = "msg_" + secrets.token_urlsafe(12), {}
-        items = vercel.encode(self._kept(events, owned, slot), message_id=message_id,
-                              resumed=resumed)
-        return Reply(200, [*_SSE_HEADERS, vercel.HEADER], items=items, cancel=cancel)
+                raise _Refused(events)
+            return events
 
-    def _kept(self, events: Iterator[Event], owned: str, slot: "_Slot") -> Iterator[Event]:
-        """The run's events, a paused run's checkpoint saved under ``owned`` first."""
         try:
-            for event in events:
-                if (event.kind is Kind.DONE and not event.agent and event.stop is Stop.PAUSED
-                        and event.checkpoint is not None):
-                    try:
-                        self._save_checkpoint(owned, event.checkpoint)
-                    except Exception:  # noqa: BLE001 - the log gets the reason, not the client
-                        log.exception("the store failed to keep a paused chat run")
-                        raise RuntimeError("the server could not keep the paused run") from None
-                yield event
-        finally:
-            try:
-                close = getattr(events, "close", None)
-                if close is not None:
-                    close()
-            finally:
-                slot.release()
+            items, cancel = chat_route.start(
+                data, make_agent=lambda: self._agent(info),
+                name=lambda name: _owned("r", info.principal, name),
+                take=self._take, keep=self._save_checkpoint, resume=resume)
+        except chat_route.Refusal as refused:
+            return error(refused.status, refused.message)
+        return Reply(200, [*_SSE_HEADERS, vercel.HEADER], items=_released(items, slot),
+                     cancel=cancel)
 
     def _agui(self, data: Dict[str, Any], info: RequestInfo, slot: "_Slot") -> Reply:
         """``POST /agui`` (``agui_route.py``): the store keeps a thread's paused run."""

@@ -25,7 +25,8 @@ that transport. Per nacelle event:
 - TOOL_RESULT: ``tool-output-available`` with the result's text (and a ``file`` chunk,
   a ``data:`` URL, per image or document the tool returned), ``tool-output-error`` for
   a failure or a refusal, ``tool-approval-request`` for a call the run paused on (its
-  ``approvalId`` is the call's id), and ``tool-output-denied`` for a call in
+  ``approvalId`` is the call's id; sent at the end, once the checkpoint says which
+  calls wait), and ``tool-output-denied`` for a call in
   ``resumed`` the person refused — the part the client holds carries that refusal;
 - an event a sub-agent forwarded (``event.agent`` set) is a transient
   ``data-subagent`` chunk, ``{"agent", "via", "kind", ...}``: ``useChat`` hands it to
@@ -34,7 +35,8 @@ that transport. Per nacelle event:
   sub-agent's answer). A sub-agent's call that pauses for approval is the exception:
   the person must answer it, so at the end of the stream it becomes a tool part in a
   step of its own, marked ``toolMetadata: {"agent", "via"}``, with its
-  ``tool-approval-request``; the parent's call waiting on it gets none;
+  ``tool-approval-request``; the parent's call waiting on it gets none. A sub-agent
+  that forwards nothing is asked about on the parent's call (``_requests``);
 - a run that raises ends with ``error`` (``errorText``: a nacelle error's message, or
   a generic line for any other exception, which is logged here), its open calls
   closed with ``tool-output-error``, then ``finish`` with ``finishReason: "error"``.
@@ -138,7 +140,8 @@ class _Stream:
         self.started: Dict[str, str] = {}  # call id -> tool name: input streaming
         self.announced: Set[str] = set()  # input available, no result yet
         self.inside: Set[str] = set()  # calls paused because a sub-agent's call waits
-        self.nested: List[Event] = []  # a sub-agent's calls waiting on a person
+        self.paused: List[ToolEvent] = []  # the run's own calls waiting on a person
+        self.nested: Dict[str, Event] = {}  # a sub-agent's, as forwarded, by call id
 
     def feed(self, event: Event) -> List[Dict[str, Any]]:
         if event.agent:
@@ -173,13 +176,15 @@ class _Stream:
             out = self._end_block()
             if tool.id not in self.announced and tool.id not in self.resumed:
                 out += self._available(tool)  # a result for a call never announced
+            if tool.paused:
+                self.paused.append(tool)  # asked about at the end, when all are known
             return out + self._result(tool)
         if kind is Kind.TURN:
             out = self._end_block() + self._cut_inputs()
             self.step_ended = self.step_open
             return out
         if kind is Kind.DONE:
-            return self._end_block() + self._cut_inputs() + self._nested_requests()
+            return self._end_block() + self._cut_inputs() + self._requests(event.checkpoint)
         return []
 
     def _forwarded(self, event: Event) -> List[Dict[str, Any]]:
@@ -191,31 +196,56 @@ class _Stream:
         if event.kind is Kind.TOOL_RESULT and tool is not None:
             if tool.paused:
                 if tool.id not in self.inside:
-                    self.nested.append(event)
+                    self.nested[tool.id] = event
                 self.inside.add(event.via)
             elif tool.id in self.resumed:
                 out += self._result(tool)
         return out
 
-    def _nested_requests(self) -> List[Dict[str, Any]]:
-        """A paused sub-agent's waiting calls, as parts of a step of their own (marked
-        with ``toolMetadata`` ``{"agent", "via"}``), each with its approval request.
-        Their own step, so the step ``lastAssistantMessageIsCompleteWithApprovalResponses``
-        looks at holds only what the person must answer, not the parent's call that
-        waits on them."""
-        if not self.nested:
-            return []
-        out = self.close_step() + [{"type": "start-step"}]
-        self.step_open = True
-        for event in self.nested:
-            tool = event.tool
-            assert tool is not None
-            marked = {"toolMetadata": {"agent": list(event.agent), "via": event.via}}
-            out.append({**self._input_start(tool), **marked})
-            for data in self._available(tool):
-                out.append({**data, **marked} if data["type"] == "tool-input-available" else data)
-            out += self._result(tool)
-        self.nested = []
+    def _requests(self, checkpoint: Any) -> List[Dict[str, Any]]:
+        """The approval requests of a paused run: for each call it waits on, one on
+        the call's part. A call that paused because its sub-agent's calls wait is
+        asked about through those calls when the sub-agent forwarded them — as parts
+        of a step of their own (marked with ``toolMetadata`` ``{"agent", "via"}``),
+        so the step ``lastAssistantMessageIsCompleteWithApprovalResponses`` looks at
+        holds only what the person must answer — and otherwise on its own part, the
+        calls it waits on named in the request's ``approvalDescriptor``
+        (``{"waiting": [{"id", "name", "input"}]}``), one answer for all of them. The
+        checkpoint says which calls wait; without one, the stream's paused results do."""
+        own: List[Any] = []  # (ToolEvent, descriptor or None)
+        nested: List[Event] = []
+        pending = getattr(checkpoint, "pending", None)
+        if pending is None:
+            own = [(t, None) for t in self.paused if t.id not in self.inside]
+            nested = list(self.nested.values())
+        else:
+            known = {t.id: t for t in self.paused}
+            for call in pending:
+                tool = known.get(call.id) or ToolEvent(call.id, 0, call.name, call.input)
+                waiting = call.child.waiting() if call.child is not None else ()
+                if waiting and all(w.id in self.nested for w in waiting):
+                    nested += [self.nested[w.id] for w in waiting]
+                elif waiting:
+                    own.append((tool, {"waiting": [{"id": w.id, "name": w.name, "input": w.input}
+                                                   for w in waiting]}))
+                else:
+                    own.append((tool, None))
+        out: List[Dict[str, Any]] = []
+        for tool, descriptor in own:
+            out.append(_request(tool.id, descriptor))
+        if nested:
+            out += self.close_step() + [{"type": "start-step"}]
+            self.step_open = True
+            for event in nested:
+                inner = event.tool
+                assert inner is not None
+                marked = {"toolMetadata": {"agent": list(event.agent), "via": event.via}}
+                out.append({**self._input_start(inner), **marked})
+                for data in self._available(inner):
+                    out.append({**data, **marked} if data["type"] == "tool-input-available"
+                               else data)
+                self.announced.discard(inner.id)
+                out.append(_request(inner.id, None))
         return out
 
     def failed(self, text: str) -> List[Dict[str, Any]]:
@@ -287,9 +317,7 @@ class _Stream:
         self.announced.discard(tool.id)
         call = {"toolCallId": tool.id}
         if tool.paused:
-            if tool.id in self.inside:
-                return []  # it waits on its sub-agent's calls, asked about at the end
-            return [{"type": "tool-approval-request", "approvalId": tool.id, **call}]
+            return []  # asked about at the end (_requests)
         if tool.refused and self.resumed.get(tool.id) is False:
             return [{"type": "tool-output-denied", **call}]
         if tool.error is not None or tool.refused or tool.discarded:
@@ -314,6 +342,14 @@ class _Stream:
                for call_id, name in self.started.items()]
         self.started.clear()
         return out
+
+
+def _request(call_id: str, descriptor: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    data: Dict[str, Any] = {"type": "tool-approval-request", "approvalId": call_id,
+                            "toolCallId": call_id}
+    if descriptor is not None:
+        data["approvalDescriptor"] = descriptor
+    return data
 
 
 def _subagent(event: Event) -> Dict[str, Any]:
