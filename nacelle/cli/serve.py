@@ -39,7 +39,23 @@ def command(argv: Sequence[str]) -> int:
     parser.add_argument("--allowed-host", action="append", default=[], dest="allowed_hosts",
                         metavar="NAME", help="a host name to answer to besides IP addresses "
                         "and localhost (repeatable; .example.com for a domain, * for any)")
+    parser.add_argument("--mcp", metavar="MODULE:OBJECT", default=None,
+                        help="serve these tools as an MCP server instead (a tool, a list of "
+                             "tools, or an Agent as one tool), at /mcp")
+    parser.add_argument("--stdio", action="store_true", default=False,
+                        help="with --mcp: speak MCP on stdin/stdout instead of HTTP")
     args = vars(parser.parse_args(argv))
+    mcp, stdio = args.pop("mcp"), args.pop("stdio")
+    if mcp is not None or stdio:
+        from .serve_mcp import serve_mcp
+
+        other = sorted(set(args) - {"host", "port", "store", "allowed_hosts"})
+        if mcp is None or other or args.get("store") is not None:
+            return fail("--stdio serves the tools given with --mcp MODULE:OBJECT" if mcp is None
+                        else "--mcp MODULE:OBJECT names what to serve: it takes no agent "
+                             "options, --store or MODULE:FACTORY")
+        return serve_mcp(mcp, host=args["host"], port=args["port"],
+                         allowed_hosts=args["allowed_hosts"], stdio=stdio)
     host, port, store = args.pop("host"), args.pop("port"), args.pop("store")
     allowed_hosts, factory = args.pop("allowed_hosts"), args.pop("factory", None)
     from ..policy import secure

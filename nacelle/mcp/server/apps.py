@@ -9,7 +9,8 @@ can trust is a 411 unless the server says its input ends by itself. The work of 
 request — which runs tools — happens off the event loop in the ASGI app (its default
 executor), and a streamed answer is read from a worker thread; an
 ``http.disconnect`` while streaming cancels the call at once. A WSGI server closes
-the stream's generator when the client has gone (PEP 3333), which cancels it too.
+the stream's generator when a write to a client that has gone fails (PEP 3333),
+which cancels the call too: at the next keepalive comment at the latest.
 
 Outer ring (with the rest of ``nacelle.mcp``); imports the standard library,
 ``nacelle.read_limits`` and the package's ``server.http``.

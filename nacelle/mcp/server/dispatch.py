@@ -36,6 +36,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional
 
+from ...context import CancelEvent
 from ..errors import MCPError
 from ..protocol import CAPABILITIES_KEY, LEGACY_VERSIONS, MODERN_VERSION, PROTOCOL_KEY, SERVER_INFO_KEY
 from .served import INVALID_PARAMS, Progress, ServedTools
@@ -54,11 +55,12 @@ UNSUPPORTED_VERSION = -32022
 @dataclass
 class Call:
     """What a method needs of its request besides params: its id, the event that
-    cancels it, and how to send a progress notification (None: the client asked
+    cancels it (a :class:`~nacelle.context.CancelEvent`, so setting it reaches the
+    running tool's ``ctx.cancelled`` at once), and how to send a progress notification (None: the client asked
     for none)."""
 
     id: Any
-    cancelled: threading.Event = field(default_factory=threading.Event)
+    cancelled: threading.Event = field(default_factory=CancelEvent)
     progress: Optional[Progress] = None
 
 

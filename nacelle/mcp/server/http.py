@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ... import bounded_json
+from ...context import CancelEvent
 from ...errors import ConfigError
 from ...serve.routes import host_allowed
 from ..errors import MCPError
@@ -79,7 +80,7 @@ class Reply:
     headers: List[Tuple[str, str]]
     body: bytes = b""
     stream: Optional[Iterator[bytes]] = None
-    cancel: threading.Event = field(default_factory=threading.Event)
+    cancel: threading.Event = field(default_factory=CancelEvent)
 
 
 def _json(status: int, message: Optional[Dict[str, Any]],
