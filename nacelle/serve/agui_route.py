@@ -33,6 +33,14 @@ longer declares a tool of its paused run gets a stand-in that takes any input.
 A thread without a paused run starts from the input's ``messages``: the client sends
 the whole conversation each time (AG-UI's clients keep it), so nothing else is stored.
 
+Two choices where the interrupts page asks more than a checkpoint needs. It asks for
+``MESSAGES_SNAPSHOT`` before an interrupt, so that an agent that resumes by replaying
+the conversation has it; here the server resumes from its checkpoint, the client
+already holds every message the stream built, and a snapshot would carry ids of the
+server's making in place of the client's own. And a resume sent twice (rule 5,
+idempotency) finds the checkpoint taken the first time and ends in ``RUN_ERROR``:
+the approved call runs once, which is what the rule protects.
+
 Outer ring: imports the standard library and nacelle's core.
 """
 
