@@ -48,7 +48,9 @@ call: ``id`` and ``toolCallId`` the call's id, ``reason: "tool_call"``, and the
 full replacement of the input, the spec's approve-with-edits pattern). A call of a
 tool the front end declared (``client_tools``) is the application's to answer:
 ``outcome: {"type": "success", "pendingToolCallIds": [...]}`` when nothing else
-waits (the spec's frontend tool calls). A paused call gets no ``TOOL_CALL_RESULT`` in
+waits (the spec's frontend tool calls); when approvals wait too, the outcome is the
+interrupt (it cannot name pending calls), and the front end's waiting calls are those
+of the run left without a result, which the client's reducer counts the same way. A paused call gets no ``TOOL_CALL_RESULT`` in
 the run that paused: its result comes in the run that resumes it, against the same
 ``toolCallId``, without its start, arguments and end again (the spec: "The agent does
 not re-emit ToolCallStart/ToolCallArgs/ToolCallEnd in the resumed run"). For that,
