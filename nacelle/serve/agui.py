@@ -50,7 +50,8 @@ tool the front end declared (``client_tools``) is the application's to answer:
 ``outcome: {"type": "success", "pendingToolCallIds": [...]}`` when nothing else
 waits (the spec's frontend tool calls); when approvals wait too, the outcome is the
 interrupt (it cannot name pending calls), and the front end's waiting calls are those
-of the run left without a result, which the client's reducer counts the same way. A paused call gets no ``TOOL_CALL_RESULT`` in
+of the run left without a result (how ``@ag-ui/client`` derives them when a success
+outcome names none). A paused call gets no ``TOOL_CALL_RESULT`` in
 the run that paused: its result comes in the run that resumes it, against the same
 ``toolCallId``, without its start, arguments and end again (the spec: "The agent does
 not re-emit ToolCallStart/ToolCallArgs/ToolCallEnd in the resumed run"). For that,
