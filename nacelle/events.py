@@ -370,7 +370,7 @@ class _InputSoFar(ToolEvent):
         return text
 
     def _keep(self, value: str) -> None:  # dataclass __init__ and replace() set it so
-        self.__dict__["_text"] = value
+        object.__setattr__(self, "_text", value)
         self.__dict__.pop("_source", None)
 
     input = property(_joined, _keep)
