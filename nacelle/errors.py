@@ -25,6 +25,7 @@ happened rather than where::
     │   └── mcp.auth_flows.MCPAuthError  authorizing with an HTTP MCP server failed
     ├── cli.models.ListingError         a provider's model list could not be read
     ├── cli.resume.Undecided            ``nacelle resume`` was not told what to do with a call
+    ├── serve.agui_input.InputError (also ValueError)  a RunAgentInput without AG-UI's shape
     ├── toolsets.confine.PathError      a tool's path cannot be used
     │   └── toolsets.confine.PathRefused  the path would leave the root
     ├── toolsets.ssrf.FetchError        a fetch failed
