@@ -1,8 +1,9 @@
 """POST /agui: the route called in-process (its 400s, the thread's paused run kept and
 resumed, the ASGI app), and the same over a loopback server driven by the real
 @ag-ui/client 1.0 HttpAgent — its schema enforcement, its verifier and its reducer —
-for a text run, a tool run, an approval interrupt and its resume, and a front end's
-tool answered by the next input."""
+for a text run, a tool run, an approval interrupt and its resume (also from the ASGI
+app under uvicorn), a forwarding sub-agent, and a front end's tool answered by the next
+input."""
 
 import asyncio
 import contextlib
@@ -11,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import threading
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -26,6 +28,8 @@ from nacelle.testing import ScriptedBackend
 
 TESTS = Path(__file__).resolve().parent
 DRIVER = TESTS / "clients" / "agui_client.mjs"
+sys.path.insert(0, str(TESTS))
+from servers import free_port  # noqa: E402
 
 
 @nacelle.tool
@@ -463,3 +467,31 @@ def test_the_agui_client_follows_a_sub_agent_and_resumes_its_approval():
     assert second["pendingInterrupts"] == []
     top = [(m["role"], m.get("content")) for m in report["messages"] if "subagentRunId" not in m]
     assert top[-1] == ("assistant", "Ann has the papers.")
+
+
+@pytest.mark.integration
+def test_the_agui_client_reads_the_asgi_app_under_uvicorn():
+    uvicorn = pytest.importorskip("uvicorn")
+    client_prefix()
+    port = free_port()
+    agent = make_agent([calls(ToolCall("c1", "delete", '{"path": "a.txt"}')), "Deleted."])
+    server = uvicorn.Server(uvicorn.Config(asgi_app(agent, store=MemoryStore()), host="127.0.0.1",
+                                           port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        for _ in range(200):
+            if server.started:
+                break
+            threading.Event().wait(0.05)
+        report = drive(f"http://127.0.0.1:{port}", [
+            {"messages": [user("delete a.txt")]},
+            {"params": {"resume": [{"interruptId": "c1", "status": "resolved",
+                                    "payload": {"approved": True}}]}},
+        ])
+    finally:
+        server.should_exit = True
+        thread.join(10)
+    assert all("error" not in s for s in report["steps"]), report["steps"]
+    assert [(m["role"], m.get("content")) for m in report["messages"]][-2:] == [
+        ("tool", "deleted a.txt"), ("assistant", "Deleted.")]
