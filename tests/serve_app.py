@@ -14,7 +14,13 @@ serves every scenario:
 - ``delegate NAME``: the ``errand`` sub-agent (its events forwarded), whose own
   ``send`` pauses; the resumed run finishes the sub-agent ("Sent."), then the parent;
 - ``shot``: the ``shot`` tool, which returns its text, a small PNG and a PDF whose
-  title is markup, then text.
+  title is markup, then text;
+- ``markdown``: an answer in Markdown (:data:`MARKDOWN`) holding markup and a script;
+- ``think``: reasoning, then a short answer;
+- ``cut``: an answer cut at the output limit (stop ``max_tokens``);
+- ``wait S``: nothing for S seconds (cancelling ends the wait), then an answer;
+- ``write``: a ``write_file`` call (paused, like ``send``) replacing ``notes.txt`` under
+  the folder named by ``NACELLE_SERVE_ROOT``.
 
 ``wsgi`` and ``asgi`` are the apps gunicorn and uvicorn load: the store is the
 directory named by ``NACELLE_SERVE_STORE`` and the keepalive ``NACELLE_SERVE_KEEPALIVE``.
@@ -27,7 +33,7 @@ import os
 import time
 
 import nacelle
-from nacelle.messages import Message, Role, Text, ToolCall
+from nacelle.messages import Message, Reasoning, Role, Text, ToolCall
 from nacelle.serve import asgi_app, wsgi_app
 from nacelle.sessions import FileStore
 from nacelle.testing import ScriptedBackend, Turn
@@ -86,8 +92,46 @@ def shot(page: str) -> list:
             nacelle.Document.from_bytes(b"%PDF-1.4\n%%EOF\n", title="<b>Q3</b> report")]
 
 
+@nacelle.tool
+def write_file(path: str, content: str) -> str:
+    """Write a file.
+
+    Args:
+        path: Where, under the root.
+        content: What.
+    """
+    with open(os.path.join(os.environ["NACELLE_SERVE_ROOT"], path), "w", encoding="utf-8") as f:
+        f.write(content)
+    return f"wrote {path}"
+
+
+MARKDOWN = """# Release notes
+
+Some **bold**, some *emphasis*, `inline code` and a [link](https://example.com/docs "docs").
+A [bad link](javascript:alert(1)) stays text, and so does <script>alert(1)</script>.
+
+## Steps
+
+1. Install it
+2. Run it
+   - with `--yes`
+   - or without
+
+```python
+print("<b>hi</b>")
+```
+
+| Name | Size |
+|------|-----:|
+| a.txt | 12 |
+| b.txt | 3 |
+
+> Quoted ~~old~~ text.
+"""
+
+
 def approve(name, input, ctx):
-    return nacelle.PAUSE if name == "send" else True
+    return nacelle.PAUSE if name in ("send", "write_file") else True
 
 
 def calling(text, call_id, name, arguments):
@@ -112,6 +156,18 @@ def script(prompt: str):
     if word == "delegate":
         return [calling("Asking a helper.", "d1", "errand", {"task": f"send to {rest}"}),
                 calling("On it.", "e1", "send", {"to": rest or "ada"})]
+    if word == "markdown":
+        return [Turn(MARKDOWN, usage=USAGE)]
+    if word == "think":
+        return [Turn(Message(Role.ASSISTANT, (Reasoning("Weighing the question first."),
+                                              Text("Forty-two."))), usage=USAGE)]
+    if word == "cut":
+        return [Turn("The list goes on: one, two, thr", usage=USAGE, stop=nacelle.Stop.MAX_TOKENS)]
+    if word == "wait":
+        return [Turn("Waited.", usage=USAGE, delay=float(rest or 1))]
+    if word == "write":
+        return [calling("Updating the notes.", "w1", "write_file",
+                        {"path": "notes.txt", "content": "first\nsecond, changed\nthird\n"})]
     if word == "pause":
         return [calling("I will send it.", "p1", "send", {"to": rest or "ada"})]
     return [Turn(Message(Role.ASSISTANT, (Text("Hello"), Text(", world <b>!</b>"))), usage=USAGE)]
@@ -126,8 +182,10 @@ def make_agent(info):
     backend = ScriptedBackend(turns)
     errand = nacelle.subagent_tool(nacelle.Agent(backend, "Run errands.", tools=[send]),
                                    name="errand", approve=approve, forward=True)
-    return nacelle.Agent(backend, "Be brief.", tools=[slow, hang, send, shot, errand],
-                         approve=approve)
+    # Reasoning reaches the stream only when shown (the page folds it).
+    show = str(info.body.get("prompt", "")).startswith("think")
+    return nacelle.Agent(backend, "Be brief.", tools=[slow, hang, send, shot, errand, write_file],
+                         approve=approve, thinking=nacelle.Thinking(show=show))
 
 
 def _options():

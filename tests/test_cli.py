@@ -847,6 +847,27 @@ def test_serve_answers_the_page_and_a_run_over_http(server, tmp_path):
         proc.stderr.close()
 
 
+def test_serve_without_a_key_says_so_in_plain_words_and_does_not_start(tmp_path):
+    environ = {k: v for k, v in os.environ.items()
+               if not k.startswith(("NACELLE_", "ANTHROPIC_", "OPENROUTER_"))}
+    environ.update({"PYTHONPATH": str(ROOT), "NACELLE_CONFIG": os.devnull,
+                    "XDG_DATA_HOME": str(tmp_path / "data")})
+    for extra, variable in (((), "ANTHROPIC_API_KEY"),
+                            (("--backend", "openrouter", "--model", "m"), "OPENROUTER_API_KEY")):
+        out = subprocess.run([sys.executable, "-m", "nacelle", "serve", "--port", "0",
+                              "--root", str(tmp_path), *extra], stdin=subprocess.DEVNULL,
+                             env=environ, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 1 and out.stdout == ""
+        assert f"{variable} is not set" in out.stderr and f"export {variable}=" in out.stderr
+        assert "serving on" not in out.stderr
+        # Words for the person at the command, not the library's hint to a programmer.
+        assert "api_key=" not in out.stderr and "Backend" not in out.stderr
+    out = subprocess.run([sys.executable, "-m", "nacelle", "serve", "--port", "0"],
+                         env={**environ, "ANTHROPIC_API_KEY": "  "}, capture_output=True,
+                         text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert out.returncode == 1 and "ANTHROPIC_API_KEY is not set" in out.stderr
+
+
 def test_serve_module_factory_serves_that_factorys_agent_as_the_readme_says(tmp_path):
     import urllib.request
 

@@ -154,6 +154,15 @@ def test_structured_output_goes_out_as_plain_json():
     assert done["output"] == {"city": "Oslo", "tags": ["a", "b"]}
 
 
+def test_tool_input_carries_each_delta_of_a_calls_arguments_with_its_id_and_name():
+    from nacelle.events import ToolEvent
+
+    data = event_json(nacelle.Event(nacelle.Kind.TOOL_INPUT, text='"pa',
+                                    tool=ToolEvent("c1", 0, "read", '{"pa')))
+    assert data == {"v": 1, "kind": "tool_input", "id": "c1", "index": 0, "name": "read",
+                    "text": '"pa'}
+
+
 def test_a_tool_result_carries_its_images_and_documents_only_when_it_has_them():
     from nacelle.events import ToolEvent
 
@@ -449,6 +458,89 @@ def test_a_principal_reaches_make_agent(store):
     for user in ("alice", "shared"):
         call_wsgi(app, body={"prompt": "hi"}, headers={"X-User": user})
     assert seen == ["alice", ""]
+
+
+def test_a_running_run_is_cancelled_by_the_id_its_answer_names_and_only_by_its_principal(
+        store, tmp_path, monkeypatch):
+    notes = tmp_path / "notes"
+    monkeypatch.setenv("NACELLE_SERVE_NOTES", str(notes))
+    app = wsgi_app(serve_app.make_agent, store=store, authorize=by_header, max_runs=1,
+                   keepalive=5)
+    seen = {}
+    env = {"REQUEST_METHOD": "POST", "PATH_INFO": "/runs", "CONTENT_TYPE": "application/json",
+           "wsgi.input": BytesIO(b'{"prompt": "hang"}'), "CONTENT_LENGTH": "18",
+           "HTTP_X_USER": "alice"}
+    stream = iter(app(env, lambda status, headers: seen.update(status=status, headers=dict(headers))))
+    assert seen["status"].startswith("200") and b"event: tool_" in next(stream)
+    run = seen["headers"]["X-Nacelle-Run"]
+    assert run.startswith("run_")
+    assert wait_for(lambda: "hang started" in read(notes))
+    path = f"/runs/{run}/cancel"
+    for user in ("bob", "shared"):  # another principal's run is not there for them
+        assert call_wsgi(app, path=path, body={}, headers={"X-User": user})[0] == 404
+    assert call_wsgi(app, path=path, body={"why": 1}, headers={"X-User": "alice"})[0] == 400
+    assert call_wsgi(app, method="GET", path=path, headers={"X-User": "alice"})[0] == 405
+    # It takes no place under max_runs (the one place is the hanging run's).
+    status, _, out = call_wsgi(app, path=path, body={}, headers={"X-User": "alice"})
+    assert (status, json.loads(out)) == (200, {"cancelled": True})
+    rest = decoded(list(stream))
+    assert rest[-1][0] == "error" and rest[-1][1]["error"] == "Cancelled"
+    assert wait_for(lambda: "hang cancelled" in read(notes))
+    assert call_wsgi(app, path=path, body={}, headers={"X-User": "alice"})[0] == 404
+    assert call_wsgi(app, body={"prompt": "hello"}, headers={"X-User": "alice"})[0] == 200
+
+
+def test_a_session_is_read_back_by_get_for_its_principal_only(store):
+    app = wsgi_app(serve_app.make_agent, store=store, authorize=by_header)
+    assert call_wsgi(app, body={"prompt": "hello", "session": "chat"},
+                     headers={"X-User": "alice"})[0] == 200
+    status, headers, out = call_wsgi(app, method="GET", path="/sessions/chat",
+                                     headers={"X-User": "alice"})
+    assert status == 200 and headers["Cache-Control"] == "no-store"
+    data = json.loads(out)
+    assert data["session"] == "chat"
+    assert [m.text for m in nacelle.loads(json.dumps(data["messages"]))] == [
+        "hello", "Hello, world <b>!</b>"]
+    for user in ("bob", "shared"):
+        status, _, out = call_wsgi(app, method="GET", path="/sessions/chat", headers={"X-User": user})
+        assert (status, json.loads(out)["messages"]) == (200, [])
+    assert call_wsgi(app, method="GET", path="/sessions/chat")[0] == 401
+    for bad in ("..", "-x", "s" + "0" * 40):
+        status, _, out = call_wsgi(app, method="GET", path=f"/sessions/{bad}", headers={"X-User": "alice"})
+        assert status == 400, bad
+    assert call_wsgi(app, path="/sessions/chat", body={}, headers={"X-User": "alice"})[0] == 405
+
+
+def test_a_paused_call_carries_what_approving_it_would_do_when_the_server_has_a_preview(
+        store, tmp_path, monkeypatch):
+    monkeypatch.setenv("NACELLE_SERVE_NOTES", str(tmp_path / "notes"))
+    asked = []
+
+    def preview(name, input):
+        asked.append((name, dict(input)))
+        return f"  $ send {input['to']}\n"
+
+    plain = decoded([call_wsgi(wsgi_app(serve_app.make_agent, store=store),
+                               body={"prompt": "pause ada"})[2]])
+    assert all("preview" not in data for _, data in plain)
+    events = decoded([call_wsgi(wsgi_app(serve_app.make_agent, store=store, preview=preview),
+                                body={"prompt": "slow 0"})[2]])
+    assert all("preview" not in data for _, data in events) and asked == []  # ran, not paused
+    events = decoded([call_wsgi(wsgi_app(serve_app.make_agent, store=store, preview=preview),
+                                body={"prompt": "pause ada"})[2]])
+    paused = [data for kind, data in events if kind == "tool_result"]
+    assert paused[0]["paused"] is True and paused[0]["preview"] == "  $ send ada\n"
+    assert asked == [("send", {"to": "ada"})]
+
+    def broken(name, input):
+        raise OSError("disk gone")
+
+    events = decoded([call_wsgi(wsgi_app(serve_app.make_agent, store=store, preview=broken),
+                                body={"prompt": "pause ada"})[2]])
+    assert [d for k, d in events if k == "tool_result"][0]["paused"] is True
+    assert events[-1][1]["stop"] == "paused" and all("preview" not in d for _, d in events)
+    with pytest.raises(nacelle.ConfigError, match="preview"):
+        wsgi_app(serve_app.make_agent, preview="yes")
 
 
 def test_the_store_is_optional_and_defaults_to_memory(tmp_path, monkeypatch):

@@ -2,7 +2,11 @@
 DevTools protocol (the launcher and client in tests/browser.py): a
 prompt typed in, its text streaming in while the tool still runs, a paused call
 approved by a click, its result and the answer shown, nothing fetched but the page's
-own loopback origin, hostile text shown as text. Screenshots go to NACELLE_ARTIFACTS
+own loopback origin, hostile text shown as text; Markdown drawn as elements (a script
+in it shown as text), the waiting dots, the stop button, an approval card with the
+diff the call would make, reasoning folded, a cut answer marked, a sub-agent's work
+indented inside its call, a call's arguments as they stream, and the conversation
+drawn again after a reload. Screenshots go to NACELLE_ARTIFACTS
 (or a folder under the system's temporary directory), never into the checkout: the
 README's docs/serve.png is a committed file, and a test run leaves it as it was."""
 
@@ -18,6 +22,7 @@ import pytest
 import serve_app
 from nacelle.serve import make_server, wsgi_app
 from nacelle.sessions import FileStore
+from nacelle.toolsets import LocalTools
 from browser import artifacts, chromium, launched, png
 
 pytestmark = pytest.mark.slow  # a headless Chromium
@@ -43,7 +48,13 @@ def docs_untouched():
 @pytest.fixture
 def served(tmp_path, monkeypatch):
     monkeypatch.setenv("NACELLE_SERVE_NOTES", str(tmp_path / "notes"))
-    app = wsgi_app(serve_app.make_agent, store=FileStore(tmp_path / "store"), keepalive=0.2)
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "notes.txt").write_text("first\nsecond\nthird\n")
+    monkeypatch.setenv("NACELLE_SERVE_ROOT", str(root))
+    local = LocalTools(root)
+    app = wsgi_app(serve_app.make_agent, store=FileStore(tmp_path / "store"), keepalive=0.2,
+                   preview=local.preview)
     httpd = make_server(app, "127.0.0.1", 0)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -53,6 +64,7 @@ def served(tmp_path, monkeypatch):
         httpd.shutdown()
         httpd.server_close()
         thread.join(10)
+        local.close()
 
 
 @pytest.fixture(scope="module")
@@ -247,18 +259,219 @@ def test_a_sub_agent_s_work_is_indented_under_its_call_and_its_approval_asked_li
     until(browser, "document.querySelector('#status').textContent === 'waiting for your decision'")
     # Only the sub-agent's own call is asked about; the call that started it waits.
     assert browser.evaluate("document.querySelectorAll('button.approve').length") == 1
-    assert browser.evaluate("!!document.querySelector('.tool.sub button.approve')")
-    assert browser.evaluate("document.querySelector('.tool.sub .sub-name').textContent") == "errand"
-    assert browser.evaluate("getComputedStyle(document.querySelector('.tool.sub')).marginLeft") \
+    # The sub-agent's work is drawn inside the box of the call that started it.
+    assert browser.evaluate("!!document.querySelector('.tool[data-id=d1] > .sub .tool button.approve')")
+    assert browser.evaluate("document.querySelector('.tool > .sub > .agent').textContent") == "errand"
+    assert browser.evaluate("getComputedStyle(document.querySelector('.tool > .sub')).marginLeft") \
         == "24px"
-    assert browser.evaluate("[...document.querySelectorAll('.msg.assistant.sub')]"
-                            ".map(m => m.textContent).join('|')") == "errandOn it."
+    assert browser.evaluate("[...document.querySelectorAll('.sub .msg.assistant')]"
+                            ".map(m => m.textContent).join('|')") == "On it."
     screenshot(browser, "serve-subagent.png")
     click(browser, "button.approve")
     until(browser, "[...document.querySelectorAll('.msg.assistant')].some("
                    "m => m.textContent === 'Delegated and sent.')")
     until(browser, "document.querySelector('#status').textContent.startsWith('end')")
-    assert browser.evaluate("document.querySelector('.tool.sub.ok .result').textContent") == \
+    assert browser.evaluate("document.querySelector('.sub .tool.ok .result').textContent") == \
         "sent to Ada"
     assert Path(os.environ["NACELLE_SERVE_NOTES"]).read_text() == "send Ada\n"
     assert [m for m in browser.events if m.get("method") == "Runtime.exceptionThrown"] == []
+
+
+def page_errors(browser):
+    return [m for m in browser.events if m.get("method") in ("Runtime.exceptionThrown",
+            "Network.loadingFailed") or (m.get("method") == "Log.entryAdded"
+            and m["params"]["entry"]["level"] == "error")]
+
+
+def fresh(browser, url, width=900, height=700):
+    for domain in ("Page", "Runtime", "Log", "Network"):
+        browser.call(f"{domain}.enable")
+    browser.call("Emulation.setDeviceMetricsOverride", width=width, height=height,
+                 deviceScaleFactor=1, mobile=False)
+    browser.load(url)
+    browser.events.clear()
+
+
+def test_markdown_is_drawn_as_elements_and_markup_in_it_stays_text(browser, served):
+    fresh(browser, served, height=900)
+    type_and_send(browser, "markdown")
+    until(browser, "document.querySelector('#status').textContent.startsWith('end')")
+    shape = browser.evaluate("""(() => { const b = document.querySelector('.msg.assistant');
+        const q = s => [...b.querySelectorAll(s)].map(n => n.textContent);
+        return {h1: q('h1'), h2: q('h2'), strong: q('strong'), em: q('em'), code: q('p code'),
+          ol: q('ol > li').length, ul: q('ol ul > li'), pre: q('pre code'),
+          lang: b.querySelector('pre code').dataset.lang, th: q('th'), td: q('td'),
+          right: b.querySelector('td:nth-child(2)').style.textAlign,
+          del: q('blockquote del'), links: [...b.querySelectorAll('a')].map(a =>
+            [a.textContent, a.href, a.rel, a.target, a.title]),
+          scripts: document.querySelectorAll('script').length,
+          text: b.textContent}; })()""")
+    assert shape["h1"] == ["Release notes"] and shape["h2"] == ["Steps"]
+    assert shape["strong"] == ["bold"] and shape["em"] == ["emphasis"]
+    assert shape["code"] == ["inline code"] and shape["ol"] == 2
+    assert shape["ul"] == ["with --yes", "or without"]
+    assert shape["pre"] == ['print("<b>hi</b>")'] and shape["lang"] == "python"
+    assert shape["th"] == ["Name", "Size"] and shape["td"] == ["a.txt", "12", "b.txt", "3"]
+    assert shape["right"] == "right" and shape["del"] == ["old"]
+    assert shape["links"] == [["link", "https://example.com/docs", "noopener noreferrer",
+                               "_blank", "docs"]]
+    assert "bad link stays text" in shape["text"]
+    assert "<script>alert(1)</script>" in shape["text"] and shape["scripts"] == 1
+    assert browser.evaluate("document.querySelectorAll('#log b, #log script').length") == 0
+    assert page_errors(browser) == []
+    screenshot(browser, "serve-markdown.png")
+
+
+def test_markdown_keeps_only_web_and_mail_links_and_data_pictures(browser, served):
+    browser.load(served)
+    good = base64.b64encode(png()).decode()
+    text = ("[a](javascript:alert(1)) [b](data:text/html,x) [c](/runs) [d](mailto:x@y.example) "
+            "<https://example.org/x> see https://example.net/y. [e](vbscript:x) "
+            f"![pic](data:image/png;base64,{good}) ![svg](data:image/svg+xml;base64,PHN2Zz4=) "
+            "![web](https://example.com/i.png) " + "*" * 3000 + " `" * 2000)
+    hrefs = browser.evaluate(f"""(() => {{ const f = markdown({json.dumps(text)});
+        const box = document.createElement('div'); box.appendChild(f);
+        return [[...box.querySelectorAll('a')].map(a => a.href),
+                [...box.querySelectorAll('img')].map(i => i.src.slice(0, 22)),
+                box.textContent.includes('[image: svg]')]; }})()""")
+    assert hrefs == [["mailto:x@y.example", "https://example.org/x", "https://example.net/y",
+                      "https://example.com/i.png"], ["data:image/png;base64,"], True]
+
+
+def test_the_waiting_dots_show_until_the_answer_and_stop_cancels_the_run(browser, served):
+    fresh(browser, served)
+    assert browser.evaluate("document.querySelector('#stop').hidden") is True
+    type_and_send(browser, "wait 1")
+    until(browser, "document.querySelector('#waiting').classList.contains('on')")
+    assert browser.evaluate("getComputedStyle(document.querySelector('#waiting')).display") == "block"
+    assert browser.evaluate("!document.querySelector('#stop').hidden && "
+                            "document.querySelector('#send').hidden")
+    screenshot(browser, "serve-waiting.png")
+    until(browser, "document.querySelector('#status').textContent.startsWith('end')")
+    assert browser.evaluate("document.querySelector('#waiting').classList.contains('on')") is False
+    assert browser.evaluate("document.querySelector('#stop').hidden") is True
+
+    type_and_send(browser, "hang")
+    until(browser, "document.querySelector('.tool .state') && "
+                   "document.querySelector('.tool .state').textContent === 'running'")
+    notes = Path(os.environ["NACELLE_SERVE_NOTES"])
+    deadline = time.monotonic() + 10
+    while "hang started" not in (notes.read_text() if notes.exists() else ""):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    click(browser, "#stop")
+    until(browser, "document.querySelector('#status').textContent === 'stopped'")
+    assert browser.evaluate("document.querySelector('.note.stopped').textContent") == "Stopped."
+    assert browser.evaluate("document.querySelectorAll('.msg.error').length") == 0
+    assert "hang cancelled" in notes.read_text()
+    cancels = [m["params"]["request"]["url"] for m in browser.events
+               if m.get("method") == "Network.requestWillBeSent"
+               and m["params"]["request"]["url"].endswith("/cancel")]
+    assert len(cancels) == 1 and cancels[0].startswith(served + "runs/run_")
+    assert browser.evaluate("document.querySelector('#send').hidden") is False
+
+
+def test_an_approval_card_shows_the_diff_the_call_would_make(browser, served):
+    fresh(browser, served)
+    type_and_send(browser, "write")
+    until(browser, "document.querySelector('#status').textContent === 'waiting for your decision'")
+    lines = browser.evaluate("[...document.querySelectorAll('.tool pre.preview span')]"
+                             ".map(s => s.className + ' ' + s.textContent.trimEnd())")
+    assert lines == ["file --- a/notes.txt", "file +++ b/notes.txt", "hunk @@ -1,3 +1,3 @@",
+                     "  first", "del -second", "add +second, changed", "  third"]
+    assert browser.evaluate("document.querySelector('.tool details.args').open") is False
+    screenshot(browser, "serve-approval-diff.png")
+    click(browser, "button.approve")
+    until(browser, "document.querySelector('#status').textContent.startsWith('end')")
+    root = Path(os.environ["NACELLE_SERVE_ROOT"])
+    assert (root / "notes.txt").read_text() == "first\nsecond, changed\nthird\n"
+
+
+def test_reasoning_is_folded_and_a_cut_answer_is_marked(browser, served):
+    fresh(browser, served)
+    type_and_send(browser, "think")
+    until(browser, "document.querySelector('#status').textContent.startsWith('end')")
+    assert browser.evaluate("document.querySelector('details.thinking').open") is False
+    assert browser.evaluate("document.querySelector('details.thinking div').textContent") == \
+        "Weighing the question first."
+    assert browser.evaluate("document.querySelector('details.thinking div').checkVisibility()") is False
+    assert browser.evaluate("document.querySelector('details.thinking summary').textContent"
+                            ".startsWith('Thought for')")
+    assert browser.evaluate("document.querySelectorAll('.cutoff').length") == 0
+    type_and_send(browser, "cut")
+    until(browser, "document.querySelector('#status').textContent.startsWith('max_tokens')")
+    assert browser.evaluate("document.querySelectorAll('.cutoff').length") == 1
+    assert "output limit" in browser.evaluate("document.querySelector('.cutoff').textContent")
+    assert browser.evaluate("[...document.querySelectorAll('.msg.assistant')].pop()"
+                            ".classList.contains('cut')")
+    screenshot(browser, "serve-cut.png")
+
+
+def test_a_sub_agents_work_is_indented_in_its_call_and_arguments_show_as_they_stream(
+        browser, served):
+    """Fed to the page's View as the server's events would come: a call whose input
+    streams, then a sub-agent's text, call and result carrying ``agent`` and ``via``."""
+    fresh(browser, served)
+    events = [("tool_input", {"id": "c1", "index": 0, "name": "research", "text": '{"topic": "o'}),
+              ("tool_input", {"id": "c1", "index": 0, "name": "research", "text": 'wls"}'})]
+    browser.evaluate(f"""(() => {{ window.v = new View();
+        {json.dumps(events)}.forEach(([k, d]) => v.handle(k, d)); return true; }})()""")
+    assert browser.evaluate("document.querySelector('.tool .input').textContent") == '{"topic": "owls"}'
+    assert browser.evaluate("document.querySelector('.tool .state').textContent") == "writing…"
+    sub = {"agent": ["researcher"], "via": "c1"}
+    events = [("tool_call", {"id": "c1", "index": 0, "name": "research", "server": "",
+                             "input": '{"topic": "owls"}'}),
+              ("text", {"text": "Looking into **owls**.", **sub}),
+              ("tool_call", {"id": "c1", "index": 0, "name": "search", "server": "",
+                             "input": '{"q": "owls"}', **sub}),
+              ("tool_result", {"id": "c1", "index": 0, "name": "search", "server": "",
+                               "result": "3 hits", "error": None, "refused": False,
+                               "paused": False, "discarded": False, "duration": 0.1, **sub}),
+              ("tool_result", {"id": "c1", "index": 0, "name": "research", "server": "",
+                               "result": "Owls are birds.", "error": None, "refused": False,
+                               "paused": False, "discarded": False, "duration": 0.3}),
+              ("text", {"text": "Owls are birds."})]
+    browser.evaluate(f"""(() => {{ {json.dumps(events)}.forEach(([k, d]) => v.handle(k, d));
+        drawAll(); return true; }})()""")
+    shape = browser.evaluate("""(() => { const outer = document.querySelector('.tool');
+        const sub = outer.querySelector('.sub');
+        return [outer.querySelector(':scope > .head').firstChild.textContent,
+          sub.querySelector('.agent').textContent, sub.querySelector('.msg.assistant strong').textContent,
+          sub.querySelector('.tool .head').firstChild.textContent, sub.querySelector('.tool .result').textContent,
+          outer.querySelector(':scope > .result').textContent,
+          sub.getBoundingClientRect().left - outer.getBoundingClientRect().left > 10,
+          document.querySelectorAll('#log > .msg.assistant').length]; })()""")
+    assert shape == ["research", "researcher", "owls", "search", "3 hits", "Owls are birds.", True, 1]
+    assert page_errors(browser) == []
+    screenshot(browser, "serve-subagent-events.png")
+
+
+def test_the_conversation_is_drawn_again_after_a_reload(browser, served):
+    fresh(browser, served)
+    type_and_send(browser, "shot home")
+    until(browser, "document.querySelector('#status').textContent.startsWith('end')")
+    type_and_send(browser, "markdown")
+    until(browser, "document.querySelectorAll('.turn').length === 3")
+    until(browser, "document.querySelector('#status').textContent.startsWith('end')")
+    before = browser.evaluate("localStorage.getItem('nacelle.session')")
+    assert before.startswith("page-")
+    browser.load(served)
+    until(browser, "document.querySelector('#status').textContent.includes('restored')")
+    shape = browser.evaluate("""[[...document.querySelectorAll('.msg.user')].map(m => m.textContent),
+        document.querySelector('.tool .result').textContent, document.querySelector('.tool .state').textContent,
+        document.querySelectorAll('.tool img.media').length,
+        [...document.querySelectorAll('.msg.assistant')].map(m => m.textContent.slice(0, 13)),
+        document.querySelectorAll('.msg.assistant h1, .msg.assistant table').length]""")
+    assert shape == [["shot home", "markdown"], "screenshot of home", "done", 1,
+                     ["Looking.", "It is a gradi", "Release notes"], 2]
+    screenshot(browser, "serve-restored.png")
+    # The next prompt continues the same session; a new chat starts an empty one.
+    type_and_send(browser, "hello")
+    until(browser, "document.querySelector('#status').textContent.startsWith('end')")
+    assert browser.evaluate("localStorage.getItem('nacelle.session')") == before
+    click(browser, "#new")
+    assert browser.evaluate("document.querySelectorAll('#log > .msg').length") == 0
+    assert browser.evaluate("localStorage.getItem('nacelle.session')") != before
+    browser.load(served)
+    time.sleep(0.3)
+    assert browser.evaluate("document.querySelectorAll('#log > .msg').length") == 0

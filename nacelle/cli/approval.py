@@ -5,18 +5,16 @@ would change shown first.
 :func:`nacelle.policy.secure` lets run (read-only, closed world) runs unasked; every
 other call asks through :func:`nacelle.policy.ask`, which serialises questions and
 remembers always/never per tool name. Before the question, the person sees what they
-are approving: for ``write_file`` and ``edit_file`` a unified diff (:mod:`difflib`)
-of the file under the tools' root as it is now against what the call would leave;
-for ``run_command`` the command itself, whole, since the one-line question cuts
-long inputs, each further line of it marked ``  > `` as a shell marks a continuation,
-so no line of a command can pass for the start of another. Everything shown goes
+are approving (:mod:`nacelle.toolsets.preview`, which the chat page's approval
+cards show too): for ``write_file`` and ``edit_file`` a unified diff of the file under
+the tools' root as it is now against what the call would leave; for ``run_command``
+the command itself, whole, since the one-line question cuts long inputs, each
+further line of it marked ``  > ``. Everything shown goes
 through :func:`nacelle.terminal_text.visible`: a command or a file's new content
 holding ``ESC[1A ESC[2K \\r`` would otherwise move up a line, erase it and draw a
 harmless command over the one the question is about. The preview is read when the
 question is asked, under ``ask``'s lock, so two calls racing never interleave their
-previews, and it is a preview only: the tool reads the file again when it runs. An
-``edit_file`` whose ``old_text`` is not in the file says so instead of a diff (the
-tool will fail the same way).
+previews, and it is a preview only: the tool reads the file again when it runs.
 
 Where the answer comes from. The terminal, not a pipe: when the CLI's stdin is a
 pipe (it carried the prompt) the CLI passes ``/dev/tty``, and with no terminal at
@@ -24,77 +22,27 @@ all every question is a no, said on stderr, which ``--yes`` avoids. Reading
 watches the call's ``ctx.cancelled``, so a cancelled run releases a waiting
 question (as a no), as does end of input.
 
-Imports the standard library, :mod:`nacelle.policy` and :mod:`nacelle.terminal_text`;
+Imports the standard library, :mod:`nacelle.policy`, :mod:`nacelle.terminal_text` and
+:mod:`nacelle.toolsets.preview`;
 writes only to the stream it is given (the CLI's stderr).
 """
 
 from __future__ import annotations
 
-import difflib
-import os
 import select
 import sys
 import threading
 from typing import IO, Any, Dict, List, Optional, Sequence
 
 from ..terminal_text import visible
+from ..toolsets.preview import change_preview
 
 __all__ = ["Approver", "preview"]
-
-_PREVIEW_LINES = 60  # a diff longer than a screen is cut; the question still asks
-
-
-def _read_text(path: str) -> Optional[str]:
-    try:
-        with open(path, encoding="utf-8", errors="replace", newline="") as handle:
-            return handle.read(4 * 2**20)
-    except FileNotFoundError:
-        return None
-    except OSError as err:
-        return f"(cannot read: {err.strerror})"
-
-
-def _diff(path: str, before: Optional[str], after: str) -> List[str]:
-    lines = list(difflib.unified_diff(
-        (before or "").splitlines(keepends=True), after.splitlines(keepends=True),
-        fromfile="/dev/null" if before is None else f"a/{path}", tofile=f"b/{path}"))
-    return [line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
-            for line in lines]
 
 
 def preview(name: str, input: Dict[str, Any], root: Optional[str]) -> str:
     """What approving this call would do, for a person: a diff, a command, or ""."""
-    return visible(_preview(name, input, root))
-
-
-def _preview(name: str, input: Dict[str, Any], root: Optional[str]) -> str:
-    if name == "run_command" and isinstance(input.get("command"), str):
-        first, *more = input["command"].split("\n")
-        return "".join([f"  $ {first}\n"] + [f"  > {line}\n" for line in more])
-    path = input.get("path")
-    if name not in ("write_file", "edit_file") or root is None or not isinstance(path, str):
-        return ""
-    full = os.path.join(root, path)
-    if not os.path.realpath(full).startswith(os.path.realpath(root) + os.sep):
-        return ""  # the tool refuses it; no file outside the root is read for a preview
-    before = _read_text(full)
-    if name == "write_file":
-        content = input.get("content")
-        if not isinstance(content, str):
-            return ""
-        lines = _diff(path, before, content)
-    else:
-        old, new = input.get("old_text"), input.get("new_text")
-        if not isinstance(old, str) or not isinstance(new, str):
-            return ""
-        if before is None or not old or old not in before:
-            return f"  (old_text is not in {path}; the edit will fail)\n"
-        lines = _diff(path, before, before.replace(old, new, 1))
-    if not lines:
-        return f"  ({path} would not change)\n"
-    if len(lines) > _PREVIEW_LINES:
-        lines = lines[:_PREVIEW_LINES] + [f"... ({len(lines) - _PREVIEW_LINES} more lines)\n"]
-    return "".join(lines)
+    return visible(change_preview(name, input, root))
 
 
 class Approver:

@@ -2,6 +2,11 @@
 of the user's makes) over HTTP with a chat page (:func:`nacelle.serve.run_server`).
 Calls that would ask at the terminal pause instead, for the page to approve.
 
+Without the backend's API key the command says so and stops before serving: the
+library's own message ("pass api_key= to anthropic.Backend") speaks to a programmer,
+and would only reach the person in the page, at their first question. The variable
+is checked, not the key itself; a wrong key is the provider's 401, shown in the page.
+
 Imports the standard library and the agent options; the serving code and the policy
 inside :func:`command`; prints.
 """
@@ -9,15 +14,37 @@ inside :func:`command`; prints.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from typing import Sequence
+from typing import Any, Dict, Optional, Sequence
 
 from ..errors import ConfigError, NacelleError
 from .agent import agent_options, subcommand_agent
-from .help import EXIT_OK
+from .help import EXIT_FAILED, EXIT_OK
 from .terminal import fail, one_line
 
 __all__ = ["command"]
+
+# backend -> (its key's variable, the provider's name, where a person gets a key)
+_KEYS = {"anthropic": ("ANTHROPIC_API_KEY", "Anthropic", "https://console.anthropic.com/settings/keys"),
+         "openrouter": ("OPENROUTER_API_KEY", "OpenRouter", "https://openrouter.ai/keys")}
+
+
+def missing_key(backend: str) -> Optional[str]:
+    """What to tell a person who started ``nacelle serve`` without the backend's key,
+    or None when the key's variable is set (or the backend is one it does not know)."""
+    known = _KEYS.get(backend)
+    if known is None or os.environ.get(known[0], "").strip():
+        return None
+    variable, provider, where = known
+    other = ("  (or serve through OpenRouter instead: set OPENROUTER_API_KEY and add "
+             "--backend openrouter --model NAME)\n" if backend == "anthropic" else
+             "  (or use Anthropic instead: set ANTHROPIC_API_KEY and --backend anthropic)\n")
+    return (f"nacelle: serving needs an {provider} API key, and {variable} is not set, "
+            f"so the chat page could not answer anything.\n"
+            f"  Get a key at {where}, then start the server again with it:\n"
+            f"    export {variable}=...\n"
+            f"    nacelle serve\n" + other)
 
 
 def command(argv: Sequence[str]) -> int:
@@ -62,6 +89,8 @@ def command(argv: Sequence[str]) -> int:
     from ..serve import run_server
     from ..serve.server import load_factory
 
+    settings: Dict[str, Any] = {k: v for k, v in args.items()
+                                if k not in ("yes", "system", "max_cost")}
     try:
         if factory is not None and args:
             raise ConfigError(f"{factory} makes the agent: --{sorted(args)[0].replace('_', '-')} "
@@ -70,11 +99,20 @@ def command(argv: Sequence[str]) -> int:
         agent, local = (load_factory(factory), None) if factory is not None else (
             subcommand_agent(args, lambda tools, root, yes: (
                 (lambda *a: True) if yes else secure(tools))))
+        if local is not None:
+            from ..settings import resolve
+
+            message = missing_key(resolve(settings).backend)
+            if message is not None:
+                local.close()
+                sys.stderr.write(message)
+                return EXIT_FAILED
     except NacelleError as err:
         return fail(one_line(err))
 
     try:
         run_server(agent, host, port, store, allowed_hosts=allowed_hosts,
+                   preview=local.preview if local is not None else None,
                    on_ready=lambda url: print(f"nacelle: serving on {url} (Ctrl-C stops)",
                                               file=sys.stderr, flush=True))
     except OSError as err:

@@ -8,7 +8,9 @@ resume over HTTP, and a small chat page.
   resumption of a paused run, whose checkpoint stays in the server's ``store`` (by
   default a :class:`~nacelle.sessions.MemoryStore`), owned by the principal
   ``authorize`` named; ``POST /api/chat`` the Vercel AI SDK's ``useChat`` stream
-  (``vercel.encode`` is its pure encoder);
+  (``vercel.encode`` is its pure encoder); ``POST /runs/{id}/cancel`` stops a
+  streaming run and ``GET /sessions/{name}`` reads a saved conversation back (the
+  page's stop button and reload);
 - :func:`serve` / :func:`run_server` run the WSGI app on the standard library's
   threaded server, and ``python -m nacelle.serve MODULE:FACTORY`` does from a shell.
 

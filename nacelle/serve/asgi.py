@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Awaitable, Callable, Dict, List, MutableMapping, Optional, Sequence
+from typing import Any, Awaitable, Callable, Dict, List, Mapping, MutableMapping, Optional, Sequence
 
 from ..read_limits import content_length
 from ..sessions import Store
@@ -46,13 +46,15 @@ def asgi_app(make_agent: MakeAgent, *, store: Optional[Store] = None,
              authorize: Optional[Callable[[Any], "bool | str"]] = None,
              max_body: int = 1_000_000, keepalive: float = 15.0,
              key: "str | bytes | None" = None, allowed_hosts: Sequence[str] = (),
-             max_runs: int = 16) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
+             max_runs: int = 16,
+             preview: Optional[Callable[[str, Mapping[str, Any]], str]] = None,
+             ) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
     """An ASGI 3 application; the arguments are :func:`~nacelle.serve.wsgi_app`'s
     (``authorize`` is given the scope)."""
     if not keepalive > 0:
         raise ValueError(f"keepalive must be a positive number of seconds, got {keepalive!r}")
     routes = Routes(make_agent, store=store, authorize=authorize, max_body=max_body, key=key,
-                    allowed_hosts=allowed_hosts, max_runs=max_runs)
+                    allowed_hosts=allowed_hosts, max_runs=max_runs, preview=preview)
 
     async def application(scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope.get("type")

@@ -17,7 +17,9 @@ change that would break a reader of version 1 gets a new ``v``. Per kind:
   ``content``, only when the tool returned images or documents: its parts in
   :func:`nacelle.dumps` form (``{"type": "image", "media_type", "data"}``,
   ``{"type": "document", "media_type", "data", "title"}``, ``{"type": "text", "text"}``),
-  data in base64.
+  data in base64; ``preview``, only on a paused result when the server was given
+  a ``preview`` function: what approving the call would do, for a person (the diff
+  of a file it would write, the command it would run), as plain text.
 - ``turn``: ``stop`` and ``usage`` — the turn's tokens and dollars:
   ``{"input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens",
   "reasoning_tokens", "total", "cost", "priced"}``.
@@ -46,7 +48,9 @@ change that would break a reader of version 1 gets a new ``v``. Per kind:
   text for nacelle's own errors (written never to hold a key); any other exception is
   an ``"internal error"`` to the client and logged in full here.
 
-A stream ends with exactly one ``done`` or one ``error``.
+A stream ends with exactly one ``done`` or one ``error``. Kinds and fields are added
+within version 1 (``tool_input`` and ``preview`` were): a reader ignores what it does
+not know, so an addition never changes ``v``.
 
 Choices where no spec speaks:
 

@@ -28,6 +28,18 @@ apps differ only in how they read and write. The routes:
   checkpoint put back).
 - ``POST /agui``: an AG-UI 1.0 ``RunAgentInput``; the run as AG-UI's events
   (``agui_route.py``, which keeps a thread's paused run in the store).
+- ``POST /runs/{id}/cancel``: ``{}`` cancels the run streaming now under the id its
+  answer's ``X-Nacelle-Run`` header named (every run answer has one): its tools see
+  ``ctx.cancelled`` and its stream ends with an ``error`` event ``Cancelled`` (its
+  session is left as it was before the run). ``{"cancelled": true}``, or
+  404 for an id not streaming now (ended, never issued, or another principal's). It
+  takes no place under ``max_runs``. Closing the stream cancels too, but only once
+  the server notices, and a proxy between may keep the connection open; the chat
+  page's stop button posts here.
+- ``GET /sessions/{name}``: ``{"session": name, "messages": [...]}``, the
+  conversation saved under that name (``[]`` when there is none), in
+  :func:`nacelle.dumps` form — how the chat page shows its conversation again after a
+  reload.
 
 Principals: ``authorize(raw)`` returning True lets a request in as the one shared
 principal; a non-empty str lets it in as that principal. A principal's sessions and
@@ -48,7 +60,12 @@ a POST without a length the server can trust, 413 past ``max_body`` (refused bef
 reading when the length is declared), 415 for a POST that is not
 ``application/json``, 409 for a paused run this agent cannot resume (it lacks a
 tool the run had; the checkpoint is put back), 500 when ``make_agent`` or the store
-fails (logged here, never shown), 503 past ``max_runs``. A body holding a lone
+fails (logged here, never shown), 503 past ``max_runs``.
+
+``preview(name, input)``, when given, says what approving a paused call would do
+(:meth:`nacelle.toolsets.LocalTools.preview`: a diff, a command): its text rides on
+the call's paused ``tool_result`` as ``preview`` (``encode.py``), computed when the
+call pauses; a preview that fails is left out and logged. A body holding a lone
 surrogate (JSON may escape half of a pair) is a 400: UTF-8 cannot hold it, so it
 could be neither streamed back nor saved. The JSON content type is required on purpose: a
 web page on another site can POST ``text/plain`` to a server on localhost without
@@ -110,6 +127,10 @@ log = logging.getLogger(__name__)
 _DECISIONS = re.compile(r"/runs/([^/]+)/decisions\Z")
 #: Where ``useChat``'s DefaultChatTransport posts by default (its ``api`` option).
 CHAT_PATH = "/api/chat"
+_CANCEL = re.compile(r"/runs/([^/]+)/cancel\Z")
+_SESSION = re.compile(r"/sessions/([^/]+)\Z")
+#: The header naming a streaming run, for ``POST /runs/{id}/cancel``.
+RUN_HEADER = "X-Nacelle-Run"
 _HOST_NAME = re.compile(r"[a-z0-9._-]+")
 _SSE_HEADERS = [("Content-Type", "text/event-stream; charset=utf-8"),
                 ("Cache-Control", "no-cache"), ("X-Accel-Buffering", "no")]
@@ -224,7 +245,8 @@ class Routes:
     def __init__(self, make_agent: MakeAgent, *, store: Optional[Store],
                  authorize: Optional[Callable[[Any], "bool | str"]],
                  max_body: int, key: "str | bytes | None",
-                 allowed_hosts: Sequence[str] = (), max_runs: int = 16) -> None:
+                 allowed_hosts: Sequence[str] = (), max_runs: int = 16,
+                 preview: Optional[Callable[[str, Mapping[str, Any]], str]] = None) -> None:
         if isinstance(make_agent, Agent):
             shared = make_agent
             make_agent = lambda: shared  # noqa: E731 - an Agent holds no run state
@@ -237,6 +259,8 @@ class Routes:
             if not callable(getattr(store, method, None)):
                 raise ConfigError(f"store must have {method}() (a nacelle.sessions.FileStore "
                                   f"does), got {type(store).__name__}")
+        if preview is not None and not callable(preview):
+            raise ConfigError(f"preview must be callable, got {type(preview).__name__}")
         if authorize is not None and not callable(authorize):
             raise ConfigError(f"authorize must be callable, got {type(authorize).__name__}")
         if isinstance(allowed_hosts, str) or not all(
@@ -257,6 +281,9 @@ class Routes:
             signing_key(key)  # an empty key is refused now, not at the first pause
         self.key = key
         self._runs = threading.BoundedSemaphore(max_runs)
+        self.preview = preview
+        self._live: Dict[str, CancelEvent] = {}  # owned run name -> its cancel, while it streams
+        self._live_lock = threading.Lock()
         self._page: Optional[bytes] = None
         self._page_lock = threading.Lock()
 
@@ -287,6 +314,8 @@ class Routes:
             return error(404, f"no route {path[:100]!r}")
         if method not in allow:
             return error(405, f"{path[:100]} takes {' or '.join(allow)}", (("Allow", ", ".join(allow)),))
+        if method == "GET" and path != "/":
+            return self._session_reply(path, principal)
         if method == "GET":
             return Reply(200, [("Content-Type", "text/html; charset=utf-8"),
                                ("Cache-Control", "no-cache"),
@@ -305,8 +334,10 @@ class Routes:
     def _allowed(path: str) -> Optional[Tuple[str, ...]]:
         if path == "/":
             return ("GET",)
-        if path in ("/runs", CHAT_PATH, "/agui") or _DECISIONS.match(path):
+        if path in ("/runs", CHAT_PATH, "/agui") or _DECISIONS.match(path) or _CANCEL.match(path):
             return ("POST",)
+        if _SESSION.match(path):
+            return ("GET",)
         return None
 
     def page(self) -> bytes:
@@ -333,6 +364,9 @@ class Routes:
             return error(400, "the body holds a lone surrogate (\\ud800-\\udfff not in a "
                               "pair), which is not a character")
         info = RequestInfo(method, path, headers, client, data, raw, principal)
+        cancel = _CANCEL.match(path)
+        if cancel is not None:
+            return self._cancel(cancel.group(1), data, principal)
         found = _DECISIONS.match(path)
         if not self._runs.acquire(blocking=False):
             return error(503, f"the server is running its {self.max_runs} runs at most; "
@@ -483,8 +517,47 @@ class Routes:
 
     def _stream(self, events: Iterator[Event], cancel: CancelEvent,
                 session: Optional[str], principal: str, slot: "_Slot") -> Reply:
-        return Reply(200, list(_SSE_HEADERS),
+        live = run_id()
+        owned = _owned("r", principal, live)
+        with self._live_lock:
+            self._live[owned] = cancel
+        slot.then(lambda: self._forget(owned))
+        return Reply(200, [*_SSE_HEADERS, (RUN_HEADER, live)],
                      items=self._items(events, session, principal, slot), cancel=cancel)
+
+    def _forget(self, owned: str) -> None:
+        with self._live_lock:
+            self._live.pop(owned, None)
+
+    def _cancel(self, name: str, data: Dict[str, Any], principal: str) -> Reply:
+        if data:
+            return error(400, f"unknown field {sorted(data)[0][:60]!r} (this route takes {{}})")
+        with self._live_lock:
+            cancel = self._live.get(_owned("r", principal, name))
+        if cancel is None:
+            return error(404, "no run streaming by that id (it may have ended)")
+        log.debug("a client cancelled its run")
+        cancel.set()
+        return Reply(200, [("Content-Type", "application/json"), ("Cache-Control", "no-cache")],
+                     b'{"cancelled":true}')
+
+    def _session_reply(self, path: str, principal: str) -> Reply:
+        import json
+
+        found = _SESSION.match(path)
+        assert found is not None  # _allowed matched it
+        try:
+            name = _session({"session": found.group(1)})
+            assert name is not None
+            messages = self._call_store("load the session", self._load_session,
+                                        _owned("s", principal, name))
+        except _Refused as refused:
+            return refused.reply
+        from ..messages import dumps
+
+        body = '{"session":%s,"messages":%s}' % (json.dumps(name), dumps(messages))
+        return Reply(200, [("Content-Type", "application/json; charset=utf-8"),
+                           ("Cache-Control", "no-store")], body.encode("utf-8"))
 
     def _items(self, events: Iterator[Event], session: Optional[str], principal: str,
                slot: "_Slot") -> Iterator[Item]:
@@ -493,6 +566,9 @@ class Routes:
         (``session`` is the store's name for it)."""
         try:
             for event in events:
+                if event.kind is Kind.TOOL_RESULT and self.preview is not None:
+                    yield self._with_preview(event)
+                    continue
                 if event.kind is not Kind.DONE:
                     yield event
                     continue
@@ -515,6 +591,22 @@ class Routes:
                     close()
             finally:
                 slot.release()  # the run has ended: its events are closed
+
+    def _with_preview(self, event: Event) -> Item:
+        """A paused call's result with what approving it would do (module docstring)."""
+        tool = event.tool
+        if tool is None or not tool.paused or self.preview is None:
+            return event
+        data = event_json(event)
+        try:
+            value = parse_json(tool.input) if tool.input.strip() else {}
+            shown = self.preview(tool.name, value) if isinstance(value, dict) else ""
+        except Exception:  # noqa: BLE001 - a card without a preview still asks
+            log.exception("the preview of a paused %s call failed", tool.name)
+            return data
+        if isinstance(shown, str) and shown:
+            data["preview"] = shown
+        return data
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -559,16 +651,23 @@ class Routes:
 
 
 class _Slot:
-    """A run's place under ``max_runs``, given back once however often it is released."""
+    """A run's place under ``max_runs``, given back once however often it is released;
+    ``then(f)`` runs ``f`` at that moment too (the run is no longer cancellable by id)."""
 
     def __init__(self, semaphore: threading.BoundedSemaphore) -> None:
         self._semaphore: Optional[threading.BoundedSemaphore] = semaphore
         self._lock = threading.Lock()
+        self._then: List[Callable[[], None]] = []
+
+    def then(self, function: Callable[[], None]) -> None:
+        self._then.append(function)
 
     def release(self) -> None:
         with self._lock:
             semaphore, self._semaphore = self._semaphore, None
         if semaphore is not None:
+            for function in self._then:
+                function()
             semaphore.release()
 
 

@@ -49,7 +49,7 @@ import queue
 import sys
 import threading
 import time
-from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Tuple, cast
+from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, cast
 from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer
 
 from ..errors import ConfigError
@@ -280,13 +280,15 @@ def serve(make_agent: MakeAgent, *, host: str = "127.0.0.1", port: int = 8000, s
           authorize: Optional[Callable[[Any], "bool | str"]] = None, keepalive: float = 15.0,
           key: "str | bytes | None" = None, allowed_hosts: Sequence[str] = (),
           max_runs: int = 16, max_threads: int = 64, request_timeout: float = 30.0,
-          on_ready: Optional[Callable[[str], None]] = None) -> None:
+          on_ready: Optional[Callable[[str], None]] = None,
+          preview: Optional[Callable[[str, Mapping[str, Any]], str]] = None) -> None:
     """Serve ``make_agent``'s runs and the chat page until interrupted.
 
     ``store`` defaults to a :class:`~nacelle.sessions.FileStore` in
     :func:`default_store_dir` (a command line's sessions outlive it); ``max_runs`` is
     :func:`~nacelle.serve.wsgi_app`'s, ``max_threads`` and ``request_timeout``
-    :func:`make_server`'s; ``on_ready(url)`` is called once the port is bound.
+    :func:`make_server`'s; ``on_ready(url)`` is called once the port is bound;
+    ``preview`` is :func:`~nacelle.serve.wsgi_app`'s.
     """
     if store is None:
         store = FileStore(default_store_dir())
@@ -294,7 +296,7 @@ def serve(make_agent: MakeAgent, *, host: str = "127.0.0.1", port: int = 8000, s
         log.warning("serving on %s with no authorize hook: anyone who reaches the port can "
                     "run the agent and its tools", host)
     app = wsgi_app(make_agent, store=store, authorize=authorize, keepalive=keepalive, key=key,
-                   allowed_hosts=allowed_hosts, max_runs=max_runs)
+                   allowed_hosts=allowed_hosts, max_runs=max_runs, preview=preview)
     server = make_server(app, host, port, max_threads=max_threads,
                          request_timeout=request_timeout)
     try:

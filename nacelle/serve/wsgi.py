@@ -42,7 +42,7 @@ import logging
 import selectors
 import socket
 import threading
-from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, Iterator, Mapping, Optional, Sequence
 
 from ..read_limits import content_length
 from ..sessions import Store
@@ -61,6 +61,7 @@ def wsgi_app(make_agent: MakeAgent, *, store: Optional[Store] = None,
              max_body: int = 1_000_000, keepalive: float = 15.0,
              key: "str | bytes | None" = None,
              allowed_hosts: Sequence[str] = (), max_runs: int = 16,
+             preview: Optional[Callable[[str, Mapping[str, Any]], str]] = None,
              ) -> Callable[..., Iterable[bytes]]:
     """A WSGI application serving ``make_agent``'s runs (routes: ``routes.py``).
 
@@ -78,12 +79,14 @@ def wsgi_app(make_agent: MakeAgent, *, store: Optional[Store] = None,
     ``allowed_hosts`` names the hosts it answers to besides IP addresses and
     ``localhost`` (``"chat.example.com"``, ``".example.com"``, or ``"*"`` behind a
     proxy that checks the host itself): any other ``Host`` is a 400, which stops DNS
-    rebinding (``routes.py``).
+    rebinding (``routes.py``); ``preview(name, input)`` says what approving a paused
+    call would do, shown in the page's approval card
+    (:meth:`nacelle.toolsets.LocalTools.preview` for the local tools).
     """
     if not keepalive > 0:
         raise ValueError(f"keepalive must be a positive number of seconds, got {keepalive!r}")
     routes = Routes(make_agent, store=store, authorize=authorize, max_body=max_body, key=key,
-                    allowed_hosts=allowed_hosts, max_runs=max_runs)
+                    allowed_hosts=allowed_hosts, max_runs=max_runs, preview=preview)
 
     def application(environ: Dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         try:

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import Any, BinaryIO, Dict, List, Optional, Tuple
+from typing import Any, BinaryIO, Dict, List, Mapping, Optional, Tuple
 
 from ..errors import ConfigError
 from ..tools import Tool
@@ -409,6 +409,15 @@ class LocalTools:
     def read_only(self) -> List[Tool]:
         """The tools that only read: read_file, list_directory, find_files, search_content."""
         return list(self._readers)
+
+    def preview(self, name: str, input: Mapping[str, Any]) -> str:
+        """What approving a call of these tools would do, for a person to read first:
+        the diff a write or an edit would make under the root, the command
+        ``run_command`` would run, or "" (:mod:`nacelle.toolsets.preview`). Give it
+        to the chat server as ``preview=`` to show it in the page's approval cards."""
+        from .preview import change_preview
+
+        return change_preview(name, input, self.root.path)
 
     def close(self) -> None:
         """Close the root's descriptor; calls made afterwards fail with a clear error."""
