@@ -140,8 +140,8 @@ class ServedTools:
             wake.wait(timeout)
         finally:
             unhook()
-        if not outcome and cancelled.is_set():
-            log.debug("call %s of %s was cancelled; its thread is abandoned", call_id, name)
+        if cancelled.is_set():  # a cancelled request is not answered, finished or not
+            log.debug("call %s of %s was cancelled", call_id, name)
             return None
         if not outcome:
             ctx.cancelled.set()
