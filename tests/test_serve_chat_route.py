@@ -287,11 +287,13 @@ def parts(message):
 
 
 @pytest.mark.integration
-def test_the_ai_sdk_client_reads_a_text_run(chat_server):
+def test_the_ai_sdk_client_reads_a_text_run_and_keeps_its_usage_as_metadata(chat_server):
     report = drive(chat_server, "text-chat", {"text": "hello"})
     user_message, answer = report["messages"]
     assert answer["role"] == "assistant" and answer["id"].startswith("msg_")
     assert parts(answer) == [{"type": "text", "text": "Hello, world", "state": "done"}]
+    assert answer["metadata"]["stop"] == "end"
+    assert answer["metadata"]["usage"]["input_tokens"] == 12
 
 
 @pytest.mark.integration

@@ -7,8 +7,9 @@ import logging
 import pytest
 
 from nacelle.errors import StreamError
-from nacelle.events import Event, Kind, Stop, ToolEvent
+from nacelle.events import Event, Kind, Stop, ToolEvent, Usage
 from nacelle.messages import Image, Text
+from nacelle.serve.encode import usage_json
 from nacelle.serve.vercel import encode
 
 PNG_B64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
@@ -43,14 +44,20 @@ def done(stop=Stop.END):
 
 
 def test_a_text_run_is_one_step_of_one_text_block_between_start_and_finish():
+    usage = Usage(12, 5, cost=0.00042, priced=True)
     found = chunks(encode([Event(Kind.TEXT, text="Hel"), Event(Kind.TEXT, text="lo"),
-                           turn(Stop.END), done()], message_id="m1"))
+                           turn(Stop.END), Event(Kind.DONE, stop=Stop.END, usage=usage)],
+                          message_id="m1"))
     assert found == [{"type": "start", "messageId": "m1"}, {"type": "start-step"},
                      {"type": "text-start", "id": "text-1"},
                      {"type": "text-delta", "id": "text-1", "delta": "Hel"},
                      {"type": "text-delta", "id": "text-1", "delta": "lo"},
                      {"type": "text-end", "id": "text-1"}, {"type": "finish-step"},
-                     {"type": "finish", "finishReason": "stop"}]
+                     {"type": "finish", "finishReason": "stop", "messageMetadata": {
+                         "stop": "end", "usage": {
+                             "input_tokens": 12, "output_tokens": 5, "cache_read_tokens": 0,
+                             "cache_creation_tokens": 0, "reasoning_tokens": 0, "total": 17,
+                             "cost": 0.00042, "priced": True}}}]
 
 
 def test_reasoning_and_text_are_separate_blocks_each_closed_before_the_next():
@@ -110,7 +117,8 @@ def test_a_paused_call_is_an_approval_request_named_by_the_call_and_the_run_fini
     found = chunks(encode(events))
     assert types(found)[-4:] == ["tool-input-available", "tool-approval-request", "finish-step", "finish"]
     assert found[-3] == {"type": "tool-approval-request", "approvalId": "p1", "toolCallId": "p1"}
-    assert found[-1] == {"type": "finish", "finishReason": "tool-calls"}
+    assert found[-1]["finishReason"] == "tool-calls"
+    assert found[-1]["messageMetadata"]["stop"] == "paused"
 
 
 def test_a_resumed_call_is_not_announced_again_and_a_refused_one_is_denied():
@@ -135,7 +143,7 @@ def test_input_that_is_not_json_and_input_cut_off_end_as_input_errors():
     input_errors = [c for c in found if c["type"] == "tool-input-error"]
     assert [(c["toolCallId"], c["input"]) for c in input_errors] == [("bad", '{"city": '), ("cut", None)]
     assert "not JSON" in input_errors[0]["errorText"] and "cut off" in input_errors[1]["errorText"]
-    assert found[-1] == {"type": "finish", "finishReason": "length"}
+    assert found[-1]["finishReason"] == "length"
 
 
 def test_a_server_tool_is_marked_provider_executed():
@@ -201,7 +209,8 @@ def test_a_resumed_sub_agents_call_gets_its_outcome_on_the_part_the_client_shows
     assert found == [{"type": "start"},
                      {"type": "tool-output-available", "toolCallId": "e1", "output": "sent"},
                      {"type": "tool-output-available", "toolCallId": "d1", "output": "Sent."},
-                     {"type": "finish", "finishReason": "stop"}]
+                     {"type": "finish", "finishReason": "stop",
+                      "messageMetadata": {"stop": "end", "usage": usage_json(Usage())}}]
 
 
 def test_a_failing_run_closes_its_open_parts_then_says_error_and_finishes_on_error(caplog):
@@ -214,7 +223,7 @@ def test_a_failing_run_closes_its_open_parts_then_says_error_and_finishes_on_err
     assert types(found)[-5:] == ["tool-input-available", "tool-output-error", "error",
                                  "finish-step", "finish"]
     assert found[-3] == {"type": "error", "errorText": "the provider broke off"}
-    assert found[-1] == {"type": "finish", "finishReason": "error"}
+    assert found[-1] == {"type": "finish", "finishReason": "error"}  # no DONE, no metadata
 
     def broken():
         yield Event(Kind.TEXT, text="x")
@@ -254,4 +263,4 @@ def test_a_run_without_a_done_still_finishes_and_a_lone_surrogate_is_replaced():
                                           (Stop.CONTEXT, "length"), (Stop.REFUSAL, "content-filter"),
                                           (Stop.BUDGET, "other"), (Stop.ITERATIONS, "other")])
 def test_the_run_stop_becomes_the_finish_reason(stop, reason):
-    assert chunks(encode([done(stop)]))[-1] == {"type": "finish", "finishReason": reason}
+    assert chunks(encode([done(stop)]))[-1]["finishReason"] == reason

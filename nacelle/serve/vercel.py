@@ -9,7 +9,12 @@ package's own schema (``uiMessageChunkSchema`` in ``ui-message-chunks.ts``), whi
 that transport. Per nacelle event:
 
 - the stream opens with ``start`` (``messageId`` when one is given) and ends with
-  ``finish`` (``finishReason`` from the run's stop) and ``data: [DONE]``;
+  ``finish`` (``finishReason`` from the run's stop) and ``data: [DONE]``; a run that
+  ended gives its ``finish`` ``messageMetadata``: ``{"stop", "usage"}``, nacelle's stop
+  and the run's usage as ``/runs`` sends it (tokens, ``cost``, ``priced``) — the
+  AI SDK's documented place for a message's usage, which ``useChat`` keeps as the
+  message's ``metadata`` (a resumed run's replaces it: its usage counts on from the
+  pause);
 - a model turn is a step: ``start-step`` before its first output, ``finish-step`` once
   its tools have answered (at the next turn's first output, or the end) — where
   ``streamText`` puts it, so a step's tool results land in that step;
@@ -65,6 +70,7 @@ from ..bounded_json import loads as bounded_loads
 from ..errors import NacelleError
 from ..events import Event, Kind, Stop, ToolEvent
 from ..messages import Document, Image
+from .encode import usage_json
 
 __all__ = ["HEADER", "encode"]
 
@@ -98,12 +104,15 @@ def encode(events: Iterable[Event], *, message_id: Optional[str] = None,
     yield chunk(start)
     iterator = iter(events)
     finish: Optional[str] = None
+    metadata: Optional[Dict[str, Any]] = None
     try:
         for event in iterator:
             for data in state.feed(event):
                 yield chunk(data)
             if event.kind is Kind.DONE and not event.agent:
                 finish = _FINISH.get(event.stop, "other") if event.stop else "other"
+                metadata = {"stop": event.stop.value if event.stop else None,
+                            "usage": usage_json(event.usage)}
                 break
     except Exception as exc:  # noqa: BLE001 - the client hears of every failure
         if isinstance(exc, NacelleError):
@@ -122,7 +131,10 @@ def encode(events: Iterable[Event], *, message_id: Optional[str] = None,
             close()
     for data in state.close_step():
         yield chunk(data)
-    yield chunk({"type": "finish", "finishReason": finish or "other"})
+    end: Dict[str, Any] = {"type": "finish", "finishReason": finish or "other"}
+    if metadata is not None:
+        end["messageMetadata"] = metadata
+    yield chunk(end)
     yield DONE_LINE
 
 
