@@ -82,12 +82,15 @@ def pytest_collection_modifyitems(config, items):
     # model; fakellm is a process to start), so it is left out of `-m "not slow"`
     # without each one having to say so twice.
     # NACELLE_INTEGRATION=off is how CI runs the heavy integration tests (Node clients,
-    # conformance suites, sandboxes) on one interpreter only: elsewhere they skip, and
+    # conformance suites, sandboxes, and every test given the headless Chromium
+    # ``browser`` fixture) on one interpreter only: elsewhere they skip, and
     # say where they ran. Unset (a developer's run), they run wherever they can.
     elsewhere = os.environ.get("NACELLE_INTEGRATION", "") == "off"
     for item in items:
         if item.get_closest_marker("llamacpp") or item.get_closest_marker("fakellm"):
             item.add_marker(pytest.mark.slow)
+        if "browser" in getattr(item, "fixturenames", ()):  # a headless Chromium
+            item.add_marker(pytest.mark.integration)
         if item.get_closest_marker("integration"):
             item.add_marker(pytest.mark.slow)
             if elsewhere:
