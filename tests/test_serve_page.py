@@ -338,6 +338,23 @@ def test_markdown_keeps_only_web_and_mail_links_and_data_pictures(browser, serve
                       "https://example.com/i.png"], ["data:image/png;base64,"], True]
 
 
+def test_hostile_markdown_is_read_in_bounded_time(browser, served):
+    """Text a model may write to make a reader loop: unclosed openers by the thousand,
+    nesting past the cap, brackets that never close, a table wider than the cap."""
+    browser.load(served)
+    cases = {"stars": "*a " * 20000, "underscores": "_a " * 20000, "ticks": "`" * 20000,
+             "mixed ticks": "".join("`" * n + "x" for n in range(1, 200)),
+             "brackets": "[" * 20000, "images": "![" * 10000, "links": "[a](" * 10000,
+             "angles": "<http" * 10000, "quotes": ">" * 20000 + " deep",
+             "lists": "- " * 20000 + "deep", "emphasis": "**a " * 10000 + "b**" * 10000,
+             "wide table": "|" * 5000 + "\n" + "|-" * 5000 + "\n" + "|\n" * 5000}
+    for name, text in cases.items():
+        took = browser.evaluate(f"""(() => {{ const t = performance.now();
+            const box = document.createElement('div'); box.appendChild(markdown({json.dumps(text)}));
+            return [performance.now() - t, box.querySelectorAll('*').length]; }})()""")
+        assert took[0] < 1500 and took[1] < 50_000, (name, took)
+
+
 def test_the_waiting_dots_show_until_the_answer_and_stop_cancels_the_run(browser, served):
     fresh(browser, served)
     assert browser.evaluate("document.querySelector('#stop').hidden") is True
@@ -369,6 +386,15 @@ def test_the_waiting_dots_show_until_the_answer_and_stop_cancels_the_run(browser
                and m["params"]["request"]["url"].endswith("/cancel")]
     assert len(cancels) == 1 and cancels[0].startswith(served + "runs/run_")
     assert browser.evaluate("document.querySelector('#send').hidden") is False
+
+    # Stopped while the model is still silent: the answer has not named the run yet, so
+    # the page drops the connection, which the server reads as a cancel.
+    type_and_send(browser, "wait 30")
+    until(browser, "document.querySelector('#waiting').classList.contains('on')")
+    click(browser, "#stop")
+    until(browser, "document.querySelector('#status').textContent === 'stopped'", timeout=5)
+    assert browser.evaluate("document.querySelectorAll('.note.stopped').length") == 2
+    assert browser.evaluate("document.querySelectorAll('.msg.error').length") == 0
 
 
 def test_an_approval_card_shows_the_diff_the_call_would_make(browser, served):
