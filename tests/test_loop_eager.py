@@ -342,3 +342,22 @@ def test_a_scripted_turn_with_gaps_starts_its_calls_before_it_ends():
 def test_eager_tools_must_be_a_bool():
     with pytest.raises(nacelle.ConfigError, match="eager_tools"):
         Agent(ScriptedBackend(["hi"]), "You test.", eager_tools="yes")
+
+
+def test_observers_see_an_eager_call_as_any_other_one_paired_tool_span():
+    signals = Signals()
+    seen = []
+
+    def first():
+        yield from written("a", 0, "mark", {"label": "a"})
+        assert signals.event("a").wait(WAIT)
+        yield ending(("a", "mark", {"label": "a"}))
+
+    agent = Agent(Handmade(first, answer()), "You test.", tools=signals.tools(), eager_tools=True,
+                  observers=[seen.append])
+    list(agent.stream([user_text("go")]))
+    starts = [o for o in seen if o.kind == "tool.start"]
+    ends = [o for o in seen if o.kind == "tool.end"]
+    assert [o.data["id"] for o in starts] == ["a"] and [o.data["id"] for o in ends] == ["a"]
+    assert starts[0].data["span"] == ends[0].data["span"]
+    assert ends[0].data["result"] == "marked a" and ends[0].data["error"] is None
