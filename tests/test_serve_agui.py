@@ -298,23 +298,30 @@ def serving(app):
         thread.join(10)
 
 
-def client_reads(events, thread="t"):
+def client_reads_steps(app, runs, thread="t"):
+    """What HttpAgent reports for ``runs`` runs read from ``app``."""
     prefix = os.environ.get("NACELLE_AGUI_CLIENT", "")
     if not shutil.which("node"):
         pytest.skip("node is not installed; the AG-UI client tests need it")
     if not prefix or not (Path(prefix) / "node_modules" / "@ag-ui" / "client").is_dir():
         pytest.skip("NACELLE_AGUI_CLIENT does not name an npm prefix holding @ag-ui/client "
                     "(.ci/run installs it: npm install --prefix DIR @ag-ui/client@1.0.0)")
-    body = b"".join(frame(e) for e in encode(events, thread_id=thread, run_id="r"))
-    with serving(replaying(body)) as base:
-        scenario = {"url": base + "/agui", "threadId": thread,
-                    "steps": [{"messages": [{"id": "u", "role": "user", "content": "go"}]}]}
+    with serving(app) as base:
+        steps = [{"messages": [{"id": f"u{i}", "role": "user", "content": "go"}]}
+                 for i in range(runs)]
+        scenario = {"url": base + "/agui", "threadId": thread, "steps": steps}
         done_ = subprocess.run(["node", str(DRIVER)], input=json.dumps(scenario), text=True,
-                               capture_output=True, timeout=60,
+                               capture_output=True, timeout=120,
                                env=dict(os.environ, NACELLE_AGUI_CLIENT=prefix))
     assert done_.returncode == 0, done_.stderr
     report = json.loads(done_.stdout)
     assert report["warnings"] == []
+    return report
+
+
+def client_reads(events, thread="t"):
+    body = b"".join(frame(e) for e in encode(events, thread_id=thread, run_id="r"))
+    report = client_reads_steps(replaying(body), 1, thread)
     assert "error" not in report["steps"][0], report["steps"][0]
     return report
 
@@ -351,3 +358,132 @@ def test_the_client_verifies_an_interrupt_and_a_pending_front_end_call():
         Event(Kind.TOOL_RESULT, tool=call("c1", "delete", paused=True)),
         paused_done(("c1", "delete"))])
     assert [i["id"] for i in report["steps"][0]["pendingInterrupts"]] == ["c1"]
+
+
+# -- any stream: everything opened is closed, every continuation has its opener -------
+
+
+AGENTS = [{}, {"agent": ("a",), "via": "p1"}, {"agent": ("a",), "via": "p2"},
+          {"agent": ("a", "b"), "via": "k1"}]
+# Each agent's own call ids (a call is one agent's): the run's p1 and p2 start the two
+# "a" sub-agents, the first one's k1 starts "b".
+CALLS = [["p1", "p2", "c1"], ["k1", "x1"], ["y1", "y2"], ["z1", "z2"]]
+
+
+def random_events(draw_agent, draw_kind, draw_call, draw_flag, length):
+    """A stream of ``length`` events of any kinds, agents and calls, then DONE."""
+    events = []
+    for _ in range(length):
+        index = draw_agent()
+        who = AGENTS[index]
+        kind = draw_kind()
+        ids = CALLS[index]
+        call_id = ids[draw_call() % len(ids)]
+        if kind == "text":
+            events.append(text("x", **who))
+        elif kind == "thinking":
+            events.append(Event(Kind.THINKING, text="y", **who))
+        elif kind == "input":
+            events.append(Event(Kind.TOOL_INPUT, text='{"', tool=call(call_id, input='{"'), **who))
+        elif kind == "call":
+            events.append(Event(Kind.TOOL_CALL, tool=call(call_id), **who))
+        elif kind == "result":
+            paused, failed = draw_flag(), draw_flag()
+            events.append(Event(Kind.TOOL_RESULT, tool=call(
+                call_id, result="r", paused=paused, error="e" if failed else None), **who))
+        elif kind == "turn":
+            events.append(turn(**who))
+        else:
+            events.append(Event(Kind.COMPACTION, text="s", **who))
+    return events + [done()]
+
+
+KINDS = ["text", "thinking", "input", "call", "result", "turn", "compaction"]
+
+
+def check_stream(out):
+    """The verifier's rules (@ag-ui/client's verifyEvents), for one run."""
+    assert out[0]["type"] == "RUN_STARTED" and out[-1]["type"] in ("RUN_FINISHED", "RUN_ERROR")
+    messages, reasoning, calls_, steps, subs, closed_subs = {}, set(), set(), set(), set(), set()
+    for event in out[1:-1]:
+        kind, owner = event["type"], event.get("subagentRunId")
+        assert kind not in ("RUN_STARTED", "RUN_FINISHED", "RUN_ERROR")
+        if kind == "TEXT_MESSAGE_START":
+            assert event["messageId"] not in messages
+            messages[event["messageId"]] = owner
+        elif kind in ("TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END"):
+            assert messages.get(event["messageId"], "none") == owner
+            if kind == "TEXT_MESSAGE_END":
+                del messages[event["messageId"]]
+        elif kind in ("REASONING_START", "REASONING_MESSAGE_START"):
+            assert (kind, event["messageId"]) not in reasoning
+            reasoning.add((kind, event["messageId"]))
+        elif kind in ("REASONING_MESSAGE_CONTENT", "REASONING_MESSAGE_END"):
+            assert ("REASONING_MESSAGE_START", event["messageId"]) in reasoning
+            if kind == "REASONING_MESSAGE_END":
+                reasoning.remove(("REASONING_MESSAGE_START", event["messageId"]))
+        elif kind == "REASONING_END":
+            reasoning.remove(("REASONING_START", event["messageId"]))
+        elif kind == "TOOL_CALL_START":
+            assert event["toolCallId"] not in calls_
+            calls_.add(event["toolCallId"])
+        elif kind in ("TOOL_CALL_ARGS", "TOOL_CALL_END"):
+            assert event["toolCallId"] in calls_
+            if kind == "TOOL_CALL_END":
+                calls_.remove(event["toolCallId"])
+        elif kind == "STEP_STARTED":
+            assert (owner, event["stepName"]) not in steps
+            steps.add((owner, event["stepName"]))
+        elif kind == "STEP_FINISHED":
+            steps.remove((owner, event["stepName"]))
+        elif kind == "SUBAGENT_STARTED":
+            assert event["subagentRunId"] not in subs | closed_subs
+            assert event.get("parentSubagentRunId") in subs | closed_subs | {None}
+            subs.add(event["subagentRunId"])
+        elif kind in ("SUBAGENT_FINISHED", "SUBAGENT_ERROR"):
+            subs.remove(event["subagentRunId"])
+            closed_subs.add(event["subagentRunId"])
+        if owner is not None and not kind.startswith("SUBAGENT"):
+            assert owner in subs  # attributed work belongs to a running sub-agent
+    if out[-1]["type"] == "RUN_FINISHED":
+        assert not (messages or reasoning or calls_ or steps or subs)
+
+
+try:
+    from hypothesis import given, settings, strategies as st
+except ImportError:  # pragma: no cover - hypothesis is a test extra
+    given = None
+
+if given is not None:
+    @settings(max_examples=150, deadline=None)
+    @given(st.data())
+    def test_any_stream_opens_before_it_continues_and_closes_all_before_run_finished(data):
+        events = random_events(
+            lambda: data.draw(st.integers(0, len(AGENTS) - 1)),
+            lambda: data.draw(st.sampled_from(KINDS)),
+            lambda: data.draw(st.integers(0, 2)),
+            lambda: data.draw(st.booleans()),
+            data.draw(st.integers(0, 30)))
+        check_stream(encoded(events))
+
+
+@pytest.mark.integration
+def test_the_client_verifies_forty_random_streams():
+    import random
+
+    rng = random.Random(35)
+    streams = [random_events(lambda: rng.randrange(len(AGENTS)), lambda: rng.choice(KINDS),
+                             lambda: rng.randrange(3), lambda: rng.random() < 0.3,
+                             rng.randrange(40)) for _ in range(40)]
+    bodies = [b"".join(frame(e) for e in encode(s, thread_id="t", run_id=f"r{i}"))
+              for i, s in enumerate(streams)]
+
+    def app(environ, start_response):
+        environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+        start_response("200 OK", [("Content-Type", "text/event-stream")])
+        return [bodies.pop(0)]
+
+    report = client_reads_steps(app, len(streams))
+    assert len(report["steps"]) == 40
+    assert all("error" not in s for s in report["steps"]), [
+        s["error"] for s in report["steps"] if "error" in s]

@@ -228,8 +228,8 @@ class _Run:
             yield from self.start_call(agent, tool)
             if event.text:
                 self.args[tool.id] = self.args.get(tool.id, "") + event.text
-                yield agent.tag({"type": "TOOL_CALL_ARGS", "toolCallId": tool.id,
-                                 "delta": event.text})
+                yield self.open_calls[tool.id].tag({"type": "TOOL_CALL_ARGS",
+                                                    "toolCallId": tool.id, "delta": event.text})
         elif kind is Kind.TOOL_CALL and event.tool is not None:
             yield from self.close_messages(agent)
             tool = event.tool
