@@ -557,6 +557,37 @@ def test_a_2026_only_server_refusing_2025_is_reported_by_the_versions_it_speaks(
     assert not endpoint.posts("initialize")
 
 
+def refusing(times):
+    """A server/discover answer that refuses 2026-07-28 ``times`` times while naming
+    it as the one version it speaks, then answers as ``modern`` does."""
+    refusals = []
+
+    def answer(m):
+        if len(refusals) < times:
+            refusals.append(m)
+            return Answer(400, json.dumps({"jsonrpc": "2.0", "id": m["id"], "error": {
+                "code": -32022, "message": "Unsupported protocol version",
+                "data": {"supported": ["2026-07-28"], "requested": "2026-07-28"}}}).encode())
+        return result(m, {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+                          "resultType": "complete", "cacheScope": "private", "ttlMs": 0})
+
+    return answer
+
+
+def test_a_refusal_naming_the_version_the_client_asked_for_is_asked_again_once(endpoint):
+    endpoint.on["server/discover"] = refusing(1)
+    with connect_http(endpoint.url) as client:
+        assert client.protocol_version == "2026-07-28"
+    assert len(endpoint.posts("server/discover")) == 2 and not endpoint.posts("initialize")
+
+
+def test_a_server_refusing_the_version_it_names_twice_is_taken_at_its_word(endpoint):
+    endpoint.on["server/discover"] = refusing(2)
+    with pytest.raises(MCPError, match=r"refused 2026-07-28 twice while naming it"):
+        connect_http(endpoint.url)
+    assert len(endpoint.posts("server/discover")) == 2 and not endpoint.posts("initialize")
+
+
 def test_a_2026_tool_call_mirrors_x_mcp_header_parameters_and_bad_annotations_drop_the_tool(
         endpoint, caplog):
     modern(endpoint)

@@ -20,7 +20,9 @@ Choices where the protocol is silent, made as the official SDKs make them:
   that ignores it connects then, not after the timeout. A probe that failed while an OAuth sign-in ran
   is sent again once it ends (a timeout then is no evidence of 2025), and a failed
   authorization is raised as the ``MCPAuthError`` it is, never followed by a
-  handshake.
+  handshake. A probe refused as ``UnsupportedProtocolVersion`` by a server that
+  names 2026-07-28 among the versions it speaks is sent once more
+  (:meth:`MCPClient._probe_again`).
 - A tool's failure is reported the way nacelle tools report failure, by raising: an
   ``isError`` result raises :class:`MCPError` with the server's text, which is what
   the model reads. A tool whose server has gone away, or that the server no longer
@@ -410,11 +412,15 @@ class MCPClient(Session):
             self._handshake(timeout, self._wanted)
             return
         try:
-            probed = self._probe(timeout)
+            probed = self._probe_again(timeout)
         except MCPAuthError:
             raise  # the server asked for authorization and it failed: no handshake helps
         except MCPError as err:
             supported = protocol.unsupported_versions(err)
+            if supported and MODERN_VERSION in supported:
+                raise MCPError(f"MCP server {self.name} refused {MODERN_VERSION} twice while "
+                               "naming it among the versions it speaks", code=err.code,
+                               data=err.data) from None
             if self._wanted == MODERN_VERSION or (
                     supported is not None and not set(supported) & set(LEGACY_VERSIONS)):
                 raise MCPError(f"MCP server {self.name} does not speak {MODERN_VERSION}"
@@ -433,6 +439,24 @@ class MCPClient(Session):
                 raise MCPError(f"MCP server {self.name} does not speak {MODERN_VERSION} "
                                f"(it speaks {_preview(result.get('supportedVersions'))})")
         self._handshake(timeout, LEGACY_VERSIONS[0])
+
+    def _probe_again(self, timeout: Optional[float]) -> Optional[Dict[str, Any]]:
+        """:meth:`_probe`, sent once more when the server refused the version asked
+        for while naming that very version among those it speaks: SEP-2575 has a
+        client retry with a version from the refusal's list that it speaks too
+        (https://modelcontextprotocol.io/specification/2026-07-28/basic/transports,
+        "Protocol Version Header"), and 2026-07-28 is the only such one a probe
+        sends. Once: a server refusing it again is taken at its word."""
+        try:
+            return self._probe(timeout)
+        except MCPAuthError:
+            raise
+        except MCPError as err:
+            if MODERN_VERSION not in (protocol.unsupported_versions(err) or ()):
+                raise
+            logger.debug("MCP server %s refused %s while naming it; asking again",
+                         self.name, MODERN_VERSION)
+        return self._probe(timeout)
 
     def _probe(self, timeout: Optional[float]) -> Optional[Dict[str, Any]]:
         """The answer to ``server/discover``, or None when the server left it
