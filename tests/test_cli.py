@@ -833,6 +833,18 @@ def test_serve_answers_the_page_and_a_run_over_http(server, tmp_path):
         with urllib.request.urlopen(request, timeout=30) as stream:
             body = stream.read().decode()
         assert "Served answer." in body
+        # A write pauses for the page, whose card shows the diff it would make.
+        (tmp_path / "notes.txt").write_text("old\n")
+        server.queue("/v1/messages", Reply(chunks=anthropic_stream(["Editing."], tool_calls=[
+            ("toolu_w", "write_file", json.dumps({"path": "notes.txt", "content": "new\n"}))])))
+        request = urllib.request.Request(url + "runs", data=json.dumps({"prompt": "edit"}).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as stream:
+            events = [json.loads(line[6:]) for line in stream.read().decode().splitlines()
+                      if line.startswith("data: ")]
+        paused = [e for e in events if e["kind"] == "tool_result" and e["paused"]]
+        assert paused and paused[0]["preview"].splitlines()[2:] == ["@@ -1 +1 @@", "-old", "+new"]
+        assert (tmp_path / "notes.txt").read_text() == "old\n"
         for host, status in (("chat.example", 200), ("evil.example", 400)):
             asked = urllib.request.Request(url, headers={"Host": host})
             try:

@@ -501,3 +501,26 @@ def test_the_conversation_is_drawn_again_after_a_reload(browser, served):
     browser.load(served)
     time.sleep(0.3)
     assert browser.evaluate("document.querySelectorAll('#log > .msg').length") == 0
+
+
+def test_a_run_waiting_for_a_decision_asks_again_after_a_reload(browser, served):
+    fresh(browser, served)
+    type_and_send(browser, "hello")
+    until(browser, "document.querySelector('#status').textContent.startsWith('end')")
+    type_and_send(browser, "pause Ada")
+    until(browser, "document.querySelector('#status').textContent === 'waiting for your decision'")
+    browser.load(served)
+    until(browser, "document.querySelector('#status').textContent === 'waiting for your decision'")
+    assert browser.evaluate("[...document.querySelectorAll('.msg.user')].map(m => m.textContent)") == [
+        "hello", "pause Ada"]
+    assert browser.evaluate("document.querySelectorAll('button.approve').length") == 1
+    assert browser.evaluate("document.querySelector('.tool .state').textContent") == "waiting for approval"
+    click(browser, "button.approve")
+    until(browser, "[...document.querySelectorAll('.msg.assistant')].some(m => m.textContent === 'Sent.')")
+    until(browser, "document.querySelector('#status').textContent.startsWith('end')")
+    assert Path(os.environ["NACELLE_SERVE_NOTES"]).read_text() == "send Ada\n"
+    assert browser.evaluate("localStorage.getItem('nacelle.paused')") is None
+    browser.load(served)  # decided: the session now holds the whole conversation
+    until(browser, "document.querySelector('#status').textContent.includes('restored')")
+    assert browser.evaluate("document.querySelectorAll('button.approve').length") == 0
+    assert browser.evaluate("[...document.querySelectorAll('.msg.assistant')].pop().textContent") == "Sent."
