@@ -223,6 +223,16 @@ def test_a_sub_agents_approval_is_an_interrupt_attributed_to_it():
     assert interrupt["id"] == "k1" and interrupt["subagentRunId"] == "r-s2"
 
 
+def test_sub_agents_that_name_each_others_calls_still_end_the_run():
+    # Not a stream a run makes (a call is one agent's), but the encoder must not loop
+    # on it: each sub-agent finishes once.
+    a = {"agent": ("a",), "via": "k2"}
+    b = {"agent": ("b",), "via": "k1"}
+    out = encoded([Event(Kind.TOOL_CALL, tool=call("k1"), **a),
+                   Event(Kind.TOOL_CALL, tool=call("k2"), **b), done()])
+    assert types(out).count("SUBAGENT_FINISHED") == 2 and out[-1]["type"] == "RUN_FINISHED"
+
+
 def test_compaction_is_a_custom_event():
     compacted = Compacted((), removed=4, tokens=900, summary="earlier", strategy="summarize")
     out = encoded([Event(Kind.COMPACTION, text="earlier", compaction=compacted), done()])

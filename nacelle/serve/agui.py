@@ -123,14 +123,21 @@ def encode(events: Iterable[Event], *, thread_id: str, run_id: str,
     yield {"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id}
     source = iter(events)
     try:
-        for event in source:
+        while True:
+            try:
+                event = next(source)
+            except StopIteration:
+                return
+            except Exception as exc:  # noqa: BLE001 - the client hears of every failure
+                yield run_error(exc)
+                return
+            # Only the run's failures are RUN_ERROR here: one of the encoder's own is a
+            # bug, raised to the caller (the route logs it and ends the stream).
             if event.kind is Kind.DONE and not event.agent:
                 yield from state.close_all()
                 yield state.finished(event, thread_id)
                 return
             yield from state.feed(event)
-    except Exception as exc:  # noqa: BLE001 - the client hears of every failure
-        yield run_error(exc)
     finally:
         close = getattr(source, "close", None)
         if close is not None:
@@ -339,11 +346,11 @@ class _Run:
 
     def finish_sub(self, key: Tuple[Tuple[str, ...], str], agent: _Agent,
                    tool: Optional[ToolEvent]) -> Iterator[Out]:
+        del self.subs[key]  # first, so no sub-agent it started can come back to it
         for inner_key, inner in list(self.subs.items()):
             if inner_key in self.subs and self.maker.get(inner_key[1]) is agent:
                 yield from self.finish_sub(inner_key, inner, None)
         yield from self.close_agent(agent)
-        del self.subs[key]
         if tool is not None and tool.error is not None and not tool.paused:
             yield {"type": "SUBAGENT_ERROR", "subagentRunId": agent.sub,
                    "message": tool.error[:_LONGEST_ERROR]}

@@ -247,6 +247,9 @@ def _items(events: Iterable[Event], run: RunInput, name: str,
     try:
         for event in encoded:
             yield frame(event)
+    except Exception as exc:  # noqa: BLE001 - the encoder's own failure: a bug, logged
+        log.exception("encoding an AG-UI run failed")
+        yield frame(run_error(exc))
     finally:
         close = getattr(encoded, "close", None)
         if close is not None:
