@@ -364,6 +364,12 @@ class LocalTools:
     ``allow_bash=True``; ``read_only()`` gives the four readers. ``max_output``
     bounds every result, in characters. It pickles (an Agent holding its tools
     does): the copy reopens the root by path on first use.
+
+    ``sandbox=`` (a box of :mod:`nacelle.sandbox` whose workspace is the root) runs
+    ``run_command`` inside the box — so with ``sandbox.Bubblewrap(root)`` a command
+    cannot see the host's environment, processes, other files or network — and
+    implies ``allow_bash``; the file tools keep their own kernel-backed confinement on
+    the same tree.
     """
 
     def __init__(
@@ -373,6 +379,7 @@ class LocalTools:
         allow_bash: bool = False,
         command_timeout: float = 120.0,
         max_output: int = 30_000,
+        sandbox: Any = None,
     ) -> None:
         if isinstance(command_timeout, bool) or not isinstance(command_timeout, (int, float)) \
                 or not command_timeout > 0:
@@ -382,6 +389,17 @@ class LocalTools:
             raise ConfigError(f"max_output must be a whole number of at least 100 "
                               f"characters, not {max_output!r}")
         self.root = Root(root)
+        self.sandbox = sandbox
+        if sandbox is not None:
+            workspace = getattr(sandbox, "workspace", None)
+            if not isinstance(workspace, str) or not callable(getattr(sandbox, "run", None)):
+                raise ConfigError(f"sandbox must be a box of nacelle.sandbox (with workspace "
+                                  f"and run), not {sandbox!r}")
+            if os.path.realpath(workspace) != os.path.realpath(self.root.path):
+                raise ConfigError(f"the sandbox's workspace {workspace!r} is not the root "
+                                  f"{self.root.path!r}: the file tools and the commands "
+                                  "must work on the same tree")
+            allow_bash = True
         self.allow_bash = bool(allow_bash)
         self.command_timeout = float(command_timeout)
         self.max_output = max_output
@@ -393,10 +411,12 @@ class LocalTools:
             from .shell import RunCommand
 
             self._writers.append(RunCommand(self.root, timeout=self.command_timeout,
-                                            max_output=max_output))
+                                            max_output=max_output, sandbox=sandbox))
 
     def __repr__(self) -> str:
         state = ", closed" if self.root.closed else ""
+        if self.sandbox is not None:
+            state += f", sandbox={self.sandbox!r}"
         return (f"LocalTools({self.root.path!r}, allow_bash={self.allow_bash}, "
                 f"command_timeout={self.command_timeout}, max_output={self.max_output}"
                 f"{state})")

@@ -34,7 +34,9 @@ nothing matched); a timeout or a cancellation is a failure.
 
 This is not a sandbox: the command runs as the host's user, with the host's
 file-system and network access, and can read the environment of any process of that
-user it finds in ``/proc``. The root is only its starting directory.
+user it finds in ``/proc``. The root is only its starting directory. Given a box
+(``LocalTools(root, sandbox=...)``, :mod:`nacelle.sandbox`), the command runs in it
+instead: the box bounds, confines and reaps it, and this tool only shapes the result.
 
 Outer ring: imports the standard library, ``nacelle.errors`` and the sibling
 ``confine`` and ``interpreter`` modules.
@@ -240,9 +242,22 @@ class RunCommand(ConfinedTool):
     idempotent = False
     open_world = True  # a command can reach the network and anything else the user can
 
-    def __init__(self, root: Root, *, timeout: float, max_output: int) -> None:
+    def __init__(self, root: Root, *, timeout: float, max_output: int,
+                 sandbox: Any = None) -> None:
         super().__init__(root, max_output=max_output)
         self.timeout = timeout
+        self.sandbox = sandbox
+        if sandbox is not None:
+            self.description = (
+                "Run a shell command with /bin/sh -c in an isolated box whose working "
+                "directory is the root (the only place it can write, besides a private "
+                "/tmp) and return its exit code, stdout and stderr. The box has its own "
+                "processes and no access to the host's files, environment or, unless "
+                "allowed, the network. There is no standard input. The command and "
+                "everything it starts are killed when the time limit passes or the run "
+                "is cancelled. Long output is shortened to its beginning and end. Use "
+                "the file tools to read and edit files.")
+            self.open_world = bool(getattr(sandbox, "network", False))
 
     def run(self, input: Dict[str, Any], ctx: Any) -> str:
         command = input.get("command")
@@ -250,6 +265,8 @@ class RunCommand(ConfinedTool):
             raise ValueError("command must be a non-empty string")
         if "\0" in command:
             raise ValueError("command contains a NUL character")
+        if self.sandbox is not None:
+            return self._run_in_box(command, ctx)
         cancelled = getattr(ctx, "cancelled", None) or threading.Event()
         env = {"PATH": os.environ.get("PATH") or os.defpath,
                "HOME": os.environ.get("HOME") or os.path.expanduser("~")}
@@ -287,6 +304,22 @@ class RunCommand(ConfinedTool):
             raise CommandTimedOut(
                 f"the command timed out after {seconds:.1f} seconds; it and every process "
                 f"it started were killed. Output before it was stopped:\n{report}")
+        return report
+
+    def _run_in_box(self, command: str, ctx: Any) -> str:
+        """The command in ``self.sandbox``: the box bounds and reaps it; this shapes
+        what it said as for a command run here."""
+        started = time.monotonic()
+        done = self.sandbox.run(["/bin/sh", "-c", command], timeout=self.timeout, ctx=ctx)
+        out, err = _Capture(self.max_output), _Capture(self.max_output)
+        out.add(done.stdout.encode("utf-8"))
+        err.add(done.stderr.encode("utf-8"))
+        report = self._report(done.exit_code, out, err)
+        if done.timed_out:
+            raise CommandTimedOut(
+                f"the command timed out after {time.monotonic() - started:.1f} seconds; it "
+                f"and every process it started were killed. Output before it was "
+                f"stopped:\n{report}")
         return report
 
     def _start(self, command: str, env: Dict[str, str], out: _Capture,
