@@ -22,6 +22,7 @@ MODERN = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": MODERN,
         "io.modelcontextprotocol/clientCapabilities": {}}
 CANCELLED = []
+STARTED = threading.Event()
 
 
 @nacelle.tool(read_only=True)
@@ -33,6 +34,7 @@ def add(a: int, b: int) -> int:
 @nacelle.tool
 def waits(ctx: ToolContext) -> str:
     """Waits for its cancel."""
+    STARTED.set()
     CANCELLED.append(ctx.cancelled.wait(10))
     return "done"
 
@@ -218,6 +220,7 @@ def test_an_unknown_method_on_the_session_wire_is_a_json_rpc_error_in_a_200(app)
 def test_notifications_cancelled_cancels_the_call_it_names_which_gets_no_answer(app):
     session = opened(app)
     CANCELLED.clear()
+    STARTED.clear()
     answer = {}
 
     def run():
@@ -227,13 +230,17 @@ def test_notifications_cancelled_cancels_the_call_it_names_which_gets_no_answer(
 
     thread = threading.Thread(target=run)
     thread.start()
-    time.sleep(0.3)
+    assert STARTED.wait(5)
     status, _, _ = call_wsgi(app, message={
         "jsonrpc": "2.0", "method": "notifications/cancelled",
         "params": {"requestId": "w1", "reason": "user"}}, headers={"Mcp-Session-Id": session})
     assert status == 202
     thread.join(5)
     assert not thread.is_alive()
+    for _ in range(200):  # the call was answered (with nothing) before its tool returned
+        if CANCELLED:
+            break
+        time.sleep(0.01)
     assert CANCELLED == [True]
     assert events(answer["reply"][2]) == []
 
@@ -305,6 +312,7 @@ def test_a_stateless_notification_gets_202_and_get_or_delete_405(app):
 def test_closing_a_streamed_answer_cancels_the_call():
     app = wsgi_app(TOOLS, keepalive=0.05)
     CANCELLED.clear()
+    STARTED.clear()
     message, headers = modern("tools/call", {"name": "waits", "arguments": {}})
     environ = {"REQUEST_METHOD": "POST", "PATH_INFO": "/mcp", "CONTENT_TYPE": "application/json",
                "HTTP_ACCEPT": "application/json, text/event-stream"}
@@ -312,7 +320,8 @@ def test_closing_a_streamed_answer_cancels_the_call():
     environ.update({"wsgi.input": io.BytesIO(data), "CONTENT_LENGTH": str(len(data))})
     environ.update({"HTTP_" + k.upper().replace("-", "_"): v for k, v in headers.items()})
     stream = app(environ, lambda status, headers: None)
-    assert next(iter(stream)) == b": keepalive\n\n"  # the call is running
+    assert next(iter(stream)) == b": keepalive\n\n"
+    assert STARTED.wait(5)  # the call is running
     stream.close()  # what a WSGI server does when the client has gone
     for _ in range(200):
         if CANCELLED:

@@ -84,13 +84,18 @@ def asgi_app(tools: Any, *, name: str = "nacelle", version: str = __version__,
              allowed_hosts: Sequence[str] = (), instructions: Optional[str] = None,
              max_body: int = 4_000_000, max_result_chars: int = 100_000,
              tool_timeout: Optional[float] = None, keepalive: float = 15.0,
-             ) -> Callable[[Dict[str, Any], Any, Any], Awaitable[None]]:
+             max_calls: int = 64) -> Callable[[Dict[str, Any], Any, Any], Awaitable[None]]:
     """An ASGI 3 application; the arguments are :func:`wsgi_app`'s (``authorize`` is
-    given the scope). Tools run on the loop's default executor, never on the loop."""
+    given the scope). Requests run on threads of their own, never on the loop, at
+    most ``max_calls`` at once (a 503 with ``Retry-After`` past that)."""
     dispatcher = _dispatcher(tools, name, version, instructions, max_result_chars, tool_timeout)
     endpoint = Endpoint(dispatcher, authorize=authorize, allowed_hosts=allowed_hosts,
                         keepalive=keepalive)
-    return asgi(endpoint, _max_body(max_body))
+    if isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 1:
+        from ...errors import ConfigError
+
+        raise ConfigError(f"max_calls must be a positive number, got {max_calls!r:.40}")
+    return asgi(endpoint, _max_body(max_body), max_calls)
 
 
 def run_stdio(tools: Any, *, name: str = "nacelle", version: str = __version__,

@@ -6,9 +6,11 @@ read by RFC 9112's rule (:func:`nacelle.read_limits.content_length`; a bad one i
 400), a declared length past ``max_body`` refused before a byte is read (413) and an
 undeclared one read up to ``max_body`` + 1 bytes; a POST without a length the server
 can trust is a 411 unless the server says its input ends by itself. The work of a
-request — which runs tools — happens off the event loop in the ASGI app (its default
-executor), and a streamed answer is read from a worker thread; an
-``http.disconnect`` while streaming cancels the call at once. A WSGI server closes
+request — which runs tools — happens off the event loop in the ASGI app, on a thread
+of its own rather than the loop's default executor (a call may take minutes, and a
+handful of them would hold every executor thread), at most ``max_calls`` at once
+(past that a request is a 503 with ``Retry-After``); a streamed answer is read on
+that thread too, and an ``http.disconnect`` while streaming cancels the call at once. A WSGI server closes
 the stream's generator when a write to a client that has gone fails (PEP 3333),
 which cancels the call too: at the next keepalive comment at the latest.
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from typing import Any, Awaitable, Callable, Dict, Iterable, List, MutableMapping, Optional
 
 from ...read_limits import content_length
@@ -115,8 +118,10 @@ def _read(stream: Any, length: int) -> "bytes | Reply":
     return b"".join(parts)
 
 
-def asgi(endpoint: Endpoint, max_body: int) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
+def asgi(endpoint: Endpoint, max_body: int,
+         max_calls: int = 64) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
     """The ASGI 3 application of ``endpoint``."""
+    slots = threading.BoundedSemaphore(max_calls)
 
     async def application(scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope.get("type")
@@ -127,20 +132,59 @@ def asgi(endpoint: Endpoint, max_body: int) -> Callable[[Scope, Receive, Send], 
             if kind == "websocket":
                 await send({"type": "websocket.close", "code": 1003})
             return
-        try:
-            reply = await _asgi_reply(endpoint, scope, receive, max_body)
-        except Exception:  # noqa: BLE001 - the client gets a 500, the log the reason
-            log.exception("serving MCP %s failed", scope.get("method"))
-            reply = _refusal(500, "the server failed to answer; its log says why")
-        if reply.stream is None:
-            headers = reply.headers + [("Content-Length", str(len(reply.body)))]
-            await send({"type": "http.response.start", "status": reply.status,
-                        "headers": _encoded(headers)})
-            await send({"type": "http.response.body", "body": reply.body})
+        if not slots.acquire(blocking=False):
+            reply = _refusal(503, "too many requests at once; try again shortly",
+                             [("Retry-After", "1")])
+            await _send_whole(reply, send)
             return
-        await _asgi_stream(reply, receive, send)
+        try:
+            try:
+                reply = await _asgi_reply(endpoint, scope, receive, max_body)
+            except Exception:  # noqa: BLE001 - the client gets a 500, the log the reason
+                log.exception("serving MCP %s failed", scope.get("method"))
+                reply = _refusal(500, "the server failed to answer; its log says why")
+            if reply.stream is None:
+                await _send_whole(reply, send)
+            else:
+                await _asgi_stream(reply, receive, send)
+        finally:
+            slots.release()
 
     return application
+
+
+async def _send_whole(reply: Reply, send: Send) -> None:
+    headers = reply.headers + [("Content-Length", str(len(reply.body)))]
+    await send({"type": "http.response.start", "status": reply.status,
+                "headers": _encoded(headers)})
+    await send({"type": "http.response.body", "body": reply.body})
+
+
+async def _off_loop(function: Callable[..., Any], *args: Any) -> Any:
+    """``function(*args)`` on a thread of its own, awaited."""
+    loop = asyncio.get_running_loop()
+    future: "asyncio.Future[Any]" = loop.create_future()
+
+    def settle(value: Any, error: Optional[BaseException]) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def run() -> None:
+        try:
+            value, error = function(*args), None
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
+            value, error = None, exc
+        try:
+            loop.call_soon_threadsafe(settle, value, error)
+        except RuntimeError:  # the loop has closed: nobody awaits the answer
+            pass
+
+    threading.Thread(target=run, name="nacelle-mcp-request", daemon=True).start()
+    return await future
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:
@@ -175,8 +219,8 @@ async def _asgi_reply(endpoint: Endpoint, scope: Scope, receive: Receive, max_bo
         if found is None:
             return _too_large(max_body)
         body = found
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(None, endpoint.respond, method, headers, body, principal)
+    reply: Reply = await _off_loop(endpoint.respond, method, headers, body, principal)
+    return reply
 
 
 async def _asgi_body(receive: Receive, limit: int) -> Optional[bytes]:
@@ -197,40 +241,54 @@ async def _asgi_body(receive: Receive, limit: int) -> Optional[bytes]:
 
 
 async def _asgi_stream(reply: Reply, receive: Receive, send: Send) -> None:
-    """Send ``reply.stream`` as it is made (read on the executor), cancelling the
-    call the moment the client disconnects."""
+    """Send ``reply.stream`` as a thread makes it, cancelling the call the moment the
+    client disconnects."""
     assert reply.stream is not None
     loop = asyncio.get_running_loop()
     chunks = reply.stream
-    gone = asyncio.Event()
+    inbox: "asyncio.Queue[Optional[bytes]]" = asyncio.Queue()
+
+    def pump() -> None:
+        try:
+            for chunk in chunks:
+                loop.call_soon_threadsafe(inbox.put_nowait, chunk)
+        except Exception:  # noqa: BLE001 - the stream ends; the log says why
+            log.exception("a streamed MCP answer failed")
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
+            try:
+                loop.call_soon_threadsafe(inbox.put_nowait, None)
+            except RuntimeError:  # the loop has closed
+                pass
 
     async def watch() -> None:
         while (await receive())["type"] != "http.disconnect":
             pass
-        gone.set()
         reply.cancel.set()
+        inbox.put_nowait(None)
 
     watcher = asyncio.ensure_future(watch())
     finished = False
     try:
         await send({"type": "http.response.start", "status": reply.status,
                     "headers": _encoded(reply.headers)})
-        while not gone.is_set():
-            chunk = await loop.run_in_executor(None, next, chunks, None)
+        threading.Thread(target=pump, name="nacelle-mcp-stream", daemon=True).start()
+        while True:
+            chunk = await inbox.get()
             if chunk is None:
-                finished = True
-                await send({"type": "http.response.body", "body": b""})
-                return
+                break
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        if not reply.cancel.is_set():
+            finished = True
+            await send({"type": "http.response.body", "body": b""})
     except OSError as exc:
         log.debug("the client left a streamed MCP answer: %s", type(exc).__name__)
     finally:
         watcher.cancel()
         if not finished:
             reply.cancel.set()
-        close = getattr(chunks, "close", None)
-        if close is not None:
-            await loop.run_in_executor(None, close)
 
 
 def _encoded(headers: List[Any]) -> List[List[bytes]]:

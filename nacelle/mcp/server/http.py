@@ -301,8 +301,8 @@ class Endpoint:
                 out.put(_END)
 
         def events() -> Iterator[bytes]:
-            worker = threading.Thread(target=work, name="nacelle-mcp-call", daemon=True)
-            worker.start()
+            threading.Thread(target=work, name="nacelle-mcp-call", daemon=True).start()
+            ended = False
             try:
                 while True:
                     try:
@@ -311,11 +311,12 @@ class Endpoint:
                         yield b": keepalive\n\n"
                         continue
                     if item is _END:
+                        ended = True
                         return
                     if item is not None:
                         yield b"event: message\ndata: " + json.dumps(item).encode("ascii") + b"\n\n"
             finally:
-                if worker.is_alive():
+                if not ended:
                     log.debug("the client left a streamed %s; cancelling it", method)
                     reply.cancel.set()
 
