@@ -149,3 +149,19 @@ def test_the_input_is_not_changed():
     before = repr(data)
     parse_input(data)
     assert repr(data) == before
+
+
+def test_twenty_thousand_answered_calls_are_read_in_linear_time():
+    import time
+
+    n = 20_000
+    messages = [{"id": "u", "role": "user", "content": "go"},
+                {"id": "a", "role": "assistant", "toolCalls": [
+                    {"id": f"c{i}", "type": "function", "function": {"name": "x", "arguments": "{}"}}
+                    for i in range(n)]}]
+    messages += [{"id": f"t{i}", "role": "tool", "toolCallId": f"c{i}", "content": "r"}
+                 for i in range(n)]
+    started = time.perf_counter()
+    run = parse_input(body(messages))
+    assert time.perf_counter() - started < 5  # quadratic work took minutes
+    assert len(run.messages[-1].parts) == n

@@ -179,11 +179,11 @@ def _resume(raw: Any, where: str) -> ResumeEntry:
 def _conversation(messages: Sequence[Any]) -> Tuple[List[Message], Dict[str, ToolResult], List[str]]:
     """The conversation, the tool messages' results by call id, and the text of the
     system and developer messages."""
-    conversation: List[Message] = []
+    conversation: List[Tuple[Role, List[Part]]] = []
     answers: Dict[str, ToolResult] = {}
     instructions: List[str] = []
     names: Dict[str, str] = {}  # call id -> tool name, for the results
-    unanswered: List[ToolCall] = []
+    unanswered: Dict[str, ToolCall] = {}  # in call order; by id, so answering is O(1)
     for i, raw in enumerate(messages):
         where = f"messages[{i}]"
         raw = _obj(raw, where)
@@ -201,7 +201,7 @@ def _conversation(messages: Sequence[Any]) -> Tuple[List[Message], Dict[str, Too
                     raise InputError(f"{where}.toolCalls[{j}].id {call.id[:60]!r} is the id "
                                      "of an earlier call")
                 names[call.id] = call.name
-                unanswered.append(call)
+                unanswered[call.id] = call
                 parts.append(call)
             if parts:
                 _append(conversation, Role.ASSISTANT, parts)
@@ -212,10 +212,8 @@ def _conversation(messages: Sequence[Any]) -> Tuple[List[Message], Dict[str, Too
                                  "assistant tool call")
             result = _tool_result(raw, call_id, names[call_id], where)
             answers[call_id] = result
-            found = [c for c in unanswered if c.id == call_id]
-            if not found:
+            if unanswered.pop(call_id, None) is None:
                 raise InputError(f"{where} answers the call {call_id[:60]!r} a second time")
-            unanswered.remove(found[0])
             _append(conversation, Role.USER, [result])
         elif role in ("system", "developer"):
             text = _str(raw.get("content"), f"{where}.content")
@@ -229,27 +227,28 @@ def _conversation(messages: Sequence[Any]) -> Tuple[List[Message], Dict[str, Too
     closing = _closing(unanswered)
     if closing:
         _append(conversation, Role.USER, closing)
-    return conversation, answers, instructions
+    return [Message(role, tuple(parts)) for role, parts in conversation], answers, instructions
 
 
-def _closing(unanswered: List[ToolCall]) -> List[Part]:
+def _closing(unanswered: Dict[str, ToolCall]) -> List[Part]:
     """Failed results for the calls no tool message answered before the conversation
     moved on (see the module docstring)."""
     parts: List[Part] = [ToolResult(c.id, c.name, "the application sent no result for this "
-                                    "call", failed=True) for c in unanswered]
+                                    "call", failed=True) for c in unanswered.values()]
     unanswered.clear()
     return parts
 
 
-def _append(conversation: List[Message], role: Role, parts: Sequence[Part]) -> None:
-    """Add ``parts`` as a message of ``role``, joined to the last one when it has the
-    same role: providers want turns that alternate, results then text in one."""
+def _append(turns: List[Tuple[Role, List[Part]]], role: Role, parts: Sequence[Part]) -> None:
+    """Add ``parts`` as a turn of ``role``, joined to the last one when it has the same
+    role: providers want turns that alternate, results then text in one. (Lists until
+    the end, so ten thousand tool messages in a row are not copied ten thousand times.)"""
     if not parts:
         return
-    if conversation and conversation[-1].role is role:
-        last = conversation.pop()
-        parts = list(last.parts) + list(parts)
-    conversation.append(Message(role, tuple(parts)))
+    if turns and turns[-1][0] is role:
+        turns[-1][1].extend(parts)
+    else:
+        turns.append((role, list(parts)))
 
 
 def _calls(raw: Any, where: str) -> List[ToolCall]:
