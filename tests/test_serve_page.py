@@ -391,7 +391,9 @@ def test_the_waiting_dots_show_until_the_answer_and_stop_cancels_the_run(browser
     # the page drops the connection, which the server reads as a cancel.
     type_and_send(browser, "wait 30")
     until(browser, "document.querySelector('#waiting').classList.contains('on')")
-    click(browser, "#stop")
+    for kind in ("keyDown", "keyUp"):  # Esc is the stop button's key
+        browser.call("Input.dispatchKeyEvent", type=kind, key="Escape", code="Escape",
+                     windowsVirtualKeyCode=27)
     until(browser, "document.querySelector('#status').textContent === 'stopped'", timeout=5)
     assert browser.evaluate("document.querySelectorAll('.note.stopped').length") == 2
     assert browser.evaluate("document.querySelectorAll('.msg.error').length") == 0
