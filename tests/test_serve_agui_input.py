@@ -163,5 +163,5 @@ def test_twenty_thousand_answered_calls_are_read_in_linear_time():
                  for i in range(n)]
     started = time.perf_counter()
     run = parse_input(body(messages))
-    assert time.perf_counter() - started < 5  # quadratic work took minutes
+    assert time.perf_counter() - started < 5  # the quadratic reader took 78 s
     assert len(run.messages[-1].parts) == n
