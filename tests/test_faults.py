@@ -331,7 +331,7 @@ def test_8_an_in_band_error_inside_a_tool_call_announces_no_call_and_runs_no_too
     assert [(e.kind, e.text) for e in seen if e.kind is not Kind.TOOL_INPUT] == [
         (Kind.TEXT, "Alpha")]
     streamed = [e.tool.input for e in seen if e.kind is Kind.TOOL_INPUT]
-    assert streamed[-1:] == (['{"city": "Paris"}'] if provider.name == "anthropic" else [])
+    assert streamed[-1:] == ['{"city": "Paris"}']
     assert ran == [] and len(server.requests) == 1
 
 

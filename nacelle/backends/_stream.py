@@ -147,13 +147,15 @@ def clean(value: T) -> T:
     well-formed already (the id and name once, the delta through :class:`Deltas`),
     and this runs once per delta, where walking the event's fields would cost more
     than making it."""
-    if isinstance(value, Event) and value.kind is _TOOL_INPUT:
-        return value
-    if isinstance(value, str):
+    if isinstance(value, Event):
+        kind = value.kind
+        if kind is _TOOL_INPUT:
+            return value
+        if kind in _TEXTS and value.tool is None:
+            text = well_formed(value.text)  # a delta: only its text can carry one
+            return value if text is value.text else dataclasses.replace(value, text=text)
+    elif isinstance(value, str):
         return cast(T, well_formed(value))
-    if isinstance(value, Event) and value.kind in _TEXTS and value.tool is None:
-        text = well_formed(value.text)  # a delta: only its text can carry one
-        return value if text is value.text else dataclasses.replace(value, text=text)
     if isinstance(value, tuple):
         items = tuple(clean(item) for item in value)
         return value if all(a is b for a, b in zip(items, value)) else cast(T, items)
@@ -182,6 +184,8 @@ class ToolInput:
 
     ``index`` is its place among the turn's local calls by first appearance; ``id``
     and ``name`` are what the provider has sent so far (:meth:`rename` updates them);
+    ``settled`` is true once :meth:`ToolInputs.whole` said it finished, with ``final``
+    its input as the turn's ToolCall will hold it (None: not to be announced early);
     ``announced`` is true once its TOOL_CALL was given, after which its input may not
     change; :attr:`text` is the arguments shown so far.
 
@@ -195,14 +199,14 @@ class ToolInput:
     delta takes; the value is equal to one built the usual way.
     """
 
-    __slots__ = ("index", "id", "name", "announced", "_parts", "_settled", "_input")
+    __slots__ = ("index", "id", "name", "announced", "settled", "final", "_parts")
 
     def __init__(self, index: int, call_id: str, name: str) -> None:
         self.index = index
         self.announced = False
         self._parts: List[str] = []
-        self._settled = False
-        self._input: Optional[str] = None
+        self.settled = False
+        self.final: Optional[str] = None
         self.id = self.name = ""
         self.rename(call_id, name)
 
@@ -250,18 +254,18 @@ class ToolInputs:
         be announced before the turn ends (not JSON). Returns the TOOL_CALLs due now:
         this call's and any later one's waiting for it, in order. A call said whole
         twice keeps the first answer."""
-        if call._settled:
+        if call.settled:
             return []
-        call._settled, call._input = True, final
+        call.settled, call.final = True, final
         events: List[Event] = []
         calls = self.calls
-        while self._next < len(calls) and calls[self._next]._settled:
+        while self._next < len(calls) and calls[self._next].settled:
             ready = calls[self._next]
             self._next += 1
-            if ready._input is not None:
+            if ready.final is not None:
                 ready.announced = True
                 events.append(Event(Kind.TOOL_CALL, tool=ToolEvent(
-                    ready.id, ready.index, ready.name, ready._input)))
+                    ready.id, ready.index, ready.name, ready.final)))
         return events
 
 

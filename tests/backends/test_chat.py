@@ -105,7 +105,9 @@ def test_an_emoji_split_into_surrogate_halves_over_two_deltas_arrives_whole(serv
     events, end = one_turn(backend)
     assert [(e.kind, e.text) for e in events] == [
         (Kind.THINKING, "hm "), (Kind.THINKING, EMOJI), (Kind.TEXT, "Hi "),
-        (Kind.TEXT, EMOJI + "!"), (Kind.TEXT, "\ufffd")]
+        (Kind.TEXT, EMOJI + "!"), (Kind.TOOL_INPUT, '{"face": "'),
+        (Kind.TOOL_INPUT, EMOJI + '"}'), (Kind.TEXT, "\ufffd"), (Kind.TOOL_CALL, "")]
+    assert events[-1].tool.input == events[-3].tool.input == '{"face": "' + EMOJI + '"}'
     assert end.parts[:2] == (nacelle.Reasoning("hm " + EMOJI, "", "chat"),
                              nacelle.Text("Hi " + EMOJI + "!\ufffd"))
     assert end.parts[2].input == '{"face": "' + EMOJI + '"}'

@@ -17,12 +17,14 @@ from nacelle import (
 from nacelle.backends import chat as chat_backend
 from nacelle.backends.chat import stream as chat_stream
 from nacelle.backends.openrouter import Accumulator, usage_from
+from nacelle.events import ToolEvent
 from nacelle.messages import ProviderBlock
 from nacelle.pricing import Price
 from nacelle.sse import SSEDecoder, parse_json
 from nacelle.testing.wire import openrouter_stream
 
-from hostile import chain, leaves, locations, swapped, wrong_values
+from hostile import EMOJI, HIGH, LOW, chain, leaves, locations, swapped, wrong_values
+from streamed_calls import check, early_calls, feeds, inputs, replay
 
 
 def chunk(delta=None, finish=None, usage=None, choices=None, **extra):
@@ -175,9 +177,10 @@ def test_tool_fragments_are_keyed_by_index_with_id_and_name_only_on_the_first():
     assert end.stop is Stop.TOOLS
 
 
-def test_tool_calls_emit_no_events_from_the_accumulator():
+def test_a_tool_call_streams_its_arguments_and_is_announced_at_the_finish():
     events, _ = run(chunk({"tool_calls": [call(0, "c1", "a", "{}")]}), chunk({}, "tool_calls"))
-    assert events == []
+    assert events == [Event(Kind.TOOL_INPUT, text="{}", tool=ToolEvent("c1", 0, "a", "{}")),
+                      Event(Kind.TOOL_CALL, tool=ToolEvent("c1", 0, "a", "{}"))]
 
 
 def test_an_id_and_name_repeated_on_every_fragment_are_not_concatenated():
@@ -634,9 +637,10 @@ def test_a_realistic_stream_with_fields_swapped_raises_nothing_but_nacelle_error
     except NacelleError:
         end = None
     for event in events:
-        assert event.kind in (Kind.TEXT, Kind.THINKING)
-        assert type(event.text) is str and event.text
+        assert event.kind in (Kind.TEXT, Kind.THINKING, Kind.TOOL_INPUT, Kind.TOOL_CALL)
+        assert type(event.text) is str and (event.text or event.kind is Kind.TOOL_CALL)
     if end is not None:
+        check(events, end)
         usage = end.usage
         counts = [usage.input_tokens, usage.output_tokens, usage.cache_read_tokens,
                   usage.cache_creation_tokens, usage.reasoning_tokens]
@@ -888,3 +892,133 @@ def test_a_non_streamed_answer_with_typed_content_is_read_the_same_way():
     events = acc.feed_chunk(chat_backend._as_chunk(message))
     assert events == [Event(Kind.THINKING, text="Think."), Event(Kind.TEXT, text="144")]
     assert acc.finish().parts == (Reasoning("Think.", "", "chat"), Text("144"))
+
+
+# -- local calls as they are written ----------------------------------------------------
+
+OPENAI_DATA = __import__("pathlib").Path(__file__).resolve().parent.parent / "data" / "openai"
+WEATHER, CLOCK = ("call_Wz7eAtHeR0aB", "weather"), ("call_Kc1oCk9LmN2p", "clock")
+
+
+def openai_accumulator():
+    return chat_stream.Accumulator(dialect=chat_backend.OPENAI)
+
+
+def test_two_interleaved_calls_each_stream_their_own_input_and_come_whole_at_the_finish():
+    # interleaved_calls.sse: api.openai.com's chunk framing (as tool_calls.sse), with
+    # the fragments of two calls interleaved — each names its call by ``index``, which
+    # is what the field is for (ChoiceDeltaToolCall.index in the API reference,
+    # platform.openai.com/docs/api-reference/chat-streaming/streaming; the function
+    # calling guide's streaming example gathers arguments per index) — one chunk
+    # carrying a fragment of each.
+    body = (OPENAI_DATA / "interleaved_calls.sse").read_bytes()
+    for pieces in feeds(body):
+        events, end = replay(pieces, openai_accumulator())
+        assert inputs(events) == [
+            (0, *WEATHER, '{"ci', '{"ci'), (1, *CLOCK, '{"zo', '{"zo'),
+            (0, *WEATHER, 'ty":"Zü', '{"city":"Zü'),
+            (1, *CLOCK, 'ne":"Europe/', '{"zone":"Europe/'),
+            (0, *WEATHER, 'rich"}', '{"city":"Zürich"}'),
+            (1, *CLOCK, 'Zurich"}', '{"zone":"Europe/Zurich"}')]
+        # The first call was not whole when the second began: both come at the finish.
+        assert [e.kind for e in events] == [Kind.TOOL_INPUT] * 6 + [Kind.TOOL_CALL] * 2
+        assert early_calls(events) == [(WEATHER[0], 0, "weather", '{"city":"Zürich"}'),
+                                       (CLOCK[0], 1, "clock", '{"zone":"Europe/Zurich"}')]
+        check(events, end)
+
+
+def test_a_call_is_announced_when_the_next_one_begins_if_its_input_is_whole_at_every_split():
+    body = (OPENAI_DATA / "tool_calls.sse").read_bytes()  # two calls, one after the other
+    for pieces in feeds(body):
+        events, end = replay(pieces, openai_accumulator())
+        assert [e.kind for e in events] == [Kind.TOOL_INPUT] * 4 + [Kind.TOOL_CALL] + [
+            Kind.TOOL_INPUT] * 5 + [Kind.TOOL_CALL]
+        assert early_calls(events) == [
+            ("call_Qm2dEw1uX9aB", 0, "weather", '{"city":"Berlin"}'),
+            ("call_Zr8tYp4kL0cD", 1, "clock", '{"zone":"Europe/Berlin"}')]
+        assert [text for *_, text, _ in inputs(events)] == [
+            '{"cit', 'y":"B', "erlin", '"}', '{"zon', 'e":"E', "urope", "/Berl", 'in"}']
+        check(events, end)
+
+
+def test_a_call_cut_by_length_streams_its_input_but_is_never_announced_at_every_split():
+    body = (OPENAI_DATA / "length_in_tool.sse").read_bytes()
+    for pieces in feeds(body):
+        events, end = replay(pieces, openai_accumulator())
+        assert inputs(events) == [(0, "call_Lx0", "weather", '{"city":"Ber', '{"city":"Ber')]
+        assert early_calls(events) == [] and end.stop is Stop.MAX_TOKENS
+        check(events, end)
+
+
+def test_a_whole_call_before_one_cut_by_length_is_announced_when_the_cut_one_begins():
+    events, end = run(chunk({"tool_calls": [call(0, "c1", "a", '{"x": 1}')]}),
+                      chunk({"tool_calls": [call(1, "c2", "b", '{"y": ')]}),
+                      chunk({}, "length"))
+    assert early_calls(events) == [("c1", 0, "a", '{"x": 1}')]
+    assert [p.finished for p in calls_of(end)] == [True, False]
+    check(events, end)
+
+
+def test_a_call_without_an_id_is_announced_with_the_id_made_for_it():
+    events, end = run(chunk({"tool_calls": [call(0, None, "a", '{"x": 1}')]}),
+                      chunk({"tool_calls": [call(1, None, "b", "")]}), chunk({}, "stop"))
+    assert inputs(events) == [(0, "", "a", '{"x": 1}', '{"x": 1}')]
+    made = [c.id for c in calls_of(end)]
+    assert early_calls(events) == [(made[0], 0, "a", '{"x": 1}'), (made[1], 1, "b", "{}")]
+    assert all(m.startswith("call_") for m in made)
+    check(events, end)
+
+
+def test_arguments_sent_for_a_call_already_announced_are_dropped_not_appended():
+    events, end = run(chunk({"tool_calls": [call(0, "c1", "a", '{"x": 1}')]}),
+                      chunk({"tool_calls": [call(1, "c2", "b", "{}")]}),
+                      chunk({"tool_calls": [call(0, None, None, ', "late": 2}')]}),
+                      chunk({}, "tool_calls"))
+    assert calls_of(end) == [ToolCall("c1", "a", '{"x": 1}'), ToolCall("c2", "b", "{}")]
+    assert early_calls(events)[0] == ("c1", 0, "a", '{"x": 1}')
+    check(events, end)
+
+
+def test_a_number_is_not_taken_for_whole_arguments_when_the_next_call_begins():
+    events, end = run(chunk({"tool_calls": [call(0, "c1", "a", "12")]}),
+                      chunk({"tool_calls": [call(1, "c2", "b", "{}")]}),
+                      chunk({"tool_calls": [call(0, None, None, "3")]}), chunk({}, "stop"))
+    assert calls_of(end)[0].input == "123"
+    assert early_calls(events)[0] == ("c1", 0, "a", "123")  # at the finish, whole
+    check(events, end)
+
+
+def test_arguments_not_json_at_the_finish_are_left_for_the_loop():
+    events, end = run(chunk({"tool_calls": [call(0, "c1", "a", '{"x": ')]}),
+                      chunk({"tool_calls": [call(1, "c2", "b", '{"y": 2}')]}),
+                      chunk({}, "tool_calls"))
+    assert early_calls(events) == [("c2", 1, "b", '{"y": 2}')]
+    assert calls_of(end)[0] == ToolCall("c1", "a", '{"x": ')  # finished: the loop fails it
+    check(events, end)
+
+
+def test_a_character_split_across_argument_fragments_is_shown_whole_in_the_later_one():
+    events, end = run(chunk({"tool_calls": [call(0, "c1", "f", '{"face": "' + HIGH)]}),
+                      chunk({"tool_calls": [call(0, None, None, LOW + '"}')]}),
+                      chunk({}, "tool_calls"))
+    assert [text for *_, text, _ in inputs(events)] == ['{"face": "', EMOJI + '"}']
+    check(events, end)
+
+
+def test_whole_calls_sent_in_one_chunk_each_stream_once_and_are_announced_in_order():
+    # llama.cpp and Ollama send each call whole, several in one chunk.
+    events, end = run(chunk({"tool_calls": [call(0, "c1", "a", '{"x": 1}'),
+                                            call(1, "c2", "b", '{"y": 2}')]}),
+                      chunk({}, "tool_calls"))
+    assert [e.kind for e in events] == [Kind.TOOL_INPUT, Kind.TOOL_CALL, Kind.TOOL_INPUT,
+                                        Kind.TOOL_CALL]
+    check(events, end)
+
+
+def test_the_realistic_openrouter_stream_streams_its_calls_input():
+    acc = Accumulator()
+    events = [e for line in REALISTIC for e in acc.feed_data(line)]
+    end = acc.finish()
+    assert [c[:3] for c in early_calls(events)] == [("toolu_1", 0, "get_weather"),
+                                                    ("toolu_2", 1, "clock")]
+    check(events, end)

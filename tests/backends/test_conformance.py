@@ -501,17 +501,10 @@ def test_text_deltas_arrive_in_order_then_turn_then_done(flavour, server):
     server.assert_consumed()
 
 
-#: The flavours whose stream shows each call's arguments as they are written.
-STREAMS_TOOL_INPUT = {"anthropic"}
-
-
-def streamed_inputs(flavour, events):
+def streamed_inputs(events):
     """Each call's TOOL_INPUT events, which come before any TOOL_CALL, by index; the
     events without them."""
     inputs = [e for e in events if e.kind is Kind.TOOL_INPUT]
-    if flavour.name not in STREAMS_TOOL_INPUT:
-        assert inputs == []
-        return {}, events
     first_call = kinds(events).index(Kind.TOOL_CALL)
     assert all(events.index(e) < first_call for e in inputs)
     by_index = {}
@@ -524,10 +517,10 @@ def streamed_inputs(flavour, events):
 
 def test_every_tool_call_is_closed_by_exactly_one_result_in_index_order(flavour, server):
     events = tool_run(flavour, server)
-    inputs, events = streamed_inputs(flavour, events)
-    if flavour.name in STREAMS_TOOL_INPUT:
-        assert {index: (e[-1].tool.id, e[-1].tool.name, e[-1].tool.input)
-                for index, e in inputs.items()} == dict(enumerate(CALLS))
+    inputs, events = streamed_inputs(events)
+    # Every wire shows each call's arguments as they are written, before its TOOL_CALL.
+    assert {index: (e[-1].tool.id, e[-1].tool.name, e[-1].tool.input)
+            for index, e in inputs.items()} == dict(enumerate(CALLS))
 
     assert kinds(events) == [
         Kind.TEXT, Kind.TEXT, Kind.TOOL_CALL, Kind.TOOL_CALL, Kind.TURN,
@@ -559,9 +552,8 @@ def test_a_tool_input_nested_a_thousand_deep_is_one_failed_result_and_the_run_go
                  Reply(chunks=flavour.answer(["Sorry."], Sent(5, 5))))
     agent = Agent(flavour.backend(server), "You are a weather desk.", tools=[weather])
     events = list(agent.stream([user_text("Weather?")]))
-    inputs, events = streamed_inputs(flavour, events)
-    if flavour.name in STREAMS_TOOL_INPUT:
-        assert inputs[0][-1].tool.input == deep  # streamed as written, never parsed
+    inputs, events = streamed_inputs(events)
+    assert inputs[0][-1].tool.input == deep  # streamed as written, never parsed
 
     assert kinds(events) == [Kind.TOOL_CALL, Kind.TURN, Kind.TOOL_RESULT, Kind.TEXT, Kind.TURN,
                              Kind.DONE]

@@ -113,7 +113,9 @@ def test_an_emoji_split_into_surrogate_halves_over_two_deltas_arrives_whole(serv
     events, end = one_turn(make(server))
     assert [(e.kind, e.text) for e in events] == [
         (Kind.THINKING, "hm "), (Kind.THINKING, EMOJI), (Kind.TEXT, "Hi "),
-        (Kind.TEXT, EMOJI + "!"), (Kind.TEXT, "\ufffd")]
+        (Kind.TEXT, EMOJI + "!"), (Kind.TEXT, "\ufffd"), (Kind.TOOL_INPUT, '{"face": "'),
+        (Kind.TOOL_INPUT, EMOJI + '"}'), (Kind.TOOL_CALL, "")]
+    assert events[-1].tool.input == events[-2].tool.input == '{"face": "' + EMOJI + '"}'
     assert end.parts[0].text == "hm " + EMOJI
     assert end.parts[1] == nacelle.Text("Hi " + EMOJI + "!\ufffd")
     assert end.parts[2].input == '{"face": "' + EMOJI + '"}'
@@ -195,6 +197,28 @@ def test_reasoning_of_this_backend_is_dropped_when_the_conversation_moves_elsewh
     assert "encrypted_content" not in json.dumps(body)
 
 
+def test_an_agent_streams_each_calls_arguments_as_written_then_announces_the_calls(server):
+    server.queue(PATH, recorded("parallel_calls.sse"), recorded("answer_after_tool.sse"))
+    agent = Agent(make(server), "Be brief.", tools=[weather, clock])
+    events = list(agent.stream([user_text("Weather and time in Berlin?")]))
+
+    kinds = [e.kind for e in events]
+    assert kinds[:kinds.index(Kind.TURN)] == [Kind.TOOL_INPUT] * 6 + [Kind.TOOL_CALL] * 2
+    streamed = [(e.tool.index, e.tool.name, e.text, e.tool.input) for e in events
+                if e.kind is Kind.TOOL_INPUT]
+    assert streamed == [
+        (0, "weather", '{"', '{"'), (0, "weather", "city", '{"city'),
+        (0, "weather", '":"', '{"city":"'), (0, "weather", "Berlin", '{"city":"Berlin'),
+        (0, "weather", '"}', '{"city":"Berlin"}'), (1, "clock", "{}", "{}")]
+    announced = [(e.tool.id, e.tool.index, e.tool.input) for e in events
+                 if e.kind is Kind.TOOL_CALL]
+    assert announced == [("call_Qm2dEw1uX9aBtW3c", 0, '{"city":"Berlin"}'),
+                         ("call_Zr8tYp4kL0cDvN7e", 1, "{}")]
+    assert [e.tool.result for e in events if e.kind is Kind.TOOL_RESULT] == [
+        "15°C in Berlin", "14:05"]
+    server.assert_consumed()
+
+
 def test_parallel_calls_both_run_and_their_outputs_go_back_in_call_order(server):
     server.queue(PATH, recorded("parallel_calls.sse"), recorded("answer_after_tool.sse"))
     events = list(Agent(make(server), "Be brief.", tools=[weather, clock]).stream(
@@ -232,7 +256,9 @@ def test_an_incomplete_response_ends_the_run_at_max_tokens_running_nothing(serve
     server.queue(PATH, recorded("incomplete.sse"))
     agent = Agent(make(server), "Be brief.", tools=[weather], max_tokens=64)
     events = list(agent.stream([user_text("Weather in Berlin and Hamburg?")]))
-    assert [e.kind for e in events] == [Kind.TEXT, Kind.TEXT, Kind.TURN, Kind.DONE]
+    # The cut call's input streamed; it was never announced, so nothing closes it.
+    assert [e.kind for e in events] == [Kind.TEXT, Kind.TEXT, Kind.TOOL_INPUT, Kind.TOOL_INPUT,
+                                        Kind.TURN, Kind.DONE]
     assert events[-1].stop is Stop.MAX_TOKENS
     assert server.requests[0].json()["max_output_tokens"] == 64
     [call] = [p for p in events[-1].messages[-1].parts if isinstance(p, ToolCall)]

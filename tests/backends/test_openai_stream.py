@@ -13,11 +13,14 @@ from nacelle import (
     retryable,
 )
 from nacelle.backends.openai.stream import Accumulator, usage_from
+from nacelle.events import Event, ToolEvent
 from nacelle.messages import ProviderBlock
 from nacelle.pricing import Price
 from nacelle.sse import SSEDecoder, SSEEvent
 
-from hostile import chain, leaves, swapped, wrong_values
+from hostile import EMOJI, HIGH, LOW, chain, leaves, swapped, wrong_values
+from streamed_calls import check, early_calls, feeds, inputs
+from streamed_calls import replay as replay_pieces
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "openai_responses"
 ENCRYPTED = "gAAAAABqaR3-pGgSyJcPT3y2_26v61vCZmE9M2P6q5LyFcAkcT7vldTwqVUWc757s4uF"
@@ -98,8 +101,14 @@ def message_item(texts=(), status="completed"):
 
 def test_the_recorded_tool_turn_gives_reasoning_text_and_one_call():
     events, end = replay("tool_call_with_reasoning.sse")
-    assert {e.kind for e in events} == {Kind.TEXT}
-    assert "".join(e.text for e in events) == "I’ll check the capital lookup tool for “PotatoLand.”"
+    assert {e.kind for e in events} == {Kind.TEXT, Kind.TOOL_INPUT, Kind.TOOL_CALL}
+    assert "".join(e.text for e in events if e.kind is Kind.TEXT) == (
+        "I’ll check the capital lookup tool for “PotatoLand.”")
+    assert "".join(e.text for e in events if e.kind is Kind.TOOL_INPUT) == (
+        '{"country":"PotatoLand"}')
+    assert early_calls(events) == [("call_LabG58Uhrq9kZvR52BYKjToD", 0, "get_capital",
+                                    '{"country":"PotatoLand"}')]
+    check(events, end)
     reasoning, message, call = end.parts
     assert isinstance(reasoning, Reasoning) and reasoning.protocol == "openai-responses"
     assert call == ToolCall("call_LabG58Uhrq9kZvR52BYKjToD", "get_capital",
@@ -154,7 +163,9 @@ def test_a_refusal_is_shown_as_text_and_ends_the_turn_with_refusal():
 
 def test_an_incomplete_response_stops_at_max_tokens_with_the_cut_call_unfinished():
     events, end = replay("incomplete.sse")
-    assert "".join(e.text for e in events) == "Berlin: 15°C, "
+    assert "".join(e.text for e in events if e.kind is Kind.TEXT) == "Berlin: 15°C, "
+    assert [text for *_, text, _ in inputs(events)] == ['{"ci', 'ty":"Ham']
+    assert early_calls(events) == []  # cut off: never announced
     assert end.stop is Stop.MAX_TOKENS
     [call] = [p for p in end.parts if isinstance(p, ToolCall)]
     assert (call.input, call.finished) == ('{"city":"Ham', False)
@@ -231,7 +242,14 @@ def test_call_arguments_are_the_concatenated_fragments_replaced_by_the_done_text
         {"type": "response.function_call_arguments.done", "item_id": "fc_1",
          "output_index": 0, "arguments": '{"city": "Berlin"}'},
         done(call_item(arguments='{"city": "Berlin"}', status="completed"), 0), completed())
-    assert events == []
+    assert events == [
+        Event(Kind.TOOL_INPUT, text='{"ci', tool=ToolEvent("call_1", 0, "weather", '{"ci')),
+        Event(Kind.TOOL_INPUT, text='ty": "Ber',
+              tool=ToolEvent("call_1", 0, "weather", '{"city": "Ber')),
+        Event(Kind.TOOL_INPUT, text='lin"}',
+              tool=ToolEvent("call_1", 0, "weather", '{"city": "Berlin"}')),
+        # whole at function_call_arguments.done, announced then
+        Event(Kind.TOOL_CALL, tool=ToolEvent("call_1", 0, "weather", '{"city": "Berlin"}'))]
     assert end.parts == (ToolCall("call_1", "weather", '{"city": "Berlin"}'),)
     assert end.stop is Stop.TOOLS
 
@@ -259,7 +277,8 @@ def test_a_response_that_streamed_no_items_is_read_from_the_final_output():
     output = [reasoning_item(), message_item(["All at once."]),
               call_item(arguments="{}", status="completed")]
     events, end = run(completed(output=output))
-    assert [e.text for e in events] == ["All at once."]
+    assert [e.text for e in events if e.kind is Kind.TEXT] == ["All at once."]
+    assert early_calls(events) == [("call_1", 0, "weather", "{}")]
     assert [type(p) for p in end.parts] == [Reasoning, Text, ToolCall]
     assert end.stop is Stop.TOOLS
 
@@ -389,9 +408,91 @@ def test_hostile_values_anywhere_in_a_turn_raise_only_nacelle_errors(data):
                                    "message", "max_output_tokens"))
     events[number] = swapped(events[number], path, value)
     try:
-        run(*events)
+        out, end = run(*events)
     except NacelleError:
-        pass
+        return
+    check(out, end)
+
+
+# -- local calls as they are written ----------------------------------------------------
+
+WEATHER, CLOCK = ("call_Qm2dEw1uX9aBtW3c", "weather"), ("call_Zr8tYp4kL0cDvN7e", "clock")
+
+
+def test_two_calls_stream_their_arguments_and_each_is_announced_when_done_at_every_split():
+    # parallel_calls.sse: two function_call items, one after the other (see the README
+    # beside it for its shape's source).
+    body = (DATA / "parallel_calls.sse").read_bytes()
+    for pieces in feeds(body):
+        events, end = replay_pieces(pieces, Accumulator())
+        assert inputs(events) == [
+            (0, *WEATHER, '{"', '{"'), (0, *WEATHER, "city", '{"city'),
+            (0, *WEATHER, '":"', '{"city":"'), (0, *WEATHER, "Berlin", '{"city":"Berlin'),
+            (0, *WEATHER, '"}', '{"city":"Berlin"}'), (1, *CLOCK, "{}", "{}")]
+        # The first is announced at its function_call_arguments.done, before the second
+        # streams.
+        assert [e.kind for e in events] == [Kind.TOOL_INPUT] * 5 + [
+            Kind.TOOL_CALL, Kind.TOOL_INPUT, Kind.TOOL_CALL]
+        assert early_calls(events) == [(WEATHER[0], 0, "weather", '{"city":"Berlin"}'),
+                                       (CLOCK[0], 1, "clock", "{}")]
+        check(events, end)
+
+
+def test_a_call_cut_by_the_output_limit_streams_its_input_but_is_never_announced_at_every_split():
+    body = (DATA / "incomplete.sse").read_bytes()
+    for pieces in feeds(body):
+        events, end = replay_pieces(pieces, Accumulator())
+        assert inputs(events) == [
+            (0, "call_Xc4vB2nM8kLpQr1s", "weather", '{"ci', '{"ci'),
+            (0, "call_Xc4vB2nM8kLpQr1s", "weather", 'ty":"Ham', '{"city":"Ham')]
+        assert early_calls(events) == [] and end.stop is Stop.MAX_TOKENS
+        check(events, end)
+
+
+def test_a_call_announced_stays_as_announced_whatever_comes_after():
+    events, end = run(
+        added(call_item(), 0), arguments('{"a": 1}', 0),
+        {"type": "response.function_call_arguments.done", "item_id": "fc_1",
+         "output_index": 0, "arguments": '{"a": 1}'},
+        arguments(', "b"', 0), done(call_item(arguments='{"a": 2}', status="completed"), 0),
+        completed(status="incomplete", reason="max_output_tokens"))
+    assert early_calls(events) == [("call_1", 0, "weather", '{"a": 1}')]
+    assert end.parts == (ToolCall("call_1", "weather", '{"a": 1}'),)
+    check(events, end)
+
+
+def test_arguments_that_are_not_json_are_left_for_the_loop_with_the_calls_after_them():
+    events, end = run(
+        added(call_item(), 0), arguments('{"a": ', 0),
+        done(call_item(arguments='{"a": ', status="completed"), 0),
+        added(call_item(call_id="call_2", n=2), 1), arguments("{}", 1, n=2),
+        done(call_item(call_id="call_2", arguments="{}", status="completed", n=2), 1),
+        completed())
+    # Whether the first finished depends on how the response ends: the second waits.
+    assert early_calls(events) == []
+    assert [p.finished for p in end.parts] == [True, True]
+    check(events, end)
+
+
+def test_a_call_whose_id_comes_only_with_its_done_item_is_announced_then():
+    events, end = run(arguments('{"a": 1}', 0),
+                      {"type": "response.function_call_arguments.done", "item_id": "fc_1",
+                       "output_index": 0, "arguments": '{"a": 1}'},
+                      done(call_item(arguments='{"a": 1}', status="completed"), 0), completed())
+    assert inputs(events) == [(0, "", "", '{"a": 1}', '{"a": 1}')]
+    assert [e.kind for e in events] == [Kind.TOOL_INPUT, Kind.TOOL_CALL]
+    assert early_calls(events) == [("call_1", 0, "weather", '{"a": 1}')]
+    check(events, end)
+
+
+def test_a_character_split_across_argument_deltas_is_shown_whole_in_the_later_one():
+    events, end = run(added(call_item(), 0), arguments('{"f": "' + HIGH, 0),
+                      arguments(LOW + '"}', 0),
+                      done(call_item(arguments='{"f": "' + EMOJI + '"}', status="completed"), 0),
+                      completed())
+    assert [text for *_, text, _ in inputs(events)] == ['{"f": "', EMOJI + '"}']
+    assert early_calls(events) == [("call_1", 0, "weather", '{"f": "' + EMOJI + '"}')]
+    check(events, end)
 
 
 # -- usage -------------------------------------------------------------------------------

@@ -596,3 +596,29 @@ def test_the_base_url_comes_from_openrouter_base_url_unless_given(monkeypatch):
     assert module.Backend(api_key="sk-or-x", model="m/x").base_url == "http://127.0.0.1:9/api/v1"
     monkeypatch.delenv("OPENROUTER_BASE_URL")
     assert module.Backend(api_key="sk-or-x", model="m/x").base_url == "https://openrouter.ai/api/v1"
+
+
+def test_an_agent_streams_each_calls_arguments_as_they_are_written_then_announces_the_call(
+        server):
+    # The FakeServer's OpenRouter body sends each call's id and name in its first
+    # fragment and the arguments after it in 7-character fragments.
+    calls = [("toolu_1", "weather", '{"city": "Paris"}'), ("toolu_2", "clock", "{}")]
+    server.queue(PATH, Reply(chunks=openrouter_stream(["Checking."], tool_calls=calls)),
+                 Reply(chunks=openrouter_stream(["Sunny, 12:00."])))
+    agent = Agent(make_backend(server), "Be brief.", tools=[weather, clock])
+    events = list(agent.stream([user_text("Weather and time?")]))
+
+    kinds = [e.kind for e in events]
+    assert kinds[:kinds.index(Kind.TURN)] == [Kind.TEXT] + [Kind.TOOL_INPUT] * 4 + [
+        Kind.TOOL_CALL] * 2
+    streamed = [e for e in events if e.kind is Kind.TOOL_INPUT]
+    assert [(e.tool.id, e.tool.index, e.tool.name, e.text) for e in streamed] == [
+        ("toolu_1", 0, "weather", '{"city"'), ("toolu_1", 0, "weather", ': "Pari'),
+        ("toolu_1", 0, "weather", 's"}'), ("toolu_2", 1, "clock", "{}")]
+    assert streamed[2].tool.input == '{"city": "Paris"}'
+    announced = [e.tool for e in events if e.kind is Kind.TOOL_CALL]
+    assert [(t.id, t.index, t.input) for t in announced] == [
+        ("toolu_1", 0, '{"city": "Paris"}'), ("toolu_2", 1, "{}")]
+    assert [e.tool.result for e in events if e.kind is Kind.TOOL_RESULT] == [
+        "15°C, cloudy in Paris", "12:00"]
+    server.assert_consumed()

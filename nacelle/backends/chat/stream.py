@@ -61,6 +61,19 @@ Rules, each answering a way other clients went wrong:
   ids; a duplicate id is passed on unchanged, each call with its own arguments (the
   loop makes a turn's ids unique, for every backend). Blank, ``null`` or ``""``
   arguments become ``"{}"``.
+- Each non-empty ``arguments`` fragment is one TOOL_INPUT (``_stream.ToolInputs``):
+  the call's id and name (as far as they came: OpenAI sends both in an index's
+  first fragment only, and a server that sends no id gets one made at the end), its
+  index among the turn's calls by first appearance, and the input so far; two calls
+  whose fragments interleave (by ``index``) stream each its own. There is no event
+  that ends one call, so a call's input is whole when a later call starts and its
+  arguments so far are a complete JSON object — looked at once, then — or, for the
+  rest, at the finish: then its TOOL_CALL comes (``server`` empty), its input
+  exactly the ToolCall's, once every earlier call is whole too. A call whose
+  arguments are not yet complete when the next one starts waits for the finish;
+  one cut by ``length`` is never announced. A call announced is settled: arguments
+  sent for it later (nothing but whitespace could keep it JSON) are dropped and
+  logged, and a later finish does not make it unfinished.
 - The finish is handled once, at ``[DONE]`` or at the end of the body: finish and
   usage chunks can repeat, and a repeated finish changes nothing. Calls run
   whenever any were gathered, whatever the finish says (servers answer ``stop``
@@ -108,7 +121,9 @@ from ...errors import StreamError, StreamTruncated
 from ...events import Event, Kind, Stop, Usage, _wire_cost
 from ...messages import Part, ProviderBlock, Reasoning, Text, ToolCall
 from ...sse import SSEEvent, parse_json
-from .._stream import Deltas, complete_json, token_count, transient_code, well_formed
+from .._stream import (
+    Deltas, ToolInput, ToolInputs, complete_json, token_count, transient_code, well_formed,
+)
 from .wire import Dialect, call_extra_block
 
 __all__ = ["Accumulator", "usage_from"]
@@ -126,23 +141,26 @@ _CONTINUABLE = ("reasoning.text", "reasoning.summary")
 
 
 class _Call:
-    __slots__ = ("id", "name", "arguments", "extra")
+    __slots__ = ("id", "name", "arguments", "extra", "input")
 
-    def __init__(self) -> None:
+    def __init__(self, streamed: ToolInput) -> None:
         self.id = ""
         self.name = ""
         self.arguments = Deltas()
         self.extra: Any = None
+        self.input = streamed  # its TOOL_INPUTs and early TOOL_CALL
 
-    def latch(self, call_id: str, name: str, arguments: str, extra: Any) -> None:
+    def latch(self, call_id: str, name: str, arguments: str, extra: Any) -> str:
+        """Take one fragment; return the arguments to show now."""
         if call_id and not self.id:
             self.id = call_id
         if name and not self.name:
             self.name = name
-        if arguments:
-            self.arguments.add(arguments)
+        if call_id or name:
+            self.input.rename(self.id, self.name)
         if extra is not None and self.extra is None:
             self.extra = extra
+        return self.arguments.add(arguments) if arguments else ""
 
     @property
     def raw(self) -> str:
@@ -182,6 +200,9 @@ class Accumulator:
         self._order: List[str] = []  # "reasoning" / "text", by first appearance
         self._calls: List[_Call] = []
         self._by_index: Dict[int, _Call] = {}
+        self._inputs = ToolInputs()
+        self._checked = 0  # calls before this one were looked at when a later one began
+        self._finished = False  # the calls were settled at the finish
         self._finish: Optional[str] = None
         self._native_finish = ""
         self._usage: Optional[Dict[str, Any]] = None
@@ -204,7 +225,7 @@ class Accumulator:
             return []
         if stripped == "[DONE]":
             self.done = True
-            return self._end_texts()
+            return self._end_texts() + self._settle_all()
         try:
             chunk = parse_json(data)
         except ValueError as exc:
@@ -299,7 +320,7 @@ class Accumulator:
             if calls is not None and type(calls) is list:
                 for fragment in calls:
                     if type(fragment) is dict:
-                        self._tool_fragment(fragment)
+                        self._tool_fragment(fragment, events)
         finish = choice.get("finish_reason")
         if finish and type(finish) is str and self._finish != "error":
             self._finish = finish
@@ -307,6 +328,8 @@ class Accumulator:
             if isinstance(native, str):
                 self._native_finish = native
             events.extend(self._end_texts())
+            if finish != "error":
+                events.extend(self._settle_all())
         return events
 
     def _add_text(self, text: str, events: List[Event]) -> None:
@@ -347,14 +370,16 @@ class Accumulator:
         events = [Event(kind, text=held) for kind, held in (
             (Kind.THINKING, self._reasoning.end()), (Kind.TEXT, self._text.end())) if held]
         for call in self._calls:
-            call.arguments.end()
+            held = call.arguments.end()
+            if held and not call.input.announced:
+                events.append(call.input.add(held))
         return events
 
     def _seen(self, what: str) -> None:
         if what not in self._order:
             self._order.append(what)
 
-    def _tool_fragment(self, fragment: Dict[str, Any]) -> None:
+    def _tool_fragment(self, fragment: Dict[str, Any], events: List[Event]) -> None:
         index = fragment.get("index")
         if type(index) is not int:  # a bool, a string, a list: read as no index at all
             if index is not None:
@@ -372,7 +397,7 @@ class Accumulator:
             call = self._by_index.get(index)
             if call is None or _reuses_index(call, call_id) or _starts_again(
                     call, call_id, name, arguments):
-                call = self._new_call()
+                call = self._new_call(events)
                 self._by_index[index] = call
         else:
             call = self._calls[-1] if self._calls else None
@@ -382,8 +407,18 @@ class Accumulator:
                 or (name and call.name and name != call.name)
                 or _starts_again(call, call_id, name, arguments)
             ):
-                call = self._new_call()
-        call.latch(call_id, name, arguments, extra)
+                call = self._new_call(events)
+        if call.input.announced:
+            # Its TOOL_CALL is out with its input as it was: nothing may change it now.
+            if arguments.strip() or (call_id and call_id != call.id):
+                logger.warning("%s sent more of a tool call after its arguments were "
+                               "complete and the next call began; ignored", self._name)
+            if extra is not None and call.extra is None:
+                call.extra = extra
+            return
+        shown = call.latch(call_id, name, arguments, extra)
+        if shown:
+            events.append(call.input.add(shown))
 
     def _text_of(self, holder: Dict[str, Any], key: str) -> str:
         value = holder.get(key)
@@ -404,10 +439,45 @@ class Accumulator:
                            "object (%s); ignored", self._name, type(value).__name__)
         return ""
 
-    def _new_call(self) -> _Call:
-        call = _Call()
+    def _new_call(self, events: List[Event]) -> _Call:
+        """A call begins: each earlier one not yet looked at is whole if its arguments
+        are a complete JSON object — looked at once, here, so a long stream is never
+        parsed again and again (an object cannot grow and stay JSON; a number could,
+        which is why the last character must be its ``}``)."""
+        for number in range(self._checked, len(self._calls)):
+            call = self._calls[number]
+            raw = call.raw
+            if raw.rstrip().endswith("}") and complete_json(raw):
+                events.extend(self._settle(call, number, raw))
+        self._checked = len(self._calls)
+        call = _Call(self._inputs.start())
         self._calls.append(call)
         return call
+
+    def _settle(self, call: _Call, number: int, final: Optional[str]) -> List[Event]:
+        """``call`` (the ``number``th) is finished, its input ``final`` (None: not
+        JSON, left for the loop to announce): the TOOL_CALLs due now."""
+        if final is not None and not call.id:
+            call.input.rename(_made_id(self._seed, number, call.name, final), call.name)
+        return self._inputs.whole(call.input, final)
+
+    def _settle_all(self) -> List[Event]:
+        """At the finish (once): every call not yet settled, in order, as
+        :meth:`_parts` will read it; the first one cut by ``length`` stops there."""
+        if self._finished:
+            return []
+        self._finished = True
+        events: List[Event] = []
+        for number, call in enumerate(self._calls):
+            if call.input.settled:
+                continue
+            raw = call.raw
+            whole = complete_json(raw)
+            if self._finish == "length" and not whole:
+                break
+            events.extend(self._settle(call, number, raw if whole else (
+                None if raw.strip() else "{}")))
+        return events
 
     # -- closing --------------------------------------------------------------
 
@@ -462,7 +532,9 @@ class Accumulator:
         for number, call in enumerate(self._calls):
             raw = call.raw
             finished = True
-            if stop is Stop.MAX_TOKENS:
+            if call.input.announced and call.input.final is not None:
+                raw = call.input.final  # as announced, whatever finish came after
+            elif stop is Stop.MAX_TOKENS and not call.input.settled:
                 finished = complete_json(raw)
             if finished and not raw.strip():
                 raw = "{}"

@@ -29,6 +29,16 @@ it and is not needed). What they become:
   came. Text that arrives only in ``output_item.done`` (no deltas) is shown then,
   and a response that streamed no item at all is read from the final event's
   ``output``.
+- Each non-empty ``response.function_call_arguments.delta`` is one TOOL_INPUT
+  (``_stream.ToolInputs``): the call's ``call_id`` and name (from
+  ``output_item.added``), its index among the response's function calls, and the
+  input so far. The call's input is whole at ``function_call_arguments.done`` or
+  ``output_item.done``, whichever comes first: when it is JSON (or blank, read as
+  ``{}``) and the call has its id and name, its TOOL_CALL comes then (``server``
+  empty), its input exactly the ToolCall's, once every earlier call is whole too.
+  A call announced is settled: it is finished with that input, whatever the
+  arguments of a later event or the response's end say. Input that is not JSON is
+  announced by the loop at the turn's end, with the calls after it.
 - The end is ``response.completed`` (END, or TOOLS when a call came) or
   ``response.incomplete`` (``incomplete_details.reason``: ``max_output_tokens`` →
   MAX_TOKENS, ``content_filter`` → REFUSAL, anything else OTHER). A call of an
@@ -73,7 +83,9 @@ from ...errors import StreamError, StreamTruncated
 from ...events import Event, Kind, Stop, Usage
 from ...messages import Part, ProviderBlock, Reasoning, Text, ToolCall
 from ...sse import SSEEvent, parse_json
-from .._stream import Deltas, complete_json, token_count, transient_code, well_formed
+from .._stream import (
+    Deltas, ToolInput, ToolInputs, complete_json, token_count, transient_code, well_formed,
+)
 from .wire import PROTOCOL
 
 __all__ = ["Accumulator", "usage_from"]
@@ -98,7 +110,7 @@ def _compact(value: Any) -> str:
 
 class _Item:
     __slots__ = ("type", "id", "text", "summary", "arguments", "call_id", "name", "done",
-                 "final")
+                 "final", "call")
 
     def __init__(self, kind: str, item_id: str) -> None:
         self.type = kind
@@ -110,6 +122,7 @@ class _Item:
         self.name = ""
         self.done = False
         self.final: Optional[Dict[str, Any]] = None
+        self.call: Optional[ToolInput] = None  # a function call's streamed input
 
 
 class Accumulator:
@@ -132,6 +145,7 @@ class Accumulator:
         self.response_model = ""
         self._items: Dict[int, _Item] = {}
         self._by_id: Dict[str, int] = {}
+        self._inputs = ToolInputs()
         self._status = ""
         self._reason = ""
         self._refused = False
@@ -169,12 +183,12 @@ class Accumulator:
         if kind in _THINKING_DELTAS:
             return self._thinking(event, kind)
         if kind == "response.function_call_arguments.delta":
-            self._item_for(event, kind, "function_call").arguments.add(
-                self._string(event, "delta", kind))
+            return self._arguments(event, kind)
         elif kind == "response.function_call_arguments.done":
-            if isinstance(event.get("arguments"), str):
-                self._item_for(event, kind, "function_call").arguments.replace(
-                    event["arguments"])
+            item = self._item_for(event, kind, "function_call")
+            if isinstance(event.get("arguments"), str) and not self._settled(item):
+                item.arguments.replace(event["arguments"])
+            return self._whole(item)
         elif kind == "response.output_item.added":
             self._added(event, kind)
         elif kind == "response.output_item.done":
@@ -195,6 +209,39 @@ class Accumulator:
             if isinstance(response, dict) and isinstance(response.get("model"), str):
                 self.response_model = response["model"]
         return []
+
+    def _arguments(self, event: Dict[str, Any], kind: str) -> List[Event]:
+        delta = self._string(event, "delta", kind)
+        item = self._item_for(event, kind, "function_call")
+        if self._settled(item):
+            return []  # its TOOL_CALL is out with its input as it was
+        shown = item.arguments.add(delta)
+        if shown and item.type == "function_call":
+            return [self._call(item).add(shown)]
+        return []
+
+    def _call(self, item: _Item) -> ToolInput:
+        """The function call's streamed input, begun at its first sight."""
+        if item.call is None:
+            item.call = self._inputs.start(item.call_id, item.name)
+        return item.call
+
+    @staticmethod
+    def _settled(item: _Item) -> bool:
+        return item.call is not None and item.call.settled
+
+    def _whole(self, item: _Item) -> List[Event]:
+        """A function call whose arguments are done: its TOOL_CALL (and those of later
+        calls waiting for it) when its input is JSON or blank and it has its id and
+        name; else nothing, the loop announcing it at the turn's end."""
+        if item.type != "function_call" or not item.call_id or not item.name:
+            return []
+        call = self._call(item)
+        raw = item.arguments.text
+        final = raw if complete_json(raw) else (None if raw.strip() else "{}")
+        if final is None:
+            return []  # whether it finished depends on how the response ends
+        return self._inputs.whole(call, final)
 
     def _text(self, event: Dict[str, Any], kind: str, *, refusal: bool) -> List[Event]:
         delta = self._string(event, "delta", kind)
@@ -221,6 +268,8 @@ class Accumulator:
             raise StreamError(f"{self._name} sent a {kind} whose item is not an object")
         item = self._item_for(event, kind, self._string(raw, "type", kind), raw.get("id"))
         self._latch(item, raw, kind)
+        if item.type == "function_call":
+            self._call(item)  # numbered in the order the calls appear
 
     def _item_done(self, event: Dict[str, Any], kind: str) -> List[Event]:
         raw = event.get("item")
@@ -231,7 +280,8 @@ class Accumulator:
         item.done = True
         item.final = raw
         events: List[Event] = []
-        if item.type == "function_call" and isinstance(raw.get("arguments"), str):
+        if item.type == "function_call" and isinstance(raw.get("arguments"), str) and (
+                not self._settled(item)):
             item.arguments.replace(raw["arguments"])
         elif item.type == "message" and not item.text:
             # A server that sends the message whole, with no deltas: show it now.
@@ -251,12 +301,13 @@ class Accumulator:
                 if isinstance(words, str) and words:
                     item.summary[index] = Deltas()
                     item.summary[index].replace(words)
-        return events + self._end_texts(item)
+        return events + self._end_texts(item) + self._whole(item)
 
-    @staticmethod
-    def _end_texts(item: _Item) -> List[Event]:
-        """U+FFFD for half a character an item's text or reasoning ended on."""
-        item.arguments.end()
+    def _end_texts(self, item: _Item) -> List[Event]:
+        """U+FFFD for half a character an item's text, reasoning or arguments ended on."""
+        held = item.arguments.end()
+        if held and item.type == "function_call" and not self._settled(item):
+            return [self._call(item).add(held)]
         kind = Kind.TEXT if item.type == "message" else Kind.THINKING
         return [Event(kind, text=held) for held in (
             [item.text.end()] + [item.summary[k].end() for k in sorted(item.summary)]) if held]
@@ -271,6 +322,8 @@ class Accumulator:
                                   f"is not a string")
             if value and not getattr(item, key):
                 setattr(item, key, value)
+                if item.call is not None and not item.call.settled:
+                    item.call.rename(item.call_id, item.name)
 
     def _end(self, event: Dict[str, Any], kind: str) -> List[Event]:
         response = event.get("response")
@@ -370,6 +423,8 @@ class Accumulator:
                 raw = item.arguments.text
                 finished = item.done and bool(item.call_id) and not (
                     incomplete and not complete_json(raw))
+                if item.call is not None and item.call.final is not None:
+                    raw, finished = item.call.final, True  # as announced
                 if finished and not raw.strip():
                     raw = "{}"
                 parts.append(ToolCall(item.call_id or item.id, item.name, raw, finished))
