@@ -323,18 +323,34 @@ def _stop(pool: Executor, own: bool, cancel: Optional[CancelEvent],
             sink.write(item.index, item.result, item.error)
 
 
-def best_of(agent: Agent, conversation: Conversation, n: int, *,
-            score: Callable[[Result], Any],
-            executor: Optional[Executor] = None) -> Tuple[Result, List[Result]]:
+def best_of(agent: Any, conversation: Conversation, n: int, *,
+            score: Callable[..., Any], executor: Optional[Executor] = None,
+            sandbox: Optional[Callable[[str], Any]] = None,
+            workspace: Union[str, "os.PathLike[str]", None] = None,
+            ) -> Tuple[Result, List[Result]]:
     """Run ``conversation`` ``n`` times at once and return ``(best, results)``: ``best``
     is the Result ``score`` ranks highest (the first of equals), ``results`` all ``n``
     Results in the order the runs were started. ``score`` is called here, in the
     calling process, once per Result. A failed run raises its error (the others
-    are cancelled): a best of fewer than ``n`` is not what was asked for."""
+    are cancelled): a best of fewer than ``n`` is not what was asked for.
+
+    With ``sandbox=`` (a function making a box from a path, such as
+    ``sandbox.Bubblewrap``) each candidate works in a box on its own copy of
+    ``workspace``: ``agent`` is then a function making the candidate's Agent from its
+    box, ``score`` is called as ``score(result, box)``, and the winner's tree replaces
+    ``workspace`` (see :mod:`nacelle.batch.boxed`)."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ConfigError(f"best_of needs n of at least 1, got {n!r}")
     if not callable(score):
         raise ConfigError(f"score must be callable, got {type(score).__name__}")
+    if sandbox is not None:
+        if executor is not None:
+            raise ConfigError("best_of with sandbox= runs its candidates on threads here, "
+                              "beside their boxes; it takes no executor")
+        from .boxed import best_of_in_boxes
+
+        return best_of_in_boxes(agent, conversation, n, score=score, sandbox=sandbox,
+                                workspace=workspace)
     runs: List[Optional[Result]] = [None] * n
     items = run_many(agent, [conversation] * n, executor=executor, max_workers=n,
                      progress=False)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # what a type checker sees; at run time each loads on first u
     from .box import Local as Local
     from .box import Sandbox as Sandbox
     from .bubblewrap import Bubblewrap as Bubblewrap
+    from .codemode import code_mode as code_mode
     from .container import Container as Container
     from .process import Completed as Completed
 
@@ -33,6 +34,7 @@ _HOMES = {
     "Container": "container",
     "Local": "box",
     "Sandbox": "box",
+    "code_mode": "codemode",
 }
 
 __all__ = sorted(_HOMES)

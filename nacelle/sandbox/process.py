@@ -66,9 +66,17 @@ class Feed:
     full of unread answers, but a write that would block is done by a thread so the
     loop never stalls on it."""
 
-    def __init__(self) -> None:
+    def __init__(self, first: bytes = b"") -> None:
         self.fd: Optional[int] = None
+        self.first = first  # written as soon as the command starts
         self._lock = threading.Lock()
+
+    def open(self, fd: int) -> None:
+        """Start feeding ``fd``: ``first`` is written by a thread (it may be larger
+        than the pipe holds), and every later write waits for it."""
+        self.fd = fd
+        if self.first:
+            threading.Thread(target=self.write, args=(self.first,), daemon=True).start()
 
     def write(self, data: bytes) -> None:
         with self._lock:
@@ -135,7 +143,7 @@ def supervise(argv: Sequence[str], *, cwd: str, env: Dict[str, str],
         session.sel.modify(proc.stdout, selectors.EVENT_READ, stdout)
     writer: Optional[threading.Thread] = None
     if isinstance(stdin, Feed):
-        stdin.fd = stdin_w
+        stdin.open(stdin_w)
     elif stdin is not None:
         writer = threading.Thread(target=_feed_once, args=(stdin_w, stdin), daemon=True)
         writer.start()
