@@ -11,7 +11,8 @@ The package, by subject: ``errors`` (the error tree), ``session`` (JSON-RPC: ids
 routing, waiting, and the ``Transport`` protocol), ``protocol`` (what differs between
 the two protocol generations; elicitation), ``client`` (the MCP client), ``toolset``
 (its tools), ``content`` (results as text, parts and messages), ``stdio`` and
-``http`` (the two transports, each with its ``connect_*``). Importing it loads no
+``http`` (the two transports, each with its ``connect_*``). ``nacelle.mcp.server``
+is the other direction: nacelle's tools served to MCP clients. Importing it loads no
 third-party module: ``requests`` is imported by the HTTP transport when it starts.
 
 Outer ring: re-exports from its own modules only.

@@ -55,7 +55,7 @@ def _defaults(request: Elicitation) -> Dict[str, Any]:
 
 def _connect(url: str, **options: Any) -> MCPClient:
     version = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION") or None
-    return connect_http(url, protocol_version=version, timeout=20.0, **options)
+    return connect_http(url, protocol_version=version, timeout=60.0, **options)
 
 
 def _call_each(client: MCPClient, names: List[str], arguments: Dict[str, Any]) -> None:

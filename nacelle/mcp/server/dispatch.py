@@ -26,8 +26,7 @@ Choices where the specs leave room:
   ``isError`` result, so a model can correct it (SEP-1303).
 
 Outer ring (with the rest of ``nacelle.mcp``); imports the standard library,
-``nacelle.__version__``'s package for nothing else, and the package's ``errors``,
-``protocol`` and ``server.served``.
+``nacelle.context`` and the package's ``errors``, ``protocol`` and ``server.served``.
 """
 
 from __future__ import annotations

@@ -32,8 +32,9 @@ Cancelling: a client that closes a streamed response cancels its call
 (2026-07-28's way), and ``notifications/cancelled`` names one in its session (2025's).
 
 Outer ring (with the rest of ``nacelle.mcp``); imports the standard library,
-``nacelle.bounded_json``, ``nacelle.serve.routes`` (for the host check) and the
-package's ``errors``, ``protocol`` and ``server`` modules.
+``nacelle.bounded_json``, ``nacelle.context``, ``nacelle.errors``,
+``nacelle.serve.routes`` (for the host check) and the package's ``errors``,
+``protocol`` and ``server`` modules.
 """
 
 from __future__ import annotations
