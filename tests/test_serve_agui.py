@@ -108,6 +108,21 @@ def test_input_the_deltas_did_not_finish_is_sent_at_the_call():
     assert [e["delta"] for e in out if e["type"] == "TOOL_CALL_ARGS"] == ['{"a"', ":1}"]
 
 
+def test_an_input_streamed_in_many_pieces_arrives_whole_and_once():
+    whole = '{"text": "' + "x" * 10_000 + '"}'
+
+    def stream():
+        for end in range(32, len(whole) + 32, 32):
+            yield Event(Kind.TOOL_INPUT, text=whole[end - 32:end],
+                        tool=call("c1", input=whole[:end]))
+        yield Event(Kind.TOOL_CALL, tool=call("c1", input=whole))
+        yield turn()
+        yield done()
+
+    args = [e["delta"] for e in encoded(stream()) if e["type"] == "TOOL_CALL_ARGS"]
+    assert len(args) == -(-len(whole) // 32) and "".join(args) == whole
+
+
 def test_a_call_the_turn_cut_off_is_ended_with_its_turn():
     out = encoded([Event(Kind.TOOL_INPUT, text='{"a', tool=call("c1", input='{"a')),
                    Event(Kind.TURN, stop=Stop.MAX_TOKENS), done(Stop.MAX_TOKENS)])

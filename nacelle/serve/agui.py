@@ -188,7 +188,9 @@ class _Run:
         self.subs: Dict[Tuple[Tuple[str, ...], str], _Agent] = {}
         self.maker: Dict[str, _Agent] = {}   # call id -> the agent whose call it is
         self.open_calls: Dict[str, _Agent] = {}  # started, not ended
-        self.args: Dict[str, str] = {}  # call id -> the arguments sent so far
+        # call id -> (characters of arguments sent, the call's input so far): a count
+        # and the backend's own text, so the pieces are not joined a second time here.
+        self.args: Dict[str, Tuple[int, str]] = {}
         self.ended: Set[str] = set()
 
     def new_id(self, kind: str) -> str:
@@ -234,7 +236,8 @@ class _Run:
             yield from self.open_step(agent)
             yield from self.start_call(agent, tool)
             if event.text:
-                self.args[tool.id] = self.args.get(tool.id, "") + event.text
+                self.args[tool.id] = (self.args.get(tool.id, (0, ""))[0] + len(event.text),
+                                      tool.input)
                 yield self.open_calls[tool.id].tag({"type": "TOOL_CALL_ARGS",
                                                     "toolCallId": tool.id, "delta": event.text})
         elif kind is Kind.TOOL_CALL and event.tool is not None:
@@ -302,13 +305,13 @@ class _Run:
         owner = self.open_calls.get(tool.id)
         if owner is None:
             return
-        sent = self.args.get(tool.id, "")
+        sent, so_far = self.args.get(tool.id, (0, ""))
         whole = tool.input or "{}"
         if not sent:
             yield owner.tag({"type": "TOOL_CALL_ARGS", "toolCallId": tool.id, "delta": whole})
-        elif whole.startswith(sent) and len(whole) > len(sent):
+        elif len(whole) > sent == len(so_far) and whole.startswith(so_far):
             yield owner.tag({"type": "TOOL_CALL_ARGS", "toolCallId": tool.id,
-                             "delta": whole[len(sent):]})
+                             "delta": whole[sent:]})
         yield from self.end_call_id(tool.id)
 
     def end_call_id(self, call_id: str) -> Iterator[Out]:
