@@ -32,6 +32,8 @@ longer declares a tool of its paused run gets a stand-in that takes any input.
 
 A thread without a paused run starts from the input's ``messages``: the client sends
 the whole conversation each time (AG-UI's clients keep it), so nothing else is stored.
+A resuming input's messages are read only for its ``tool`` answers: the run goes on
+from its checkpoint, and a message a person typed meanwhile belongs in the next input.
 
 Two choices where the interrupts page asks more than a checkpoint needs. It asks for
 ``MESSAGES_SNAPSHOT`` before an interrupt, so that an agent that resumes by replaying
