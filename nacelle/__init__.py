@@ -64,6 +64,7 @@ from .messages import Message as Message
 from .messages import ProviderBlock as ProviderBlock
 from .messages import Reasoning as Reasoning
 from .messages import Role as Role
+from .messages import Citation as Citation
 from .messages import Text as Text
 from .messages import ToolCall as ToolCall
 from .messages import ToolResult as ToolResult
@@ -96,6 +97,7 @@ __all__ = [
     "Capabilities",
     "Checkpoint",
     "CheckpointError",
+    "Citation",
     "Compaction",
     "ConfigError",
     "ConversationError",

@@ -73,6 +73,7 @@ from typing import (
 
 from .backend import DEFAULT_MAX_TOKENS, Backend, CallProfile, MCPServer, Request, Thinking
 from .checkpoint import Checkpoint, Resume
+from . import native
 from .compaction import Compaction
 from .context import Budget, RunContext, ToolContext
 from .errors import Cancelled, CheckpointError, ConfigError, StreamError, Unsupported
@@ -300,6 +301,8 @@ class Agent(Generic[OutputT]):
         # tools of this moment, and the run would never see the list change.
         held: Tuple[ToolLike, ...] = (
             (cast(Toolset, tools),) if is_toolset(tools) else tuple(cast(Iterable[ToolLike], tools)))
+        held = native.resolve(held, getattr(backend.capabilities, "native_tools", frozenset()),
+                              backend.name)
         tools_by_name(expand_tools(held))
         mcp = tuple(mcp)
         self.backend = backend

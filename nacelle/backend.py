@@ -40,8 +40,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from typing import (
-    TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional, Protocol, Tuple, Union,
-    runtime_checkable,
+    TYPE_CHECKING, Any, Callable, FrozenSet, Iterable, Iterator, Optional, Protocol, Tuple,
+    Union, runtime_checkable,
 )
 
 from .context import RunContext
@@ -131,6 +131,14 @@ class Capabilities:
     token_counting: bool = False
     images: bool = False
     structured_output: bool = False
+    #: the provider's own tools it sends (``nacelle.native``): each kind it has
+    #: ("web_search", "web_fetch", "code_execution") and each option of one it takes,
+    #: as "kind:option"; a NativeTool outside it falls back or is ``Unsupported``
+    native_tools: FrozenSet[str] = frozenset()
+    #: searches deferred tools itself (``ToolSearch``: tools sent with defer_loading)
+    tool_search: bool = False
+    #: edits its own context (``compaction.context_edits``): the edit types it takes
+    context_edits: FrozenSet[str] = frozenset()
     #: takes Document parts (PDF, plain text) in user messages
     documents: bool = False
     #: takes images and documents inside a tool result; without it a tool's media

@@ -7,7 +7,8 @@ with its name and a compact input, each result a line with ok / failed / refused
 paused / not run, its duration and the first line of what the model read, then a line
 per image or document it returned (``[image image/png 1,234 bytes]``); each turn ends
 with a line of tokens, cache hit rate and cost ("cost unknown" when no price is
-known, never $0); the run ends with a
+known, never $0); the run ends with the sources the answer cites, numbered (the
+``Text.citations`` of its last message: :func:`sources`), then a
 summary, loudly marked when the answer is not complete (any stop but END).
 
 A sub-agent's forwarded events (``event.agent``, ``subagent_tool(..., forward=True)``)
@@ -52,7 +53,7 @@ from typing import IO, Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import bounded_json
 from .events import Event, Kind, Stop, ToolEvent, Usage
-from .messages import Document, Image, Message, ToolMedia, decoded_size, dumps
+from .messages import Document, Image, Message, Role, Text, ToolMedia, decoded_size, dumps
 from .report.page import media_html, messages_html
 from .terminal_text import visible
 
@@ -272,6 +273,8 @@ class Renderer:
             self._line(self._paint(f"-- compacted ({done.strategy}): {done.removed} messages, "
                                    f"~{done.tokens:,} tokens", _DIM))
         elif kind is Kind.DONE:
+            for line in sources(event.messages):
+                self._line(self._paint(visible(line), _DIM))
             self._line(self._summary(event))
         self._flush()
 
@@ -335,6 +338,25 @@ _NOTEBOOK_CSS = ("<style>.nacelle .msg{border-left:3px solid #d9dee6;padding:2px
                  "#d0453a}.nacelle .tag{font-size:11px;opacity:.7}.nacelle .media img{"
                  "max-width:min(100%,480px);max-height:360px}.nacelle figure{margin:4px 0}"
                  ".nacelle figcaption{font-size:11px;opacity:.7}</style>")
+
+
+def sources(messages: Sequence[Message]) -> List[str]:
+    """The sources the answer cites, numbered: ``sources:`` then ``[n] title <url>`` per
+    distinct page the last assistant message's Text parts cite, in their order (nothing
+    when they cite none). What the provider wrote is returned raw; the renderer passes
+    it through ``visible`` as it does any text from outside."""
+    last = next((m for m in reversed(messages) if m.role is Role.ASSISTANT), None)
+    seen: Dict[Tuple[str, str], int] = {}
+    for part in last.parts if last is not None else ():
+        for citation in getattr(part, "citations", ()) if isinstance(part, Text) else ():
+            key = (citation.url, citation.title)
+            if (citation.url or citation.title) and key not in seen:
+                seen[key] = len(seen) + 1
+    if not seen:
+        return []
+    return ["sources:"] + [
+        f"  [{n}] {title or url}" + (f" <{url}>" if url and title else "")
+        for (url, title), n in seen.items()]
 
 
 def html(messages: Sequence[Message]) -> str:

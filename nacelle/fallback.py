@@ -33,7 +33,7 @@ from __future__ import annotations
 import functools
 import logging
 from dataclasses import fields
-from typing import Callable, Iterable, Iterator, List, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Tuple, Union
 
 from .backend import Backend, Capabilities, Request, TurnEnd
 from .context import RunContext
@@ -111,9 +111,11 @@ class Fallback:
 
 def _intersection(all_caps: List[Capabilities]) -> Capabilities:
     """What every backend can do: each flag only if all have it, the largest minimum."""
-    values = {}
+    values: Dict[str, Any] = {}
     for spec in fields(Capabilities):
         mine = [getattr(c, spec.name) for c in all_caps]
         values[spec.name] = max(mine) if isinstance(mine[0], int) and not isinstance(
             mine[0], bool) else all(mine)
+    for name in ("native_tools", "context_edits"):  # what every one of them has
+        values[name] = frozenset.intersection(*(getattr(c, name) for c in all_caps))
     return Capabilities(**values)

@@ -49,6 +49,7 @@ from .events import Stop
 from .sse import parse_json
 
 __all__ = [
+    "Citation",
     "Document",
     "Finish",
     "Image",
@@ -100,10 +101,41 @@ class Role(str, enum.Enum):
 
 
 @dataclass(frozen=True)
+class Citation:
+    """A source a provider says a piece of its answer rests on: the page's ``url`` and
+    ``title`` and the ``cited_text`` quoted from it (each "" when the provider gave
+    none).
+
+    ``state`` is the provider's own citation object as JSON, kept so that the answer
+    goes back to the protocol that wrote it unchanged: Anthropic asks for the
+    ``encrypted_index`` of a web search citation to be "passed back for multi-turn
+    conversations" (https://platform.claude.com/docs/en/agents-and-tools/tool-use/
+    web-search-tool, "Citations"). Its ``type`` names the shape (Anthropic's
+    ``web_search_result_location``, ``char_location`` ...; OpenAI's ``url_citation``),
+    so a backend replays only its own.
+    """
+
+    url: str = ""
+    title: str = ""
+    cited_text: str = ""
+    state: str = ""
+
+
+@dataclass(frozen=True)
 class Text:
-    """Plain text."""
+    """Plain text, with the sources the provider cited for it (``citations``, in the
+    order it gave them; empty for most text)."""
 
     text: str
+    citations: Tuple[Citation, ...] = ()
+
+    if TYPE_CHECKING:  # the generated __init__, as a checker should see it
+        def __init__(self, text: str, citations: Iterable[Citation] = ()) -> None:
+            ...
+
+    def __post_init__(self) -> None:
+        if self.citations and not isinstance(self.citations, tuple):
+            object.__setattr__(self, "citations", tuple(self.citations))
 
 
 #: The largest request any provider nacelle speaks to documents, in bytes: Anthropic's
@@ -503,6 +535,9 @@ def _provider_block_ids(data: str) -> Optional[Tuple[str, str]]:
 
 def _part_to_json(part: Part) -> Dict[str, Any]:
     if isinstance(part, Text):
+        if part.citations:  # absent when empty: plain text is written as before
+            return {"type": "text", "text": part.text,
+                    "citations": [_citation_to_json(c) for c in part.citations]}
         return {"type": "text", "text": part.text}
     if isinstance(part, Image):
         return {"type": "image", "media_type": part.media_type, "data": part.data}
@@ -528,6 +563,25 @@ def _part_to_json(part: Part) -> Dict[str, Any]:
     raise TypeError(f"not a message part: {part!r}")
 
 
+def _citation_to_json(citation: Citation) -> Dict[str, str]:
+    return {"url": citation.url, "title": citation.title, "cited_text": citation.cited_text,
+            "state": citation.state}
+
+
+_CITATION_FIELDS = ("url", "title", "cited_text", "state")
+
+
+def _citation_from_json(raw: Any, path: str) -> Citation:
+    if not isinstance(raw, dict):
+        raise ConversationError(f"{path}: expected an object, got {type(raw).__name__}")
+    for key, value in raw.items():
+        if key not in _CITATION_FIELDS:
+            raise ConversationError(f"{path}.{str(key)[:80]}: unknown field for a citation")
+        if type(value) is not str:
+            raise ConversationError(f"{path}.{key}: expected str, got {type(value).__name__}")
+    return Citation(**raw)
+
+
 def dumps(conversation: Iterable[Message]) -> str:
     """The conversation as JSON text; :func:`loads` gives back equal values."""
     return well_formed(json.dumps(
@@ -541,7 +595,7 @@ def dumps(conversation: Iterable[Message]) -> str:
 
 # type name -> (class, {field: (python type, required)})
 _SCHEMA: Dict[str, Tuple[Type[Any], Dict[str, Tuple[type, bool]]]] = {
-    "text": (Text, {"text": (str, True)}),
+    "text": (Text, {"text": (str, True), "citations": (list, False)}),
     "image": (Image, {"media_type": (str, True), "data": (str, True)}),
     "document": (Document, {"media_type": (str, True), "data": (str, True),
                             "title": (str, False)}),
@@ -579,6 +633,9 @@ def _part_from_json(raw: Any, path: str) -> Part:
     for key, (_, required) in fields.items():
         if required and key not in values:
             raise ConversationError(f"{path}.{key}: missing")
+    if "citations" in values:
+        values["citations"] = tuple(_citation_from_json(item, f"{path}.citations[{j}]")
+                                    for j, item in enumerate(values["citations"]))
     if "content" in values:
         content = []
         for j, item in enumerate(values["content"]):

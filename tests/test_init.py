@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Every top-level name the package promises.
 PUBLIC = {
     "Agent", "APIError", "Backend", "Budget", "CallProfile", "CancelEvent", "Cancelled", "Capabilities",
-    "Checkpoint", "CheckpointError", "Compaction", "ConfigError", "ConversationError",
+    "Checkpoint", "CheckpointError", "Citation", "Compaction", "ConfigError", "ConversationError",
     "DEFAULT_MAX_TOKENS", "Document", "Effort", "Event", "Fallback", "Finish", "HookEvent", "HookPoint",
     "HookResult", "Image", "Kind", "MAX_INJECT", "MCPServer", "Message", "NacelleError", "PAUSE",
     "PartialJSON", "ProviderBlock", "Reasoning", "Request", "Result", "Retry", "RetryBudgetExceeded",

@@ -447,3 +447,18 @@ def test_utf8_text_split_across_the_checking_steps_is_plain_text():
     assert Document.from_bytes(text).media_type == "text/plain"
     with pytest.raises(ConfigError):
         Document.from_bytes(text[:-1])  # ends inside a character
+
+
+def test_text_citations_round_trip_and_a_bad_citation_is_named_by_its_path():
+    from nacelle.messages import Citation
+    cited = Text("Tide at 06:12.", [Citation("https://example.org", "Tides", "06:12", '{"a":1}')])
+    assert isinstance(cited.citations, tuple)
+    conversation = [Message(Role.ASSISTANT, (cited, Text("plain")))]
+    text = dumps(conversation)
+    assert loads(text) == conversation
+    assert '"citations"' in text and text.count('"citations"') == 1  # plain text as before
+    bad = text.replace('"title": "Tides"', '"title": 3')
+    with pytest.raises(ConversationError, match=r"\[0\]\.parts\[0\]\.citations\[0\]\.title"):
+        loads(bad)
+    with pytest.raises(ConversationError, match="unknown field for a citation"):
+        loads(text.replace('"title": "Tides"', '"page": "Tides"'))

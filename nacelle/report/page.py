@@ -137,7 +137,7 @@ def _part(part: Any) -> str:
         return f"<pre>{e(_json(part))}</pre>"
     kind = part.get("type") or _kind(part)
     if kind == "text":
-        return f'<div class="text">{e(part.get("text", ""))}</div>'
+        return f'<div class="text">{e(part.get("text", ""))}</div>{_citations(part)}'
     if kind == "reasoning":
         return _details("thinking", e(part.get("text", "")))
     if kind == "tool_call":
@@ -217,6 +217,25 @@ def media_html(part: Mapping[str, Any]) -> str:
 
 def _is_media(part: Any) -> bool:
     return isinstance(part, Mapping) and (part.get("type") or _kind(part)) in ("image", "document")
+
+
+def _citations(part: Mapping[str, Any]) -> str:
+    """A Text part's cited sources, numbered: the title linked to its page when the URL
+    is http(s) (any other scheme is shown as text, never a link), the quoted text
+    under it; everything escaped."""
+    cited = part.get("citations")
+    if not isinstance(cited, list) or not cited:
+        return ""
+    items = []
+    for citation in cited:
+        if not isinstance(citation, Mapping):
+            continue
+        url, title, quote = (str(citation.get(k) or "") for k in ("url", "title", "cited_text"))
+        name = e(title or url or "source")
+        link = (f'<a href="{e(url)}" rel="noopener noreferrer">{name}</a>'
+                if url.startswith(("https://", "http://")) else name)
+        items.append(f"<li>{link}" + (f"<br><q>{e(quote)}</q>" if quote else "") + "</li>")
+    return f'<ol class="citations">{"".join(items)}</ol>' if items else ""
 
 
 def _details(summary: str, body: str) -> str:

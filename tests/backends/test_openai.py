@@ -381,7 +381,9 @@ def test_the_defaults_and_capabilities():
     assert backend.capabilities == nacelle.Capabilities(
         mcp=False, thinking=True, effort=True, min_budget=0, cost=False,
         token_counting=True, images=True, structured_output=True, documents=True,
-        tool_media=True)
+        tool_media=True,
+            native_tools=frozenset({
+                "web_search", "web_search:allowed_domains", "code_execution"}))
     assert isinstance(backend, nacelle.Backend)
     assert repr(backend) == ("openai.Backend(model='gpt-5-mini', "
                              "base_url='https://api.openai.com/v1')")

@@ -102,6 +102,11 @@ API_VERSION = "2023-06-01"
 capabilities = Capabilities(
     mcp=True, thinking=True, effort=True, min_budget=MIN_BUDGET, cost=False,
     token_counting=True, images=True, structured_output=True, documents=True, tool_media=True,
+    native_tools=frozenset({
+        "web_search", "web_search:max_uses", "web_search:allowed_domains",
+        "web_search:blocked_domains", "web_fetch", "web_fetch:max_uses",
+        "web_fetch:allowed_domains", "web_fetch:blocked_domains", "web_fetch:max_content_tokens",
+        "code_execution"}),
 )
 
 

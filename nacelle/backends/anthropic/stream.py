@@ -11,8 +11,13 @@ What it makes of the stream:
 
 - ``text_delta`` and ``thinking_delta`` become one TEXT or THINKING event each,
   exactly as the provider cut them — but for half a surrogate pair, held for the
-  next delta or made U+FFFD when the block ends without it (``_stream.Deltas``). ``citations_delta`` is not modelled (a Text
-  part holds text only). The ``signature_delta`` is kept in ``Reasoning.state``; a
+  next delta or made U+FFFD when the block ends without it (``_stream.Deltas``). Each
+  ``citations_delta`` adds its citation to the text block's ``Text.citations``
+  (:class:`~nacelle.messages.Citation`: ``url``, ``title``, ``cited_text``, and the
+  object whole in ``state`` for the replay; the shapes are the SDK's
+  ``types/citation_*.py`` and the web search tool's ``web_search_result_location``,
+  https://platform.claude.com/docs/en/agents-and-tools/tool-use/web-search-tool).
+  A citation that is not an object is ignored with a logged warning. The ``signature_delta`` is kept in ``Reasoning.state``; a
   ``redacted_thinking`` block is kept whole, as JSON, in ``state``.
 - ``tool_use`` input is the concatenation of every ``partial_json`` fragment, kept
   byte for byte as ``ToolCall.input`` (empty means ``{}``). Input that is not valid
@@ -88,7 +93,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 from ...backend import TurnEnd
 from ...errors import StreamError, StreamTruncated
 from ...events import Event, Kind, Stop, ToolEvent, Usage, _wire_count
-from ...messages import Part, ProviderBlock, Reasoning, Text, ToolCall
+from ...messages import Citation, Part, ProviderBlock, Reasoning, Text, ToolCall
 from ...pricing import Price
 from ...sse import SSEEvent, parse_json
 from .._stream import Deltas, ToolInput, ToolInputs, complete_json, well_formed
@@ -133,7 +138,8 @@ Pricing = Price
 
 
 class _Block:
-    __slots__ = ("index", "start", "type", "text", "signature", "raw", "closed", "cut", "call")
+    __slots__ = ("index", "start", "type", "text", "signature", "raw", "closed", "cut", "call",
+                 "citations")
 
     def __init__(self, index: int, start: Dict[str, Any], kind: str) -> None:
         self.index = index
@@ -145,6 +151,7 @@ class _Block:
         self.closed = False
         self.cut = False  # a call whose input the message ended in the middle of
         self.call: Optional[ToolInput] = None  # a local call's streamed input
+        self.citations: List[Citation] = []
 
 
 class Accumulator:
@@ -363,6 +370,8 @@ class Accumulator:
             return [Event(Kind.THINKING, text=text)] if text else []
         if kind == "signature_delta":
             block.signature = self._text(delta, "signature", kind, required=True)  # set, never appended
+        elif kind == "citations_delta":
+            block.citations.append(_citation(delta.get("citation")))
         elif kind == "input_json_delta":
             shown = block.raw.add(self._text(delta, "partial_json", kind, required=True))
             if shown and block.call is not None:
@@ -478,7 +487,9 @@ class Accumulator:
     def _part(self, block: _Block) -> Optional[Part]:
         if block.type == "text":
             text = block.text.text
-            return Text(text) if text else None
+            citations = tuple(block.citations) + tuple(
+                _citation(c) for c in _listed(block.start.get("citations")))
+            return Text(text, citations) if text else None
         if block.type == "thinking":
             return Reasoning(block.text.text, block.signature, PROTOCOL)
         if block.type == "redacted_thinking":
@@ -538,6 +549,22 @@ class Accumulator:
             text += f" (request id {request_id})"
         return StreamError(self._scrub(text), type=kind, request_id=request_id,
                            retryable=kind in _TRANSIENT_ERRORS)
+
+
+def _citation(value: Any) -> Citation:
+    """A ``citations_delta``'s citation as a :class:`Citation`, its object kept whole."""
+    if not isinstance(value, dict):
+        logger.warning("Anthropic sent a citation that is not an object; it is kept empty")
+        return Citation()
+    fields = [value.get(key) for key in ("url", "title", "cited_text")]
+    if fields[1] is None:
+        fields[1] = value.get("document_title")  # a document's citation names its title so
+    url, title, cited = (field if isinstance(field, str) else "" for field in fields)
+    return Citation(well_formed(url), well_formed(title), well_formed(cited), _dumps(value))
+
+
+def _listed(value: Any) -> List[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _object(value: Any) -> Optional[Dict[str, Any]]:

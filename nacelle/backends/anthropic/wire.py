@@ -68,6 +68,10 @@ Choices made where the wire leaves room:
   longer checked: it may be invalid or, at a ``max_tokens`` stop, partial — which the
   stream accumulator already treats as a call that fails (or is unfinished), never as
   a crash. MCP toolsets are the provider's to run, and take no such field.
+- **The provider's own tools** (``nacelle.native``) are sent as their server tool
+  types (``NATIVE_TYPES``), after the local tools, with the beta header each still
+  needs (``NATIVE_BETAS``); a web fetch asks for citations. Their calls and results
+  come back as provider blocks, replayed as they came.
 - ``Reasoning.state`` holds the signature of a ``thinking`` block; a
   ``redacted_thinking`` block is kept whole, as its JSON object, in ``state`` (a
   signature is base64 and never starts with ``{``, so the two cannot be confused).
@@ -83,6 +87,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ...backend import CallProfile, Effort, MCPServer, Request, Thinking
 from ...errors import ConfigError
+from ...native import is_native
 from ...messages import (
     Document, Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
 )
@@ -159,7 +164,10 @@ def count_tokens_body(
 
 def betas(request: Request) -> List[str]:
     """The ``anthropic-beta`` names ``request`` needs (empty for most requests)."""
-    return [MCP_BETA] if request.mcp else []
+    names = [MCP_BETA] if request.mcp else []
+    kinds = {getattr(tool, "kind", "") for tool in request.tools if is_native(tool)}
+    names.extend(NATIVE_BETAS[kind] for kind in sorted(kinds) if kind in NATIVE_BETAS)
+    return names
 
 
 # -- the body -----------------------------------------------------------------------
@@ -215,18 +223,39 @@ def _thinking(thinking: Thinking) -> Dict[str, Any]:
     return out
 
 
+#: The server tool types ``nacelle.native`` kinds are sent as (see ``native.py``).
+NATIVE_TYPES = {"web_search": "web_search_20250305", "web_fetch": "web_fetch_20250910",
+                "code_execution": "code_execution_20250825"}
+#: The beta headers those of them still in beta need (the web fetch and code
+#: execution tool pages, cited in ``nacelle.native``).
+NATIVE_BETAS = {"web_fetch": "web-fetch-2025-09-10", "code_execution": "code-execution-2025-08-25"}
+
+
+def _native(tool: Any) -> Dict[str, Any]:
+    entry: Dict[str, Any] = {"type": NATIVE_TYPES[tool.kind], "name": tool.kind}
+    for name, value in tool.options:
+        if name == "max_content_tokens" or name == "max_uses":
+            entry[name] = value
+        elif name in ("allowed_domains", "blocked_domains"):
+            entry[name] = list(value)
+    if tool.kind == "web_fetch":
+        entry["citations"] = {"enabled": True}  # off by default for fetch; search always cites
+    return entry
+
+
 def _tools(tools: Sequence[Any]) -> List[Dict[str, Any]]:
     # Sorted by name so that the same tool set always makes the same cached prefix,
-    # whatever order the caller listed it in.
+    # whatever order the caller listed it in; the provider's own tools follow.
     out = []
-    for tool in sorted(tools, key=lambda t: t.name):
+    natives = sorted((t for t in tools if is_native(t)), key=lambda t: t.name)
+    for tool in sorted((t for t in tools if not is_native(t)), key=lambda t: t.name):
         entry: Dict[str, Any] = {"name": tool.name}
         if tool.description:
             entry["description"] = tool.description
         entry["input_schema"] = tool.schema
         entry["eager_input_streaming"] = True  # see the module docstring
         out.append(entry)
-    return out
+    return out + [_native(tool) for tool in natives]
 
 
 def _mcp_server(server: MCPServer) -> Dict[str, Any]:
@@ -279,7 +308,12 @@ def _not_a_result(block: Dict[str, Any]) -> bool:
 
 def _block(part: Any) -> Optional[Dict[str, Any]]:
     if isinstance(part, Text):
-        return {"type": "text", "text": part.text} if part.text else None
+        if not part.text:
+            return None
+        cited = _citations(part) if part.citations else None
+        if cited:
+            return {"type": "text", "text": part.text, "citations": cited}
+        return {"type": "text", "text": part.text}
     if isinstance(part, Image):
         return _image(part)
     if isinstance(part, Document):
@@ -316,6 +350,28 @@ def _block(part: Any) -> Optional[Dict[str, Any]]:
             raise ConfigError("an anthropic ProviderBlock must hold a JSON object with a type")
         return data
     return None  # Finish: recorded for readers, never sent.
+
+
+#: The fields of a web search citation the request takes back (the SDK's
+#: ``CitationWebSearchResultLocationParam``: cited_text, encrypted_index, title, url).
+_WEB_CITATION = ("type", "cited_text", "encrypted_index", "title", "url")
+
+
+def _citations(part: Text) -> List[Dict[str, Any]]:
+    """The web search citations of a Text, as Anthropic wrote them: the docs ask for
+    their ``encrypted_index`` to be "passed back for multi-turn conversations"
+    (platform.claude.com/docs/en/agents-and-tools/tool-use/web-search-tool). Citations
+    of documents point at a document index of the request that made them, and those of
+    another protocol mean nothing here: the text goes back without them."""
+    out = []
+    for citation in part.citations:
+        try:
+            raw = parse_json(citation.state) if citation.state.startswith("{") else None
+        except ValueError:
+            raw = None
+        if isinstance(raw, dict) and raw.get("type") == "web_search_result_location":
+            out.append({key: raw[key] for key in _WEB_CITATION if key in raw})
+    return out
 
 
 def _image(part: Image) -> Dict[str, Any]:

@@ -91,6 +91,7 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 capabilities = Capabilities(
     mcp=False, thinking=True, effort=True, min_budget=0, cost=False, token_counting=True,
     images=True, structured_output=True, documents=True, tool_media=True,
+    native_tools=frozenset({"web_search", "web_search:allowed_domains", "code_execution"}),
 )
 
 

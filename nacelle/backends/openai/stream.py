@@ -25,7 +25,9 @@ it and is not needed). What they become:
   ``to_wire`` sends back unchanged. A ``message`` item is one Text part, a
   ``function_call`` a ToolCall (``call_id`` is its id; its arguments the
   ``arguments.delta`` fragments, replaced by the ``.done`` or ``output_item.done``
-  text, which is the whole), any other item type a ``ProviderBlock`` replayed as it
+  text, which is the whole; a message's ``url_citation`` annotations, read from the
+  finished item, are its Text's ``citations``), any other item type (a hosted tool's
+  call, ``web_search_call`` or ``code_interpreter_call``) a ``ProviderBlock`` replayed as it
   came. Text that arrives only in ``output_item.done`` (no deltas) is shown then,
   and a response that streamed no item at all is read from the final event's
   ``output``.
@@ -81,7 +83,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from ...backend import TurnEnd
 from ...errors import StreamError, StreamTruncated
 from ...events import Event, Kind, Stop, Usage
-from ...messages import Part, ProviderBlock, Reasoning, Text, ToolCall
+from ...messages import Citation, Part, ProviderBlock, Reasoning, Text, ToolCall
 from ...sse import SSEEvent, parse_json
 from .._stream import (
     Deltas, ToolInput, ToolInputs, complete_json, token_count, transient_code, well_formed,
@@ -106,6 +108,30 @@ def _unchanged(text: str) -> str:
 
 def _compact(value: Any) -> str:
     return well_formed(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+
+
+def _url_citations(item: Optional[Dict[str, Any]]) -> Tuple[Citation, ...]:
+    """The ``url_citation`` annotations of a finished message item's ``output_text``
+    parts (``{"type": "url_citation", "url", "title", "start_index", "end_index"}``,
+    openai-python's ``ResponseOutputText.Annotation``; the web search guide,
+    developers.openai.com/api/docs/guides/tools-web-search), each a Citation whose
+    ``cited_text`` is the span of the answer it marks. Other annotation types (file
+    citations, container files) name no web page and are left out."""
+    out: List[Citation] = []
+    for part in (item or {}).get("content") or ():
+        if not isinstance(part, dict) or part.get("type") != "output_text":
+            continue
+        raw = part.get("text")
+        text = raw if isinstance(raw, str) else ""
+        for note in part.get("annotations") or ():
+            if not isinstance(note, dict) or note.get("type") != "url_citation":
+                continue
+            url, title = note.get("url"), note.get("title")
+            start, end = note.get("start_index"), note.get("end_index")
+            span = text[start:end] if type(start) is int and type(end) is int else ""
+            out.append(Citation(url if isinstance(url, str) else "",
+                                title if isinstance(title, str) else "", span, _compact(note)))
+    return tuple(out)
 
 
 class _Item:
@@ -414,7 +440,7 @@ class Accumulator:
             item = self._items[index]
             if item.type == "message":
                 if item.text:
-                    parts.append(Text(item.text.text))
+                    parts.append(Text(item.text.text, _url_citations(item.final)))
             elif item.type == "reasoning":
                 words = "\n\n".join(item.summary[k].text for k in sorted(item.summary))
                 state = _compact(item.final) if item.final is not None else ""

@@ -47,7 +47,10 @@ Choices where the contract is silent:
   one without media sends its text as the string it always did.
 - **Tools** are ``function`` tools with ``strict: false``: the spec requires the
   field, and strict mode would refuse the optional parameters ``@tool`` schemas
-  have (strict asks for every property to be required).
+  have (strict asks for every property to be required). The provider's own tools
+  (``nacelle.native``) are its hosted ``web_search`` and ``code_interpreter``; their
+  ``web_search_call`` and ``code_interpreter_call`` items come back as provider blocks
+  and are replayed as they came.
 - **Reasoning.** ``Thinking(effort=...)`` is ``reasoning.effort`` (the spec's
   ``ReasoningEffort`` has all seven of nacelle's levels, ``none`` to ``max``); a
   budget, which the Responses API does not take, becomes the effort its size
@@ -76,6 +79,7 @@ from ...errors import ConfigError, Unsupported
 from ...messages import (
     Document, Finish, Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
 )
+from ...native import is_native
 from ...output.schema import for_openai
 from ...sse import parse_json
 from .._media import ALL_DOCUMENTS, Takes, filename, split
@@ -166,12 +170,29 @@ def items(messages: Sequence[Message]) -> List[Dict[str, Any]]:
 
 
 def _tool(tool: Any) -> Dict[str, Any]:
+    if is_native(tool):
+        return _hosted(tool)
     item: Dict[str, Any] = {"type": "function", "name": tool.name}
     if tool.description:
         item["description"] = tool.description
     item["parameters"] = copy.deepcopy(tool.schema)
     item["strict"] = False
     return item
+
+
+def _hosted(tool: Any) -> Dict[str, Any]:
+    """A ``nacelle.native`` tool as the hosted tool it is here: ``web_search`` (its
+    ``filters.allowed_domains``) or ``code_interpreter`` in an ``auto`` container (the
+    spec's ``WebSearchTool`` and ``CodeInterpreterTool``)."""
+    if tool.kind == "web_search":
+        item: Dict[str, Any] = {"type": "web_search"}
+        allowed = tool.option("allowed_domains")
+        if allowed:
+            item["filters"] = {"allowed_domains": list(allowed)}
+        return item
+    if tool.kind == "code_execution":
+        return {"type": "code_interpreter", "container": {"type": "auto"}}
+    raise Unsupported("openai", f"the native {tool.kind} tool")
 
 
 def _reasoning(request: Request) -> Dict[str, Any]:
