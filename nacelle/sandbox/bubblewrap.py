@@ -19,7 +19,10 @@ https://manpages.debian.org/bookworm/bubblewrap/bwrap.1.en.html):
   in the box: not its home directories, not ``/proc`` of its processes. A symlink in the
   workspace is resolved inside the box, so one pointing out of the workspace names a
   path the box does not have or cannot write;
-- an empty environment but what the caller passes (``--clearenv``), no new privileges
+- no capabilities (``--cap-drop ALL``: ``bwrap`` started by root keeps them
+  otherwise, and a command holding ``CAP_SYS_ADMIN`` in the box's namespaces could
+  remount the read-only binds writable and write the host's ``/usr`` as root), an
+  empty environment but what the caller passes (``--clearenv``), no new privileges
   (``bwrap`` always sets ``PR_SET_NO_NEW_PRIVS``), a session of its own
   (``--new-session``: no ``TIOCSTI`` into the host's terminal), and death with its
   parent (``--die-with-parent``);
@@ -136,7 +139,7 @@ class Bubblewrap(Box):
         return args, {"PATH": "/usr/bin:/bin"}, self._workspace
 
     def _mounts(self) -> List[str]:
-        args = ["--unshare-all", "--die-with-parent", "--new-session",
+        args = ["--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--new-session",
                 "--hostname", "sandbox", "--ro-bind", "/usr", "/usr"]
         if self.network:
             args.append("--share-net")
@@ -195,7 +198,7 @@ def probe(bwrap: str) -> None:
     ``bwrap`` said (typically: user namespaces are disabled)."""
     if _PROBED.get(bwrap) == "ok":
         return
-    args = [bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr"]
+    args = [bwrap, "--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--ro-bind", "/usr", "/usr"]
     for path in _MERGED:
         if os.path.islink(path):
             args += ["--symlink", os.readlink(path), path]

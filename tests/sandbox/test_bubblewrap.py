@@ -139,6 +139,17 @@ def test_a_command_writes_only_in_the_workspace(tmp_path, box):
     assert not Path("/tmp/private").exists()  # the box's /tmp is its own
 
 
+def test_a_command_has_no_capabilities_to_remount_the_read_only_tree(box):
+    target = f"/usr/nacelle-escape-{uuid.uuid4().hex}"
+    done = box.run(["sh", "-c", "grep CapEff /proc/self/status; "
+                                f"mount -o remount,rw,bind /usr && touch {target}"])
+    escaped = os.path.exists(target)
+    if escaped:
+        os.unlink(target)
+    assert "CapEff:\t0000000000000000" in done.stdout
+    assert done.exit_code != 0 and not escaped
+
+
 def test_a_symlink_in_the_workspace_does_not_lead_out(tmp_path, box):
     secret = tmp_path / "secret.txt"
     secret.write_text("host secret")
