@@ -8,7 +8,9 @@ import pytest
 from nacelle.backend import RunContext
 from nacelle.backends._http import Transport
 from nacelle.sse import SSEDecoder
-from nacelle.testing import FakeServer, Reply, anthropic_stream, openrouter_stream, rechunk, sse_event
+from nacelle.testing import (
+    FakeServer, Reply, anthropic_stream, openrouter_stream, rechunk, responses_stream, sse_event,
+)
 from nacelle.testing.wire import anthropic_error, fragments
 
 
@@ -182,3 +184,100 @@ def test_builder_streams_travel_through_fake_server_and_the_transport(monkeypatc
         response = transport.post_stream("/chat/completions", {}, ctx)
         received = list(transport.events(response, ctx))
     assert received == events_of(chunks)
+
+
+# -- OpenAI Responses -------------------------------------------------------------------
+
+def responses_events(chunks):
+    events = events_of(chunks)
+    payloads = [json.loads(e.data) for e in events]
+    for event, payload in zip(events, payloads):
+        assert event.event == payload["type"]  # the event line repeats the type
+    assert [p["sequence_number"] for p in payloads] == list(range(len(payloads)))
+    return payloads
+
+
+def test_responses_stream_has_the_documented_event_order_for_text_and_a_call():
+    payloads = responses_events(responses_stream(
+        ["Hel", "lo"], tool_calls=[("call_1", "get_weather", '{"city": "Berlin"}')]))
+    types = [p["type"] for p in payloads]
+    assert types[:2] == ["response.created", "response.in_progress"]
+    assert types[2:9] == [
+        "response.output_item.added", "response.content_part.added",
+        "response.output_text.delta", "response.output_text.delta",
+        "response.output_text.done", "response.content_part.done", "response.output_item.done"]
+    arguments = [p["delta"] for p in payloads
+                 if p["type"] == "response.function_call_arguments.delta"]
+    assert len(arguments) > 1 and "".join(arguments) == '{"city": "Berlin"}'
+    assert types[-3:] == ["response.function_call_arguments.done", "response.output_item.done",
+                          "response.completed"]
+    final = payloads[-1]["response"]
+    assert [i["type"] for i in final["output"]] == ["message", "function_call"]
+    assert final["output"][1]["arguments"] == '{"city": "Berlin"}'
+
+
+def test_responses_stream_read_by_the_accumulator_gives_text_tool_input_and_the_call():
+    from nacelle import Kind, Stop, ToolCall
+    from nacelle.backends.openai.stream import Accumulator
+
+    accumulator, events = Accumulator(), []
+    for event in events_of(responses_stream(["Hi"], tool_calls=[("call_1", "f", '{"a": 1}')],
+                                            usage={"input_tokens": 5, "cached_tokens": 3})):
+        events += accumulator.feed(event)
+    end = accumulator.finish()
+    assert [e.kind for e in events] == [Kind.TEXT, Kind.TOOL_INPUT, Kind.TOOL_INPUT,
+                                        Kind.TOOL_CALL]
+    assert end.parts[1] == ToolCall("call_1", "f", '{"a": 1}') and end.stop is Stop.TOOLS
+    assert (end.usage.input_tokens, end.usage.cache_read_tokens) == (5, 3)
+
+
+def test_responses_stream_cut_by_the_output_limit_leaves_the_last_call_unfinished():
+    from nacelle import Stop
+    from nacelle.backends.openai.stream import Accumulator
+
+    accumulator = Accumulator()
+    for event in events_of(responses_stream(
+            [], tool_calls=[("call_1", "f", '{"text": "a long one"}')],
+            incomplete="max_output_tokens")):
+        accumulator.feed(event)
+    end = accumulator.finish()
+    assert end.stop is Stop.MAX_TOKENS and end.parts[0].finished is False
+
+
+def test_every_builders_tool_call_reaches_an_agent_as_tool_input_then_the_call():
+    import nacelle
+    from nacelle import Agent, Kind, user_text
+    from nacelle.backends import anthropic, openai, openrouter
+
+    @nacelle.tool
+    def write(path: str, text: str) -> str:
+        """Write a file.
+
+        Args:
+            path: Where.
+            text: What.
+        """
+        return "written"
+
+    arguments = '{"path": "notes.md", "text": "# Notes\\n\\nThe first point."}'
+    calls = [("call_1", "write", arguments)]
+    with FakeServer() as server:
+        wires = [
+            (anthropic.Backend("k", base_url=server.url), "/v1/messages", anthropic_stream),
+            (openrouter.Backend(api_key="k", model="m", base_url=server.url + "/api/v1"),
+             "/api/v1/chat/completions", openrouter_stream),
+            (openai.Backend("k", model="m", base_url=server.url + "/v1"), "/v1/responses",
+             responses_stream),
+        ]
+        for backend, path, build in wires:
+            server.queue(path, Reply(chunks=build((), tool_calls=calls)),
+                         Reply(chunks=build(("Done.",))))
+            events = list(Agent(backend, "sys", tools=[write]).stream([user_text("Write.")]))
+            kinds = [e.kind for e in events]
+            streamed = [e for e in events if e.kind is Kind.TOOL_INPUT]
+            assert len(streamed) > 3 and "".join(e.text for e in streamed) == arguments
+            assert streamed[-1].tool.input == arguments
+            last_input = len(kinds) - 1 - kinds[::-1].index(Kind.TOOL_INPUT)
+            assert last_input < kinds.index(Kind.TOOL_CALL)
+            assert [e.tool.result for e in events if e.kind is Kind.TOOL_RESULT] == ["written"]
+        server.assert_consumed()

@@ -9,7 +9,7 @@ test their own agents offline with the same doubles nacelle's tests use.
   exchanges to a JSON file once and replays them offline, byte for byte — regression
   tests and evals of a real agent that run in CI without a key.
 - Wire-format stream builders (``nacelle.testing.wire``): realistic Anthropic and
-  OpenRouter SSE bodies.
+  OpenRouter and OpenAI Responses SSE bodies.
 
 Names load on first use, so importing this package costs nothing until a double is
 touched. Never imported by the core.
@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # what a type checker sees; at run time each loads on first u
     from .wire import anthropic_stream as anthropic_stream
     from .wire import openrouter_stream as openrouter_stream
     from .wire import rechunk as rechunk
+    from .wire import responses_stream as responses_stream
     from .wire import sse_event as sse_event
 
 _HOMES = {
@@ -42,6 +43,7 @@ _HOMES = {
     "anthropic_stream": "wire",
     "openrouter_stream": "wire",
     "rechunk": "wire",
+    "responses_stream": "wire",
     "sse_event": "wire",
 }
 

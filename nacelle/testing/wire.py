@@ -1,4 +1,5 @@
-"""Realistic Anthropic and OpenRouter SSE bodies, for FakeServer replies and decoder tests.
+"""Realistic Anthropic, OpenRouter and OpenAI Responses SSE bodies, for FakeServer
+replies and decoder tests.
 
 Each builder returns a list of ``bytes`` chunks, one per SSE event (or comment),
 ready for ``Reply(chunks=...)``; :func:`rechunk` re-cuts a body at fixed sizes to
@@ -15,7 +16,14 @@ OpenRouter's ``: OPENROUTER PROCESSING`` comments before and between chunks,
 ``chat.completion.chunk`` deltas repeating ``role``, reasoning with
 ``reasoning_details`` and a late signature, tool-call fragments keyed by ``index``, a
 finish chunk repeated with the usage (or an empty-choices usage chunk), ``data:
-[DONE]``, and in-band errors with a numeric code.
+[DONE]``, and in-band errors with a numeric code. The Responses API's
+``response.created`` and ``response.in_progress``, then per output item its
+``output_item.added``, deltas (``output_text.delta`` inside a content part;
+``function_call_arguments.delta`` cut mid-token, then ``.done``) and
+``output_item.done``, every event with its ``sequence_number``, and
+``response.completed`` (or ``response.incomplete``) with the usage. Every builder
+streams a tool call's arguments in several deltas, as the providers do, so a
+consumer sees its TOOL_INPUT events end to end.
 
 Public (``nacelle.testing``); imports the standard library only.
 """
@@ -27,7 +35,7 @@ import re
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 __all__ = ["anthropic_error", "anthropic_stream", "fragments", "openrouter_stream", "rechunk",
-           "sse_event"]
+           "responses_stream", "sse_event"]
 
 ToolCallSpec = Tuple[str, str, str]  # (id, name, input JSON text)
 
@@ -260,4 +268,94 @@ def openrouter_stream(
                               "choices": [], "usage": totals}))
     if done:
         out.append(b"data: [DONE]\n\n")
+    return out
+
+
+# -- OpenAI Responses ------------------------------------------------------------------
+
+
+def responses_stream(
+    text_deltas: Sequence[str] = ("Hello", "!"),
+    *,
+    tool_calls: Sequence[ToolCallSpec] = (),
+    usage: Optional[Dict[str, int]] = None,
+    model: str = "gpt-5-mini-2025-08-07",
+    response_id: str = "resp_0c51a8d3e2f9b7aa006a6a1f00aa1081a1b0c0ffee42",
+    incomplete: Optional[str] = None,
+) -> List[bytes]:
+    """An OpenAI Responses API stream (``POST /v1/responses`` with ``stream: true``),
+    one chunk per event, in the shape of ``ResponseStreamEvent`` in OpenAI's OpenAPI
+    document and of recorded streams: each event named by an ``event:`` line equal to
+    its ``type``, with a ``sequence_number``.
+
+    A ``message`` item with ``text_deltas`` (when any), then one ``function_call``
+    item per ``(call_id, name, arguments)``, its arguments streamed in fragments cut
+    mid-token, then ``function_call_arguments.done`` and ``output_item.done`` with
+    the whole text. ``usage`` holds ``input_tokens``, ``output_tokens`` and
+    ``cached_tokens`` (inside ``input_tokens``, as the API counts it).
+    ``incomplete="max_output_tokens"`` ends with ``response.incomplete`` and that
+    reason, the last call's arguments cut in the middle and its item never done.
+    """
+    counts = {"input_tokens": 25, "output_tokens": 12, "cached_tokens": 0}
+    counts.update(usage or {})
+    out: List[bytes] = []
+
+    def event(data: Dict[str, Any]) -> None:
+        data["sequence_number"] = len(out)
+        out.append(sse_event(data, event=data["type"]))
+
+    def response(status: str, output: List[Any]) -> Dict[str, Any]:
+        return {"id": response_id, "object": "response", "created_at": 1785300000,
+                "status": status, "model": model, "output": output, "usage": None,
+                "incomplete_details": None, "error": None}
+
+    event({"type": "response.created", "response": response("in_progress", [])})
+    event({"type": "response.in_progress", "response": response("in_progress", [])})
+    items: List[Dict[str, Any]] = []
+    if text_deltas:
+        index, item_id = len(items), "msg_0c51a8d3e2f9b7aa006a6a1f02e53081a3f405162738"
+        item = {"id": item_id, "type": "message", "status": "in_progress", "content": [],
+                "role": "assistant"}
+        event({"type": "response.output_item.added", "item": item, "output_index": index})
+        part = {"type": "output_text", "annotations": [], "logprobs": [], "text": ""}
+        event({"type": "response.content_part.added", "item_id": item_id,
+               "output_index": index, "content_index": 0, "part": part})
+        for text in text_deltas:
+            event({"type": "response.output_text.delta", "item_id": item_id,
+                   "output_index": index, "content_index": 0, "delta": text, "logprobs": []})
+        whole = dict(part, text="".join(text_deltas))
+        event({"type": "response.output_text.done", "item_id": item_id, "output_index": index,
+               "content_index": 0, "text": whole["text"], "logprobs": []})
+        event({"type": "response.content_part.done", "item_id": item_id,
+               "output_index": index, "content_index": 0, "part": whole})
+        items.append(dict(item, status="completed", content=[whole]))
+        event({"type": "response.output_item.done", "item": items[-1], "output_index": index})
+    for number, (call_id, name, arguments) in enumerate(tool_calls):
+        index, item_id = len(items), f"fc_0c51a8d3e2f9b7aa006a6a1f03f6{number:04d}"
+        item = {"id": item_id, "type": "function_call", "status": "in_progress",
+                "arguments": "", "call_id": call_id, "name": name}
+        event({"type": "response.output_item.added", "item": item, "output_index": index})
+        cut = incomplete is not None and number == len(tool_calls) - 1
+        pieces = fragments(arguments[:len(arguments) // 2] if cut else arguments)
+        for piece in pieces if arguments else []:
+            event({"type": "response.function_call_arguments.delta", "item_id": item_id,
+                   "output_index": index, "delta": piece})
+        if cut:
+            break
+        event({"type": "response.function_call_arguments.done", "item_id": item_id,
+               "output_index": index, "arguments": arguments})
+        items.append(dict(item, status="completed", arguments=arguments))
+        event({"type": "response.output_item.done", "item": items[-1], "output_index": index})
+    final = response("incomplete" if incomplete else "completed", items)
+    if incomplete:
+        final["incomplete_details"] = {"reason": incomplete}
+    final["usage"] = {
+        "input_tokens": counts["input_tokens"] + counts["cached_tokens"],
+        "input_tokens_details": {"cached_tokens": counts["cached_tokens"]},
+        "output_tokens": counts["output_tokens"],
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": counts["input_tokens"] + counts["cached_tokens"]
+        + counts["output_tokens"]}
+    event({"type": "response.incomplete" if incomplete else "response.completed",
+           "response": final})
     return out
