@@ -108,19 +108,43 @@ def summary(found: Dict[str, str]) -> Tuple[int, int]:
 CLIENT_RUNS = {"default": [], "2026-07-28": ["--spec-version", "2026-07-28"]}
 
 
-def test_the_client_passes_the_conformance_suite_but_for_its_listed_failures(tmp_path):
-    driver = [sys.executable, str(HERE / "client_driver.py")]
+def run_all(mode: List[str], runs: Dict[str, List[str]], allowed: Dict[str, str],
+            tmp_path: Path) -> Dict[str, str]:
+    """Every check of ``--suite all`` for each run, ``{"scenario:check @run": status}``.
+
+    The suite starts all its scenarios at once (48 client processes for the client
+    mode), and on a loaded two-core machine a check that measures time (how soon a
+    client reconnects after the server's ``retry:``) can fail for the load alone. So
+    a scenario with a check failing that the list does not name runs again, alone,
+    and its checks are judged on that run: a real failure fails there too."""
     found: Dict[str, str] = {}
-    for run, extra in CLIENT_RUNS.items():
-        out = tmp_path / f"client-{run}"
-        done = run_suite(["client", "--command", " ".join(driver), "--suite", "all",
-                          "--timeout", "60000"] + extra, out, timeout=600)
+    for run, extra in runs.items():
+        out = tmp_path / run
+        done = run_suite(mode + ["--suite", "all"] + extra, out, timeout=600)
         if not out.exists():
             pytest.fail(f"the suite wrote no results ({done.returncode}): {done.stderr[-2000:]}")
-        found.update(verdicts(out, run))
+        batch = verdicts(out, run)
+        again = sorted({key.split(":", 1)[0] for key, status in batch.items()
+                        if status in NOT_PASSING and key not in allowed})
+        for scenario in again:
+            solo = tmp_path / f"{run}-alone-{scenario.replace('/', '-')}"
+            run_suite(mode + ["--scenario", scenario] + extra, solo, timeout=300)
+            alone = verdicts(solo, run) if solo.exists() else {}
+            if alone:
+                batch = {k: v for k, v in batch.items() if not k.startswith(scenario + ":")}
+                batch.update(alone)
+        found.update(batch)
+    return found
+
+
+def test_the_client_passes_the_conformance_suite_but_for_its_listed_failures(tmp_path):
+    driver = [sys.executable, str(HERE / "client_driver.py")]
+    allowed = expected("client-expected-failures.txt")
+    found = run_all(["client", "--command", " ".join(driver), "--timeout", "60000"],
+                    CLIENT_RUNS, allowed, tmp_path)
     passed, total = summary(found)
     print(f"MCP conformance, client: {passed}/{total} checks pass")
-    problems = compare(found, expected("client-expected-failures.txt"), tuple(CLIENT_RUNS))
+    problems = compare(found, allowed, tuple(CLIENT_RUNS))
     assert not problems, "\n".join(problems)
 
 
@@ -168,15 +192,9 @@ def conformance_server(request):
 
 def test_the_server_passes_the_conformance_suite_but_for_its_listed_failures(
         tmp_path, conformance_server):
-    found: Dict[str, str] = {}
-    for run, extra in SERVER_RUNS.items():
-        out = tmp_path / f"server-{run}"
-        done = run_suite(["server", "--url", conformance_server, "--suite", "all"] + extra,
-                         out, timeout=300)
-        if not out.exists():
-            pytest.fail(f"the suite wrote no results ({done.returncode}): {done.stderr[-2000:]}")
-        found.update(verdicts(out, run))
+    allowed = expected("server-expected-failures.txt")
+    found = run_all(["server", "--url", conformance_server], SERVER_RUNS, allowed, tmp_path)
     passed, total = summary(found)
     print(f"MCP conformance, server: {passed}/{total} checks pass")
-    problems = compare(found, expected("server-expected-failures.txt"), tuple(SERVER_RUNS))
+    problems = compare(found, allowed, tuple(SERVER_RUNS))
     assert not problems, "\n".join(problems)
