@@ -16,10 +16,12 @@ from .agent import Agent as Agent
 from .agent import Result as Result
 from .backend import DEFAULT_MAX_TOKENS as DEFAULT_MAX_TOKENS
 from .backend import Backend as Backend
+from .backend import Cache as Cache
 from .backend import CallProfile as CallProfile
 from .backend import Capabilities as Capabilities
 from .backend import Effort as Effort
 from .backend import MCPServer as MCPServer
+from .backend import ModelSettings as ModelSettings
 from .backend import Request as Request
 from .backend import Thinking as Thinking
 from .checkpoint import PAUSE as PAUSE
@@ -91,6 +93,7 @@ __all__ = [
     "Agent",
     "Backend",
     "Budget",
+    "Cache",
     "CallProfile",
     "CancelEvent",
     "Cancelled",
@@ -115,6 +118,7 @@ __all__ = [
     "MAX_INJECT",
     "MCPServer",
     "Message",
+    "ModelSettings",
     "NacelleError",
     "PAUSE",
     "PartialJSON",

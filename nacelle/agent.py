@@ -39,6 +39,14 @@ consumer written for the first order must not meet unasked, and a call with side
 effects runs even when the model's turn then fails (the failed turn is not retried,
 since one of its calls has already run).
 
+``model_settings=`` (a :class:`~nacelle.backend.ModelSettings`: sampling, stop
+sequences, seed, tool choice, the parallel-call switch, extra body fields and headers)
+and ``cache=`` (a :class:`~nacelle.backend.Cache`: the prompt cache's lifetime and
+key) go into every request; a setting the backend or its model does not take is
+``Unsupported`` here (``backend.refused_settings``, read from
+``capabilities.settings``), and a ``tool_choice`` naming a tool the Agent lacks, or
+asking for a call with no tool, is a ConfigError.
+
 A run is the Agent's: it builds the run's :class:`~nacelle.backend.Request` (what the
 provider sees) and :class:`~nacelle.loop.RunSettings` (the loop's policy) and runs
 ``loop.run`` with the backend's ``turn``, so any object with ``name``,
@@ -71,7 +79,10 @@ from typing import (
     Sequence, Tuple, Type, TypedDict, TypeVar, Union, cast, overload,
 )
 
-from .backend import DEFAULT_MAX_TOKENS, Backend, CallProfile, MCPServer, Request, Thinking
+from .backend import (
+    DEFAULT_MAX_TOKENS, Backend, Cache, CallProfile, MCPServer, ModelSettings, Request, Thinking,
+    refused_settings,
+)
 from .checkpoint import Checkpoint, Resume
 from . import native
 from .compaction import Compaction
@@ -214,6 +225,8 @@ class _Options(TypedDict, total=False):
     compaction: Optional[Compaction]
     loop_guard: int
     eager_tools: bool
+    model_settings: Optional[ModelSettings]
+    cache: Optional[Cache]
     observers: Sequence[Observer]
     logger: Optional[logging.Logger]
 
@@ -258,6 +271,8 @@ class Agent(Generic[OutputT]):
         compaction: Optional[Compaction] = None,
         loop_guard: int = 3,
         eager_tools: bool = False,
+        model_settings: Optional[ModelSettings] = None,
+        cache: Optional[Cache] = None,
         observers: Sequence[Observer] = (),
         logger: Optional[logging.Logger] = None,
     ) -> None:
@@ -296,6 +311,11 @@ class Agent(Generic[OutputT]):
         _check_int("loop_guard", loop_guard, 0)
         if eager_tools is not True and eager_tools is not False:
             raise ConfigError(f"eager_tools must be True or False, got {eager_tools!r:.60}")
+        if model_settings is not None and not isinstance(model_settings, ModelSettings):
+            raise ConfigError(f"model_settings must be a nacelle.ModelSettings, got "
+                              f"{type(model_settings).__name__}")
+        if cache is not None and not isinstance(cache, Cache):
+            raise ConfigError(f"cache must be a nacelle.Cache, got {type(cache).__name__}")
         # A toolset given bare (``tools=client.tools(live=True)``) is one toolset, not
         # the list it yields when iterated: read as a list it would be the server's
         # tools of this moment, and the run would never see the list change.
@@ -322,6 +342,8 @@ class Agent(Generic[OutputT]):
         self.compaction = compaction
         self.loop_guard = loop_guard
         self.eager_tools = eager_tools
+        self.model_settings = model_settings if model_settings is not None else ModelSettings()
+        self.cache = cache
         self.observers = checked_observers(observers)
         self.logger = logger if logger is not None else logging.getLogger(__name__)
         self._check_capabilities()
@@ -370,6 +392,27 @@ class Agent(Generic[OutputT]):
         if thinking.budget and thinking.budget >= self.max_tokens:
             raise ConfigError(f"the thinking budget ({thinking.budget}) must be below "
                               f"max_tokens ({self.max_tokens})")
+        self._check_settings()
+
+    def _check_settings(self) -> None:
+        """``model_settings`` and ``cache`` against the backend's capabilities, and a
+        forced tool choice against the tools: a choice that names no tool, or asks
+        for a call with no tool to call, would fail at the provider on every turn."""
+        settings = self.model_settings
+        refused = refused_settings(self.backend.capabilities, settings, self.cache,
+                                   self.thinking)
+        if refused is not None:
+            raise Unsupported(self.backend.name, refused[0], hint=refused[1])
+        if settings.tool_choice in (None, "auto", "none") or any(
+                is_toolset(t) for t in self.tools):
+            return  # a toolset's tools are those of each turn, not known here
+        names = {t.name for t in expand_tools(self.tools)}
+        if settings.forced_tool is not None and settings.forced_tool not in names:
+            raise ConfigError(f"tool_choice names {settings.forced_tool!r}, which is not "
+                              f"one of the Agent's tools {sorted(names)!r}")
+        if not names and not self.mcp:
+            raise ConfigError("tool_choice='required' asks for a tool call, and the Agent "
+                              "has no tools")
 
     def __repr__(self) -> str:
         tools = [getattr(t, "name", repr(t)) for t in self.tools]
@@ -399,7 +442,7 @@ class Agent(Generic[OutputT]):
             tools = tools + (compiled.tool,)
         return Request(system=system, messages=messages, tools=tools, mcp=self.mcp,
                        thinking=self.thinking, max_tokens=self.max_tokens, output=compiled,
-                       profile=self.profile)
+                       profile=self.profile, settings=self.model_settings, cache=self.cache)
 
     def _settings(self, resume: Optional[Resume] = None) -> RunSettings:
         """The loop's policy for a run of this Agent (``resume``: from ``resume``)."""

@@ -110,12 +110,23 @@ class Fallback:
 
 
 def _intersection(all_caps: List[Capabilities]) -> Capabilities:
-    """What every backend can do: each flag only if all have it, the largest minimum."""
+    """What every backend can do: each flag only if all have it, the largest minimum;
+    the settings all of them take (while thinking too, where one thinks by default),
+    and the lowest highest temperature."""
     values: Dict[str, Any] = {}
     for spec in fields(Capabilities):
         mine = [getattr(c, spec.name) for c in all_caps]
-        values[spec.name] = max(mine) if isinstance(mine[0], int) and not isinstance(
-            mine[0], bool) else all(mine)
-    for name in ("native_tools", "context_edits"):  # what every one of them has
+        if spec.name == "thinking_settings":
+            held = [c.settings if t is None else t for c, t in zip(all_caps, mine)]
+            values[spec.name] = (None if all(t is None for t in mine)
+                                 else frozenset.intersection(*held))
+        elif spec.name == "thinks_by_default":
+            values[spec.name] = any(mine)
+        elif spec.name == "max_temperature":
+            values[spec.name] = min(mine)
+        else:
+            values[spec.name] = max(mine) if isinstance(mine[0], int) and not isinstance(
+                mine[0], bool) else all(mine)
+    for name in ("native_tools", "context_edits", "settings"):  # what every one of them has
         values[name] = frozenset.intersection(*(getattr(c, name) for c in all_caps))
     return Capabilities(**values)

@@ -542,3 +542,48 @@ def test_the_typed_overloads_of_agent_name_every_option_of_its_signature():
     parameters = inspect.signature(nacelle.Agent.__init__).parameters
     options = {n for n, p in parameters.items() if p.kind is p.KEYWORD_ONLY} - {"output"}
     assert set(typing.get_type_hints(_Options)) == options == set(_Options.__annotations__)
+
+
+# -- model settings and the prompt cache ----------------------------------------------
+
+def test_the_agents_model_settings_and_cache_ride_in_every_request():
+    settings = nacelle.ModelSettings(temperature=0.2, tool_choice="lookup")
+    cache = nacelle.Cache(ttl="1h", key="k1")
+    agent = Agent(backend(), "s", tools=[lookup], model_settings=settings, cache=cache)
+    request = agent.request([user_text("hi")])
+    assert request.settings is settings and request.cache is cache
+    plain = Agent(backend(), "s").request([])
+    assert plain.settings == nacelle.ModelSettings() and plain.cache is None
+
+
+def test_a_setting_the_backend_does_not_take_is_unsupported_at_construction():
+    caps = Capabilities(settings=frozenset({"temperature"}))
+    Agent(backend(capabilities=caps), "s", model_settings=nacelle.ModelSettings(temperature=1))
+    with pytest.raises(Unsupported, match="does not support the seed setting"):
+        Agent(backend(capabilities=caps), "s", model_settings=nacelle.ModelSettings(seed=3))
+    with pytest.raises(Unsupported, match="the cache_key setting"):
+        Agent(backend(capabilities=caps), "s", cache=nacelle.Cache(key="k"))
+    # a user's backend that declares no settings takes none of them
+    with pytest.raises(Unsupported, match="the stop setting"):
+        Agent(backend(capabilities=Capabilities()), "s",
+              model_settings=nacelle.ModelSettings(stop="END"))
+
+
+def test_a_forced_tool_choice_must_name_a_tool_the_agent_has():
+    with pytest.raises(ConfigError, match="tool_choice names 'missing'"):
+        Agent(backend(), "s", tools=[lookup],
+              model_settings=nacelle.ModelSettings(tool_choice="missing"))
+    with pytest.raises(ConfigError, match="the Agent has no tools"):
+        Agent(backend(), "s", model_settings=nacelle.ModelSettings(tool_choice="required"))
+    Agent(backend(), "s", tools=[lookup], model_settings=nacelle.ModelSettings(
+        tool_choice="required", parallel_tool_calls=False))
+    Agent(backend(), "s", model_settings=nacelle.ModelSettings(tool_choice="none"))
+
+
+@pytest.mark.parametrize("options, match", [
+    ({"model_settings": {"temperature": 0}}, "model_settings must be a nacelle.ModelSettings"),
+    ({"cache": "1h"}, "cache must be a nacelle.Cache"),
+])
+def test_settings_of_the_wrong_type_are_config_errors(options, match):
+    with pytest.raises(ConfigError, match=match):
+        Agent(backend(), "s", **options)

@@ -10,10 +10,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Every top-level name the package promises.
 PUBLIC = {
-    "Agent", "APIError", "Backend", "Budget", "CallProfile", "CancelEvent", "Cancelled", "Capabilities",
+    "Agent", "APIError", "Backend", "Budget", "Cache", "CallProfile", "CancelEvent", "Cancelled", "Capabilities",
     "Checkpoint", "CheckpointError", "Citation", "Compaction", "ConfigError", "ConversationError",
     "DEFAULT_MAX_TOKENS", "Document", "Effort", "Event", "Fallback", "Finish", "HookEvent", "HookPoint",
-    "HookResult", "Image", "Kind", "MAX_INJECT", "MCPServer", "Message", "NacelleError", "PAUSE",
+    "HookResult", "Image", "Kind", "MAX_INJECT", "MCPServer", "Message", "ModelSettings", "NacelleError", "PAUSE",
     "PartialJSON", "ProviderBlock", "Reasoning", "Request", "Result", "Retry", "RetryBudgetExceeded",
     "RetryOptions", "Role", "RunContext", "Schema", "Stop", "StreamError", "StreamTruncated", "Text",
     "Thinking", "Tool", "ToolCall", "ToolContext", "ToolEvent", "ToolResult", "ToolSink",

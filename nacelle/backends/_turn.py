@@ -173,6 +173,38 @@ class Endpoint:
         return transport
 
 
+#: Headers the transport writes for every request; ``extra_headers`` never replaces one.
+_OWN = frozenset({"content-type", "content-length", "accept", "accept-encoding", "host",
+                  "transfer-encoding", "connection"})
+
+
+def with_extra_headers(endpoint: Endpoint, headers: Optional[Mapping[str, str]],
+                       extra: Mapping[str, str]) -> Dict[str, str]:
+    """A request's ``headers`` with ``ModelSettings.extra_headers`` added.
+
+    A name the backend's transport already sends on every request — its key header
+    above all, its version and attribution headers, the framing ones — is a
+    ConfigError, not an override: a key given there would travel past the secret
+    handling the real one gets, and a silent replacement is a request nobody asked
+    for. A name the backend sends on this request only (``anthropic-beta``) is joined
+    to its value with a comma, as HTTP list headers are (RFC 9110, section 5.3), so
+    both sets of betas apply. Only names ever appear in the error.
+    """
+    fixed = _OWN | {name.lower() for name in endpoint.transport.request_headers()}
+    out = dict(headers or {})
+    given = {name.lower(): name for name in out}
+    for name, value in extra.items():
+        key = name.lower()
+        if key in fixed:
+            raise ConfigError(f"extra_headers may not replace the {name} header that "
+                              f"{endpoint.name} sends itself")
+        if key in given:
+            out[given[key]] = f"{out[given[key]]},{value}"
+        else:
+            out[name] = value
+    return out
+
+
 def stream_turn(
     endpoint: Endpoint,
     path: str,
@@ -193,6 +225,8 @@ def stream_turn(
     ``request.end`` with the usage, the stop and the time to the first delta — or the
     failure, a consumer leaving early included. ``request`` and ``model`` describe it.
     """
+    if request is not None and request.settings.extra_headers:
+        headers = with_extra_headers(endpoint, headers, request.settings.extra_headers)
     if ctx.observer is None:
         return _stream_turn(endpoint, path, body, ctx, accumulator, headers, keepalive, None)
     return _observed_turn(endpoint, path, body, ctx, accumulator, headers, keepalive,

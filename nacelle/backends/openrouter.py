@@ -61,16 +61,17 @@ Choices where the contract is silent:
   bodies — so a key the provider echoed never reaches an exception.
 
 Outer ring: imports ``backends._turn`` (and, through it at the first request,
-``requests``), ``backends._wire_cache``, ``nacelle._net.headers``, the Chat Completions
-halves, and the core: the one backend built on another backend's dialect.
+``requests``), ``backends._wire_cache``, ``backends._sampling``, ``nacelle._net.headers``,
+the Chat Completions halves, and the core: the one backend built on another backend's dialect.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import logging
-from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, FrozenSet, Iterator, Optional, Sequence, Tuple, Union
 
 from ..backend import Capabilities, Request, TurnEnd
 from ..context import RunContext
@@ -78,6 +79,7 @@ from ..errors import ConfigError, Unsupported
 from ..events import Event, Usage
 from ..messages import Message
 from .._net.headers import read_key
+from ._sampling import CLAUDE_SAMPLING, claude_refuses_sampling
 from ._turn import Endpoint, base_url_from, check_key, check_model, stream_turn
 from ._wire_cache import WireCache
 from .chat import stream as chat_stream
@@ -103,6 +105,10 @@ DIALECT = chat_wire.Dialect(
     echo_with_calls_only=False, include_usage=False, parallel_tool_calls=True,
     cache_prefixes=("anthropic/",), cost_in_usage=True, output_schema="openai",
     documents=True,
+    # ChatRequest's top_k and prompt_cache_key beside OpenAI's fields
+    # (https://openrouter.ai/docs/api-reference/parameters); the one-hour cache on the
+    # models that get breakpoints (chat.chat_settings).
+    settings=chat_wire.CHAT_SETTINGS | {"top_k", "cache_key"},
 )
 
 MCP_HINT = (
@@ -150,15 +156,28 @@ def usage_from(usage: Dict[str, Any]) -> Usage:
 capabilities = Capabilities(
     mcp=False, thinking=True, effort=True, min_budget=0, cost=True,
     token_counting=False, images=True, structured_output=True, documents=True,
-    tool_media=False,
+    tool_media=False, settings=DIALECT.settings,
 )
+
+
+def settings_for(model: str) -> FrozenSet[str]:
+    """The settings ``model`` takes through OpenRouter: the dialect's, with the
+    one-hour cache where the model gets breakpoints (``anthropic/``) and without
+    sampling on the Claude models that refuse it (``backends/_sampling.py``;
+    OpenRouter drops those fields there rather than failing, so asking for them would
+    be a setting silently not applied)."""
+    settings = DIALECT.settings
+    if model.startswith(DIALECT.cache_prefixes):
+        settings = settings | {"cache_ttl"}
+        if claude_refuses_sampling(model):
+            settings = settings - CLAUDE_SAMPLING
+    return settings
 
 
 class Backend:
     """OpenRouter, streaming Chat Completions. See the module docstring."""
 
     name = "openrouter"
-    capabilities = capabilities
 
     def __init__(
         self,
@@ -199,6 +218,7 @@ class Backend:
         self.app_url = app_url
         self.provider = copy.deepcopy(provider)
         self._wire_cache = WireCache()  # each message's JSON, encoded once a run
+        self.capabilities = dataclasses.replace(capabilities, settings=settings_for(model))
 
     def __repr__(self) -> str:
         return f"openrouter.Backend(model={self.model!r}, base_url={self.base_url!r})"

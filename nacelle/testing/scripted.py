@@ -42,7 +42,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union, cast
 
-from ..backend import Capabilities, Request, TurnEnd
+from ..backend import SETTINGS, Capabilities, Request, TurnEnd
 from ..context import RunContext
 from ..errors import ConfigError
 from ..events import Event, Kind, Stop, ToolEvent, Usage, _input_so_far
@@ -52,7 +52,7 @@ __all__ = ["FakeClock", "ScriptedBackend", "Turn"]
 
 ALL_CAPABILITIES = Capabilities(mcp=True, thinking=True, effort=True, min_budget=0, cost=True,
                                 token_counting=True, images=True, structured_output=True,
-                                documents=True, tool_media=True)
+                                documents=True, tool_media=True, settings=SETTINGS)
 
 
 @dataclass(frozen=True)

@@ -383,10 +383,20 @@ def test_the_defaults_and_capabilities(server):
                 "web_search", "web_search:max_uses", "web_search:allowed_domains",
                 "web_search:blocked_domains", "web_fetch", "web_fetch:max_uses",
                 "web_fetch:allowed_domains", "web_fetch:blocked_domains",
-                "web_fetch:max_content_tokens", "code_execution"}))
-    # The default model has a published price, so this instance reports dollars.
+                "web_fetch:max_content_tokens", "code_execution"}),
+        settings=frozenset({"temperature", "top_p", "top_k", "stop", "tool_choice",
+                            "forced_tool_choice", "parallel_tool_calls", "extra_body",
+                            "extra_headers", "cache_ttl"}),
+        thinking_settings=frozenset({"stop", "seed", "tool_choice", "parallel_tool_calls",
+                                     "extra_body", "extra_headers", "cache_ttl",
+                                     "cache_key"}),
+        thinks_by_default=True, max_temperature=1.0)
+    # The default model has a published price, so this instance reports dollars; it
+    # is a Claude that takes no sampling settings.
     assert backend.pricing == price_for("anthropic", "claude-opus-5") is not None
-    assert backend.capabilities == dataclasses.replace(anthropic.capabilities, cost=True)
+    assert backend.capabilities == dataclasses.replace(
+        anthropic.capabilities, cost=True,
+        settings=anthropic.capabilities.settings - {"temperature", "top_p", "top_k"})
     assert isinstance(backend, nacelle.Backend)
 
 
@@ -695,3 +705,165 @@ def test_the_base_url_comes_from_anthropic_base_url_unless_given(monkeypatch):
         "http://127.0.0.1:8")
     monkeypatch.delenv("ANTHROPIC_BASE_URL")
     assert anthropic.Backend(api_key="sk-ant-x").base_url == "https://api.anthropic.com"
+
+
+# -- model settings and the one-hour cache, on the wire ---------------------------------
+#
+# Shapes from the Messages API reference (https://platform.claude.com/docs/en/api/
+# messages/create) and the SDK's MessageCreateParams / ToolChoiceParam /
+# CacheControlEphemeralParam (anthropic-sdk-python src/anthropic/types/).
+
+def settings_agent(server, settings=None, cache=None, **kw):
+    kw.setdefault("thinking", nacelle.Thinking(effort=nacelle.Effort.NONE))
+    kw.setdefault("tools", [get_weather])
+    backend = make(server, model=kw.pop("model", "claude-sonnet-4-5"))
+    return nacelle.Agent(backend, "You report the weather.", model_settings=settings,
+                         cache=cache, **kw)
+
+
+def test_model_settings_go_out_as_the_messages_api_fields(server):
+    """temperature, top_k, stop_sequences, tool_choice {"type": "tool", "name"} with
+    disable_parallel_tool_use, extra_body merged last, extra_headers beside the key."""
+    server.queue(PATH, Reply(chunks=anthropic_stream(["Fog."])))
+    settings = nacelle.ModelSettings(
+        temperature=0.3, top_k=40, stop=["\n\nEND"], tool_choice="get_weather",
+        parallel_tool_calls=False, extra_body={"metadata": {"user_id": "u-1"}},
+        extra_headers={"X-Trace-Id": "trace-1"})
+    settings_agent(server, settings).run([user_text("Weather in SF?")])
+    sent = server.requests[0]
+    body = sent.json()
+    assert (body["temperature"], body["top_k"], body["stop_sequences"]) == (0.3, 40, ["\n\nEND"])
+    assert body["tool_choice"] == {"type": "tool", "name": "get_weather",
+                                   "disable_parallel_tool_use": True}
+    assert body["metadata"] == {"user_id": "u-1"}
+    assert "top_p" not in body and "seed" not in body
+    assert sent.headers["x-trace-id"] == "trace-1" and sent.headers["x-api-key"] == KEY
+
+
+@pytest.mark.parametrize("settings, choice", [
+    ({"tool_choice": "required"}, {"type": "any"}),
+    ({"tool_choice": "auto", "parallel_tool_calls": False},
+     {"type": "auto", "disable_parallel_tool_use": True}),
+    ({"parallel_tool_calls": False}, {"type": "auto", "disable_parallel_tool_use": True}),
+    ({"tool_choice": "none", "parallel_tool_calls": False}, {"type": "none"}),
+    ({"parallel_tool_calls": True}, None),
+])
+def test_tool_choice_takes_the_apis_types(server, settings, choice):
+    """ToolChoiceAnyParam, ToolChoiceAutoParam and ToolChoiceNoneParam (the last has no
+    disable_parallel_tool_use); parallel calls allowed is the API's default."""
+    server.queue(PATH, Reply(chunks=anthropic_stream(["Fog."])))
+    settings_agent(server, nacelle.ModelSettings(**settings)).run([user_text("SF?")])
+    assert server.requests[0].json().get("tool_choice") == choice
+
+
+def test_a_run_without_tools_sends_no_tool_choice(server):
+    server.queue(PATH, Reply(chunks=anthropic_stream(["Hi."])))
+    settings_agent(server, nacelle.ModelSettings(tool_choice="none", top_p=0.5),
+                   tools=[]).run([user_text("Hi")])
+    body = server.requests[0].json()
+    assert "tool_choice" not in body and body["top_p"] == 0.5
+
+
+@pytest.mark.parametrize("model, options, settings, match", [
+    # Claude Opus 4.7 and later refuse sampling on every request
+    ("claude-opus-5", {}, {"temperature": 0.2}, "the temperature setting"),
+    ("claude-opus-4-7", {}, {"top_p": 0.9}, "the top_p setting"),
+    ("claude-sonnet-5", {}, {"top_k": 5}, "the top_k setting"),
+    ("claude-fable-5", {}, {"temperature": 1}, "the temperature setting"),
+    # the Messages API has no seed
+    ("claude-sonnet-4-5", {}, {"seed": 1}, "the seed setting"),
+    # temperature runs from 0 to 1 there
+    ("claude-sonnet-4-5", {}, {"temperature": 1.5}, "a temperature of 1.5"),
+    # while the model thinks (nacelle's default: adaptive thinking)
+    ("claude-sonnet-4-5", {"thinking": nacelle.Thinking()}, {"temperature": 0.5},
+     "the temperature setting while the model thinks"),
+    ("claude-sonnet-4-5", {"thinking": nacelle.Thinking(budget=2048)}, {"top_k": 5},
+     "the top_k setting while the model thinks"),
+    ("claude-sonnet-4-5", {"thinking": nacelle.Thinking()}, {"tool_choice": "required"},
+     "the forced_tool_choice setting while the model thinks"),
+])
+def test_what_the_model_refuses_is_unsupported_at_construction(server, model, options,
+                                                               settings, match):
+    with pytest.raises(nacelle.Unsupported, match=match):
+        settings_agent(server, nacelle.ModelSettings(**settings), model=model, **options)
+    assert server.requests == []
+
+
+def test_settings_the_model_takes_while_thinking_are_accepted(server):
+    settings_agent(server, nacelle.ModelSettings(stop="END", tool_choice="auto"),
+                   model="claude-opus-5", thinking=nacelle.Thinking())
+    settings_agent(server, nacelle.ModelSettings(temperature=0.0), model="claude-3-5-haiku-20241022")
+
+
+def test_the_prompt_cache_key_is_openais_and_unsupported_here(server):
+    with pytest.raises(nacelle.Unsupported, match="the cache_key setting"):
+        settings_agent(server, cache=nacelle.Cache(key="run-1"))
+
+
+def test_a_one_hour_cache_marks_every_breakpoint_of_every_turn_with_its_ttl(server):
+    """cache_control {"type": "ephemeral", "ttl": "1h"} on the last tool, the system
+    block and the conversation's breakpoints, the second turn's included (whose body
+    reuses the first turn's encoded prefix)."""
+    server.queue(PATH, Reply(chunks=anthropic_stream(
+        [], tool_calls=[("toolu_1", "get_weather", '{"city": "Paris"}')])),
+        Reply(chunks=anthropic_stream(["Sunny."])))
+    settings_agent(server, cache=nacelle.Cache(ttl="1h")).run([user_text("Paris?")])
+    hour = {"type": "ephemeral", "ttl": "1h"}
+    for sent in server.requests:
+        body = sent.json()
+        marks = [b["cache_control"] for m in body["messages"] for b in m["content"]
+                 if "cache_control" in b]
+        assert body["tools"][-1]["cache_control"] == hour
+        assert body["system"][0]["cache_control"] == hour
+        assert marks and all(mark == hour for mark in marks)
+    assert len([b for m in server.requests[1].json()["messages"] for b in m["content"]
+                if "cache_control" in b]) == 2
+
+
+def test_a_five_minute_cache_sends_the_plain_marker(server):
+    server.queue(PATH, Reply(chunks=anthropic_stream(["Hi."])))
+    settings_agent(server, cache=nacelle.Cache(ttl="5m")).run([user_text("Hi")])
+    assert server.requests[0].json()["system"][0]["cache_control"] == {"type": "ephemeral"}
+
+
+def test_one_hour_writes_are_priced_at_twice_the_input_rate(server):
+    """usage.cache_creation splits the writes by lifetime (the SDK's CacheCreation);
+    Anthropic prices a five-minute write at 1.25x base input and a one-hour write at
+    2x (https://platform.claude.com/docs/en/about-claude/pricing)."""
+    # 100,000 tokens: under the long-context threshold, where other rates apply
+    usage = {"input_tokens": 0, "output_tokens": 0, "cache_creation_input_tokens": 100_000,
+             "cache_creation": {"ephemeral_5m_input_tokens": 40_000,
+                                "ephemeral_1h_input_tokens": 60_000}}
+    server.queue(PATH, Reply(chunks=anthropic_stream(["Hi."], usage=usage)))
+    price = price_for("anthropic", "claude-sonnet-4-5")
+    result = settings_agent(server, cache=nacelle.Cache(ttl="1h")).run([user_text("Hi")])
+    assert result.usage.cache_creation_tokens == 100_000
+    assert result.usage.cost == pytest.approx((0.04 * 1.25 + 0.06 * 2) * price.input)
+    assert price.cache_write_1h == 2 * price.input and price.cache_write == 1.25 * price.input
+
+
+@pytest.mark.parametrize("name", ["anthropic-version", "Content-Type", "Accept"])
+def test_extra_headers_never_replace_a_header_the_backend_sends(server, name):
+    agent = settings_agent(server, nacelle.ModelSettings(extra_headers={name: "other"}))
+    with pytest.raises(ConfigError, match=f"may not replace the {name} header") as caught:
+        agent.run([user_text("Hi")])
+    assert KEY not in str(caught.value) and server.requests == []
+
+
+def test_extra_headers_join_the_beta_header_the_request_needs(server):
+    server.queue(PATH, Reply(chunks=anthropic_stream(["Hi."])))
+    settings = nacelle.ModelSettings(extra_headers={"anthropic-beta": "context-1m-2025-08-07"})
+    settings_agent(server, settings, tools=[],
+                   mcp=[MCPServer("docs", "https://mcp.example.com/sse")]).run([user_text("Hi")])
+    assert server.requests[0].headers["anthropic-beta"] == (
+        "mcp-client-2025-11-20,context-1m-2025-08-07")
+
+
+def test_extra_headers_values_stay_out_of_logs_and_reprs(server, caplog):
+    caplog.set_level(logging.DEBUG)
+    server.queue(PATH, Reply(chunks=anthropic_stream(["Hi."])))
+    settings = nacelle.ModelSettings(extra_headers={"X-Tenant": "tenant-hush-42"})
+    agent = settings_agent(server, settings)
+    agent.run([user_text("Hi")])
+    assert "tenant-hush-42" not in caplog.text + repr(agent) + repr(settings)
+    assert KEY not in caplog.text

@@ -383,7 +383,10 @@ def test_the_defaults_and_capabilities():
         token_counting=True, images=True, structured_output=True, documents=True,
         tool_media=True,
             native_tools=frozenset({
-                "web_search", "web_search:allowed_domains", "code_execution"}))
+                "web_search", "web_search:allowed_domains", "code_execution"}),
+        # a reasoning model: no temperature or top_p
+        settings=frozenset({"tool_choice", "forced_tool_choice", "parallel_tool_calls",
+                            "extra_body", "extra_headers", "cache_key"}))
     assert isinstance(backend, nacelle.Backend)
     assert repr(backend) == ("openai.Backend(model='gpt-5-mini', "
                              "base_url='https://api.openai.com/v1')")

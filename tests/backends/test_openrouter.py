@@ -104,10 +104,13 @@ def test_the_capability_row_is_declared_as_data():
     assert openrouter.capabilities == nacelle.Capabilities(
         mcp=False, thinking=True, effort=True, min_budget=0, cost=True,
         token_counting=False, images=True, structured_output=True, documents=True,
-        tool_media=False)
+        tool_media=False,
+        settings=frozenset({"temperature", "top_p", "top_k", "stop", "seed", "tool_choice",
+                            "forced_tool_choice", "parallel_tool_calls", "extra_body",
+                            "extra_headers", "cache_key"}))
     backend = openrouter.Backend(model="openai/gpt-5")
     assert backend.name == "openrouter"
-    assert backend.capabilities is openrouter.capabilities
+    assert backend.capabilities == openrouter.capabilities
     assert isinstance(backend, nacelle.Backend)
 
 

@@ -44,6 +44,11 @@ Choices where the contract is silent:
   the one that cleans HTTP error bodies, so an echoed key never reaches an
   exception. When a turn fails after server-side calls were announced, their
   failed results are yielded before the error, so each announced call is closed.
+- ``capabilities.settings`` is per model (:func:`settings_for`): the Claude families
+  that dropped sampling refuse ``temperature``, ``top_p`` and ``top_k`` at construction,
+  and ``thinking_settings`` holds what a thinking model still takes.
+  ``ModelSettings.extra_headers`` go on each turn's request, never over a header the
+  transport sends itself (``backends/_turn.py``).
 - ``capabilities.structured_output`` is per model: true but for the models
   Anthropic's structured-outputs page does not list (the Claude 3 family and the
   first Claude 4 releases: Opus 4 and 4.1, Sonnet 4), which refuse
@@ -54,12 +59,12 @@ Choices where the contract is silent:
   ``Usage.priced`` false (and ``capabilities.cost`` off) rather than reporting a
   free turn. Cache writes are priced by their lifetime, as the stream's
   ``usage.cache_creation`` splits them (five-minute writes 1.25× input, one-hour
-  writes 2×). Server-tool fees (web searches are billed per request) are not
+  writes 2×; ``Cache(ttl="1h")`` asks for the second). Server-tool fees (web searches are billed per request) are not
   included: the stream reports their count, not their price.
 
 Outer ring: imports ``backends._turn`` (and, through it at the first request,
-``requests``), ``backends._wire_cache``, ``nacelle._net.headers``, the two pure halves,
-and the core. Never another backend.
+``requests``), ``backends._wire_cache``, ``backends._sampling``, ``nacelle._net.headers``,
+the two pure halves, and the core. Never another backend.
 """
 
 from __future__ import annotations
@@ -68,10 +73,10 @@ import dataclasses
 import functools
 import logging
 from typing import (
-    Any, Dict, Iterator, Mapping, Optional, Sequence, Set, Tuple, Union,
+    Any, Dict, FrozenSet, Iterator, Mapping, Optional, Sequence, Set, Tuple, Union,
 )
 
-from ...backend import Capabilities, Request, TurnEnd
+from ...backend import SETTINGS, Capabilities, Request, TurnEnd
 from ...context import RunContext
 from ...errors import ConfigError
 from ...events import Event
@@ -79,6 +84,7 @@ from ...messages import Message, ProviderBlock, Role
 from ...pricing import price_for
 from ...sse import parse_json
 from ..._net.headers import read_key
+from .._sampling import CLAUDE_SAMPLING, claude_refuses_sampling
 from .._turn import Endpoint, base_url_from, check_key, check_model, count_tokens, stream_turn
 from .._wire_cache import WireCache
 from .stream import Accumulator, Pricing
@@ -107,7 +113,26 @@ capabilities = Capabilities(
         "web_search:blocked_domains", "web_fetch", "web_fetch:max_uses",
         "web_fetch:allowed_domains", "web_fetch:blocked_domains", "web_fetch:max_content_tokens",
         "code_execution"}),
+    # No seed (the Messages API has none) and no prompt_cache_key (OpenAI's). While the
+    # model thinks — which nacelle's requests do unless Thinking(effort=Effort.NONE) —
+    # the API refuses temperature and top_k, takes top_p only from 0.95 to 1 (refused
+    # here whole, not half) and tool_choice auto or none only
+    # (https://platform.claude.com/docs/en/build-with-claude/extended-thinking,
+    # "Feature compatibility"); temperature runs from 0 to 1
+    # (https://platform.claude.com/docs/en/api/messages/create).
+    settings=frozenset(SETTINGS - {"seed", "cache_key"}),
+    thinking_settings=frozenset(SETTINGS - {"temperature", "top_p", "top_k",
+                                            "forced_tool_choice"}),
+    thinks_by_default=True, max_temperature=1.0,
 )
+
+
+def settings_for(model: str) -> FrozenSet[str]:
+    """The settings ``model`` takes: :data:`capabilities`' less the sampling ones on
+    the models that refuse them (``backends/_sampling.py``)."""
+    if claude_refuses_sampling(model):
+        return capabilities.settings - CLAUDE_SAMPLING
+    return capabilities.settings
 
 
 class Backend:
@@ -146,7 +171,8 @@ class Backend:
         self.pricing = pricing
         self._wire_cache = WireCache()  # each message's JSON, encoded once a run
         self.capabilities = dataclasses.replace(
-            capabilities, cost=pricing is not None, structured_output=_has_output_format(model))
+            capabilities, cost=pricing is not None, structured_output=_has_output_format(model),
+            settings=settings_for(model))
 
     def __repr__(self) -> str:
         priced = f", pricing={self.pricing!r}" if self.pricing is not None else ""

@@ -72,6 +72,19 @@ Choices made where the wire leaves room:
   types (``NATIVE_TYPES``), after the local tools, with the beta header each still
   needs (``NATIVE_BETAS``); a web fetch asks for citations. Their calls and results
   come back as provider blocks, replayed as they came.
+- **Settings** (``request.settings``, a :class:`~nacelle.backend.ModelSettings`) are the
+  Messages API's own fields (platform.claude.com/docs/en/api/messages/create; the SDK's
+  ``MessageCreateParams``): ``temperature``, ``top_p``, ``top_k``, ``stop`` as
+  ``stop_sequences``; ``tool_choice`` as ``{"type": "auto"|"any"|"none"}`` ("required"
+  is ``any``) or ``{"type": "tool", "name": ...}``, and ``parallel_tool_calls=False`` as
+  ``disable_parallel_tool_use: true`` inside it (``auto`` when no choice was given;
+  never on ``none``, whose type has no such field). Both go only on a request with
+  tools. There is no ``seed``. ``extra_body`` is merged over the body last.
+- **Cache lifetime.** ``Cache(ttl="1h")`` puts ``"ttl": "1h"`` in every breakpoint's
+  ``cache_control`` (one lifetime for all, so the rule that longer entries come first
+  holds); "5m" sends the plain marker, the API's default
+  (platform.claude.com/docs/en/build-with-claude/prompt-caching, "1-hour cache
+  duration").
 - ``Reasoning.state`` holds the signature of a ``thinking`` block; a
   ``redacted_thinking`` block is kept whole, as its JSON object, in ``state`` (a
   signature is base64 and never starts with ``{``, so the two cannot be confused).
@@ -82,6 +95,7 @@ Outer-ring module: imports the standard library, nacelle's core and
 
 from __future__ import annotations
 
+import copy
 import logging
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -114,6 +128,8 @@ MIN_BUDGET = 1024
 DEFAULT_MODEL = "claude-opus-5"
 
 _CACHE = {"type": "ephemeral"}
+_CACHE_1H = {"type": "ephemeral", "ttl": "1h"}
+_CHOICES = {"auto": "auto", "required": "any", "none": "none"}
 # Blocks the API accepts a cache_control marker on (thinking blocks and server-tool
 # blocks are cached as part of a later prefix, but cannot carry a marker).
 _CACHEABLE = frozenset({"text", "image", "document", "tool_use", "tool_result"})
@@ -149,7 +165,37 @@ def to_wire(
     body: Dict[str, Any] = {"model": model, "max_tokens": request.max_tokens}
     body.update(_common(request, messages))
     body["stream"] = True
+    body.update(_settings(request))
+    extra = request.settings.extra_body
+    if extra:
+        body.update(copy.deepcopy(extra))
     return body
+
+
+def _settings(request: Request) -> Dict[str, Any]:
+    """The body fields of ``request.settings`` (see the module docstring)."""
+    settings = request.settings
+    out: Dict[str, Any] = {}
+    for name in ("temperature", "top_p", "top_k"):
+        value = getattr(settings, name)
+        if value is not None:
+            out[name] = value
+    if settings.stop:
+        out["stop_sequences"] = list(settings.stop)
+    if not (request.tools or request.mcp):
+        return out
+    choice: Optional[Dict[str, Any]] = None
+    if settings.tool_choice is not None:
+        forced = settings.forced_tool
+        choice = ({"type": "tool", "name": forced} if forced is not None else
+                  {"type": _CHOICES[settings.tool_choice]})
+    if settings.parallel_tool_calls is False:
+        choice = choice if choice is not None else {"type": "auto"}
+        if choice["type"] != "none":
+            choice["disable_parallel_tool_use"] = True
+    if choice is not None:
+        out["tool_choice"] = choice
+    return out
 
 
 def count_tokens_body(
@@ -172,6 +218,12 @@ def betas(request: Request) -> List[str]:
 
 # -- the body -----------------------------------------------------------------------
 
+def _marker(request: Request) -> Dict[str, Any]:
+    """A breakpoint's ``cache_control``, with the request's lifetime."""
+    cache = request.cache
+    return dict(_CACHE_1H if cache is not None and cache.ttl == "1h" else _CACHE)
+
+
 def _common(request: Request, messages: Sequence[Message]) -> Dict[str, Any]:
     body: Dict[str, Any] = {}
     profile = request.profile
@@ -179,15 +231,15 @@ def _common(request: Request, messages: Sequence[Message]) -> Dict[str, Any]:
     if request.system:
         body["system"] = [{"type": "text", "text": request.system}]
         if prefix:
-            body["system"][0]["cache_control"] = dict(_CACHE)
+            body["system"][0]["cache_control"] = _marker(request)
     wire_messages = _messages(messages)
     if profile is CallProfile.AGENT_TURN:
-        _mark_conversation(wire_messages)
+        _mark_conversation(wire_messages, _marker(request))
     body["messages"] = wire_messages
     tools = _tools(request.tools) + [_toolset(server) for server in request.mcp]
     if tools:
         if prefix:
-            tools[-1]["cache_control"] = dict(_CACHE)
+            tools[-1]["cache_control"] = _marker(request)
         body["tools"] = tools
     if request.mcp:
         body["mcp_servers"] = [_mcp_server(server) for server in request.mcp]
@@ -422,7 +474,7 @@ def _tool_input(call: ToolCall) -> Dict[str, Any]:
     return value
 
 
-def _mark_conversation(messages: List[Dict[str, Any]]) -> None:
+def _mark_conversation(messages: List[Dict[str, Any]], marker: Dict[str, Any]) -> None:
     """Put up to two cache breakpoints in the conversation (see the module docstring)."""
     if not messages:
         return
@@ -436,7 +488,7 @@ def _mark_conversation(messages: List[Dict[str, Any]]) -> None:
         if previous is not None and all(previous is not mark for mark in marks):
             marks.append(previous)
     for block in marks:
-        block["cache_control"] = dict(_CACHE)
+        block["cache_control"] = dict(marker)
 
 
 def _last_cacheable(messages: List[Dict[str, Any]], start: int) -> Optional[Dict[str, Any]]:
@@ -530,7 +582,7 @@ def _encode(cache: WireCache, request: Request, messages: Sequence[Message], mod
                 block, message = content[spot]
                 marked = _block(message.parts[block[3]])
                 assert marked is not None
-                marked["cache_control"] = dict(_CACHE)
+                marked["cache_control"] = _marker(request)
                 fragments[spot] = dumps(marked)
         encoded.append(_OPEN[role] + b",".join(fragments) + b"]}")
     head, _, tail = split_frame(to_wire(request, (), model=model))

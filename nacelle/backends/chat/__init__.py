@@ -65,6 +65,7 @@ one:
   ``output_mode="tool"`` there.
 
 Outer ring: imports ``backends._turn``, ``backends._stream``, ``backends._wire_cache``,
+``backends._sampling``,
 ``nacelle._net`` (``read_key``, ``scrub``), the two Chat Completions halves,
 ``nacelle.pricing`` and the core. Never another backend.
 """
@@ -75,7 +76,8 @@ import functools
 import logging
 import re
 from typing import (
-    TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Tuple, TypedDict, Union,
+    TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Iterator, List, Optional, Tuple, TypedDict,
+    Union,
 )
 
 from ...backend import Capabilities, Request, TurnEnd
@@ -88,10 +90,13 @@ from ...sse import SSEEvent
 from ..._net.headers import read_key
 from ..._net.secrets import scrub
 from .._stream import clean
-from .._turn import Endpoint, base_url_from, check_key, check_model, stream_turn
+from .._sampling import openai_settings
+from .._turn import (
+    Endpoint, base_url_from, check_key, check_model, stream_turn, with_extra_headers,
+)
 from .stream import Accumulator
 from .._wire_cache import WireCache
-from .wire import PROTOCOL, Dialect, encode_body, to_wire
+from .wire import CHAT_SETTINGS, PROTOCOL, Dialect, encode_body, to_wire
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # checkers only: the core is stdlib + requests
@@ -157,7 +162,10 @@ class Backend:
             cost=dialect.cost_in_usage or self.pricing is not None, token_counting=False,
             images=dialect.images, structured_output=bool(dialect.output_schema),
             documents=dialect.documents, tool_media=False,
+            settings=chat_settings(dialect, model),
         )
+        if dialect.openai_models:
+            self.capabilities = openai_settings(self.capabilities, model)
 
     def __repr__(self) -> str:
         return (f"chat.Backend(model={self.model!r}, base_url={self.base_url!r}, "
@@ -211,7 +219,9 @@ class Backend:
                                          dialect=self.dialect).items()
                 if k not in ("stream", "stream_options")}
         transport = self._endpoint.transport
-        answer = transport.post_json("/chat/completions", body, ctx)
+        extra = request.settings.extra_headers
+        answer = transport.post_json("/chat/completions", body, ctx, headers=(
+            with_extra_headers(self._endpoint, None, extra) if extra else None))
         accumulator = self._accumulator(
             functools.partial(scrub, headers=transport.request_headers()), seed=seed)
         for event in accumulator.feed_chunk(_as_chunk(answer)):
@@ -259,21 +269,37 @@ def _key_header(api_key: Optional[str], variable: str, server: str) -> Dict[str,
 
 # -- presets ------------------------------------------------------------------------
 
+def chat_settings(dialect: Dialect, model: str) -> FrozenSet[str]:
+    """The settings a dialect's ``model`` takes: the dialect's, with the one-hour
+    cache where the model gets cache breakpoints (OpenRouter's ``anthropic/``)."""
+    if dialect.cache_prefixes and model.startswith(dialect.cache_prefixes):
+        return dialect.settings | {"cache_ttl"}
+    return dialect.settings
+
+
 OPENAI = Dialect(
     name="OpenAI", key_env="OPENAI_API_KEY", max_tokens="max_completion_tokens",
     efforts=("none", "minimal", "low", "medium", "high", "xhigh"), reasoning_fields=(),
-    parallel_tool_calls=True, pricing="openai", output_schema="openai", documents=True)
+    parallel_tool_calls=True, pricing="openai", output_schema="openai", documents=True,
+    settings=CHAT_SETTINGS | {"cache_key"}, openai_models=True)
 OLLAMA = Dialect(name="Ollama", reasoning_fields=("reasoning", "reasoning_content"),
                  max_tokens="max_tokens", output_schema="full")
-VLLM = Dialect(name="vLLM", tool_choice=True, output_schema="full")
-LLAMACPP = Dialect(name="llama.cpp", output_schema="full")
+# vLLM and llama.cpp take top_k beside OpenAI's fields
+# (docs.vllm.ai/en/latest/serving/openai_compatible_server.html, "Extra parameters";
+# github.com/ggml-org/llama.cpp/tree/master/tools/server, POST /v1/chat/completions).
+VLLM = Dialect(name="vLLM", tool_choice=True, output_schema="full",
+               settings=CHAT_SETTINGS | {"top_k"})
+LLAMACPP = Dialect(name="llama.cpp", output_schema="full", settings=CHAT_SETTINGS | {"top_k"})
 LMSTUDIO = Dialect(name="LM Studio", output_schema="full")
 GROQ = Dialect(name="Groq", key_env="GROQ_API_KEY", max_tokens="max_completion_tokens",
                reasoning_fields=("reasoning",), pricing="groq", output_schema="openai")
 DEEPSEEK = Dialect(
     name="DeepSeek", key_env="DEEPSEEK_API_KEY", efforts=("low", "high", "max"),
     thinking_toggle=True, reasoning_fields=("reasoning_content",),
-    echo_reasoning="reasoning_content", images=False, pricing="deepseek")
+    echo_reasoning="reasoning_content", images=False, pricing="deepseek",
+    # no seed or parallel_tool_calls in DeepSeek's request
+    # (api-docs.deepseek.com/api/create-chat-completion)
+    settings=CHAT_SETTINGS - {"seed", "parallel_tool_calls"})
 GEMINI = Dialect(
     name="Gemini", key_env="GEMINI_API_KEY",
     efforts=("none", "minimal", "low", "medium", "high"), reasoning_fields=("reasoning",),
@@ -281,9 +307,11 @@ GEMINI = Dialect(
 # Mistral's models that reason take reasoning_effort "high" (a thinking chunk before the
 # answer) or "none" (docs.mistral.ai/capabilities/reasoning/: mistral-small-latest and
 # mistral-medium-3-5), and stream the thinking as typed content chunks (stream.py).
+# Mistral's seed is named random_seed (docs.mistral.ai/api/#tag/chat): give it in
+# extra_body.
 MISTRAL = Dialect(name="Mistral", key_env="MISTRAL_API_KEY", efforts=("none", "high"),
                   tool_choice=True, include_usage=False, pricing="mistral",
-                  output_schema="openai")
+                  output_schema="openai", settings=CHAT_SETTINGS - {"seed"})
 TOGETHER = Dialect(name="Together", key_env="TOGETHER_API_KEY",
                    reasoning_fields=("reasoning", "reasoning_content"), pricing="together",
                    output_schema="openai")

@@ -71,12 +71,18 @@ Many servers speak Chat Completions and each is loose in its own place. A
   the server has no native structured output (``capabilities.structured_output``
   false; ``output_mode="auto"`` uses the final-answer tool). A ``Schema(...,
   strict=False)`` is sent as it is with ``strict: false`` everywhere.
+- **Settings** (``request.settings``) are ``CreateChatCompletionRequest``'s fields
+  (``_settings`` below names each); ``Dialect.settings`` says which a server takes,
+  and the Agent refuses the others at construction. ``extra_body`` is merged last,
+  over the body and the dialect's own extra fields.
 - **Prompt caching**, for the models whose name starts with one of
   ``Dialect.cache_prefixes`` (OpenRouter's ``anthropic/``): a ``cache_control``
   breakpoint on the system prompt and one on the last text of the newest message.
   Other servers cache automatically or not at all, and get no markers. As on the
   Anthropic backend, a ``CallProfile.COMPACTION`` request marks the system prompt
   only, and one-shot profiles (TITLE, EVALUATION, PROBE) mark nothing.
+  ``Cache(ttl="1h")`` adds ``"ttl": "1h"`` to each marker and ``Cache(key=...)`` is
+  ``prompt_cache_key`` where the dialect takes one (OpenAI, OpenRouter).
 
 Where the contract is silent the choice follows the official OpenAI SDK's request
 shapes and the providers' compatibility pages (platform.openai.com/docs/api-reference/chat,
@@ -110,6 +116,13 @@ __all__ = ["Dialect", "PROTOCOL", "encode_body", "to_wire"]
 PROTOCOL = "chat"
 
 _EPHEMERAL = {"type": "ephemeral"}
+_EPHEMERAL_1H = {"type": "ephemeral", "ttl": "1h"}
+#: What a Chat Completions server takes unless its dialect says otherwise: the
+#: fields of OpenAI's ``CreateChatCompletionRequest`` that servers commonly honour
+#: (platform.openai.com/docs/api-reference/chat/create).
+CHAT_SETTINGS = frozenset({"temperature", "top_p", "stop", "seed", "tool_choice",
+                           "forced_tool_choice", "parallel_tool_calls", "extra_body",
+                           "extra_headers"})
 _PDF = frozenset({"application/pdf"})
 _LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 #: ``Dialect.output_schema`` forms and their normalisers (None: the schema as it is).
@@ -154,6 +167,11 @@ class Dialect:
     documents: bool = False
     pricing: str = ""
     output_schema: str = ""
+    #: the ModelSettings (and "cache_key") this server takes, as
+    #: ``Capabilities.settings`` names them
+    settings: FrozenSet[str] = CHAT_SETTINGS
+    #: whether OpenAI's reasoning models refuse sampling here (``backends/_sampling.py``)
+    openai_models: bool = False
 
     def __post_init__(self) -> None:
         unknown = [level for level in self.efforts if level not in _LEVELS]
@@ -193,7 +211,7 @@ def to_wire(
     if request.system:
         if prefix:
             system: Any = [{"type": "text", "text": request.system,
-                            "cache_control": dict(_EPHEMERAL)}]
+                            "cache_control": _marker(request)}]
         else:
             system = request.system
         wire.append({"role": "system", "content": system})
@@ -208,7 +226,7 @@ def to_wire(
         else:
             wire.extend(user(message, position, unsent, dialect))
     if cache and profile is CallProfile.AGENT_TURN and len(wire) > 1:
-        _mark_newest(wire[-1])
+        _mark_newest(wire[-1], _marker(request))
 
     body: Dict[str, Any] = {"model": model, "messages": wire, "stream": True}
     if dialect.include_usage:
@@ -227,9 +245,46 @@ def to_wire(
     output = request.output
     if output is not None and output.mode == "native" and dialect.output_schema:
         body["response_format"] = response_format(output, dialect.output_schema)
+    _settings(body, request, dialect)
     for key, value in (extra or {}).items():
         body[key] = copy.deepcopy(value)
+    if request.settings.extra_body:
+        body.update(copy.deepcopy(request.settings.extra_body))
     return body
+
+
+def _settings(body: Dict[str, Any], request: Request, dialect: Dialect) -> None:
+    """``request.settings`` and the cache key as ``CreateChatCompletionRequest``
+    fields (platform.openai.com/docs/api-reference/chat/create): ``temperature``,
+    ``top_p``, ``stop`` (a list), ``seed``, ``top_k`` where the dialect takes it
+    (OpenRouter's ``ChatRequest``, vLLM's and llama.cpp's extra sampling fields),
+    ``tool_choice`` as "auto", "required", "none" or ``{"type": "function",
+    "function": {"name": ...}}``, ``parallel_tool_calls`` (the last two only with
+    tools, replacing the dialect's own defaults), and ``prompt_cache_key``."""
+    settings = request.settings
+    for name in ("temperature", "top_p", "top_k", "seed"):
+        value = getattr(settings, name)
+        if value is not None:
+            body[name] = value
+    if settings.stop:
+        body["stop"] = list(settings.stop)
+    if request.tools:
+        if settings.forced_tool is not None:
+            body["tool_choice"] = {"type": "function",
+                                   "function": {"name": settings.forced_tool}}
+        elif settings.tool_choice is not None:
+            body["tool_choice"] = settings.tool_choice
+        if settings.parallel_tool_calls is not None:
+            body["parallel_tool_calls"] = settings.parallel_tool_calls
+    if request.cache is not None and request.cache.key is not None:
+        body["prompt_cache_key"] = request.cache.key
+
+
+def _marker(request: Request) -> Dict[str, Any]:
+    """A breakpoint's ``cache_control``, with the request's lifetime (OpenRouter's
+    ``ChatContentText.cache_control`` takes Anthropic's ``ttl``)."""
+    cache = request.cache
+    return dict(_EPHEMERAL_1H if cache is not None and cache.ttl == "1h" else _EPHEMERAL)
 
 
 def response_format(output: Any, form: str) -> Dict[str, Any]:
@@ -422,18 +477,18 @@ def _details(state: str, position: int, dialect: Dialect) -> List[Any]:
     return value
 
 
-def _mark_newest(item: Dict[str, Any]) -> None:
+def _mark_newest(item: Dict[str, Any], marker: Dict[str, Any]) -> None:
     """Put a cache breakpoint on the last text part of the newest wire message."""
     content = item.get("content")
     if isinstance(content, str):
         if content:
             item["content"] = [{"type": "text", "text": content,
-                                "cache_control": dict(_EPHEMERAL)}]
+                                "cache_control": dict(marker)}]
         return
     if isinstance(content, list):
         for part in reversed(content):
             if part.get("type") == "text" and part.get("text"):
-                part["cache_control"] = dict(_EPHEMERAL)
+                part["cache_control"] = dict(marker)
                 return
 
 
@@ -504,7 +559,7 @@ def _encode(cache: WireCache, request: Request, messages: Sequence[Message],
         if newest < 0:
             return None  # the newest item is in the prefix, which was sent unmarked
         last = _items(messages[start + newest], start + newest, dialect, unsent)[-1]
-        _mark_newest(last)
+        _mark_newest(last, _marker(request))
         groups[newest] = groups[newest][:-1] + (dumps(last),)
     stable = (max(newest, 0) if mark else len(groups))
     kept_region = run.region if run is not None else ()

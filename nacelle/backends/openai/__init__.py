@@ -59,8 +59,8 @@ Choices where the contract is silent:
   (``reasoning.encrypted`` items among them) replayed.
 
 Outer ring: imports ``backends._turn`` (and, through it at the first request,
-``requests``), ``nacelle._net.headers``, the two pure halves, ``nacelle.pricing`` and
-the core. Never another backend.
+``requests``), ``backends._sampling``, ``nacelle._net.headers``, the two pure halves,
+``nacelle.pricing`` and the core. Never another backend.
 """
 
 from __future__ import annotations
@@ -76,6 +76,7 @@ from ...events import Event
 from ...messages import Message
 from ...pricing import Price, price_for
 from ..._net.headers import read_key
+from .._sampling import openai_settings
 from .._turn import Endpoint, base_url_from, check_key, check_model, count_tokens, stream_turn
 from .stream import Accumulator
 from .wire import PROTOCOL, count_tokens_body, to_wire
@@ -92,7 +93,15 @@ capabilities = Capabilities(
     mcp=False, thinking=True, effort=True, min_budget=0, cost=False, token_counting=True,
     images=True, structured_output=True, documents=True, tool_media=True,
     native_tools=frozenset({"web_search", "web_search:allowed_domains", "code_execution"}),
+    settings=frozenset({"temperature", "top_p", "tool_choice", "forced_tool_choice",
+                        "parallel_tool_calls", "extra_body", "extra_headers", "cache_key"}),
 )
+
+
+
+def settings_for(model: str) -> Capabilities:
+    """:data:`capabilities` as ``model`` takes them (``backends/_sampling.py``)."""
+    return openai_settings(capabilities, model)
 
 
 class Backend:
@@ -124,8 +133,8 @@ class Backend:
             secret_headers=functools.partial(_key_header, api_key),
         )
         self.base_url = self._endpoint.base_url
-        self.capabilities = (dataclasses.replace(capabilities, cost=True)
-                             if self.pricing is not None else capabilities)
+        self.capabilities = dataclasses.replace(settings_for(model),
+                                                cost=self.pricing is not None)
 
     def __repr__(self) -> str:
         priced = f", pricing={self.pricing!r}" if self.pricing is not None else ""

@@ -61,6 +61,13 @@ Choices where the contract is silent:
   ``text.format: {"type": "json_schema", "name", "schema", "strict"}`` (the spec's
   ``TextResponseFormatJsonSchema``), the schema in OpenAI's strict subset
   (``output.schema.for_openai``) unless a ``Schema(..., strict=False)`` asks otherwise.
+- **Settings** (``request.settings``) are ``CreateResponse``'s own fields
+  (platform.openai.com/docs/api-reference/responses/create): ``temperature``,
+  ``top_p``, ``tool_choice`` as "auto", "required", "none" or ``{"type": "function",
+  "name": ...}`` (the spec's ``ToolChoiceFunction``) and ``parallel_tool_calls``, the
+  last two only on a request with tools. The Responses API has no ``stop``, ``top_k``
+  or ``seed``, so those are refused when the Agent is made. ``Cache(key=...)`` is
+  ``prompt_cache_key``. ``extra_body`` is merged over the body last.
 - **Max tokens.** ``max_output_tokens`` is sent only when the Agent chose a cap
   (``max_tokens`` other than ``DEFAULT_MAX_TOKENS``), as on Chat Completions, and
   never below the spec's minimum of 16.
@@ -129,7 +136,28 @@ def to_wire(request: Request, messages: Sequence[Message], *, model: str) -> Dic
             "type": "json_schema", "name": output.name,
             "schema": for_openai(output.schema) if strict else copy.deepcopy(output.schema),
             "strict": strict}}
+    _settings(body, request)
     return body
+
+
+def _settings(body: Dict[str, Any], request: Request) -> None:
+    """``request.settings`` and the cache key into ``body`` (see the module docstring)."""
+    settings = request.settings
+    for name in ("temperature", "top_p"):
+        value = getattr(settings, name)
+        if value is not None:
+            body[name] = value
+    if request.tools:
+        if settings.forced_tool is not None:
+            body["tool_choice"] = {"type": "function", "name": settings.forced_tool}
+        elif settings.tool_choice is not None:
+            body["tool_choice"] = settings.tool_choice
+        if settings.parallel_tool_calls is not None:
+            body["parallel_tool_calls"] = settings.parallel_tool_calls
+    if request.cache is not None and request.cache.key is not None:
+        body["prompt_cache_key"] = request.cache.key
+    if settings.extra_body:
+        body.update(copy.deepcopy(settings.extra_body))
 
 
 def count_tokens_body(request: Request, messages: Sequence[Message], *,
