@@ -415,3 +415,70 @@ def test_every_preset_is_a_function_of_its_own_name_with_the_backends_options():
     backend = chat.ollama("m", base_url="http://127.0.0.1:9/v1", max_retries=0, timeout=5.0,
                           stall_timeout=6.0, key_env="OLLAMA_KEY", api_key="k")
     assert (backend.base_url, backend.key_env) == ("http://127.0.0.1:9/v1", "OLLAMA_KEY")
+
+
+# -- model settings, on the wire and refused at construction -----------------------------
+
+def test_model_settings_and_extra_headers_reach_an_openai_chat_server(server):
+    """CreateChatCompletionRequest's fields (platform.openai.com/docs/api-reference/chat/
+    create) and the extra header beside the key."""
+    server.queue(PATH, recorded("text.sse"))
+    settings = nacelle.ModelSettings(temperature=0.4, stop="END", seed=5,
+                                     tool_choice="weather", parallel_tool_calls=False,
+                                     extra_headers={"OpenAI-Organization": "org-1"})
+    backend = chat.openai("gpt-4.1", api_key=KEY, base_url=server.url + "/v1")
+    nacelle.Agent(backend, "s", tools=[weather, clock], model_settings=settings,
+                  cache=nacelle.Cache(key="conv-1")).run([user_text("Hi")])
+    sent = server.requests[0]
+    body = sent.json()
+    assert {k: body[k] for k in ("temperature", "stop", "seed", "tool_choice",
+                                 "parallel_tool_calls", "prompt_cache_key")} == {
+        "temperature": 0.4, "stop": ["END"], "seed": 5,
+        "tool_choice": {"type": "function", "function": {"name": "weather"}},
+        "parallel_tool_calls": False, "prompt_cache_key": "conv-1"}
+    assert sent.headers["openai-organization"] == "org-1"
+    assert sent.headers["authorization"] == f"Bearer {KEY}"
+
+
+@pytest.mark.parametrize("preset, model, settings, match", [
+    (chat.openai, "gpt-5-mini", {"temperature": 0.2}, "the temperature setting"),
+    (chat.openai, "o3", {"top_p": 0.2}, "the top_p setting"),
+    (chat.openai, "gpt-4.1", {"top_k": 2}, "the top_k setting"),
+    (chat.deepseek, "deepseek-chat", {"seed": 2}, "the seed setting"),
+    (chat.mistral, "mistral-small-latest", {"seed": 2}, "the seed setting"),
+    (chat.ollama, "llama3.2", {"top_k": 2}, "the top_k setting"),
+])
+def test_what_a_server_or_model_refuses_is_unsupported_at_construction(
+        server, preset, model, settings, match):
+    backend = preset(model, api_key=KEY, base_url=server.url + "/v1")
+    with pytest.raises(nacelle.Unsupported, match=match):
+        nacelle.Agent(backend, "s", model_settings=nacelle.ModelSettings(**settings))
+
+
+def test_top_k_goes_to_the_servers_that_document_it(server):
+    for preset in (chat.vllm, chat.llamacpp):
+        backend = preset("local", base_url=server.url + "/v1")
+        nacelle.Agent(backend, "s", model_settings=nacelle.ModelSettings(top_k=20))
+
+
+def test_cache_controls_are_unsupported_where_the_server_has_none(server):
+    backend = chat.ollama("llama3.2", base_url=server.url + "/v1")
+    for cache, match in ((nacelle.Cache(ttl="1h"), "cache_ttl"),
+                         (nacelle.Cache(key="k"), "cache_key")):
+        with pytest.raises(nacelle.Unsupported, match=match):
+            nacelle.Agent(backend, "s", cache=cache)
+
+
+def test_extra_headers_reach_the_unstreamed_retry_too(server):
+    """A server that cannot stream tools is asked again without streaming; the extra
+    header goes on that request as well."""
+    refusal = {"error": {"message": "Cannot use tools with stream",
+                         "type": "invalid_request_error"}}
+    server.queue(PATH, Reply.json(refusal, status=400),
+                 Reply.json({"id": "c1", "object": "chat.completion", "model": "m",
+                             "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                                 "role": "assistant", "content": "Hi."}}]}))
+    backend = chat.llamacpp("local", base_url=server.url + "/v1")
+    settings = nacelle.ModelSettings(extra_headers={"X-Request-Tag": "t2"})
+    nacelle.Agent(backend, "s", tools=[weather], model_settings=settings).run([user_text("Hi")])
+    assert [r.headers.get("x-request-tag") for r in server.requests] == ["t2", "t2"]

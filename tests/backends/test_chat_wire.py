@@ -11,6 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+import nacelle
 from nacelle import (
     ConfigError, Document, Effort, Finish, Image, MCPServer, Message, ProviderBlock, Reasoning,
     Request, Role, Stop, Text, Thinking, ToolCall, ToolResult, Unsupported,
@@ -582,3 +583,71 @@ def test_documents_are_a_capability_of_the_dialects_that_document_them():
     assert chat.openai("gpt-5-mini", api_key="k").capabilities.documents
     assert not chat.ollama("qwen3").capabilities.documents
     assert not chat.openai("gpt-5-mini", api_key="k").capabilities.tool_media
+
+
+# -- model settings and cache controls ---------------------------------------------------
+#
+# OpenAI's CreateChatCompletionRequest (platform.openai.com/docs/api-reference/chat/create:
+# temperature, top_p, stop as a string or array, seed, tool_choice "none"/"auto"/"required"
+# or {"type": "function", "function": {"name"}}, parallel_tool_calls, prompt_cache_key)
+# and OpenRouter's ChatRequest (openrouter.ai/docs/api-reference/parameters: the same
+# plus top_k; ChatContentText.cache_control {"type": "ephemeral", "ttl": "1h"}).
+
+def test_model_settings_are_chat_completion_fields():
+    settings = nacelle.ModelSettings(temperature=0.7, top_p=0.8, stop=["END", "STOP"], seed=11,
+                                     tool_choice="weather", parallel_tool_calls=False)
+    request = Request("Be brief.", tools=(FakeTool("weather"),), settings=settings,
+                      cache=nacelle.Cache(key="k-9"))
+    body = assert_valid(chat_wire.to_wire(request, [user_text("Hi")], model="gpt-4.1",
+                                          dialect=chat.OPENAI))
+    assert {k: body[k] for k in ("temperature", "top_p", "stop", "seed", "tool_choice",
+                                 "parallel_tool_calls", "prompt_cache_key")} == {
+        "temperature": 0.7, "top_p": 0.8, "stop": ["END", "STOP"], "seed": 11,
+        "tool_choice": {"type": "function", "function": {"name": "weather"}},
+        "parallel_tool_calls": False, "prompt_cache_key": "k-9"}
+
+
+def test_a_tool_choice_replaces_the_dialects_own_auto():
+    request = Request("Be brief.", tools=(FakeTool("weather"),),
+                      settings=nacelle.ModelSettings(tool_choice="required"))
+    body = chat_wire.to_wire(request, [user_text("Hi")], model="m", dialect=chat.VLLM)
+    assert body["tool_choice"] == "required"
+    plain = chat_wire.to_wire(Request("Be brief.", tools=(FakeTool("weather"),)),
+                              [user_text("Hi")], model="m", dialect=chat.VLLM)
+    assert plain["tool_choice"] == "auto"
+
+
+def test_extra_body_goes_last_over_the_dialects_extra_fields():
+    settings = nacelle.ModelSettings(extra_body={"provider": {"sort": "price"}, "top_a": 0.1})
+    body = to_wire(Request("Be brief.", settings=settings), [user_text("Hi")],
+                   model="openai/gpt-4.1", provider={"order": ["openai"]})
+    assert body["provider"] == {"sort": "price"} and body["top_a"] == 0.1
+
+
+def test_openrouter_sends_top_k_and_a_one_hour_ttl_on_its_anthropic_breakpoints():
+    request = Request("Be brief.", settings=nacelle.ModelSettings(top_k=20),
+                      cache=nacelle.Cache(ttl="1h", key="k"))
+    body = assert_valid(to_wire(request, [user_text("Hi"), weather_turn(), weather_results()],
+                                model="anthropic/claude-haiku-4.5"))
+    hour = {"type": "ephemeral", "ttl": "1h"}
+    marks = [part["cache_control"] for m in body["messages"] if isinstance(m["content"], list)
+             for part in m["content"] if "cache_control" in part]
+    assert body["top_k"] == 20 and body["prompt_cache_key"] == "k"
+    assert len(marks) == 2 and all(mark == hour for mark in marks)
+
+
+def test_the_encoded_body_carries_the_settings_turn_after_turn():
+    """encode_body reuses a run's encoded prefix; settings after the messages and the
+    one-hour marker on the newest message must be what to_wire writes."""
+    from nacelle.backends._wire_cache import WireCache
+
+    request = Request("Be brief.", tools=(FakeTool("weather"),),
+                      settings=nacelle.ModelSettings(temperature=0.1, tool_choice="none"),
+                      cache=nacelle.Cache(ttl="1h"))
+    cache = WireCache()
+    turns = [(user_text("Hi"),), (user_text("Hi"), weather_turn(), weather_results())]
+    for messages in turns:
+        encoded = chat_wire.encode_body(request, messages, model="anthropic/claude-haiku-4.5",
+                                        dialect=OPENROUTER, cache=cache)
+        expected = to_wire(request, messages, model="anthropic/claude-haiku-4.5")
+        assert bytes(encoded) == chat_wire.dumps(expected)

@@ -450,3 +450,64 @@ def test_the_base_url_comes_from_openai_base_url_unless_given(monkeypatch):
     assert module.Backend(api_key="sk-x", model="gpt-5").base_url == "http://127.0.0.1:9/v1"
     monkeypatch.delenv("OPENAI_BASE_URL")
     assert module.Backend(api_key="sk-x", model="gpt-5").base_url == "https://api.openai.com/v1"
+
+
+# -- model settings, on the wire and refused at construction -----------------------------
+
+@nacelle.tool
+def lookup(key: str) -> str:
+    """Look a key up."""
+    return key
+
+
+def test_model_settings_and_headers_go_out_on_the_request(server):
+    server.queue(PATH, recorded("answer_after_tool.sse"))
+    settings = nacelle.ModelSettings(temperature=0.1, tool_choice="lookup",
+                                     parallel_tool_calls=False,
+                                     extra_headers={"OpenAI-Project": "proj_1"})
+    Agent(make(server, model="gpt-4.1"), "s", tools=[lookup], model_settings=settings,
+          cache=nacelle.Cache(key="run-1")).run([user_text("Hi")])
+    sent = server.requests[0]
+    body = sent.json()
+    assert (body["temperature"], body["tool_choice"], body["parallel_tool_calls"],
+            body["prompt_cache_key"]) == (
+        0.1, {"type": "function", "name": "lookup"}, False, "run-1")
+    assert sent.headers["openai-project"] == "proj_1"
+    assert sent.headers["authorization"] == f"Bearer {KEY}"
+
+
+@pytest.mark.parametrize("model, thinking, settings, match", [
+    ("gpt-5-mini", Thinking(), {"temperature": 0.2}, "the temperature setting"),
+    ("o4-mini", Thinking(), {"top_p": 0.5}, "the top_p setting"),
+    ("gpt-5.2", Thinking(effort=Effort.HIGH), {"temperature": 0.2},
+     "the temperature setting while the model thinks"),
+    ("gpt-4.1", Thinking(), {"stop": "END"}, "the stop setting"),
+    ("gpt-4.1", Thinking(), {"top_k": 3}, "the top_k setting"),
+    ("gpt-4.1", Thinking(), {"seed": 3}, "the seed setting"),
+])
+def test_what_the_responses_api_or_model_refuses_is_unsupported_at_construction(
+        server, model, thinking, settings, match):
+    with pytest.raises(Unsupported, match=match):
+        Agent(make(server, model=model), "s", thinking=thinking,
+              model_settings=nacelle.ModelSettings(**settings))
+
+
+def test_sampling_is_taken_where_the_model_takes_it(server):
+    for model, thinking in (("gpt-4.1", Thinking()), ("gpt-5-chat-latest", Thinking()),
+                            ("gpt-5.2", Thinking()), ("gpt-5.2", Thinking(effort=Effort.NONE))):
+        Agent(make(server, model=model), "s", thinking=thinking,
+              model_settings=nacelle.ModelSettings(temperature=0.2, top_p=0.9))
+
+
+def test_a_one_hour_cache_is_unsupported_on_responses(server):
+    with pytest.raises(Unsupported, match="the cache_ttl setting"):
+        Agent(make(server), "s", cache=nacelle.Cache(ttl="1h"))
+
+
+def test_extra_headers_never_replace_the_key(server):
+    agent = Agent(make(server, model="gpt-4.1"), "s",
+                  model_settings=nacelle.ModelSettings(extra_headers={"Accept-Encoding": "gzip"}))
+    with pytest.raises(ConfigError, match="may not replace the Accept-Encoding header"):
+        agent.run([user_text("Hi")])
+    with pytest.raises(ConfigError, match="credentials"):
+        nacelle.ModelSettings(extra_headers={"Authorization": "Bearer sk-other"})

@@ -372,3 +372,45 @@ def test_a_tool_result_of_media_only_sends_no_empty_text():
     result = ToolResult("call_1", "shot", "", content=(Image.from_bytes(PNG),))
     [item] = wire(messages=[Message(Role.USER, (result,))])["input"]
     assert [part["type"] for part in item["output"]] == ["input_image"]
+
+
+# -- model settings and the prompt cache key ------------------------------------------
+#
+# CreateResponse's temperature, top_p, tool_choice (ToolChoiceOptions and
+# ToolChoiceFunction), parallel_tool_calls and prompt_cache_key, each body checked
+# against the published schema (platform.openai.com/docs/api-reference/responses/create).
+
+@pytest.mark.parametrize("settings, fields", [
+    (nacelle.ModelSettings(temperature=0.2, top_p=0.9), {"temperature": 0.2, "top_p": 0.9}),
+    (nacelle.ModelSettings(tool_choice="required"), {"tool_choice": "required"}),
+    (nacelle.ModelSettings(tool_choice="none"), {"tool_choice": "none"}),
+    (nacelle.ModelSettings(tool_choice="weather", parallel_tool_calls=False),
+     {"tool_choice": {"type": "function", "name": "weather"}, "parallel_tool_calls": False}),
+    (nacelle.ModelSettings(parallel_tool_calls=True), {"parallel_tool_calls": True}),
+    (nacelle.ModelSettings(extra_body={"service_tier": "flex", "temperature": 0.5}),
+     {"service_tier": "flex", "temperature": 0.5}),
+])
+def test_model_settings_are_createresponse_fields(settings, fields):
+    request = Request("Be brief.", tools=(FakeTool("weather"),), settings=settings)
+    body = wire(request, [user_text("Hi")])
+    assert {k: body[k] for k in fields} == fields
+    assert not {"stop", "top_k", "seed"} & set(body)
+
+
+def test_tool_choice_and_parallel_calls_go_only_with_tools():
+    settings = nacelle.ModelSettings(tool_choice="none", parallel_tool_calls=False)
+    body = wire(Request("Be brief.", settings=settings), [user_text("Hi")])
+    assert "tool_choice" not in body and "parallel_tool_calls" not in body
+
+
+def test_the_cache_key_is_prompt_cache_key():
+    body = wire(Request("Be brief.", cache=nacelle.Cache(key="tenant-7")), [user_text("Hi")])
+    assert body["prompt_cache_key"] == "tenant-7"
+    assert "prompt_cache_key" not in wire(Request("Be brief.", cache=nacelle.Cache()))
+
+
+def test_extra_body_is_merged_over_the_body_without_sharing_its_values():
+    settings = nacelle.ModelSettings(extra_body={"metadata": {"team": "a"}})
+    body = wire(Request("Be brief.", settings=settings), [user_text("Hi")])
+    body["metadata"]["team"] = "changed"
+    assert settings.extra_body == {"metadata": {"team": "a"}}

@@ -625,3 +625,38 @@ def test_an_agent_streams_each_calls_arguments_as_they_are_written_then_announce
     assert [e.tool.result for e in events if e.kind is Kind.TOOL_RESULT] == [
         "15°C, cloudy in Paris", "12:00"]
     server.assert_consumed()
+
+
+# -- model settings and the one-hour cache, on the wire ----------------------------------
+#
+# OpenRouter's ChatRequest (https://openrouter.ai/docs/api-reference/parameters): OpenAI's
+# sampling and tool fields plus top_k and prompt_cache_key; cache_control {"type":
+# "ephemeral", "ttl": "1h"} on the text parts of its Anthropic models
+# (https://openrouter.ai/docs/features/prompt-caching).
+
+def test_model_settings_and_a_one_hour_cache_go_out_to_openrouter(server):
+    server.queue(PATH, stream_reply("text_keepalive.sse"))
+    settings = nacelle.ModelSettings(temperature=0.5, top_k=30, seed=4, stop=("END",),
+                                     extra_headers={"X-Title-Extra": "demo"})
+    Agent(make_backend(server), "Be brief.", model_settings=settings,
+          cache=nacelle.Cache(ttl="1h", key="conv-2")).run([user_text("Hi")])
+    sent = server.requests[0]
+    body = sent.json()
+    assert {k: body[k] for k in ("temperature", "top_k", "seed", "stop", "prompt_cache_key")} == {
+        "temperature": 0.5, "top_k": 30, "seed": 4, "stop": ["END"], "prompt_cache_key": "conv-2"}
+    assert body["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral",
+                                                                  "ttl": "1h"}
+    assert sent.headers["x-title-extra"] == "demo"
+    assert sent.headers["authorization"] == f"Bearer {KEY}"
+
+
+@pytest.mark.parametrize("model, settings, cache, match", [
+    ("openai/gpt-4.1", {}, nacelle.Cache(ttl="1h"), "the cache_ttl setting"),
+    ("anthropic/claude-opus-4.7", {"temperature": 0.3}, None, "the temperature setting"),
+    ("anthropic/claude-sonnet-5", {"top_k": 3}, None, "the top_k setting"),
+])
+def test_what_openrouter_would_drop_is_unsupported_at_construction(server, model, settings,
+                                                                   cache, match):
+    with pytest.raises(Unsupported, match=match):
+        Agent(make_backend(server, model=model), "s",
+              model_settings=nacelle.ModelSettings(**settings), cache=cache)
