@@ -278,6 +278,12 @@ def test_a_run_that_raises_ends_with_run_error():
                           "message": "the run failed; the server's log says why"}
 
 
+def test_events_that_stop_without_done_end_with_run_error():
+    out = encoded([text("cut")])
+    assert out[-1] == {"type": "RUN_ERROR", "message": "the run ended without finishing",
+                       "code": "incomplete"}
+
+
 def test_closing_the_encoder_closes_the_run():
     closed = []
 

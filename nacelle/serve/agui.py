@@ -8,7 +8,7 @@ and sub-agent opened before it is continued and closed before ``RUN_FINISHED``) 
 what this encoder is held to; the tests run the real client against it. A run maps so:
 
 - ``RUN_STARTED`` first (``threadId``, ``runId``); ``RUN_FINISHED`` last, or
-  ``RUN_ERROR`` when the run raised: a nacelle error's text, anything else a line
+  ``RUN_ERROR`` when the run raised (or stopped without its DONE: ``incomplete``): a nacelle error's text, anything else a line
   saying the server's log has it (``code`` is the error's type, or
   ``internal_error``).
 - Each model turn is a step: ``STEP_STARTED`` at the turn's first event and
@@ -126,7 +126,9 @@ def encode(events: Iterable[Event], *, thread_id: str, run_id: str,
         while True:
             try:
                 event = next(source)
-            except StopIteration:
+            except StopIteration:  # a run always ends with DONE: this one was cut short
+                yield {"type": "RUN_ERROR", "message": "the run ended without finishing",
+                       "code": "incomplete"}
                 return
             except Exception as exc:  # noqa: BLE001 - the client hears of every failure
                 yield run_error(exc)
