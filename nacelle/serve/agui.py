@@ -8,9 +8,9 @@ and sub-agent opened before it is continued and closed before ``RUN_FINISHED``) 
 what this encoder is held to; the tests run the real client against it. A run maps so:
 
 - ``RUN_STARTED`` first (``threadId``, ``runId``); ``RUN_FINISHED`` last, or
-  ``RUN_ERROR`` when the run raised (or stopped without its DONE: ``incomplete``): a nacelle error's text, anything else a line
+  ``RUN_ERROR`` when the run raised: a nacelle error's text, anything else a line
   saying the server's log has it (``code`` is the error's type, or
-  ``internal_error``).
+  ``internal_error``), and ``incomplete`` for events that stopped without their DONE.
 - Each model turn is a step: ``STEP_STARTED`` at the turn's first event and
   ``STEP_FINISHED`` at its ``TURN``, named ``turn 1``, ``turn 2``, ... per agent.
 - TEXT deltas are ``TEXT_MESSAGE_START`` (role ``assistant``) / ``_CONTENT`` /
