@@ -176,7 +176,8 @@ def _resume(raw: Any, where: str) -> ResumeEntry:
 # -- messages ---------------------------------------------------------------------------
 
 
-def _conversation(messages: Sequence[Any]) -> Tuple[List[Message], Dict[str, ToolResult], List[str]]:
+def _conversation(messages: Sequence[Any],
+                  ) -> Tuple[List[Message], Dict[str, ToolResult], List[str]]:
     """The conversation, the tool messages' results by call id, and the text of the
     system and developer messages."""
     conversation: List[Tuple[Role, List[Part]]] = []
