@@ -59,7 +59,8 @@ def main() -> None:
             raise ToolError(reply["error"])
         return str(reply["result"])
 
-    namespace: Dict[str, Any] = {"__name__": "__main__", "ToolError": ToolError, "call_tool": call_tool}
+    namespace: Dict[str, Any] = {"__name__": "__main__", "ToolError": ToolError,
+                                 "call_tool": call_tool}
     for name in setup["tools"]:
         if name.isidentifier() and not keyword.iskeyword(name):
             namespace[name] = (lambda n: lambda **arguments: call_tool(n, **arguments))(name)

@@ -198,7 +198,8 @@ def probe(bwrap: str) -> None:
     ``bwrap`` said (typically: user namespaces are disabled)."""
     if _PROBED.get(bwrap) == "ok":
         return
-    args = [bwrap, "--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--ro-bind", "/usr", "/usr"]
+    args = [bwrap, "--unshare-all", "--cap-drop", "ALL", "--die-with-parent",
+            "--ro-bind", "/usr", "/usr"]
     for path in _MERGED:
         if os.path.islink(path):
             args += ["--symlink", os.readlink(path), path]

@@ -195,17 +195,22 @@ class _Bridge:
     def _call(self, name: str, arguments: Any) -> Dict[str, str]:
         if self.calls >= self.mode.max_calls:
             return {"error": f"the script made more than {self.mode.max_calls} tool calls"}
+        if not isinstance(arguments, dict):
+            return {"error": "a tool takes keyword arguments"}
         index = self.calls
         self.calls += 1
-        call = ToolCall(f"{self.via}.{index}", name,
-                        json.dumps(arguments if isinstance(arguments, dict) else {}))
+        call = ToolCall(f"{self.via}.{index}", name, json.dumps(arguments))
         self.emit(Event(Kind.TOOL_CALL, tool=ToolEvent(call.id, index, name, call.input),
                         via=self.via))
         sink = self.policy.for_round() if self.policy is not None else ToolSink()
         sub = ToolContext(call.id, index, name, getattr(self.ctx, "cancelled", None),
                           getattr(self.ctx, "deadline", None),
-                          clock=getattr(self.ctx, "clock", time.monotonic), observer=getattr(self.ctx, "observer", None))
+                          clock=getattr(self.ctx, "clock", time.monotonic),
+                          observer=getattr(self.ctx, "observer", None))
         sub.emit = self.emit
+        # What a bridged call spends on model requests of its own counts in the run's.
+        sub.spend = getattr(self.ctx, "spend", sub.spend)
+        sub.budget = getattr(self.ctx, "budget", None)
         result = run_tool(self.mode.tools.get(name), call, index, sink, sub)
         paused = False
         for event in sink.drain():

@@ -44,7 +44,8 @@ OUTPUT_LIMIT = 1_000_000
 @dataclass(frozen=True)
 class Completed:
     """How a command in a box ended. ``exit_code`` is negative when a signal killed
-    it (``-9`` for SIGKILL, as :mod:`subprocess` says it); ``timed_out`` is True when
+    it (``-9`` for SIGKILL, as :mod:`subprocess` says it; inside a Bubblewrap box,
+    whose ``bwrap`` reports it as a shell does, ``128 + N``); ``timed_out`` is True when
     its time ran out and it was killed, never when it exited on its own just then.
     ``stdout`` and ``stderr`` are decoded as UTF-8 (errors replaced); past
     :data:`OUTPUT_LIMIT` bytes they hold the beginning and the end with a line saying
