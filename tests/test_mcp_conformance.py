@@ -6,8 +6,8 @@ version and writes a script running it on Node >= 22); without it the tests skip
 saying why. Each mode's failing checks are compared with a committed list that may
 only shrink (``tests/conformance/*-expected-failures.txt``): a check failing that the
 list does not name fails the test, and so does a listed check that now passes — the
-fix then removes its line. A line is ``<scenario>:<check-id> @<run>  # reason``,
-where ``<run>`` is ``default`` (each scenario at the revision the suite picks for it)
+fix then removes its line (or its run). A line is ``<scenario>:<check-id> @<run>...
+# reason``, where each ``<run>`` is ``default`` (each scenario at the revision the suite picks for it)
 or a revision the suite was asked for with ``--spec-version``. A WARNING counts as
 not passing: it is a SHOULD the implementation misses, and is listed like a failure.
 """
@@ -45,12 +45,15 @@ def suite_command() -> List[str]:
 
 
 def expected(name: str) -> Dict[str, str]:
-    """The committed list: ``{"scenario:check @run": reason}``."""
+    """The committed list: ``{"scenario:check @run": reason}``; a line may name
+    several runs (``scenario:check @default @2026-07-28  # reason``)."""
     entries = {}
     for line in (HERE / name).read_text(encoding="utf-8").splitlines():
         text, _, reason = line.partition("#")
-        if text.strip():
-            entries[" ".join(text.split())] = reason.strip()
+        words = text.split()
+        if words:
+            for run in words[1:]:
+                entries[f"{words[0]} {run}"] = reason.strip()
     return entries
 
 
