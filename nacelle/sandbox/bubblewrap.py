@@ -33,6 +33,12 @@ https://manpages.debian.org/bookworm/bubblewrap/bwrap.1.en.html):
   outside any user namespace), so a host running as root cannot have ``max_pids``:
   that is refused at construction rather than not enforced.
 
+The environment given to ``run`` travels on ``bwrap``'s command line (``--setenv``),
+which the host's other users can read in ``/proc`` while the command runs, and which
+the command itself can read as ``/proc/1/cmdline`` (the box's PID 1 is ``bwrap``): it
+is the command's environment either way, but pass no secret you would not show the
+host's users.
+
 A command killed by signal N inside the box exits ``128 + N`` (``bwrap`` reports it
 as a shell does); the box itself killed at a timeout is a negative code.
 
