@@ -272,7 +272,7 @@ class ToolContext(RunContext):
     can hand its context to code that expects one — a nested run, an HTTP request.
     """
 
-    __slots__ = ("call_id", "index", "name", "emit", "spend", "resumed", "budget")
+    __slots__ = ("call_id", "index", "name", "emit", "spend", "resumed", "budget", "policy")
 
     def __init__(
         self,
@@ -305,6 +305,11 @@ class ToolContext(RunContext):
         #: What the run may still spend as the call starts (a :class:`Budget`, None
         #: for no limit): a nested run (a sub-agent's) is held to it.
         self.budget: Optional["Budget"] = None
+        #: The run's tool policy (its approval, hooks and result cap: the round's
+        #: ``toolcalls.ToolSink``), for calls a tool makes on the run's behalf — a
+        #: code-mode script's — which must be asked as the run's own are; None
+        #: outside a run.
+        self.policy: Any = None
 
     def __repr__(self) -> str:
         return (f"ToolContext(call_id={self.call_id!r}, index={self.index}, "

@@ -155,6 +155,7 @@ class Round:
                                      timeout=call.timeout, asked=asked)
         call.ctx.emit = self.sink.forward
         call.ctx.spend = self.sink.spend
+        call.ctx.policy = self.sink
         with self._lock:
             self.calls.append(call)
             if call.tool is None:

@@ -159,7 +159,7 @@ class _Bridge:
         self.calls = 0
         emit = getattr(ctx, "emit", None)
         self.emit = emit if callable(emit) else (lambda event: None)
-        policy = getattr(emit, "__self__", None)  # the round's sink: the run's hooks, approval
+        policy = getattr(ctx, "policy", None)  # the round's sink: the run's hooks, approval
         self.policy: Optional[ToolSink] = policy if isinstance(policy, ToolSink) else None
         self.via = str(getattr(ctx, "call_id", "") or "run_python")
 
