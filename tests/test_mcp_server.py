@@ -3,7 +3,8 @@ Python 3.10+; skipped with a reason elsewhere): ``tests/mcp_servers/nacelle_serv
 in a process of its own, over Streamable HTTP (the ASGI app under uvicorn and the
 WSGI app under the standard library's threaded server) and over stdio, on both
 protocol generations — the client's ``mode="auto"`` probes ``server/discover`` and
-speaks 2026-07-28, ``mode="legacy"`` the 2025 handshake with a session."""
+speaks 2026-07-28, ``mode="legacy"`` the 2025 handshake with a session. nacelle's own
+client reads the same servers back at the end."""
 
 import base64
 import subprocess
@@ -217,3 +218,24 @@ def test_nacelle_serve_mcp_serves_a_modules_tools_to_the_sdk_client(stdio):
     assert {"add", "pixel", "subagent"} <= names
     assert server_name == "nacelle_server"
     assert result.content[0].text == "3"
+
+
+@pytest.mark.parametrize("pinned", [None, "2025-11-25"], ids=["2026-07-28", "2025-11-25"])
+def test_nacelles_own_client_uses_the_served_tools_as_tools(target, pinned):
+    """The two directions meet: tools served by nacelle.mcp.server, read back by
+    nacelle.mcp's client as ordinary tools, metadata and media included."""
+    from nacelle import Image
+    from nacelle.mcp import connect_http, connect_stdio
+
+    if isinstance(target, str):
+        client = connect_http(target, timeout=20, protocol_version=pinned)
+    else:
+        client = connect_stdio(target.command, target.args, env=target.env, timeout=20,
+                               protocol_version=pinned)
+    with client:
+        assert client.protocol_version == (pinned or "2026-07-28")
+        tools = {tool.name: tool for tool in client.tools()}
+        assert (tools["add"].read_only, tools["add"].destructive) == (True, False)
+        assert client.call_tool("add", {"a": 20, "b": 22}) == "42"
+        (picture,) = client.call_tool_parts("pixel", {})
+        assert isinstance(picture, Image) and picture.media_type == "image/png"
