@@ -195,8 +195,11 @@ class ToolInput:
     asks for it (``events._input_so_far``). A reader that joins every event's input
     pays for those joins (the square of the input's length over a long argument); one
     that follows ``event.text`` pays nothing. The Event is filled from a template
-    rather than by the dataclass's ``__init__``, a fifth of its cost on the path every
-    delta takes; the value is equal to one built the usual way.
+    rather than by the dataclass's ``__init__`` (about a third of its cost, on the
+    path every delta takes); the value is equal to one built the usual way. Measured
+    end to end (a turn read through ``Backend.turn`` from a loopback server), a tool
+    argument's delta costs about what a text delta does (within 15 % on each wire),
+    where with no event it cost a quarter to a third less.
     """
 
     __slots__ = ("index", "id", "name", "announced", "settled", "final", "_parts")
