@@ -177,6 +177,34 @@ def test_a_flood_on_the_get_stream_is_answered_with_a_bounded_number_of_threads(
     assert threads.added <= 8
 
 
+def test_the_handshake_returns_once_the_get_stream_was_answered(endpoint):
+    answered = threading.Event()
+
+    def slow(headers):
+        time.sleep(0.3)
+        answered.set()
+        return Answer(405)
+
+    endpoint.on_get = slow
+    with connect_http(endpoint.url):
+        # What the server sends on that stream from the start is read, and a first
+        # request cannot meet a stream the server has not opened yet.
+        assert answered.is_set()
+
+
+@pytest.mark.slow
+def test_a_get_stream_the_server_holds_delays_the_handshake_by_a_bounded_wait(endpoint):
+    release = threading.Event()
+    endpoint.on_get = lambda headers: release.wait(10) and Answer(405)
+    started = time.monotonic()
+    try:
+        with connect_http(endpoint.url) as client:
+            assert time.monotonic() - started < 4.5
+            assert client.call_tool("echo", {"text": "hi"}) == "hi"
+    finally:
+        release.set()
+
+
 def test_a_live_list_is_listed_again_after_a_call_even_when_no_notification_comes(endpoint):
     grown = {"name": "later", "description": "Added by a call.",
              "inputSchema": {"type": "object", "properties": {}}}

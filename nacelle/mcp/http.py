@@ -8,7 +8,9 @@ carry the server's notifications and requests before the response. The
 every later request, with ``MCP-Protocol-Version``; ``close`` sends ``DELETE`` to end
 the session. A server that offers a ``GET`` stream for messages outside any request
 (``notifications/tools/list_changed`` after a tool appeared, say) is listened to
-from a background thread.
+from a background thread; the handshake ends once that stream is answered (or
+after :data:`LISTEN_WAIT` seconds), so nothing the server sends on it from the
+start is missed.
 
 Choices, and why:
 
@@ -90,6 +92,8 @@ MAX_BODY = 64 * 2**20
 #: How much longer than the client's timeout a request's HTTP read may wait.
 ANSWER_GRACE = 5.0
 RESUMES = 3
+#: How long the handshake waits for the server's GET stream to be answered.
+LISTEN_WAIT = 2.0
 MAX_RETRY_DELAY = 10.0
 #: Threads posting messages nobody waits for, and how many such messages may queue.
 SENDERS = 4
@@ -136,6 +140,7 @@ class HTTPTransport:
         self._abandoned: Set[Any] = set()
         self._threads: Set[threading.Thread] = set()
         self._closing = threading.Event()
+        self._listen_answered = threading.Event()
         self._sending = Workers("nacelle-mcp-http-send", workers=SENDERS, backlog=QUEUED)
 
     def __repr__(self) -> str:
@@ -172,8 +177,13 @@ class HTTPTransport:
             self._spawn(lambda: self._exchange(message), f"post-{message['id']}")
             return
         if message.get("method") == "notifications/initialized":
-            # Every later request must reach the server after this one.
+            # Every later request must reach the server after this one, and after the
+            # GET stream opened (or was refused), so that the server's messages for it
+            # (a change announced as soon as the session starts) are not missed, nor
+            # the answer to a request that the server sends on the first stream it has
+            # when the request's own stream ends (a server that resumes on GET).
             self._notify(message)
+            self._listen_answered.wait(min(self._timeout or LISTEN_WAIT, LISTEN_WAIT))
         elif not self._sending.submit(lambda: self._notify_quietly(message)):
             # Cancellations and our answers to the server's requests: nobody waits
             # for a reply, and a cancelling caller must not wait for a slow server.
@@ -369,6 +379,8 @@ class HTTPTransport:
                 response = self._get({}, read_timeout=None)
             except MCPError:
                 return
+            finally:
+                self._listen_answered.set()
             if (response.status_code != 200 or "text/event-stream"
                     not in response.headers.get("content-type", "")):
                 response.close()  # 405: this server offers no such stream
