@@ -117,6 +117,7 @@ def main() -> None:
     import scaling
     import streaming
     import tool_input
+    import tool_search
 
     started = time.perf_counter()
     rows: List[Row] = []
@@ -140,6 +141,7 @@ def main() -> None:
         step("12", "TOOL_INPUT's cost", lambda: tool_input.overhead_rows(server, runs))
     step("11", "eager tool start", lambda: tool_input.eager_rows(runs))
     step("13", "PartialJSON stays linear", lambda: tool_input.partial_rows(runs))
+    step("14", "tool search", tool_search.tool_search_rows)
     step("7", "per-turn scaling", lambda: scaling.scaling_rows(args.quick, runs))
     step("9", "per-turn request build", lambda: request_build.request_build_rows(runs))
     step("4", "import cost", lambda: imports.import_rows(args.quick))

@@ -24,6 +24,7 @@ from .backend import MCPServer as MCPServer
 from .backend import ModelSettings as ModelSettings
 from .backend import Request as Request
 from .backend import Thinking as Thinking
+from .tool_search import ToolSearch as ToolSearch
 from .checkpoint import PAUSE as PAUSE
 from .checkpoint import Checkpoint as Checkpoint
 from .compaction import Compaction as Compaction
@@ -142,6 +143,7 @@ __all__ = [
     "ToolContext",
     "ToolEvent",
     "ToolResult",
+    "ToolSearch",
     "ToolSink",
     "TransportError",
     "Unsupported",

@@ -29,6 +29,11 @@ tools of the moment, as ``client.tools(live=True)`` from ``nacelle.mcp``); a too
 given bare, not in a list, is taken as that one toolset and asked before each turn,
 as it would be inside a list, which is what passing a live list means.
 
+``tool_search=ToolSearch(defer_over=30)`` defers the tools of a run that has more than
+``defer_over`` (and any ``@tool(defer=True)``), to be found by a search: the
+provider's own where it has one, a local ``search_tools`` tool elsewhere
+(``tool_search.py``).
+
 ``eager_tools=True`` starts a call the moment its input is whole, while the model
 still writes the rest of its reply (``loop.py``). Measured on a 2-second reply of three
 calls (``benchmarks/run.py --only 11``), a call started 52 ms after its last argument
@@ -95,6 +100,7 @@ from .messages import Document, Image, Message, Role, ToolCall
 from .observe import Observer, Observers
 from .observe import checked as checked_observers
 from .output import FINAL_ANSWER, Output, check_options, make_output
+from .tool_search import ToolSearch, searching_of
 from .tools import ToolLike, Toolset, expand_tools, is_toolset, tools_by_name
 
 __all__ = ["Agent", "Result"]
@@ -227,6 +233,7 @@ class _Options(TypedDict, total=False):
     eager_tools: bool
     model_settings: Optional[ModelSettings]
     cache: Optional[Cache]
+    tool_search: Optional[ToolSearch]
     observers: Sequence[Observer]
     logger: Optional[logging.Logger]
 
@@ -273,6 +280,7 @@ class Agent(Generic[OutputT]):
         eager_tools: bool = False,
         model_settings: Optional[ModelSettings] = None,
         cache: Optional[Cache] = None,
+        tool_search: Optional[ToolSearch] = None,
         observers: Sequence[Observer] = (),
         logger: Optional[logging.Logger] = None,
     ) -> None:
@@ -344,6 +352,7 @@ class Agent(Generic[OutputT]):
         self.eager_tools = eager_tools
         self.model_settings = model_settings if model_settings is not None else ModelSettings()
         self.cache = cache
+        self.tool_search = _tool_search(tool_search, held)
         self.observers = checked_observers(observers)
         self.logger = logger if logger is not None else logging.getLogger(__name__)
         self._check_capabilities()
@@ -436,6 +445,8 @@ class Agent(Generic[OutputT]):
                 raise Unsupported(self.backend.name, f"documents (conversation[{i}] has one)")
         compiled = self._output if output is _AGENT_OUTPUT else self._compile_output(output)
         system, tools = self.system, expand_tools(self.tools)
+        if self.tool_search is not None:
+            tools = self.tool_search.start(self.tools, caps.tool_search, messages).current()
         if compiled is not None and compiled.mode == "prompted":
             system = f"{system}\n\n{compiled.instructions()}"
         elif compiled is not None and compiled.tool is not None:
@@ -471,6 +482,9 @@ class Agent(Generic[OutputT]):
     def _stream(self, request: Request, settings: RunSettings,
                 cancel: Optional[threading.Event],
                 parent: Optional[ToolContext] = None) -> Generator[Event, None, None]:
+        searching = searching_of(request.tools)
+        if searching is not None:  # the run's tool search lists its tools of now
+            settings = dataclasses.replace(settings, toolsets=(searching,))
         observer = _observers(self.observers, parent)
         ctx = RunContext(observer=observer)
         ended = threading.Event()
@@ -773,6 +787,17 @@ def _parent_data(parent: ToolContext) -> Dict[str, Any]:
     above = parent.observer
     return {"parent_run": getattr(above, "run_id", ""), "via": parent.call_id,
             "agent": parent.name}
+
+
+def _tool_search(given: Any, held: Sequence[Any]) -> Optional[ToolSearch]:
+    """The Agent's tool search: ``given``, or the default one when a tool it holds
+    now asks to be deferred (``@tool(defer=True)``) — such a tool is found only by a
+    search. A toolset's tools are read when a run starts."""
+    if given is not None and not isinstance(given, ToolSearch):
+        raise ConfigError(f"tool_search must be a nacelle.ToolSearch, got {type(given).__name__}")
+    if given is None and any(getattr(t, "defer", False) is True for t in held):
+        return ToolSearch()
+    return given
 
 
 def _check_int(name: str, value: Any, least: int) -> None:

@@ -150,6 +150,7 @@ class FunctionTool(Generic[P, R]):
         timeout: Optional[float] = None,
         max_concurrency: Optional[int] = None,
         max_result_chars: Optional[int] = None,
+        defer: bool = False,
     ) -> None:
         if not callable(fn):
             raise ConfigError(f"@tool needs a function, got {type(fn).__name__}")
@@ -169,6 +170,7 @@ class FunctionTool(Generic[P, R]):
         self.open_world = bool(open_world)
         self.call_timeout, self.max_concurrency, self.max_result_chars = check_limits(
             timeout, max_concurrency, max_result_chars, "timeout")
+        self.defer = bool(defer)  # left out of the list sent until a tool search finds it
         self._converters: Dict[str, Converter] = converters
         self._context_parameter = context_parameter
         if not NAME_PATTERN.match(self.name):
@@ -205,14 +207,15 @@ class FunctionTool(Generic[P, R]):
         return (_restore_tool, (module, qualname, self.name, self.description,
                                 self.exclusive, self.read_only, self.destructive,
                                 self.idempotent, self.open_world, self.call_timeout,
-                                self.max_concurrency, self.max_result_chars))
+                                self.max_concurrency, self.max_result_chars, self.defer))
 
 
 def _restore_tool(module: str, qualname: str, name: str, description: str,
                   exclusive: bool, read_only: bool, destructive: Optional[bool] = None,
                   idempotent: bool = False, open_world: bool = True,
                   timeout: Optional[float] = None, max_concurrency: Optional[int] = None,
-                  max_result_chars: Optional[int] = None) -> FunctionTool[..., Any]:
+                  max_result_chars: Optional[int] = None,
+                  defer: bool = False) -> FunctionTool[..., Any]:
     # The arguments after read_only default so a tool pickled before they existed loads.
     found: Any = importlib.import_module(module)
     for part in qualname.split("."):
@@ -221,7 +224,7 @@ def _restore_tool(module: str, qualname: str, name: str, description: str,
                    open_world=open_world,
                    destructive=(not read_only) if destructive is None else destructive)
     limits = dict(call_timeout=timeout, max_concurrency=max_concurrency,
-                  max_result_chars=max_result_chars)
+                  max_result_chars=max_result_chars, defer=defer)
     if (isinstance(found, FunctionTool) and found.name == name
             and found.description == description
             and all(getattr(found, key) == value
@@ -230,7 +233,7 @@ def _restore_tool(module: str, qualname: str, name: str, description: str,
     fn = found.fn if isinstance(found, FunctionTool) else found
     return FunctionTool(fn, name=name, description=description, timeout=timeout,
                         max_concurrency=max_concurrency, max_result_chars=max_result_chars,
-                        **options)
+                        defer=defer, **options)
 
 
 def check_limits(timeout: Any, max_concurrency: Any, max_result_chars: Any,
@@ -300,6 +303,7 @@ def tool(
     timeout: Optional[float] = None,
     max_concurrency: Optional[int] = None,
     max_result_chars: Optional[int] = None,
+    defer: bool = False,
 ) -> Callable[[Callable[P, R]], FunctionTool[P, R]]:
     ...
 
@@ -317,6 +321,7 @@ def tool(
     timeout: Optional[float] = None,
     max_concurrency: Optional[int] = None,
     max_result_chars: Optional[int] = None,
+    defer: bool = False,
 ) -> Any:
     """Make a Tool from a function: ``@tool`` or ``@tool(name=..., description=...)``.
 
@@ -332,6 +337,9 @@ def tool(
     turn's calls) and ``max_result_chars`` (a longer result is cut, with a note saying
     how much; overrides the Agent's ``max_result_chars``, 0 never cuts).
 
+    ``defer=True`` keeps the tool out of the list the model is first sent: an Agent
+    with a ``ToolSearch`` (``nacelle.tool_search``) offers it once a search finds it.
+
     Typed with overloads, so both forms keep the function's signature for a checker
     (``FunctionTool[P, R]``) and a misspelt option is an error there too.
     """
@@ -340,7 +348,7 @@ def tool(
                             read_only=read_only, destructive=destructive,
                             idempotent=idempotent, open_world=open_world, timeout=timeout,
                             max_concurrency=max_concurrency,
-                            max_result_chars=max_result_chars)
+                            max_result_chars=max_result_chars, defer=defer)
 
     return decorate(fn) if fn is not None else decorate
 

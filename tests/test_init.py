@@ -16,7 +16,7 @@ PUBLIC = {
     "HookResult", "Image", "Kind", "MAX_INJECT", "MCPServer", "Message", "ModelSettings", "NacelleError", "PAUSE",
     "PartialJSON", "ProviderBlock", "Reasoning", "Request", "Result", "Retry", "RetryBudgetExceeded",
     "RetryOptions", "Role", "RunContext", "Schema", "Stop", "StreamError", "StreamTruncated", "Text",
-    "Thinking", "Tool", "ToolCall", "ToolContext", "ToolEvent", "ToolResult", "ToolSink",
+    "Thinking", "ToolSearch", "Tool", "ToolCall", "ToolContext", "ToolEvent", "ToolResult", "ToolSink",
     "TransportError", "Unsupported", "Usage", "assistant_text", "attempt", "detached",
     "dumps", "estimate_tokens", "loads", "partial_json", "retryable", "run_tool", "subagent_tool", "tool", "tools_by_name",
     "transient", "trim", "user_text", "with_timeout",

@@ -378,12 +378,11 @@ def test_the_defaults_and_capabilities(server):
     assert anthropic.capabilities == nacelle.Capabilities(
         mcp=True, thinking=True, effort=True, min_budget=1024, cost=False,
         token_counting=True, images=True, structured_output=True, documents=True,
-        tool_media=True,
-            native_tools=frozenset({
-                "web_search", "web_search:max_uses", "web_search:allowed_domains",
-                "web_search:blocked_domains", "web_fetch", "web_fetch:max_uses",
-                "web_fetch:allowed_domains", "web_fetch:blocked_domains",
-                "web_fetch:max_content_tokens", "code_execution"}),
+        tool_media=True, tool_search=True, native_tools=frozenset({
+            "web_search", "web_search:max_uses", "web_search:allowed_domains",
+            "web_search:blocked_domains", "web_fetch", "web_fetch:max_uses",
+            "web_fetch:allowed_domains", "web_fetch:blocked_domains",
+            "web_fetch:max_content_tokens", "code_execution"}),
         settings=frozenset({"temperature", "top_p", "top_k", "stop", "tool_choice",
                             "forced_tool_choice", "parallel_tool_calls", "extra_body",
                             "extra_headers", "cache_ttl"}),

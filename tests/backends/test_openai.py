@@ -381,12 +381,15 @@ def test_the_defaults_and_capabilities():
     assert backend.capabilities == nacelle.Capabilities(
         mcp=False, thinking=True, effort=True, min_budget=0, cost=False,
         token_counting=True, images=True, structured_output=True, documents=True,
-        tool_media=True,
-            native_tools=frozenset({
-                "web_search", "web_search:allowed_domains", "code_execution"}),
+        tool_media=True, native_tools=frozenset({
+            "web_search", "web_search:allowed_domains", "code_execution"}),
         # a reasoning model: no temperature or top_p
         settings=frozenset({"tool_choice", "forced_tool_choice", "parallel_tool_calls",
                             "extra_body", "extra_headers", "cache_key"}))
+    # the hosted tool search is gpt-5.4's and later's
+    assert not backend.capabilities.tool_search
+    assert openai.Backend(model="gpt-5.5").capabilities.tool_search
+    assert not openai.Backend(model="o3").capabilities.tool_search
     assert isinstance(backend, nacelle.Backend)
     assert repr(backend) == ("openai.Backend(model='gpt-5-mini', "
                              "base_url='https://api.openai.com/v1')")

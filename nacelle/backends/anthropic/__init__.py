@@ -124,6 +124,7 @@ capabilities = Capabilities(
     thinking_settings=frozenset(SETTINGS - {"temperature", "top_p", "top_k",
                                             "forced_tool_choice"}),
     thinks_by_default=True, max_temperature=1.0,
+    tool_search=True,
 )
 
 

@@ -85,6 +85,10 @@ Choices made where the wire leaves room:
   holds); "5m" sends the plain marker, the API's default
   (platform.claude.com/docs/en/build-with-claude/prompt-caching, "1-hour cache
   duration").
+- **Tool search** (``nacelle.tool_search``): a deferred tool carries
+  ``"defer_loading": true`` beside the provider's search tool (``SEARCH_TYPES``, with
+  ``SEARCH_BETA``); the list sent is the same every turn. A tool a local search loaded
+  goes after the tools sent before it (``send_order``).
 - ``Reasoning.state`` holds the signature of a ``thinking`` block; a
   ``redacted_thinking`` block is kept whole, as its JSON object, in ``state`` (a
   signature is base64 and never starts with ``{``, so the two cannot be confused).
@@ -280,10 +284,27 @@ NATIVE_TYPES = {"web_search": "web_search_20250305", "web_fetch": "web_fetch_202
                 "code_execution": "code_execution_20250825"}
 #: The beta headers those of them still in beta need (the web fetch and code
 #: execution tool pages, cited in ``nacelle.native``).
-NATIVE_BETAS = {"web_fetch": "web-fetch-2025-09-10", "code_execution": "code-execution-2025-08-25"}
+NATIVE_BETAS = {"web_fetch": "web-fetch-2025-09-10", "code_execution": "code-execution-2025-08-25",
+                "tool_search": "advanced-tool-use-2025-11-20"}  # SEARCH_BETA
+
+
+#: Anthropic's tool search tools, by ``ToolSearch.variant``: type and name.
+SEARCH_TYPES = {"bm25": ("tool_search_tool_bm25_20251119", "tool_search_tool_bm25"),
+                "regex": ("tool_search_tool_regex_20251119", "tool_search_tool_regex")}
+#: The beta header tool search is documented with (the tool search tool page).
+SEARCH_BETA = NATIVE_BETAS["tool_search"]
+
+
+def send_order(tool: Any) -> Tuple[int, str]:
+    """Where a tool goes in the list sent: by name, but a tool a local search loaded
+    after every tool sent before it (``loaded_at``), so the cached prefix holds."""
+    return getattr(tool, "loaded_at", 0), tool.name
 
 
 def _native(tool: Any) -> Dict[str, Any]:
+    if tool.kind == "tool_search":
+        kind, name = SEARCH_TYPES[tool.option("variant", "bm25")]
+        return {"type": kind, "name": name}
     entry: Dict[str, Any] = {"type": NATIVE_TYPES[tool.kind], "name": tool.kind}
     for name, value in tool.options:
         if name == "max_content_tokens" or name == "max_uses":
@@ -300,12 +321,14 @@ def _tools(tools: Sequence[Any]) -> List[Dict[str, Any]]:
     # whatever order the caller listed it in; the provider's own tools follow.
     out = []
     natives = sorted((t for t in tools if is_native(t)), key=lambda t: t.name)
-    for tool in sorted((t for t in tools if not is_native(t)), key=lambda t: t.name):
+    for tool in sorted((t for t in tools if not is_native(t)), key=send_order):
         entry: Dict[str, Any] = {"name": tool.name}
         if tool.description:
             entry["description"] = tool.description
         entry["input_schema"] = tool.schema
         entry["eager_input_streaming"] = True  # see the module docstring
+        if getattr(tool, "defer_loading", False) is True:
+            entry["defer_loading"] = True
         out.append(entry)
     return out + [_native(tool) for tool in natives]
 

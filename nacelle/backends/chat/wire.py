@@ -234,7 +234,9 @@ def to_wire(
     if dialect.max_tokens and (dialect.always_max_tokens
                                or request.max_tokens != DEFAULT_MAX_TOKENS):
         body[dialect.max_tokens] = request.max_tokens
-    tools = sorted(request.tools, key=lambda t: t.name)
+    # By name, but a tool a local tool search loaded after every tool sent before it,
+    # so the prefix a server caches holds (nacelle.tool_search).
+    tools = sorted(request.tools, key=lambda t: (getattr(t, "loaded_at", 0), t.name))
     if tools:
         body["tools"] = [_tool(t) for t in tools]
         if dialect.tool_choice:

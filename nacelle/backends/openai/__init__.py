@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from typing import Callable, Dict, Iterator, Optional, Tuple, Union
 
 from ...backend import Capabilities, Request, TurnEnd
@@ -134,7 +135,8 @@ class Backend:
         )
         self.base_url = self._endpoint.base_url
         self.capabilities = dataclasses.replace(settings_for(model),
-                                                cost=self.pricing is not None)
+                                                cost=self.pricing is not None,
+                                                tool_search=_searches_tools(model))
 
     def __repr__(self) -> str:
         priced = f", pricing={self.pricing!r}" if self.pricing is not None else ""
@@ -159,6 +161,16 @@ class Backend:
     def _accumulator(self, scrub: Callable[[str], str]) -> Accumulator:
         price = self.pricing.priced if self.pricing is not None else None
         return Accumulator(scrub=scrub, price=price)
+
+
+def _searches_tools(model: str) -> bool:
+    """Whether ``model`` takes the hosted ``tool_search`` tool: "only gpt-5.4 and later
+    models support tool_search" (developers.openai.com/api/docs/guides/tools-tool-search).
+    A name that is not a versioned gpt model is taken not to."""
+    match = re.match(r"gpt-(\d+)(?:\.(\d+))?", model)
+    if match is None:
+        return False
+    return (int(match.group(1)), int(match.group(2) or 0)) >= (5, 4)
 
 
 def _key_header(api_key: Optional[str]) -> Dict[str, str]:

@@ -50,7 +50,10 @@ Choices where the contract is silent:
   have (strict asks for every property to be required). The provider's own tools
   (``nacelle.native``) are its hosted ``web_search`` and ``code_interpreter``; their
   ``web_search_call`` and ``code_interpreter_call`` items come back as provider blocks
-  and are replayed as they came.
+  and are replayed as they came. A deferred tool (``nacelle.tool_search``) carries
+  ``defer_loading: true`` beside the hosted ``tool_search`` tool, whose
+  ``tool_search_call`` and ``tool_search_output`` items are replayed the same way
+  (developers.openai.com/api/docs/guides/tools-tool-search).
 - **Reasoning.** ``Thinking(effort=...)`` is ``reasoning.effort`` (the spec's
   ``ReasoningEffort`` has all seven of nacelle's levels, ``none`` to ``max``); a
   budget, which the Responses API does not take, becomes the effort its size
@@ -79,7 +82,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from typing import Any, Dict, List, Optional, Sequence, Set
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ...backend import DEFAULT_MAX_TOKENS, Request
 from ...errors import ConfigError, Unsupported
@@ -174,7 +177,7 @@ def _frame(request: Request, messages: Sequence[Message], *, model: str) -> Dict
     if request.system:
         body["instructions"] = request.system
     body["input"] = items(messages)
-    tools = sorted(request.tools, key=lambda t: t.name)
+    tools = sorted(request.tools, key=send_order)
     if tools:
         body["tools"] = [_tool(t) for t in tools]
     reasoning = _reasoning(request)
@@ -205,7 +208,15 @@ def _tool(tool: Any) -> Dict[str, Any]:
         item["description"] = tool.description
     item["parameters"] = copy.deepcopy(tool.schema)
     item["strict"] = False
+    if getattr(tool, "defer_loading", False) is True:
+        item["defer_loading"] = True
     return item
+
+
+def send_order(tool: Any) -> Tuple[int, str]:
+    """Where a tool goes in the list sent: by name, but a tool a local search loaded
+    after every tool sent before it (``loaded_at``), so a cached prefix holds."""
+    return getattr(tool, "loaded_at", 0), tool.name
 
 
 def _hosted(tool: Any) -> Dict[str, Any]:
@@ -220,6 +231,8 @@ def _hosted(tool: Any) -> Dict[str, Any]:
         return item
     if tool.kind == "code_execution":
         return {"type": "code_interpreter", "container": {"type": "auto"}}
+    if tool.kind == "tool_search":
+        return {"type": "tool_search"}
     raise Unsupported("openai", f"the native {tool.kind} tool")
 
 
