@@ -239,3 +239,34 @@ def test_nacelles_own_client_uses_the_served_tools_as_tools(target, pinned):
         assert client.call_tool("add", {"a": 20, "b": 22}) == "42"
         (picture,) = client.call_tool_parts("pixel", {})
         assert isinstance(picture, Image) and picture.media_type == "image/png"
+
+
+def test_under_nacelle_serve_a_2026_client_closing_its_stream_cancels_the_call_at_once():
+    """nacelle's own HTTP server hands the app the client's socket, so the call is
+    cancelled when the client closes it, well before the next keepalive (15 s)."""
+    import os
+
+    import anyio
+
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nacelle", "serve", "--mcp", "nacelle_server:TOOLS",
+         "--port", str(port)], cwd=str(HERE), env=dict(os.environ, PYTHONPATH=":".join(sys.path)),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_listening(port, process, 30)
+
+        async def body(client):
+            with pytest.raises(Exception):
+                await client.call_tool("waits", {}, read_timeout_seconds=0.5)
+            started = time.monotonic()
+            while time.monotonic() - started < 10:
+                if (await client.call_tool("cancelled", {})).content[0].text == "1":
+                    return time.monotonic() - started
+                await anyio.sleep(0.1)
+            return None
+
+        waited = session(f"http://127.0.0.1:{port}/mcp", "auto", body)
+    finally:
+        stop(process, 5.0)
+    assert waited is not None and waited < 5

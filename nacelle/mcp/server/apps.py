@@ -12,10 +12,14 @@ handful of them would hold every executor thread), at most ``max_calls`` at once
 (past that a request is a 503 with ``Retry-After``); a streamed answer is read on
 that thread too, and an ``http.disconnect`` while streaming cancels the call at once. A WSGI server closes
 the stream's generator when a write to a client that has gone fails (PEP 3333),
-which cancels the call too: at the next keepalive comment at the latest.
+which cancels the call too: at the next keepalive comment at the latest; sooner when
+the server hands the app the client's socket (``nacelle.socket``, which ``nacelle
+serve`` sets, or ``gunicorn.socket``): the chat server's watcher
+(:mod:`nacelle.serve.wsgi`) then sees it close and cancels the call at once.
 
 Outer ring (with the rest of ``nacelle.mcp``); imports the standard library,
-``nacelle.read_limits`` and the package's ``server.http``.
+``nacelle.read_limits``, ``nacelle.serve.wsgi`` (its socket watcher) and the package's
+``server.http``.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import threading
 from typing import Any, Awaitable, Callable, Dict, Iterable, List, MutableMapping, Optional
 
 from ...read_limits import content_length
+from ...serve.wsgi import _WATCHER, _client_socket
 from .http import Endpoint, Reply, _refusal
 
 __all__ = ["asgi", "wsgi"]
@@ -62,9 +67,35 @@ def wsgi(endpoint: Endpoint, max_body: int) -> Callable[..., Iterable[bytes]]:
             start_response(status, reply.headers + [("Content-Length", str(len(reply.body)))])
             return [reply.body]
         start_response(status, reply.headers)
-        return reply.stream
+        return _Watched(reply, _client_socket(environ))
 
     return application
+
+
+class _Watched:
+    """A streamed answer whose client's socket is watched while it streams (when the
+    server handed it over), so a client that leaves cancels the call at once."""
+
+    def __init__(self, reply: Reply, sock: Any) -> None:
+        assert reply.stream is not None
+        self._reply, self._chunks, self._sock = reply, reply.stream, sock
+        self._watching = False
+
+    def __iter__(self) -> "_Watched":
+        return self
+
+    def __next__(self) -> bytes:
+        if not self._watching and self._sock is not None:
+            self._watching = True
+            _WATCHER.watch(self._sock, self._reply.cancel.set)
+        return next(self._chunks)
+
+    def close(self) -> None:
+        if self._watching:
+            _WATCHER.forget(self._sock)
+        close = getattr(self._chunks, "close", None)
+        if close is not None:
+            close()
 
 
 def _wsgi_reply(endpoint: Endpoint, environ: Dict[str, Any], max_body: int) -> Reply:
