@@ -106,7 +106,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, 
 
 from . import bounded_json
 from .errors import ConfigError, NacelleError
-from .events import Event, Usage
+from .events import Event, Kind, Usage
 from .messages import _PART_TYPES, Document, Image, Message, Text, _part_to_json, decoded_size
 
 __all__ = ["KINDS", "Observation", "Observer", "Observers", "Recorder", "checked", "load",
@@ -259,7 +259,9 @@ class Recorder:
     text; an image's or document's ``media_type``, ``bytes`` and ``title`` — never
     its base64: the parts themselves are in the TOOL_RESULT event and the
     conversation, and a screenshot written once more per observation would swell
-    every recording of a browsing agent by its size again.
+    every recording of a browsing agent by its size again. For the same reason a
+    TOOL_INPUT's ``tool`` is written as its ``id``, ``index`` and ``name`` only: its
+    delta is its ``text``, and the call's input so far is its deltas joined.
     """
 
     events = True
@@ -375,8 +377,15 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, Event):
         # Only what this event carries: most are text deltas, and a recording of a
         # long run is mostly them.
-        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)
-                if f.name == "kind" or getattr(value, f.name) != f.default}
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)
+                  if f.name == "kind" or getattr(value, f.name) != f.default}
+        tool = value.tool
+        if tool is not None and value.kind is Kind.TOOL_INPUT:
+            # Its delta is its text; the input so far is the call's deltas joined.
+            # Written on every delta it would make a long argument's recording grow
+            # with the square of its length.
+            fields["tool"] = {"id": tool.id, "index": tool.index, "name": tool.name}
+        return fields
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)
                 if not f.name.startswith("_")}

@@ -482,3 +482,21 @@ def test_progress_outside_a_run_is_only_a_log_line(caplog):
     with caplog.at_level(logging.DEBUG, logger="nacelle.context"):
         ToolContext("c9", 0, "solo").progress(3, None, "three")
     assert "tool solo (c9): progress 3 three" in caplog.text
+
+
+def test_a_recording_of_a_long_streamed_argument_grows_with_its_length_not_its_square(tmp_path):
+    # Each TOOL_INPUT is written with its delta and the call's id, index and name; the
+    # input so far (its deltas joined) is not written again on every delta.
+    text = "word " * 4000  # 20,000 characters, streamed in about 2,900 deltas
+    arguments = json.dumps({"city": text})
+    path = tmp_path / "run.jsonl"
+    with FakeServer() as server, Recorder(path) as recorder:
+        observed_run(server, Reply(chunks=anthropic_stream(
+            [], tool_calls=[("toolu_1", "lookup", arguments)])),
+            Reply(chunks=ANSWER_TURN), observers=[recorder])
+    inputs = [r["data"]["event"] for r in load(path) if r["kind"] == "event"
+              and r["data"]["event"]["kind"] == "tool_input"]
+    assert len(inputs) > 2000
+    assert "".join(e["text"] for e in inputs) == arguments
+    assert inputs[-1]["tool"] == {"id": "toolu_1", "index": 0, "name": "lookup"}
+    assert path.stat().st_size < 200 * len(inputs) + 10 * len(arguments)
