@@ -82,7 +82,11 @@ class Usage:
     """Tokens (and dollars, where known) billed for a turn or a run.
 
     ``input_tokens`` is input billed at the full rate; cache reads and writes are
-    counted apart, so the fields mean the same on every backend. ``reasoning_tokens``
+    counted apart, so the fields mean the same on every backend.
+    ``cache_write_1h_tokens`` is the part of ``cache_creation_tokens`` written to
+    live an hour (Anthropic's ``usage.cache_creation.ephemeral_1h_input_tokens``, asked
+    for with ``Cache(ttl="1h")``), priced at 2x input against 1.25x for the rest; 0
+    elsewhere. It is never more than ``cache_creation_tokens``. ``reasoning_tokens``
     are already inside ``output_tokens``. ``cost`` is US dollars, 0.0 where unknown;
     ``priced`` is True when ``cost`` is known (a price was applied, or the provider
     reported it) rather than unknown-and-zero.
@@ -122,6 +126,8 @@ class Usage:
     # Not compared: ``cost`` already is, and two equal costs are equal usages.
     _pico: Optional[int] = field(default=None, repr=False, compare=False)
     _pico_without_cache: Optional[int] = field(default=None, repr=False, compare=False)
+    # Last, so that positional construction keeps its meaning.
+    cache_write_1h_tokens: int = 0
 
     def __post_init__(self) -> None:
         # Every Event makes a Usage, so the common case is kept to a few type tests.
@@ -134,6 +140,14 @@ class Usage:
         ):
             for name in _COUNTS:
                 object.__setattr__(self, name, _checked_count(name, getattr(self, name)))
+        hour = self.cache_write_1h_tokens
+        if hour:
+            hour = _checked_count("cache_write_1h_tokens", hour)
+            if hour > self.cache_creation_tokens:
+                raise ConfigError(f"Usage.cache_write_1h_tokens ({hour}) is part of "
+                                  f"cache_creation_tokens ({self.cache_creation_tokens}) "
+                                  "and cannot be more")
+            object.__setattr__(self, "cache_write_1h_tokens", hour)
         cost = self.cost
         if type(cost) is not float or not 0.0 <= cost <= _LARGEST_FLOAT:
             cost = _checked_cost(cost)
@@ -176,6 +190,7 @@ class Usage:
             priced,
             pico,
             self._uncached_pico() + other._uncached_pico(),
+            self.cache_write_1h_tokens + other.cache_write_1h_tokens,
         )
 
     @property
@@ -264,7 +279,7 @@ def _with_cost(usage: Usage, pico: int, pico_without_cache: int) -> Usage:
     """
     return Usage(usage.input_tokens, usage.output_tokens, usage.cache_read_tokens,
                  usage.cache_creation_tokens, usage.reasoning_tokens, _dollars(pico), True,
-                 pico, pico_without_cache)
+                 pico, pico_without_cache, usage.cache_write_1h_tokens)
 
 
 def _checked_cost(value: Any) -> float:

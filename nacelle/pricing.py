@@ -59,6 +59,10 @@ __all__ = ["AS_OF", "PRICES", "PROVIDERS", "Price", "price_for"]
 
 _MILLION = 1_000_000
 _LARGEST_FLOAT = sys.float_info.max
+#: ``priced``'s default: the one-hour writes ``usage`` says it holds (None is refused,
+#: as any count that is not a whole number).
+_FROM_USAGE: Any = object()
+
 _RATES = ("input", "output", "cache_read", "cache_write", "cache_write_1h")
 _DEFAULT_MULTIPLIERS = {"cache_read": Decimal("0.1"), "cache_write": Decimal("1.25"),
                         "cache_write_1h": Decimal("2")}
@@ -123,18 +127,23 @@ class Price:
             return tier[1]
         return self
 
-    def priced(self, usage: Usage, *, cache_write_1h_tokens: int = 0) -> Usage:
+    def priced(self, usage: Usage, *, cache_write_1h_tokens: int = _FROM_USAGE) -> Usage:
         """``usage`` (one request's) with its cost filled and ``priced`` set.
 
         ``cache_write_1h_tokens`` is the part of ``usage.cache_creation_tokens``
         written with a one-hour lifetime (Anthropic's
         ``usage.cache_creation.ephemeral_1h_input_tokens``); the rest are five-minute
-        writes. A cost already on ``usage`` is replaced.
+        writes. Without it, ``usage.cache_write_1h_tokens`` says. A cost already on
+        ``usage`` is replaced.
         """
+        if not isinstance(usage, Usage):
+            raise TypeError(f"Price prices a Usage, not {type(usage).__name__}")
+        if cache_write_1h_tokens is _FROM_USAGE:
+            cache_write_1h_tokens = usage.cache_write_1h_tokens
         pico, pico_without_cache = self._picos(usage, cache_write_1h_tokens)
         return _with_cost(usage, pico, pico_without_cache)
 
-    def cost(self, usage: Usage, *, cache_write_1h_tokens: int = 0) -> float:
+    def cost(self, usage: Usage, *, cache_write_1h_tokens: int = _FROM_USAGE) -> float:
         """The US dollars ``usage`` (one request's) costs at these prices."""
         return self.priced(usage, cache_write_1h_tokens=cache_write_1h_tokens).cost
 

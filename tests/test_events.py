@@ -53,6 +53,20 @@ def test_usage_adds_field_by_field_with_float_cost():
     assert sum([a, b], Usage()) == a + b
 
 
+def test_one_hour_cache_writes_are_a_part_of_the_writes_and_add_up():
+    a = Usage(cache_creation_tokens=10, cache_write_1h_tokens=4)
+    b = Usage(cache_creation_tokens=5, cache_write_1h_tokens=5)
+    assert (a + b).cache_write_1h_tokens == 9 and (a + b).cache_creation_tokens == 15
+    assert (a + b).total == 15  # counted once, inside the writes
+    assert Usage(1, 2).cache_write_1h_tokens == 0
+
+
+@pytest.mark.parametrize("writes, hour", [(3, 4), (0, 1), (5, -1), (5, 1.0), (5, True)])
+def test_more_one_hour_writes_than_writes_or_a_count_that_is_not_one_is_refused(writes, hour):
+    with pytest.raises(ConfigError, match="cache_write_1h_tokens"):
+        Usage(cache_creation_tokens=writes, cache_write_1h_tokens=hour)
+
+
 def test_usage_total_counts_every_billed_token_but_not_reasoning_twice():
     assert Usage(input_tokens=10, output_tokens=5, cache_read_tokens=100,
                  cache_creation_tokens=7, reasoning_tokens=3).total == 122

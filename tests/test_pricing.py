@@ -253,3 +253,12 @@ def test_a_run_of_priced_turns_is_priced_and_sums_the_costs_exactly():
     assert total.cost == float(sum(exact_cost(price, t) for t in turns))
     assert total.cost_without_cache == float(sum(Fraction(t._pico_without_cache, 10**12)
                                                   for t in turns))
+
+
+def test_a_usage_that_says_its_one_hour_writes_is_priced_by_them():
+    price = PRICES["anthropic"]["claude-opus-5-5"]
+    usage = Usage(input_tokens=10, cache_creation_tokens=3000, cache_write_1h_tokens=1000)
+    assert price.cost(usage) == float(exact_cost(price, usage, 1000))
+    assert price.priced(usage).cache_write_1h_tokens == 1000
+    # an explicit count still wins over what the usage says
+    assert price.cost(usage, cache_write_1h_tokens=0) == float(exact_cost(price, usage, 0))

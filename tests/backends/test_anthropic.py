@@ -836,7 +836,8 @@ def test_one_hour_writes_are_priced_at_twice_the_input_rate(server):
     server.queue(PATH, Reply(chunks=anthropic_stream(["Hi."], usage=usage)))
     price = price_for("anthropic", "claude-sonnet-4-5")
     result = settings_agent(server, cache=nacelle.Cache(ttl="1h")).run([user_text("Hi")])
-    assert result.usage.cache_creation_tokens == 100_000
+    assert (result.usage.cache_creation_tokens, result.usage.cache_write_1h_tokens) == (
+        100_000, 60_000)
     assert result.usage.cost == pytest.approx((0.04 * 1.25 + 0.06 * 2) * price.input)
     assert price.cache_write_1h == 2 * price.input and price.cache_write == 1.25 * price.input
 

@@ -522,6 +522,18 @@ def test_one_hour_cache_writes_are_priced_at_twice_the_input_rate():
     end = acc.finish()
     assert end.usage.priced
     assert end.usage.cost == pytest.approx(1 * 4.0 * 1.25 + 2 * 4.0 * 2)
+    assert (end.usage.cache_creation_tokens, end.usage.cache_write_1h_tokens) == (
+        3_000_000, 2_000_000)
+
+
+def test_the_usage_says_which_writes_were_one_hour_writes_without_a_price():
+    usage = {"cache_creation_input_tokens": 700,
+             "cache_creation": {"ephemeral_5m_input_tokens": 200,
+                                "ephemeral_1h_input_tokens": 500}}
+    acc = Accumulator()
+    acc.feed_event("message_start", {"type": "message_start", "message": {"usage": usage}})
+    assert (acc.usage.cache_creation_tokens, acc.usage.cache_write_1h_tokens) == (700, 500)
+    assert not acc.usage.priced
 
 
 def test_one_hour_writes_beyond_the_writes_reported_are_not_billed_twice():
@@ -530,6 +542,7 @@ def test_one_hour_writes_beyond_the_writes_reported_are_not_billed_twice():
     acc = Accumulator(pricing=Pricing(4.0, 20.0))
     acc.feed_event("message_start", {"type": "message_start", "message": {"usage": usage}})
     assert acc.usage.cost == pytest.approx(4.0 * 2)
+    assert acc.usage.cache_write_1h_tokens == 1_000_000
 
 
 @pytest.mark.parametrize("bad", [-1, "5", None, True])

@@ -295,12 +295,13 @@ class Accumulator:
             cache_read_tokens=u.get("cache_read_input_tokens", 0),
             cache_creation_tokens=u.get("cache_creation_input_tokens", 0),
             reasoning_tokens=u.get("thinking_tokens", 0),
-        )
-        if self._pricing is not None:
             # One-hour writes cost 2x input, five-minute writes 1.25x; the split comes
             # in usage.cache_creation, and what it does not claim is a 5-minute write.
-            hour = min(u.get("ephemeral_1h_input_tokens", 0), usage.cache_creation_tokens)
-            usage = self._pricing.priced(usage, cache_write_1h_tokens=hour)
+            cache_write_1h_tokens=min(u.get("ephemeral_1h_input_tokens", 0),
+                                      u.get("cache_creation_input_tokens", 0)),
+        )
+        if self._pricing is not None:
+            usage = self._pricing.priced(usage)
         return usage
 
     # -- blocks ---------------------------------------------------------------------
