@@ -80,7 +80,7 @@ import logging
 import threading
 from dataclasses import dataclass
 from typing import (
-    TYPE_CHECKING, Any, Callable, Dict, Generator, Generic, Iterable, List, Mapping, Optional,
+    TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Generator, Generic, Iterable, List, Mapping, Optional,
     Sequence, Tuple, Type, TypedDict, TypeVar, Union, cast, overload,
 )
 
@@ -316,6 +316,7 @@ class Agent(Generic[OutputT]):
         if compaction is not None and not isinstance(compaction, Compaction):
             raise ConfigError(f"compaction must be a nacelle.Compaction, got "
                               f"{type(compaction).__name__}")
+        _check_edits(compaction, backend)
         _check_int("loop_guard", loop_guard, 0)
         if eager_tools is not True and eager_tools is not False:
             raise ConfigError(f"eager_tools must be True or False, got {eager_tools!r:.60}")
@@ -453,7 +454,8 @@ class Agent(Generic[OutputT]):
             tools = tools + (compiled.tool,)
         return Request(system=system, messages=messages, tools=tools, mcp=self.mcp,
                        thinking=self.thinking, max_tokens=self.max_tokens, output=compiled,
-                       profile=self.profile, settings=self.model_settings, cache=self.cache)
+                       profile=self.profile, settings=self.model_settings, cache=self.cache,
+                       context_edits=getattr(self.compaction, "edits", ()))
 
     def _settings(self, resume: Optional[Resume] = None) -> RunSettings:
         """The loop's policy for a run of this Agent (``resume``: from ``resume``)."""
@@ -787,6 +789,16 @@ def _parent_data(parent: ToolContext) -> Dict[str, Any]:
     above = parent.observer
     return {"parent_run": getattr(above, "run_id", ""), "via": parent.call_id,
             "agent": parent.name}
+
+
+def _check_edits(compaction: Optional[Compaction], backend: Backend) -> None:
+    """Refuse context edits the backend does not make (``compaction.context_edits``)."""
+    taken: FrozenSet[str] = getattr(backend.capabilities, "context_edits", frozenset())
+    for edit in getattr(compaction, "edits", ()):
+        if edit.kind not in taken:
+            raise Unsupported(backend.name, f"the provider's context editing ({edit.kind})",
+                              "use a Compaction strategy the loop runs, such as "
+                              "compaction.clear_tool_results()")
 
 
 def _tool_search(given: Any, held: Sequence[Any]) -> Optional[ToolSearch]:

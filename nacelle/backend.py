@@ -465,9 +465,12 @@ class Request:
     profile: CallProfile = CallProfile.AGENT_TURN
     settings: ModelSettings = field(default_factory=ModelSettings)
     cache: Optional[Cache] = None
+    #: the edits the provider makes to its view of the conversation
+    #: (``compaction.context_edits``), for a backend whose capabilities take them
+    context_edits: Tuple[Any, ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("messages", "tools", "mcp"):
+        for name in ("messages", "tools", "mcp", "context_edits"):
             value = getattr(self, name)
             if not isinstance(value, tuple):
                 object.__setattr__(self, name, tuple(value))

@@ -270,8 +270,12 @@ class Renderer:
             self._line(self._paint(f"-- turn {self._turns}: {describe_usage(event.usage)}", _DIM))
         elif kind is Kind.COMPACTION and event.compaction is not None:
             done = event.compaction
-            self._line(self._paint(f"-- compacted ({done.strategy}): {done.removed} messages, "
-                                   f"~{done.tokens:,} tokens", _DIM))
+            if done.strategy.startswith("context edits"):  # the provider's own
+                self._line(self._paint(f"-- {visible(done.strategy)}: {done.tokens:,} input "
+                                       "tokens saved", _DIM))
+            else:
+                self._line(self._paint(f"-- compacted ({done.strategy}): {done.removed} "
+                                       f"messages, ~{done.tokens:,} tokens", _DIM))
         elif kind is Kind.DONE:
             for line in sources(event.messages):
                 self._line(self._paint(visible(line), _DIM))

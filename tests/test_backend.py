@@ -33,7 +33,7 @@ def test_request_defaults_match_the_agent_defaults():
 def test_a_request_holds_only_what_a_provider_sees():
     assert [f.name for f in dataclasses.fields(Request)] == [
         "system", "messages", "tools", "mcp", "thinking", "max_tokens", "output", "profile",
-        "settings", "cache"]
+        "settings", "cache", "context_edits"]
 
 
 def test_the_loops_policy_is_the_runs_with_the_agents_defaults():

@@ -378,7 +378,9 @@ def test_the_defaults_and_capabilities(server):
     assert anthropic.capabilities == nacelle.Capabilities(
         mcp=True, thinking=True, effort=True, min_budget=1024, cost=False,
         token_counting=True, images=True, structured_output=True, documents=True,
-        tool_media=True, tool_search=True, native_tools=frozenset({
+        tool_media=True, tool_search=True,
+        context_edits=frozenset({"clear_tool_uses", "clear_thinking", "compact"}),
+        native_tools=frozenset({
             "web_search", "web_search:max_uses", "web_search:allowed_domains",
             "web_search:blocked_domains", "web_fetch", "web_fetch:max_uses",
             "web_fetch:allowed_domains", "web_fetch:blocked_domains",

@@ -125,6 +125,7 @@ capabilities = Capabilities(
                                             "forced_tool_choice"}),
     thinks_by_default=True, max_temperature=1.0,
     tool_search=True,
+    context_edits=frozenset({"clear_tool_uses", "clear_thinking", "compact"}),
 )
 
 

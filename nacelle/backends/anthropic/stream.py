@@ -63,6 +63,12 @@ What it makes of the stream:
   count that is not a plausible one (negative, fractional, NaN, absurdly large, not
   a number) is ignored with a logged warning and the field keeps its last good
   value: usage is bookkeeping, and a broken count is no reason to lose the answer.
+- A ``compaction`` block (server-side compaction) is kept whole as a ProviderBlock,
+  its ``compaction_delta`` summary and ``encrypted_content`` added to it, to be sent
+  back. ``context_management.applied_edits`` in a ``message_delta`` (what the
+  provider's context editing cleared: ``compaction.context_edits``) becomes one
+  COMPACTION event, its counts in the event's ``Compacted`` (``messages`` empty: the
+  conversation kept here is unchanged).
 - ``ping`` and unknown event types are ignored, as the API asks. An ``error``
   event raises :class:`~nacelle.errors.StreamError` carrying the provider's error
   type (``err.type``) and request id, retryable for the types that mean "try again"
@@ -91,6 +97,7 @@ import logging
 from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 from ...backend import TurnEnd
+from ...compaction.strategies import Compacted
 from ...errors import StreamError, StreamTruncated
 from ...events import Event, Kind, Stop, ToolEvent, Usage, _wire_count
 from ...messages import Citation, Part, ProviderBlock, Reasoning, Text, ToolCall
@@ -184,6 +191,7 @@ class Accumulator:
         self._stop_reason: Optional[str] = None
         self._stopped = False
         self._server_calls = 0
+        self._edits_reported = False
         self.response_id = ""  # the message's id and model, for observers
         self.response_model = ""
 
@@ -247,7 +255,7 @@ class Accumulator:
                 if reason:
                     self._stop_reason = reason
             self._merge_usage(data.get("usage"))
-            return self._close_open()
+            return self._close_open() + self._edited(data.get("context_management"))
         if kind == "message_stop":
             self._stopped = True
             events = self._close_open()
@@ -371,6 +379,13 @@ class Accumulator:
             return [Event(Kind.THINKING, text=text)] if text else []
         if kind == "signature_delta":
             block.signature = self._text(delta, "signature", kind, required=True)  # set, never appended
+        elif kind == "compaction_delta":  # a compaction block's summary, as it comes
+            block.start = dict(block.start)  # the block's own copy, never the caller's
+            for key in ("content", "encrypted_content"):
+                value = delta.get(key)
+                if isinstance(value, str):
+                    held = block.start.get(key)
+                    block.start[key] = (held if isinstance(held, str) else "") + value
         elif kind == "citations_delta":
             block.citations.append(_citation(delta.get("citation")))
         elif kind == "input_json_delta":
@@ -378,6 +393,27 @@ class Accumulator:
             if shown and block.call is not None:
                 return [block.call.add(shown)]
         return []
+
+    def _edited(self, management: Any) -> List[Event]:
+        """One COMPACTION event for the edits the provider says it made to its view of
+        the conversation (``context_management.applied_edits``), once a turn."""
+        applied = management.get("applied_edits") if isinstance(management, dict) else None
+        if not isinstance(applied, list) or not applied or self._edits_reported:
+            return []
+        self._edits_reported = True
+        counts = {"cleared_tool_uses": 0, "cleared_thinking_turns": 0, "cleared_input_tokens": 0}
+        for edit in applied:
+            for key in counts:
+                value = _wire_count(edit.get(key)) if isinstance(edit, dict) else None
+                counts[key] += value or 0
+        said = [f"{counts[key]} {what}" for key, what in (
+            ("cleared_tool_uses", "tool uses"), ("cleared_thinking_turns", "thinking turns"))
+            if counts[key]]
+        done = Compacted(messages=(), removed=counts["cleared_tool_uses"]
+                         + counts["cleared_thinking_turns"],
+                         tokens=counts["cleared_input_tokens"],
+                         strategy="context edits: cleared " + (", ".join(said) or "nothing"))
+        return [Event(Kind.COMPACTION, compaction=done)]
 
     def _text(self, holder: Dict[str, Any], field: str, where: Any,
               required: bool = False) -> str:

@@ -89,6 +89,10 @@ Choices made where the wire leaves room:
   ``"defer_loading": true`` beside the provider's search tool (``SEARCH_TYPES``, with
   ``SEARCH_BETA``); the list sent is the same every turn. A tool a local search loaded
   goes after the tools sent before it (``send_order``).
+- **Context editing** (``compaction.context_edits``) is ``context_management.edits``
+  (``_edit``), with the ``context-management-2025-06-27`` beta header for the clearing
+  edits and ``compact-2026-01-12`` for compaction; a ``compaction`` block the API
+  wrote goes back as it came, like any provider block.
 - ``Reasoning.state`` holds the signature of a ``thinking`` block; a
   ``redacted_thinking`` block is kept whole, as its JSON object, in ``state`` (a
   signature is base64 and never starts with ``{``, so the two cannot be confused).
@@ -217,6 +221,11 @@ def betas(request: Request) -> List[str]:
     names = [MCP_BETA] if request.mcp else []
     kinds = {getattr(tool, "kind", "") for tool in request.tools if is_native(tool)}
     names.extend(NATIVE_BETAS[kind] for kind in sorted(kinds) if kind in NATIVE_BETAS)
+    edits = {edit.kind for edit in request.context_edits}
+    if edits - {"compact"}:
+        names.append(CONTEXT_BETA)
+    if "compact" in edits:
+        names.append(COMPACT_BETA)
     return names
 
 
@@ -247,12 +256,52 @@ def _common(request: Request, messages: Sequence[Message]) -> Dict[str, Any]:
         body["tools"] = tools
     if request.mcp:
         body["mcp_servers"] = [_mcp_server(server) for server in request.mcp]
+    if request.context_edits:
+        body["context_management"] = {"edits": [_edit(e) for e in request.context_edits]}
     body.update(_thinking(request.thinking))
     output = request.output
     if output is not None and output.mode == "native":
         config = body.setdefault("output_config", {})
         config["format"] = {"type": "json_schema", "schema": for_anthropic(output.schema)}
     return body
+
+
+#: The beta headers of context editing and of server-side compaction (their pages,
+#: cited in ``nacelle.compaction.edits``).
+CONTEXT_BETA = "context-management-2025-06-27"
+COMPACT_BETA = "compact-2026-01-12"
+
+
+def _edit(edit: Any) -> Dict[str, Any]:
+    """One ``context_management.edits`` entry (the SDK's ``BetaClearToolUses20250919Edit``,
+    ``BetaClearThinking20251015Edit`` and ``BetaCompact20260112Edit``); a field left
+    None is left to the API's default."""
+    if edit.kind == "clear_tool_uses":
+        out: Dict[str, Any] = {"type": "clear_tool_uses_20250919"}
+        if edit.trigger is not None:
+            out["trigger"] = {"type": "input_tokens", "value": edit.trigger}
+        if edit.keep is not None:
+            out["keep"] = {"type": "tool_uses", "value": edit.keep}
+        if edit.clear_at_least is not None:
+            out["clear_at_least"] = {"type": "input_tokens", "value": edit.clear_at_least}
+        if edit.exclude_tools:
+            out["exclude_tools"] = list(edit.exclude_tools)
+        if edit.clear_inputs:
+            out["clear_tool_inputs"] = True
+        return out
+    if edit.kind == "clear_thinking":
+        out = {"type": "clear_thinking_20251015"}
+        if edit.keep == "all":
+            out["keep"] = "all"
+        elif edit.keep is not None:
+            out["keep"] = {"type": "thinking_turns", "value": edit.keep}
+        return out
+    out = {"type": "compact_20260112"}
+    if edit.trigger is not None:
+        out["trigger"] = {"type": "input_tokens", "value": edit.trigger}
+    if edit.instructions is not None:
+        out["instructions"] = edit.instructions
+    return out
 
 
 def _thinking(thinking: Thinking) -> Dict[str, Any]:
