@@ -129,7 +129,8 @@ def test_tool_input_split_mid_token_is_concatenated_byte_for_byte():
               tool=ToolEvent("toolu_1", 0, "get_weather", '{"city": "Pa')),
         Event(Kind.TOOL_INPUT, text='ris", "u',
               tool=ToolEvent("toolu_1", 0, "get_weather", '{"city": "Paris", "u')),
-        Event(Kind.TOOL_INPUT, text='nit": "c"}', tool=ToolEvent("toolu_1", 0, "get_weather", whole)),
+        Event(Kind.TOOL_INPUT, text='nit": "c"}',
+              tool=ToolEvent("toolu_1", 0, "get_weather", whole)),
         # whole at its block's stop: announced then, for the loop to hold or start
         Event(Kind.TOOL_CALL, tool=ToolEvent("toolu_1", 0, "get_weather", whole))]
     assert end.parts == (ToolCall("toolu_1", "get_weather", whole),)

@@ -1022,3 +1022,15 @@ def test_the_realistic_openrouter_stream_streams_its_calls_input():
     assert [c[:3] for c in early_calls(events)] == [("toolu_1", 0, "get_weather"),
                                                     ("toolu_2", 1, "clock")]
     check(events, end)
+
+
+def test_openrouters_recorded_tool_turn_streams_the_calls_input_at_every_split():
+    body = (OPENAI_DATA.parent / "openrouter" / "loop_turn1_weather.sse").read_bytes()
+    for pieces in feeds(body):  # keepalive comments included
+        events, end = replay(pieces, Accumulator())
+        assert inputs(events) == [
+            (0, "toolu_bdrk_01L9WeAtHeR", "weather", '{"city": "Berlin', '{"city": "Berlin'),
+            (0, "toolu_bdrk_01L9WeAtHeR", "weather", '"}', '{"city": "Berlin"}')]
+        assert early_calls(events) == [
+            ("toolu_bdrk_01L9WeAtHeR", 0, "weather", '{"city": "Berlin"}')]
+        check(events, end)
