@@ -171,6 +171,9 @@ class Capabilities:
     thinks_by_default: bool = False
     #: the highest ``temperature`` the provider takes (Anthropic's is 1)
     max_temperature: float = 2.0
+    #: groups of settings of which a request may carry one at most (Claude 4.5's
+    #: temperature or top_p)
+    exclusive_settings: Tuple[FrozenSet[str], ...] = ()
 
 
 #: Every name ``Capabilities.settings`` may hold.
@@ -403,6 +406,10 @@ def refused_settings(caps: Capabilities, settings: ModelSettings, cache: Optiona
                 return (f"the {name} setting while the model thinks",
                         "turn thinking off with Thinking(effort=Effort.NONE), or leave "
                         "the setting out")
+    for group in caps.exclusive_settings:
+        given = sorted(group.intersection(wanted))
+        if len(given) > 1:
+            return (f"{' and '.join(given)} together", "give one of them")
     if settings.temperature is not None and settings.temperature > caps.max_temperature:
         return (f"a temperature of {settings.temperature:g} (its highest is "
                 f"{caps.max_temperature:g})", "")

@@ -124,6 +124,8 @@ def _intersection(all_caps: List[Capabilities]) -> Capabilities:
             values[spec.name] = any(mine)
         elif spec.name == "max_temperature":
             values[spec.name] = min(mine)
+        elif spec.name == "exclusive_settings":  # every one's rule holds
+            values[spec.name] = tuple(dict.fromkeys(g for groups in mine for g in groups))
         else:
             values[spec.name] = max(mine) if isinstance(mine[0], int) and not isinstance(
                 mine[0], bool) else all(mine)

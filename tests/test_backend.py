@@ -236,3 +236,12 @@ def test_a_temperature_above_the_providers_highest_is_refused():
     caps = Capabilities(settings=frozenset({"temperature"}), max_temperature=1.0)
     what, _ = refused_settings(caps, ModelSettings(temperature=1.5), None, Thinking())
     assert what == "a temperature of 1.5 (its highest is 1)"
+
+
+def test_settings_of_an_exclusive_group_are_refused_together_but_not_alone():
+    caps = Capabilities(settings=frozenset({"temperature", "top_p"}),
+                        exclusive_settings=(frozenset({"temperature", "top_p"}),))
+    what, hint = refused_settings(caps, ModelSettings(temperature=0.2, top_p=0.5), None,
+                                  Thinking())
+    assert (what, hint) == ("temperature and top_p together", "give one of them")
+    assert refused_settings(caps, ModelSettings(top_p=0.5), None, Thinking()) is None

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import Dict, FrozenSet, Tuple
 
 from ..backend import Capabilities
 
-__all__ = ["CLAUDE_SAMPLING", "OPENAI_SAMPLING", "claude_refuses_sampling", "openai_settings"]
+__all__ = ["CLAUDE_SAMPLING", "OPENAI_SAMPLING", "claude_exclusive", "claude_refuses_sampling",
+           "openai_settings"]
 
 CLAUDE_SAMPLING = frozenset({"temperature", "top_p", "top_k"})
 OPENAI_SAMPLING = frozenset({"temperature", "top_p"})
@@ -27,6 +29,29 @@ _CLAUDE_FROM = {"opus": (4, 7), "sonnet": (5, 0), "haiku": (5, 0), "fable": (0, 
 _GPT = re.compile(r"gpt-(\d+)(?:\.(\d+))?")
 
 
+#: The first version of each family that takes ``temperature`` or ``top_p`` but not both.
+_CLAUDE_ONE_OF_FROM = {"opus": (4, 1), "sonnet": (4, 5), "haiku": (4, 5), "fable": (0, 0),
+                       "mythos": (0, 0)}
+_TEMPERATURE_OR_TOP_P = (frozenset({"temperature", "top_p"}),)
+
+
+def _claude_version(model: str, since: Dict[str, Tuple[int, int]]) -> bool:
+    found = _CLAUDE.search(model)
+    if found is None:
+        return False
+    version = (int(found.group(2)), int(found.group(3) or 0))
+    return version >= since[found.group(1)]
+
+
+def claude_exclusive(model: str) -> Tuple[FrozenSet[str], ...]:
+    """``Capabilities.exclusive_settings`` of a Claude model: from Claude Sonnet 4.5,
+    Haiku 4.5 and Opus 4.1 on, "use only temperature OR top_p, not both" — a request
+    with both is a 400 (https://platform.claude.com/docs/en/about-claude/models/
+    migrating-to-claude-4, "Update sampling parameters"; Opus 4.1 answers "temperature
+    and top_p cannot both be specified for this model", open-webui/functions#9)."""
+    return _TEMPERATURE_OR_TOP_P if _claude_version(model, _CLAUDE_ONE_OF_FROM) else ()
+
+
 def claude_refuses_sampling(model: str) -> bool:
     """Whether a Claude model refuses a non-default ``temperature``, ``top_p`` or
     ``top_k`` on every request, thinking or not: Opus 4.7 and later, Sonnet and Haiku
@@ -36,11 +61,7 @@ def claude_refuses_sampling(model: str) -> bool:
     so a new model of those families is covered the day it appears; an id that names
     no family this way (``claude-3-5-sonnet-20241022``) keeps them.
     """
-    found = _CLAUDE.search(model)
-    if found is None:
-        return False
-    version = (int(found.group(2)), int(found.group(3) or 0))
-    return version >= _CLAUDE_FROM[found.group(1)]
+    return _claude_version(model, _CLAUDE_FROM)
 
 
 def openai_settings(caps: Capabilities, model: str) -> Capabilities:

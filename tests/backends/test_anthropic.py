@@ -397,7 +397,8 @@ def test_the_defaults_and_capabilities(server):
     assert backend.pricing == price_for("anthropic", "claude-opus-5") is not None
     assert backend.capabilities == dataclasses.replace(
         anthropic.capabilities, cost=True,
-        settings=anthropic.capabilities.settings - {"temperature", "top_p", "top_k"})
+        settings=anthropic.capabilities.settings - {"temperature", "top_p", "top_k"},
+        exclusive_settings=(frozenset({"temperature", "top_p"}),))
     assert isinstance(backend, nacelle.Backend)
 
 
@@ -869,3 +870,21 @@ def test_extra_headers_values_stay_out_of_logs_and_reprs(server, caplog):
     agent.run([user_text("Hi")])
     assert "tenant-hush-42" not in caplog.text + repr(agent) + repr(settings)
     assert KEY not in caplog.text
+
+
+@pytest.mark.parametrize("model, refused", [
+    ("claude-sonnet-4-5", True), ("claude-haiku-4-5-20251001", True),
+    ("claude-opus-4-1", True), ("claude-sonnet-4-0", False),
+    ("claude-3-7-sonnet-20250219", False),
+])
+def test_temperature_and_top_p_together_are_refused_where_claude_takes_one_only(
+        server, model, refused):
+    """"Use only temperature OR top_p, not both" from Claude Sonnet 4.5 on
+    (https://platform.claude.com/docs/en/about-claude/models/migrating-to-claude-4)."""
+    both = nacelle.ModelSettings(temperature=0.5, top_p=0.9)
+    if refused:
+        with pytest.raises(nacelle.Unsupported, match="temperature and top_p together"):
+            settings_agent(server, both, model=model)
+        settings_agent(server, nacelle.ModelSettings(top_p=0.9), model=model)
+    else:
+        settings_agent(server, both, model=model)

@@ -84,7 +84,7 @@ from ...messages import Message, ProviderBlock, Role
 from ...pricing import price_for
 from ...sse import parse_json
 from ..._net.headers import read_key
-from .._sampling import CLAUDE_SAMPLING, claude_refuses_sampling
+from .._sampling import CLAUDE_SAMPLING, claude_exclusive, claude_refuses_sampling
 from .._turn import Endpoint, base_url_from, check_key, check_model, count_tokens, stream_turn
 from .._wire_cache import WireCache
 from .stream import Accumulator, Pricing
@@ -174,7 +174,7 @@ class Backend:
         self._wire_cache = WireCache()  # each message's JSON, encoded once a run
         self.capabilities = dataclasses.replace(
             capabilities, cost=pricing is not None, structured_output=_has_output_format(model),
-            settings=settings_for(model))
+            settings=settings_for(model), exclusive_settings=claude_exclusive(model))
 
     def __repr__(self) -> str:
         priced = f", pricing={self.pricing!r}" if self.pricing is not None else ""
