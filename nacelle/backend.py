@@ -223,6 +223,16 @@ class ModelSettings:
     leaves the provider's default. Bad values are a ConfigError here; a setting the
     backend or its model does not take is ``Unsupported`` when the Agent is made.
 
+    The fields and their ranges are those the providers document, and each backend
+    writes them in its provider's form: Anthropic's Messages API
+    (https://platform.claude.com/docs/en/api/messages/create: ``stop_sequences``,
+    ``tool_choice`` types ``auto``/``any``/``tool``/``none`` with
+    ``disable_parallel_tool_use``), OpenAI's Responses API
+    (https://platform.openai.com/docs/api-reference/responses/create), Chat Completions
+    (https://platform.openai.com/docs/api-reference/chat/create) and OpenRouter
+    (https://openrouter.ai/docs/api-reference/parameters). ``extra_body`` and
+    ``extra_headers`` follow the official SDKs' per-request options of those names.
+
     The repr names the extra headers but never shows their values.
     """
 
