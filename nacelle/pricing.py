@@ -23,18 +23,31 @@ price when its prompt — input, cache reads and cache writes, as Anthropic coun
 — is more than ``threshold`` tokens. A tier is decided per request, so price each
 turn, never a run's total.
 
-The table (as of 2026-12-01; pages are undated, so this is the day they were read):
+The table (as of 2026-12-01; pages are undated, so this is the day they were read;
+each row also carries its own ``checked`` date where the day it was read is known):
 
 - Anthropic: https://platform.claude.com/docs/en/about-claude/pricing, the model
   pages under https://platform.claude.com/docs/zh-CN/models/ (Opus 5.5, Sonnet 5.5,
   Sonnet 5) and, for the Sonnet 4 and 4.5 long-context tier,
   https://docs.anthropic.com/en/docs/about-claude/pricing. Each row names its page.
-- OpenAI, Groq, DeepSeek, Gemini, Mistral, Together and xAI have no rows yet: no
-  current official price page for them could be read when the table was made, and a
-  row is only ever copied from the provider's own page, never from a third party's
-  summary. DeepSeek bills by time of day (peak and off-peak rates since
-  2026-08-16), which one :class:`Price` cannot say. Their models are unpriced until
-  rows are added, which is what a wrong price would be worse than.
+- OpenAI, Gemini, Groq, DeepSeek, Mistral, Together and xAI: their own pages
+  (https://developers.openai.com/api/docs/pricing and the model pages under it,
+  https://ai.google.dev/gemini-api/docs/pricing, https://groq.com/pricing/,
+  https://api-docs.deepseek.com/quick_start/pricing, https://mistral.ai/pricing,
+  https://www.together.ai/pricing, https://docs.x.ai/docs/models) could not be read
+  here, so these rows were read from an aggregator that cites them: pydantic's
+  genai-prices (github.com/pydantic/genai-prices, ``prices/providers/*.yml`` at commit
+  47df840a, 2026-08-21). Each row says so: ``Price.source`` is the provider's page,
+  ``Price.via`` the aggregator's file, ``Price.checked`` the day the aggregator last
+  checked that price against the page. These providers cache on their own and bill
+  a cache write as input (OpenAI's GPT-5.6 models excepted: 1.25×). Left out on
+  purpose: DeepSeek's ``deepseek-chat`` and ``deepseek-reasoner``, billed by time of
+  day, which one :class:`Price` cannot say; Gemini 3.6 and 3.7 Flash, whose
+  introductory rates end on 2027-01-01; audio input, dearer on Gemini and not told
+  apart in the usage a backend reads.
+
+:data:`BATCH` holds the Batch API discount of each provider that publishes one, as
+data (a batch price is ``price.scaled(BATCH[provider])``, :func:`batch_price`).
 
 Dated snapshots (``claude-sonnet-4-5-20250929``, ``gpt-5-2025-08-07``) are priced as
 their base model.
@@ -55,7 +68,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 from .errors import ConfigError
 from .events import Usage, _with_cost
 
-__all__ = ["AS_OF", "PRICES", "PROVIDERS", "Price", "price_for"]
+__all__ = ["AS_OF", "BATCH", "PRICES", "PROVIDERS", "Price", "batch_price", "price_for"]
 
 _MILLION = 1_000_000
 _LARGEST_FLOAT = sys.float_info.max
@@ -90,6 +103,10 @@ class Price:
     cache_write_1h: Optional[float] = None
     long_context: Optional[Tuple[int, "Price"]] = None
     source: str = field(default="", repr=False, compare=False)
+    #: the day the price was last read on ``source`` (None: not recorded)
+    checked: Optional[datetime.date] = field(default=None, repr=False, compare=False)
+    #: where the price was read when ``source`` itself could not be ("" for the page)
+    via: str = field(default="", repr=False, compare=False)
     # Pico-dollars per million tokens, in _RATES order: the integers the cost is
     # worked out in. Derived, so neither compared nor shown.
     _rates: Tuple[int, ...] = field(init=False, repr=False, compare=False)
@@ -117,8 +134,23 @@ class Price:
                     "Price.long_context must be (threshold, Price): a whole number of "
                     "prompt tokens above zero and the price of a request above it, "
                     f"itself without a tier; got {_shown(tier)}")
-        if not isinstance(self.source, str):
-            raise ConfigError(f"Price.source must be a str; got {_shown(self.source)}")
+        if not isinstance(self.source, str) or not isinstance(self.via, str):
+            raise ConfigError(f"Price.source and Price.via must be str; got "
+                              f"{_shown(self.source)}, {_shown(self.via)}")
+        if self.checked is not None and not isinstance(self.checked, datetime.date):
+            raise ConfigError(f"Price.checked must be a datetime.date or None; got "
+                              f"{_shown(self.checked)}")
+
+    def scaled(self, factor: float) -> "Price":
+        """Every rate (and the long-context tier's) times ``factor``: a batch price is
+        ``price.scaled(BATCH[provider])``. The source, date and channel stay."""
+        def times(value: float) -> float:
+            return float(Decimal(repr(value)) * Decimal(repr(float(factor))))
+        tier = self.long_context
+        return Price(times(self.input), times(self.output), times(self.cache_read or 0),
+                     times(self.cache_write or 0), cache_write_1h=times(self.cache_write_1h or 0),
+                     long_context=None if tier is None else (tier[0], tier[1].scaled(factor)),
+                     source=self.source, checked=self.checked, via=self.via)
 
     def for_prompt(self, prompt_tokens: int) -> "Price":
         """The price a request with ``prompt_tokens`` of prompt is billed at."""
@@ -234,11 +266,174 @@ _ANTHROPIC: Dict[str, Price] = {
     "claude-haiku-4-5": _claude(1, 5, 0.1, 1.25, 2, _CLAUDE_ZH),
 }
 
+# -- rows read through the aggregator ---------------------------------------------------------
+
+#: The price list rows are read from where a provider's own page could not be read
+#: here (a public, dated, per-provider table whose rows cite the providers' pages).
+_VIA = ("github.com/pydantic/genai-prices, prices/providers/{}.yml at commit "
+        "47df840a5ab10bbcffb8e5ac01b9899032245d1b (2026-08-21)")
+
+
+def _row(provider: str, source: str, checked: str, input: float, output: float,
+         read: Optional[float] = None, write: Optional[float] = None,
+         long_context: Optional[Tuple[int, Price]] = None) -> Price:
+    """A row read through the aggregator: no cache write surcharge unless ``write`` is
+    given (these providers cache on their own and bill writes as input), the same
+    price for a one-hour write, ``read`` defaulting to 0.1× input."""
+    write = input if write is None else write
+    return Price(input, output, read, write, cache_write_1h=write, long_context=long_context,
+                 source=source, checked=datetime.date.fromisoformat(checked),
+                 via=_VIA.format(provider))
+
+
+_OPENAI_PAGE = "https://developers.openai.com/api/docs/pricing"
+_GEMINI_PAGE = "https://ai.google.dev/gemini-api/docs/pricing"
+_GROQ_PAGE = "https://groq.com/pricing/"
+_DEEPSEEK_PAGE = "https://api-docs.deepseek.com/quick_start/pricing"
+_MISTRAL_PAGE = "https://mistral.ai/pricing#api-pricing"
+_TOGETHER_PAGE = "https://www.together.ai/pricing"
+_XAI_PAGE = "https://docs.x.ai/docs/models"
+
+
+def _openai(checked: str, input: float, output: float, read: float,
+            write: Optional[float] = None, long: Optional[Tuple[float, float, float]] = None,
+            page: str = _OPENAI_PAGE) -> Price:
+    # GPT-5.4 and later bill a whole request above 272k input tokens at the long rates.
+    tier = None
+    if long is not None:
+        tier = (272_000, _row("openai", page, checked, long[0], long[1], long[2],
+                              None if write is None else long[0] * 1.25))
+    return _row("openai", page, checked, input, output, read, write, tier)
+
+
+_OPENAI: Dict[str, Price] = {
+    "gpt-5.6-sol": _openai("2026-08-02", 5, 30, 0.5, 6.25, (10, 45, 1),
+                           "https://developers.openai.com/api/docs/models/gpt-5.6-sol"),
+    # Terra and Luna at the prices of 2026-07-30 (the changelog's cut of 20% and 80%).
+    "gpt-5.6-terra": _openai("2026-08-02", 2, 12, 0.2, 2.5, (4, 18, 0.4),
+                             "https://developers.openai.com/api/docs/models/gpt-5.6-terra"),
+    "gpt-5.6-luna": _openai("2026-08-02", 0.2, 1.2, 0.02, 0.25, (0.4, 1.8, 0.04),
+                            "https://developers.openai.com/api/docs/models/gpt-5.6-luna"),
+    "gpt-5.5": _openai("2026-04-24", 5, 30, 0.5),
+    "gpt-5.4": _openai("2026-03-06", 2.5, 15, 0.25, long=(5, 22.5, 0.5)),
+    "gpt-5.4-mini": _openai("2026-03-18", 0.75, 4.5, 0.075),
+    "gpt-5.4-nano": _openai("2026-03-18", 0.2, 1.25, 0.02),
+    "gpt-5.3": _openai("2026-05-07", 1.75, 14, 0.175),
+    "gpt-5.2": _openai("2025-12-11", 1.75, 14, 0.175),
+    "gpt-5.1": _openai("2025-11-13", 1.25, 10, 0.125),
+    "gpt-5": _openai("2025-11-13", 1.25, 10, 0.125),
+    "gpt-5-mini": _openai("2025-11-13", 0.25, 2, 0.025),
+    "gpt-5-nano": _openai("2025-11-13", 0.05, 0.4, 0.005),
+    "gpt-4.1": _openai("2025-07-04", 2, 8, 0.5),
+    "gpt-4.1-mini": _openai("2025-07-04", 0.4, 1.6, 0.1),
+    "gpt-4.1-nano": _openai("2025-07-04", 0.1, 0.4, 0.025),
+    "gpt-4o": _openai("2025-07-04", 2.5, 10, 1.25),
+    "gpt-4o-mini": _openai("2025-07-04", 0.15, 0.6, 0.075),
+    "o4-mini": _openai("2025-07-04", 1.1, 4.4, 0.275),
+}
+
+
+def _gemini(checked: str, input: float, output: float, read: float,
+            long: Optional[Tuple[float, float, float]] = None) -> Price:
+    # The Pro models bill a whole request above 200k prompt tokens at the long rates.
+    tier = None if long is None else (200_000, _row("gemini", _GEMINI_PAGE, checked, *long))
+    return _row("gemini", _GEMINI_PAGE, checked, input, output, read, None, tier)
+
+
+# Text, image and video input (audio input is dearer and not told apart by usage).
+_GEMINI: Dict[str, Price] = {
+    "gemini-3.5-flash": _gemini("2026-05-19", 1.5, 9, 0.15),
+    "gemini-3.5-flash-lite": _gemini("2026-07-22", 0.3, 2.5, 0.03),
+    "gemini-3.1-pro-preview": _gemini("2026-02-23", 2, 12, 0.2, (4, 18, 0.4)),
+    "gemini-3.1-flash-lite": _gemini("2026-05-12", 0.25, 1.5, 0.025),
+    "gemini-3-pro-preview": _gemini("2025-11-18", 2, 12, 0.2, (4, 18, 0.4)),
+    "gemini-3-flash-preview": _gemini("2025-12-19", 0.5, 3, 0.05),
+    "gemini-2.5-pro": _gemini("2025-10-31", 1.25, 10, 0.125, (2.5, 15, 0.25)),
+    "gemini-2.5-flash": _gemini("2025-10-31", 0.3, 2.5, 0.03),
+    "gemini-2.5-flash-lite": _gemini("2025-10-31", 0.1, 0.4, 0.01),
+    "gemini-2.0-flash": _gemini("2025-07-04", 0.1, 0.4, 0.025),
+    "gemini-2.0-flash-lite": _gemini("2025-07-04", 0.075, 0.3, 0.0075),
+}
+
+_GROQ: Dict[str, Price] = {
+    "openai/gpt-oss-120b": _row("groq", _GROQ_PAGE, "2025-08-06", 0.15, 0.6, 0.075),
+    "openai/gpt-oss-20b": _row("groq", _GROQ_PAGE, "2025-08-06", 0.075, 0.3, 0.0375),
+    "moonshotai/kimi-k2-instruct": _row("groq", _GROQ_PAGE, "2025-08-12", 1, 3, 0.5),
+    "qwen/qwen3-32b": _row("groq", _GROQ_PAGE, "2025-08-12", 0.29, 0.59, 0.29),
+    "llama-3.3-70b-versatile": _row("groq", _GROQ_PAGE, "2025-08-12", 0.59, 0.79, 0.59),
+    "llama-3.1-8b-instant": _row("groq", _GROQ_PAGE, "2025-08-12", 0.05, 0.08, 0.05),
+    "meta-llama/llama-4-maverick-17b-128e-instruct": _row(
+        "groq", _GROQ_PAGE, "2025-08-12", 0.2, 0.6, 0.2),
+    "meta-llama/llama-4-scout-17b-16e-instruct": _row(
+        "groq", _GROQ_PAGE, "2025-08-12", 0.11, 0.34, 0.11),
+}
+
+# deepseek-chat and deepseek-reasoner bill by time of day, which one Price cannot say.
+_DEEPSEEK: Dict[str, Price] = {
+    "deepseek-v4-pro": _row("deepseek", _DEEPSEEK_PAGE, "2026-06-02", 0.435, 0.87, 0.003625),
+    "deepseek-v4-flash": _row("deepseek", _DEEPSEEK_PAGE, "2026-05-12", 0.14, 0.28, 0.0028),
+}
+
+_MISTRAL: Dict[str, Price] = {
+    "mistral-large-2512": _row("mistral", _MISTRAL_PAGE, "2026-06-09", 0.5, 1.5, 0.05),
+    "mistral-small-2603": _row("mistral", _MISTRAL_PAGE, "2026-06-09", 0.15, 0.6, 0.015),
+    "mistral-medium-3": _row("mistral", _MISTRAL_PAGE, "2025-08-12", 0.4, 2, 0.4),
+    "magistral-medium": _row("mistral", _MISTRAL_PAGE, "2025-08-12", 2, 5, 2),
+    "magistral-small": _row("mistral", _MISTRAL_PAGE, "2025-08-12", 0.5, 1.5, 0.5),
+    "devstral-2512": _row("mistral", _MISTRAL_PAGE, "2026-06-09", 0.4, 2, 0.04),
+    "codestral-2508": _row("mistral", _MISTRAL_PAGE, "2026-06-09", 0.3, 0.9, 0.03),
+    "ministral-14b-2512": _row("mistral", _MISTRAL_PAGE, "2026-06-09", 0.2, 0.2, 0.02),
+    "ministral-3b-2512": _row("mistral", _MISTRAL_PAGE, "2026-06-09", 0.1, 0.1, 0.01),
+}
+
+_TOGETHER: Dict[str, Price] = {
+    "meta-llama/Llama-3.3-70B-Instruct-Turbo": _row(
+        "together", _TOGETHER_PAGE, "2025-07-03", 0.88, 0.88, 0.88),
+    "meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8": _row(
+        "together", _TOGETHER_PAGE, "2025-07-03", 0.27, 0.85, 0.27),
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct": _row(
+        "together", _TOGETHER_PAGE, "2025-07-03", 0.18, 0.59, 0.18),
+    "meta-llama/Meta-Llama-3.1-8B-Instruct-Turbo": _row(
+        "together", _TOGETHER_PAGE, "2025-07-03", 0.18, 0.18, 0.18),
+}
+
+_XAI: Dict[str, Price] = {
+    "grok-4.5": _row("x_ai", _XAI_PAGE, "2026-07-08", 2, 6, 0.5),
+    "grok-4.3": _row("x_ai", _XAI_PAGE, "2026-05-12", 1.25, 2.5, 0.2),
+    "grok-4.20": _row("x_ai", _XAI_PAGE, "2026-06-09", 1.25, 2.5, 0.2),
+    "grok-4": _row("x_ai", _XAI_PAGE, "2025-07-12", 3, 15, 0.75),
+    "grok-4-1-fast-reasoning": _row("x_ai", _XAI_PAGE, "2026-01-19", 0.2, 0.5, 0.05),
+    "grok-4-1-fast-non-reasoning": _row("x_ai", _XAI_PAGE, "2026-01-19", 0.2, 0.5, 0.05),
+    "grok-code-fast-1": _row("x_ai", _XAI_PAGE, "2026-01-19", 0.2, 1.5, 0.02),
+    "grok-3-mini": _row("x_ai", _XAI_PAGE, "2025-07-12", 0.3, 0.5, 0.075),
+}
+
+_ROWS: Dict[str, Dict[str, Price]] = {
+    "anthropic": _ANTHROPIC, "openai": _OPENAI, "groq": _GROQ, "deepseek": _DEEPSEEK,
+    "gemini": _GEMINI, "mistral": _MISTRAL, "together": _TOGETHER, "xai": _XAI,
+}
+
 #: provider → model id → :class:`Price`. Read-only.
 PRICES: Mapping[str, Mapping[str, Price]] = MappingProxyType({
-    name: MappingProxyType(_ANTHROPIC if name == "anthropic" else {})
-    for name in PROVIDERS
+    name: MappingProxyType(_ROWS[name]) for name in PROVIDERS
 })
+
+#: provider → what a Batch API request costs, as a share of the same request's
+#: standard price (every rate, cache reads and writes included): half at Anthropic
+#: (https://platform.claude.com/docs/en/build-with-claude/batch-processing, "50% of
+#: standard API prices"), OpenAI (https://developers.openai.com/api/docs/guides/batch,
+#: "a 50% discount") and Gemini (https://ai.google.dev/gemini-api/docs/batch-mode, "50%
+#: of the standard cost"). A provider missing here has no batch price in the table.
+BATCH: Mapping[str, float] = MappingProxyType({"anthropic": 0.5, "openai": 0.5, "gemini": 0.5})
+
+
+def batch_price(provider: str, model: str) -> Optional[Price]:
+    """The price of ``model`` at ``provider`` through its Batch API, or None when
+    either the model or the provider's batch discount is not in the table."""
+    price = price_for(provider, model)
+    share = BATCH.get(provider) if isinstance(provider, str) else None
+    return None if price is None or share is None else price.scaled(share)
+
 
 # A date at the end of an id: Anthropic's -20250929, OpenAI's -2025-08-07.
 _SNAPSHOT = re.compile(r"-(?:\d{8}|\d{4}-\d{2}-\d{2})\Z", re.ASCII)

@@ -262,3 +262,116 @@ def test_a_usage_that_says_its_one_hour_writes_is_priced_by_them():
     assert price.priced(usage).cache_write_1h_tokens == 1000
     # an explicit count still wins over what the usage says
     assert price.cost(usage, cache_write_1h_tokens=0) == float(exact_cost(price, usage, 0))
+
+
+# -- rows read through an aggregator, batch prices ----------------------------------------
+
+
+def test_every_provider_that_publishes_prices_has_rows():
+    assert {provider for provider, rows in PRICES.items() if rows} == set(PROVIDERS)
+
+
+def test_a_row_read_through_the_aggregator_says_so_and_when_it_was_checked():
+    for provider, model, price in ROWS:
+        if provider == "anthropic":
+            assert price.via == "", model  # read on Anthropic's own pages
+            continue
+        assert "github.com/pydantic/genai-prices" in price.via, (provider, model)
+        assert isinstance(price.checked, datetime.date), (provider, model)
+        assert price.checked <= AS_OF, (provider, model)
+
+
+def test_a_long_prompt_on_gemini_2_5_pro_is_billed_at_the_long_context_rates():
+    price = price_for("gemini", "gemini-2.5-pro")
+    assert price.cost(Usage(200_000, 1_000)) == pytest.approx(0.25 + 0.01)
+    assert price.cost(Usage(200_001, 1_000)) == pytest.approx(200_001 * 2.5e-6 + 0.015)
+
+
+def test_a_batch_price_is_half_the_standard_price_on_every_rate():
+    standard = price_for("openai", "gpt-5.4")
+    batch = pricing.batch_price("openai", "gpt-5.4")
+    assert (batch.input, batch.output, batch.cache_read) == (1.25, 7.5, 0.125)
+    assert batch.long_context[1].input == standard.long_context[1].input / 2
+    usage = Usage(10_000, 2_000, 5_000)
+    assert batch.cost(usage) == pytest.approx(standard.cost(usage) / 2)
+    assert set(pricing.BATCH) == {"anthropic", "openai", "gemini"}
+    assert pricing.batch_price("groq", "llama-3.1-8b-instant") is None  # no batch row
+    assert pricing.batch_price("openai", "an-unreleased-model") is None
+
+
+def test_scaled_keeps_the_rows_source_and_date():
+    price = price_for("gemini", "gemini-2.5-flash")
+    half = price.scaled(0.5)
+    assert (half.source, half.checked, half.via) == (price.source, price.checked, price.via)
+    assert half.input == 0.15  # the shortest decimal, not 0.3 * 0.5's binary rounding
+
+
+def test_checked_and_via_are_checked():
+    with pytest.raises(ConfigError, match="Price.checked"):
+        Price(1, 2, checked="2026-01-01")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="Price.via"):
+        Price(1, 2, via=3)  # type: ignore[arg-type]
+
+
+# -- every preset with a published price reports a cost ------------------------------------
+
+
+def _chat_answer():
+    """A Chat Completions stream in the shape every hosted preset sends (the usage in
+    a last chunk with no choices, as ``stream_options.include_usage`` asks)."""
+    from nacelle.testing import Reply
+    from nacelle.testing.wire import sse_event
+
+    chunks = [sse_event({"choices": [{"index": 0, "delta": {"content": "Hi."}}]}),
+              sse_event({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+              sse_event({"choices": [], "usage": {"prompt_tokens": 1200,
+                                                  "completion_tokens": 300}}),
+              b"data: [DONE]\n\n"]
+    return Reply(chunks=chunks)
+
+
+def _presets():
+    """(name, maker(model, base_url), provider, path, reply): every Chat Completions
+    preset, and each native backend, with the table's name for its provider."""
+    from nacelle.backends import anthropic, chat, gemini, openai
+    from nacelle.testing import Reply
+    from nacelle.testing.wire import anthropic_stream, gemini_stream, responses_stream
+
+    out = []
+    for name in chat.__all__:
+        preset = getattr(chat, name)
+        if not callable(preset) or name in ("Accumulator", "Backend", "Dialect", "to_wire"):
+            continue
+        provider = preset("probe", api_key="k").dialect.pricing
+        out.append((f"chat.{name}", lambda model, url, preset=preset: preset(
+            model, api_key="k", base_url=url + "/v1"), provider, "/v1/chat/completions",
+            _chat_answer))
+    out.append(("anthropic.Backend", lambda model, url: anthropic.Backend(
+        "k", model=model, base_url=url), "anthropic", "/v1/messages",
+        lambda: Reply(chunks=anthropic_stream(("Hi.",)))))
+    out.append(("openai.Backend", lambda model, url: openai.Backend(
+        "k", model=model, base_url=url + "/v1"), "openai", "/v1/responses",
+        lambda: Reply(chunks=responses_stream(("Hi.",)))))
+    out.append(("gemini.Backend", lambda model, url: gemini.Backend(
+        "k", model=model, base_url=url + "/v1beta"), "gemini",
+        "/v1beta/models/{}:streamGenerateContent", lambda: Reply(chunks=gemini_stream(("Hi.",)))))
+    return out
+
+
+@pytest.mark.parametrize("preset", _presets(), ids=lambda p: p[0])
+def test_a_turn_on_every_preset_with_a_published_price_reports_a_cost(preset):
+    from nacelle import Agent, user_text
+    from nacelle.testing import FakeServer
+
+    name, make, provider, path, reply = preset
+    if not provider:
+        assert name in ("chat.ollama", "chat.vllm", "chat.lmstudio", "chat.llamacpp")
+        pytest.skip(f"{name} serves local models, which have no published price")
+    assert PRICES[provider], f"{name}: no rows for {provider}"
+    for model in PRICES[provider]:
+        with FakeServer() as server:
+            server.queue(path.format(model), reply())
+            backend = make(model, server.url)
+            assert backend.capabilities.cost, (name, model)
+            result = Agent(backend, "Be brief.").run([user_text("Hi")])
+            assert result.usage.priced and result.usage.cost > 0, (name, model)

@@ -66,7 +66,9 @@ def parse_error(status: int, headers: Mapping[str, str], body: bytes,
 
     Anthropic: ``{"type":"error","error":{"type","message"},"request_id"}`` and a
     ``request-id`` header. OpenRouter: ``{"error":{"code","message","metadata"}}`` and
-    maybe ``x-request-id`` / ``x-generation-id``. Other bodies give a short preview.
+    maybe ``x-request-id`` / ``x-generation-id``. Google (Gemini):
+    ``{"error":{"code","message","status","details"}}``, its ``status`` the type.
+    Other bodies give a short preview.
     The values of ``secrets`` are scrubbed from every text before it is shortened.
     """
     def clean(text: str) -> str:
@@ -79,7 +81,9 @@ def parse_error(status: int, headers: Mapping[str, str], body: bytes,
         document = None
     error: Any = document.get("error") if isinstance(document, dict) else None
     if isinstance(error, dict):
-        type_ = clean(_text(error.get("type")))
+        # Google's APIs name the kind of error in ``status`` (INVALID_ARGUMENT,
+        # RESOURCE_EXHAUSTED: https://ai.google.dev/gemini-api/docs/troubleshooting)
+        type_ = clean(_text(error.get("type")) or _text(error.get("status")))
         message = clean(_text(error.get("message")))
         metadata = error.get("metadata")
         if isinstance(metadata, dict):
@@ -113,7 +117,10 @@ def api_error(status: int, headers: Mapping[str, str], body: bytes, *, name: str
     """:func:`parse_error` plus the hint where the status makes the fix clear, with the
     values of ``secrets`` (the request's headers) scrubbed from every text."""
     error = parse_error(status, headers, body, secrets)
-    said = hint(status, name=name, base_url=base_url, path=path, key_variable=key_variable,
+    # Google answers a key it does not know with 400 INVALID_ARGUMENT and an ErrorInfo
+    # detail whose reason is API_KEY_INVALID: the fix is the 401's.
+    keyless = status == 400 and b'"API_KEY_INVALID"' in body
+    said = hint(401 if keyless else status, name=name, base_url=base_url, path=path, key_variable=key_variable,
                 location=_header(headers, "location"))
     message = error.message
     if said:

@@ -8,8 +8,8 @@ test their own agents offline with the same doubles nacelle's tests use.
 - ``Cassette`` (``nacelle.testing.cassette``): a loopback server that records real HTTP
   exchanges to a JSON file once and replays them offline, byte for byte — regression
   tests and evals of a real agent that run in CI without a key.
-- Wire-format stream builders (``nacelle.testing.wire``): realistic Anthropic and
-  OpenRouter and OpenAI Responses SSE bodies.
+- Wire-format stream builders (``nacelle.testing.wire``): realistic Anthropic,
+  OpenRouter, OpenAI Responses and Gemini SSE bodies.
 
 Names load on first use, so importing this package costs nothing until a double is
 touched. Never imported by the core.
@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # what a type checker sees; at run time each loads on first u
     from .server import RecordedRequest as RecordedRequest
     from .server import Reply as Reply
     from .wire import anthropic_stream as anthropic_stream
+    from .wire import gemini_stream as gemini_stream
     from .wire import openrouter_stream as openrouter_stream
     from .wire import rechunk as rechunk
     from .wire import responses_stream as responses_stream
@@ -41,6 +42,7 @@ _HOMES = {
     "Reply": "server",
     "RecordedRequest": "server",
     "anthropic_stream": "wire",
+    "gemini_stream": "wire",
     "openrouter_stream": "wire",
     "rechunk": "wire",
     "responses_stream": "wire",

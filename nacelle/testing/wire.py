@@ -1,5 +1,5 @@
-"""Realistic Anthropic, OpenRouter and OpenAI Responses SSE bodies, for FakeServer
-replies and decoder tests.
+"""Realistic Anthropic, OpenRouter, OpenAI Responses and Gemini SSE bodies, for
+FakeServer replies and decoder tests.
 
 Each builder returns a list of ``bytes`` chunks, one per SSE event (or comment),
 ready for ``Reply(chunks=...)``; :func:`rechunk` re-cuts a body at fixed sizes to
@@ -21,8 +21,11 @@ finish chunk repeated with the usage (or an empty-choices usage chunk), ``data:
 ``output_item.added``, deltas (``output_text.delta`` inside a content part;
 ``function_call_arguments.delta`` cut mid-token, then ``.done``) and
 ``output_item.done``, every event with its ``sequence_number``, and
-``response.completed`` (or ``response.incomplete``) with the usage. Every builder
-streams a tool call's arguments in several deltas, as the providers do, so a
+``response.completed`` (or ``response.incomplete``) with the usage. Gemini's
+``streamGenerateContent?alt=sse``: one whole ``GenerateContentResponse`` a chunk, thought
+parts with their signature, each call one whole ``functionCall`` part (Gemini sends
+arguments as an object, not in deltas), the last chunk with ``finishReason``. Every other
+builder streams a tool call's arguments in several deltas, as those providers do, so a
 consumer sees its TOOL_INPUT events end to end.
 
 Public (``nacelle.testing``); imports the standard library only.
@@ -34,8 +37,8 @@ import json
 import re
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-__all__ = ["anthropic_error", "anthropic_stream", "fragments", "openrouter_stream", "rechunk",
-           "responses_stream", "sse_event"]
+__all__ = ["anthropic_error", "anthropic_stream", "fragments", "gemini_stream",
+           "openrouter_stream", "rechunk", "responses_stream", "sse_event"]
 
 ToolCallSpec = Tuple[str, str, str]  # (id, name, input JSON text)
 
@@ -358,4 +361,82 @@ def responses_stream(
         + counts["output_tokens"]}
     event({"type": "response.incomplete" if incomplete else "response.completed",
            "response": final})
+    return out
+
+
+# -- Gemini ----------------------------------------------------------------------------
+
+
+def gemini_stream(
+    text_deltas: Sequence[str] = ("Hello", "!"),
+    *,
+    thinking_deltas: Sequence[str] = (),
+    signature: str = "",
+    tool_calls: Sequence[ToolCallSpec] = (),
+    usage: Optional[Dict[str, int]] = None,
+    finish: str = "STOP",
+    model: str = "gemini-2.5-flash",
+    response_id: str = "9PZCafrTOoGqz7IPjdiB4Ak",
+) -> List[bytes]:
+    """A Gemini ``streamGenerateContent?alt=sse`` body, one chunk per event, in the
+    shape of ``GenerateContentResponse`` (https://ai.google.dev/api/generate-content;
+    the google-genai SDK's ``types.GenerateContentResponse``): each ``data:`` line a
+    whole response holding this chunk's new parts, with ``usageMetadata``,
+    ``modelVersion`` and ``responseId``; no ``event:`` lines.
+
+    Thought parts (``"thought": true``) first, the last carrying ``signature`` as its
+    ``thoughtSignature`` when given; then one text part per delta; then each call as
+    one whole ``functionCall`` part (``id`` left out when the id given is empty, as the
+    API may; the first call carries ``signature`` when given), in the chunk that ends
+    with ``finishReason`` and the final counts. ``usage`` holds
+    ``input_tokens`` (full-rate), ``output_tokens`` (visible), ``cached_tokens`` and
+    ``thoughts_tokens``; ``promptTokenCount`` counts the cached ones, as the API does.
+    """
+    counts = {"input_tokens": 25, "output_tokens": 12, "cached_tokens": 0,
+              "thoughts_tokens": 0}
+    counts.update(usage or {})
+    prompt = counts["input_tokens"] + counts["cached_tokens"]
+    meta: Dict[str, Any] = {"promptTokenCount": prompt,
+                            "totalTokenCount": prompt + counts["thoughts_tokens"]}
+    meta["promptTokensDetails"] = [{"modality": "TEXT", "tokenCount": prompt}]
+    out: List[bytes] = []
+
+    def chunk(parts: List[Dict[str, Any]], reason: Optional[str] = None,
+              final: bool = False) -> None:
+        candidate: Dict[str, Any] = {"content": {"parts": parts, "role": "model"},
+                                     "index": 0}
+        if reason is not None:
+            candidate["finishReason"] = reason
+        counted = dict(meta)
+        if final:
+            counted.update(candidatesTokenCount=counts["output_tokens"],
+                           totalTokenCount=prompt + counts["output_tokens"]
+                           + counts["thoughts_tokens"])
+            if counts["cached_tokens"]:
+                counted["cachedContentTokenCount"] = counts["cached_tokens"]
+        if counts["thoughts_tokens"]:
+            counted["thoughtsTokenCount"] = counts["thoughts_tokens"]
+        out.append(sse_event({"candidates": [candidate], "usageMetadata": counted,
+                              "modelVersion": model, "responseId": response_id}))
+
+    for number, text in enumerate(thinking_deltas):
+        part: Dict[str, Any] = {"text": text, "thought": True}
+        if signature and number == len(thinking_deltas) - 1:
+            part["thoughtSignature"] = signature
+        chunk([part])
+    texts = list(text_deltas)
+    last_text = texts.pop() if texts and not tool_calls else None
+    for text in texts:
+        chunk([{"text": text}])
+    calls: List[Dict[str, Any]] = []
+    for number, (call_id, name, arguments) in enumerate(tool_calls):
+        call: Dict[str, Any] = {"name": name, "args": json.loads(arguments or "{}")}
+        if call_id:
+            call = {"id": call_id, **call}
+        part = {"functionCall": call}
+        if signature and not thinking_deltas and number == 0:
+            part["thoughtSignature"] = signature
+        calls.append(part)
+    final_parts = calls if tool_calls else [{"text": last_text or ""}]
+    chunk(final_parts, finish, final=True)
     return out

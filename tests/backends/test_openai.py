@@ -19,7 +19,7 @@ from nacelle import (
 )
 from nacelle.backend import TurnEnd
 from nacelle.backends import openai
-from nacelle.pricing import Price
+from nacelle.pricing import Price, price_for
 from nacelle.testing import FakeServer, Reply, sse_event
 
 from hostile import EMOJI, HIGH, LOW, assert_well_formed, chain
@@ -378,8 +378,9 @@ def test_bad_construction_arguments_are_config_errors(kwargs, match):
 def test_the_defaults_and_capabilities():
     backend = openai.Backend(model="gpt-5-mini")
     assert (backend.base_url, backend.name) == ("https://api.openai.com/v1", "openai")
+    assert backend.pricing == price_for("openai", "gpt-5-mini") is not None
     assert backend.capabilities == nacelle.Capabilities(
-        mcp=False, thinking=True, effort=True, min_budget=0, cost=False,
+        mcp=False, thinking=True, effort=True, min_budget=0, cost=True,
         token_counting=True, images=True, structured_output=True, documents=True,
         tool_media=True, native_tools=frozenset({
             "web_search", "web_search:allowed_domains", "code_execution"}),
@@ -392,7 +393,8 @@ def test_the_defaults_and_capabilities():
     assert not openai.Backend(model="o3").capabilities.tool_search
     assert isinstance(backend, nacelle.Backend)
     assert repr(backend) == ("openai.Backend(model='gpt-5-mini', "
-                             "base_url='https://api.openai.com/v1')")
+                             "base_url='https://api.openai.com/v1', "
+                             f"pricing={backend.pricing!r})")
 
 
 def test_an_agent_refuses_server_side_mcp_at_construction():
@@ -420,7 +422,7 @@ def test_a_given_price_fills_each_turns_cost(server):
 
 def test_a_model_without_a_published_price_reports_no_dollars(server):
     server.queue(PATH, recorded("answer_after_tool.sse"))
-    _, end = one_turn(make(server))
+    _, end = one_turn(make(server, model="gpt-unreleased"))
     assert (end.usage.cost, end.usage.priced) == (0.0, False)
 
 

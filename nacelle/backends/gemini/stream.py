@@ -1,0 +1,344 @@
+"""The Gemini stream accumulator: decoded SSE events in, nacelle events and one
+:class:`~nacelle.backend.TurnEnd` out.
+
+Pure: :class:`Accumulator` is fed one SSE event (:meth:`~Accumulator.feed`) or one
+parsed chunk (:meth:`~Accumulator.feed_chunk`) at a time and returns the events to
+yield now; :meth:`Accumulator.finish` closes the turn. It speaks ``backends._turn``'s
+Accumulator protocol.
+
+With ``?alt=sse`` every ``data:`` line of ``streamGenerateContent`` is one whole
+``GenerateContentResponse`` (https://ai.google.dev/api/generate-content#v1beta.GenerateContentResponse;
+the google-genai SDK's ``types.GenerateContentResponse``): ``candidates`` (nacelle asks
+for one) whose ``content.parts`` carry this chunk's new output, ``usageMetadata``,
+``modelVersion``, ``responseId`` and, when the prompt itself was blocked,
+``promptFeedback``. What they become:
+
+- A ``text`` part is one TEXT event (half a surrogate pair held for the next,
+  ``_stream.Deltas``); a part with ``thought: true`` one THINKING event. Consecutive
+  parts of one kind are one Text or Reasoning part of the message, as the SDK's
+  ``response.text`` joins them; a ``thoughtSignature`` (which may come on a part of
+  its own with empty text, https://ai.google.dev/gemini-api/docs/thought-signatures)
+  closes the part it came on. A thought's signature is its Reasoning's ``state``; a
+  text's is a ProviderBlock ``{"thoughtSignature"}`` right after the Text, which
+  ``wire.py`` puts back on that part.
+- A ``functionCall`` part (``{"id", "name", "args"}``) comes whole in one chunk: it is
+  one TOOL_INPUT with the whole ``args`` as JSON text (written as ``json.dumps``
+  writes it by default, as a user of the SDK's ``args`` dict would), then at once its
+  TOOL_CALL
+  (``server`` empty; ``_stream.ToolInputs``). The API may leave ``id`` out; a call
+  without one gets ``call_`` and 16 random hex digits, kept in the conversation and
+  sent back on the call and its response, so it stays the same for the rest of the
+  run. Its signature is a ProviderBlock ``{"thoughtSignature", "call"}``.
+- Any other part (``executableCode``, ``codeExecutionResult``, ``inlineData`` the
+  model made) is a ProviderBlock ``{"part": ...}``, replayed as it came.
+- The end is the chunk whose candidate has a ``finishReason``: ``STOP`` is END (TOOLS
+  when a call came), ``MAX_TOKENS`` MAX_TOKENS, the safety family (``SAFETY``,
+  ``RECITATION``, ``BLOCKLIST``, ``PROHIBITED_CONTENT``, ``SPII``, ``IMAGE_SAFETY``
+  and the other ``*_SAFETY`` / ``*_RECITATION`` reasons) REFUSAL, anything else
+  OTHER. A chunk with ``promptFeedback.blockReason`` and no candidate ends the turn
+  as REFUSAL. A body that ends before either raises :class:`StreamTruncated`.
+- Usage is the last ``usageMetadata`` (each chunk repeats the counts so far), mapped
+  so the fields mean what they do on every backend: ``promptTokenCount`` counts the
+  cached part (``cachedContentTokenCount``), which is subtracted to get full-rate
+  input; ``toolUsePromptTokenCount`` is input too; ``thoughtsTokenCount`` is billed as
+  output and is not part of ``candidatesTokenCount``, so output is their sum and the
+  thoughts its reasoning share (https://ai.google.dev/api/generate-content#UsageMetadata).
+- An ``{"error": {"code", "message", "status"}}`` chunk (Google's error shape,
+  https://ai.google.dev/gemini-api/docs/troubleshooting) raises :class:`StreamError`
+  carrying the code; 408, 429 and 5xx, and the statuses ``RESOURCE_EXHAUSTED``,
+  ``UNAVAILABLE``, ``INTERNAL`` and ``DEADLINE_EXCEEDED``, are retryable, with a
+  ``RetryInfo`` detail's ``retryDelay`` as ``retry_after``.
+- The structure is checked, not trusted: a chunk that is not a JSON object, or a
+  part whose text or call name is not a string, is a :class:`StreamError`. Fields
+  this module does not know are ignored, as the API adds new ones.
+
+May import: the standard library, nacelle's core, ``backends._stream`` and ``wire``
+beside it. Never ``requests``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import secrets
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from ...backend import TurnEnd
+from ...errors import StreamError, StreamTruncated
+from ...events import Event, Kind, Stop, Usage
+from ...messages import Part, ProviderBlock, Reasoning, Text, ToolCall
+from ...sse import SSEEvent, parse_json
+from .._stream import Deltas, ToolInputs, token_count, transient_code, well_formed
+from .wire import PROTOCOL, dumps
+
+__all__ = ["Accumulator", "stop_for", "usage_from"]
+
+logger = logging.getLogger(__name__)
+
+#: ``Candidate.FinishReason`` values that mean the answer was withheld.
+_REFUSALS = frozenset({"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII",
+                       "IMAGE_SAFETY", "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION"})
+_RETRY_STATUSES = frozenset({"RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL",
+                             "DEADLINE_EXCEEDED"})
+_SECONDS = re.compile(r"\A(\d+(?:\.\d+)?)s\Z")
+
+
+def _unchanged(text: str) -> str:
+    return text
+
+
+def stop_for(reason: str, calls: bool) -> Stop:
+    """The Stop of a ``finishReason`` (see the module docstring)."""
+    if reason == "STOP":
+        return Stop.TOOLS if calls else Stop.END
+    if reason == "MAX_TOKENS":
+        return Stop.MAX_TOKENS
+    if reason in _REFUSALS or reason.endswith("_SAFETY") or reason.endswith("_RECITATION"):
+        return Stop.REFUSAL
+    if calls and reason in ("", "FINISH_REASON_UNSPECIFIED"):
+        return Stop.TOOLS
+    return Stop.OTHER
+
+
+class _Block:
+    """One part of the message being built: text or thought (with its deltas), a call,
+    or a ProviderBlock."""
+
+    __slots__ = ("kind", "text", "signature", "part")
+
+    def __init__(self, kind: str, part: Optional[Part] = None) -> None:
+        self.kind = kind  # "text", "thought" or "part"
+        self.text = Deltas()
+        self.signature = ""
+        self.part = part
+
+
+class Accumulator:
+    """One streamed ``streamGenerateContent`` answer. Feed it with :meth:`feed` (an SSE
+    event) or :meth:`feed_chunk` (a parsed chunk); close it with :meth:`finish`.
+
+    ``scrub`` cleans every error text made from the server's data; ``price`` fills the
+    cost of the turn's usage; ``name`` is how errors name the server; ``new_id`` makes
+    the id of a call that came without one.
+    """
+
+    def __init__(self, *, scrub: Optional[Callable[[str], str]] = None,
+                 price: Optional[Callable[[Usage], Usage]] = None, name: str = "Gemini",
+                 new_id: Optional[Callable[[], str]] = None) -> None:
+        self._scrub = scrub or _unchanged
+        self._price = price
+        self._name = name
+        self._new_id = new_id or (lambda: "call_" + secrets.token_hex(8))
+        self.done = False
+        self.response_id = ""
+        self.response_model = ""
+        self._blocks: List[_Block] = []
+        self._open: Optional[_Block] = None
+        self._inputs = ToolInputs()
+        self._reason = ""
+        self._blocked = ""
+        self._usage: Dict[str, Any] = {}
+
+    # -- feeding --------------------------------------------------------------
+
+    def feed(self, sse: SSEEvent) -> List[Event]:
+        """Take one SSE event: its ``data`` is one GenerateContentResponse."""
+        data = sse.data
+        if not data.strip():
+            return []
+        try:
+            chunk = parse_json(data)
+        except (ValueError, RecursionError) as exc:
+            reason = str(exc)
+        else:
+            return self.feed_chunk(chunk)
+        raise StreamError(f"{self._name} sent a data line that is not JSON "
+                          f"({reason[:120]}): {self._scrub(data)[:80]!r}")
+
+    def feed_chunk(self, chunk: Any) -> List[Event]:
+        """Take one parsed chunk; return the events it carries."""
+        if not isinstance(chunk, dict):
+            raise StreamError(f"{self._name} sent a chunk that is not a JSON object")
+        error = chunk.get("error")
+        if isinstance(error, dict):
+            raise self._error(error)
+        for key, attribute in (("responseId", "response_id"), ("modelVersion", "response_model")):
+            if isinstance(chunk.get(key), str):
+                setattr(self, attribute, chunk[key])
+        usage = chunk.get("usageMetadata")
+        if isinstance(usage, dict):
+            self._usage = usage
+        events: List[Event] = []
+        candidates = chunk.get("candidates")
+        candidate = candidates[0] if isinstance(candidates, list) and candidates else None
+        if isinstance(candidate, dict):
+            content = candidate.get("content")
+            parts = content.get("parts") if isinstance(content, dict) else None
+            for part in parts if isinstance(parts, list) else ():
+                events += self._part(part)
+            reason = candidate.get("finishReason")
+            if isinstance(reason, str) and reason:
+                self._reason = reason
+                self.done = True
+        feedback = chunk.get("promptFeedback")
+        if candidate is None and isinstance(feedback, dict) and isinstance(
+                feedback.get("blockReason"), str):
+            self._blocked = feedback["blockReason"]
+            self.done = True
+        if self.done:
+            events += self._close()
+        return events
+
+    def _part(self, part: Any) -> List[Event]:
+        if not isinstance(part, dict):
+            raise StreamError(f"{self._name} sent a part that is not a JSON object")
+        signature = part.get("thoughtSignature")
+        if signature is not None and not isinstance(signature, str):
+            raise StreamError(f"{self._name} sent a thoughtSignature that is not a string")
+        if "functionCall" in part:
+            return self._call(part["functionCall"], signature or "")
+        if "text" in part:
+            text = part["text"]
+            if not isinstance(text, str):
+                raise StreamError(f"{self._name} sent a text part whose text is not a string")
+            kind = "thought" if part.get("thought") is True else "text"
+            return self._text(kind, text, signature or "")
+        events = self._close()
+        self._blocks.append(_Block("part", ProviderBlock(PROTOCOL, well_formed(dumps(
+            {"part": part})))))
+        return events
+
+    def _text(self, kind: str, text: str, signature: str) -> List[Event]:
+        events: List[Event] = []
+        block = self._open
+        if block is None or block.kind != kind:
+            events += self._close()
+            if not text and not signature:
+                return events
+            block = self._open = _Block(kind)
+            self._blocks.append(block)
+        shown = block.text.add(text)
+        if shown:
+            events.append(Event(Kind.TEXT if kind == "text" else Kind.THINKING, text=shown))
+        if signature:
+            block.signature = signature
+            events += self._close()
+        return events
+
+    def _close(self) -> List[Event]:
+        """End the open text or thought part: U+FFFD for half a character it ended on."""
+        block, self._open = self._open, None
+        if block is None:
+            return []
+        held = block.text.end()
+        if not held:
+            return []
+        return [Event(Kind.TEXT if block.kind == "text" else Kind.THINKING, text=held)]
+
+    def _call(self, call: Any, signature: str) -> List[Event]:
+        events = self._close()
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+            raise StreamError(f"{self._name} sent a functionCall without a name")
+        call_id = call.get("id")
+        if call_id is not None and not isinstance(call_id, str):
+            raise StreamError(f"{self._name} sent a functionCall whose id is not a string")
+        call_id = call_id or self._new_id()
+        args = call.get("args")
+        if args is None:
+            args = {}
+        if not isinstance(args, dict):
+            raise StreamError(f"{self._name} sent a functionCall whose args is not an object")
+        raw = well_formed(json.dumps(args, ensure_ascii=False))
+        pending = self._inputs.start(call_id, call["name"])
+        events.append(pending.add(raw))
+        events += self._inputs.whole(pending, raw)
+        self._blocks.append(_Block("part", ToolCall(pending.id, pending.name, raw)))
+        if signature:
+            self._blocks.append(_Block("part", ProviderBlock(PROTOCOL, well_formed(dumps(
+                {"thoughtSignature": signature, "call": pending.id})))))
+        return events
+
+    # -- closing --------------------------------------------------------------
+
+    def abandon(self) -> List[Event]:
+        """Nothing: this backend announces no server-side call."""
+        return []
+
+    def finish(self) -> TurnEnd:
+        """Close the turn at the end of the body; :class:`StreamTruncated` when it ended
+        before a finishReason or a blocked prompt."""
+        if not self.done:
+            raise StreamTruncated(f"the {self._name} stream ended before a finishReason")
+        parts = self._parts()
+        if self._blocked:
+            stop = Stop.REFUSAL
+        else:
+            calls = any(isinstance(p, ToolCall) for p in parts)
+            stop = stop_for(self._reason, calls)
+            if stop is Stop.OTHER:
+                logger.debug("finishReason %r mapped to OTHER", self._reason)
+        return TurnEnd(parts=parts, usage=self.usage(), stop=stop)
+
+    def _parts(self) -> Tuple[Part, ...]:
+        parts: List[Part] = []
+        for block in self._blocks:
+            if block.part is not None:
+                parts.append(block.part)
+            elif block.kind == "thought":
+                parts.append(Reasoning(block.text.text, block.signature, PROTOCOL))
+            else:
+                parts.append(Text(block.text.text))
+                if block.signature:
+                    parts.append(ProviderBlock(PROTOCOL, dumps(
+                        {"thoughtSignature": block.signature})))
+        return tuple(parts)
+
+    def usage(self) -> Usage:
+        """The turn's usage, from the last usageMetadata (zero before any came)."""
+        usage = usage_from(self._usage, self._name)
+        if self._price is not None:
+            usage = self._price(usage)
+        return usage
+
+    def _error(self, error: Dict[str, Any]) -> StreamError:
+        code = error.get("code")
+        if isinstance(code, bool) or not isinstance(code, int) or not 0 <= code < 1000:
+            code = None
+        found = error.get("status")
+        status = found if isinstance(found, str) else ""
+        message = error.get("message")
+        text = f"{self._name} sent an error"
+        if code is not None or status:
+            text += f" ({' '.join(str(x) for x in (code, status) if x)})"
+        text += f": {message if isinstance(message, str) and message else 'no message'}"
+        again = transient_code(code) or status in _RETRY_STATUSES
+        return StreamError(self._scrub(text)[:2000], code=code, type=self._scrub(status)[:80],
+                           retry_after=_retry_delay(error) if again else None,
+                           retryable=again)
+
+
+def _retry_delay(error: Dict[str, Any]) -> Optional[float]:
+    """The seconds of a ``google.rpc.RetryInfo`` detail's ``retryDelay`` ("30s")."""
+    details = error.get("details")
+    for detail in details if isinstance(details, list) else ():
+        if isinstance(detail, dict) and str(detail.get("@type", "")).endswith("RetryInfo"):
+            delay = detail.get("retryDelay")
+            found = _SECONDS.match(delay) if isinstance(delay, str) else None
+            if found:
+                return min(float(found.group(1)), 600.0)
+    return None
+
+
+def usage_from(usage: Dict[str, Any], name: str = "Gemini") -> Usage:
+    """Map ``usageMetadata`` onto :class:`Usage` (see the module docstring)."""
+    cached = token_count(usage, "cachedContentTokenCount", name)
+    thoughts = token_count(usage, "thoughtsTokenCount", name)
+    prompt = token_count(usage, "promptTokenCount", name) + token_count(
+        usage, "toolUsePromptTokenCount", name)
+    return Usage(
+        input_tokens=max(0, prompt - cached),
+        output_tokens=token_count(usage, "candidatesTokenCount", name) + thoughts,
+        cache_read_tokens=cached,
+        reasoning_tokens=thoughts,
+    )
