@@ -15,10 +15,15 @@ from typing import Dict, FrozenSet, Tuple
 
 from ..backend import Capabilities
 
-__all__ = ["CLAUDE_SAMPLING", "OPENAI_SAMPLING", "claude_exclusive", "claude_refuses_sampling",
+__all__ = ["CLAUDE_NOT_WHILE_THINKING", "CLAUDE_SAMPLING", "OPENAI_SAMPLING", "claude_exclusive", "claude_refuses_sampling",
            "openai_settings"]
 
 CLAUDE_SAMPLING = frozenset({"temperature", "top_p", "top_k"})
+#: What a thinking Claude refuses: temperature and top_k, top_p but from 0.95 to 1
+#: (refused whole here, not half), and a forced tool choice
+#: (https://platform.claude.com/docs/en/build-with-claude/extended-thinking,
+#: "Feature compatibility").
+CLAUDE_NOT_WHILE_THINKING = CLAUDE_SAMPLING | {"forced_tool_choice"}
 OPENAI_SAMPLING = frozenset({"temperature", "top_p"})
 
 _CLAUDE = re.compile(r"claude-(opus|sonnet|haiku|fable|mythos)-(\d+)(?:[-.](\d{1,2})(?!\d))?")

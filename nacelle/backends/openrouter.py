@@ -79,7 +79,9 @@ from ..errors import ConfigError, Unsupported
 from ..events import Event, Usage
 from ..messages import Message
 from .._net.headers import read_key
-from ._sampling import CLAUDE_SAMPLING, claude_exclusive, claude_refuses_sampling
+from ._sampling import (
+    CLAUDE_NOT_WHILE_THINKING, CLAUDE_SAMPLING, claude_exclusive, claude_refuses_sampling,
+)
 from ._turn import Endpoint, base_url_from, check_key, check_model, stream_turn
 from ._wire_cache import WireCache
 from .chat import stream as chat_stream
@@ -218,9 +220,14 @@ class Backend:
         self.app_url = app_url
         self.provider = copy.deepcopy(provider)
         self._wire_cache = WireCache()  # each message's JSON, encoded once a run
+        claude = model.startswith("anthropic/")
+        # A Claude keeps its rules behind OpenRouter: one of temperature and top_p on
+        # the models that take one, and no sampling or forced tool choice while it
+        # reasons (which OpenRouter's reasoning.effort or max_tokens turns on).
         self.capabilities = dataclasses.replace(
             capabilities, settings=settings_for(model),
-            exclusive_settings=claude_exclusive(model) if model.startswith("anthropic/") else ())
+            exclusive_settings=claude_exclusive(model) if claude else (),
+            thinking_settings=DIALECT.settings - CLAUDE_NOT_WHILE_THINKING if claude else None)
 
     def __repr__(self) -> str:
         return f"openrouter.Backend(model={self.model!r}, base_url={self.base_url!r})"

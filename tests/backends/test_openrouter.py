@@ -660,3 +660,15 @@ def test_what_openrouter_would_drop_is_unsupported_at_construction(server, model
     with pytest.raises(Unsupported, match=match):
         Agent(make_backend(server, model=model), "s",
               model_settings=nacelle.ModelSettings(**settings), cache=cache)
+
+
+def test_a_reasoning_claude_behind_openrouter_takes_no_temperature(server):
+    """Extended thinking refuses temperature, top_k and a forced tool choice
+    (https://platform.claude.com/docs/en/build-with-claude/extended-thinking)."""
+    backend = make_backend(server, model="anthropic/claude-sonnet-4.5")
+    with pytest.raises(Unsupported, match="the temperature setting while the model thinks"):
+        Agent(backend, "s", thinking=Thinking(effort=Effort.LOW),
+              model_settings=nacelle.ModelSettings(temperature=0.3))
+    Agent(backend, "s", model_settings=nacelle.ModelSettings(temperature=0.3))
+    Agent(make_backend(server, model="openai/gpt-4.1"), "s", thinking=Thinking(effort=Effort.LOW),
+          model_settings=nacelle.ModelSettings(temperature=0.3))

@@ -84,7 +84,9 @@ from ...messages import Message, ProviderBlock, Role
 from ...pricing import price_for
 from ...sse import parse_json
 from ..._net.headers import read_key
-from .._sampling import CLAUDE_SAMPLING, claude_exclusive, claude_refuses_sampling
+from .._sampling import (
+    CLAUDE_NOT_WHILE_THINKING, CLAUDE_SAMPLING, claude_exclusive, claude_refuses_sampling,
+)
 from .._turn import Endpoint, base_url_from, check_key, check_model, count_tokens, stream_turn
 from .._wire_cache import WireCache
 from .stream import Accumulator, Pricing
@@ -121,8 +123,7 @@ capabilities = Capabilities(
     # "Feature compatibility"); temperature runs from 0 to 1
     # (https://platform.claude.com/docs/en/api/messages/create).
     settings=frozenset(SETTINGS - {"seed", "cache_key"}),
-    thinking_settings=frozenset(SETTINGS - {"temperature", "top_p", "top_k",
-                                            "forced_tool_choice"}),
+    thinking_settings=frozenset(SETTINGS - CLAUDE_NOT_WHILE_THINKING),
     thinks_by_default=True, max_temperature=1.0,
     tool_search=True,
     context_edits=frozenset({"clear_tool_uses", "clear_thinking", "compact"}),
