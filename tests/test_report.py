@@ -419,3 +419,18 @@ def test_a_sub_agent_s_turns_and_tools_are_lanes_nested_under_the_call_that_star
     assert "Sub-agent researcher" in page and "started by call <code>p1</code>" in page
     only = report.html(path, run_id=runs[0])
     assert only.count('<section class="run') == 2
+
+
+def test_the_providers_context_edits_are_a_line_under_the_token_table(tmp_path):
+    applied = {"applied_edits": [{"type": "clear_tool_uses_20250919", "cleared_tool_uses": 4,
+                                  "cleared_input_tokens": 21000}]}
+    events = anthropic_stream(["Done."], context_management=applied)
+    path = tmp_path / "edits.jsonl"
+    with FakeServer() as server, Recorder(path) as recorder:
+        server.queue("/v1/messages", Reply(chunks=events))
+        nacelle.Agent(anthropic.Backend("sk-test-0123456789", base_url=server.url), "s",
+                      compaction=nacelle.compaction.context_edits(),
+                      observers=[recorder]).run([nacelle.user_text("hi")])
+    page = report.html(path)
+    assert ('<p class="note compaction">Turn 1: context edits: cleared 4 tool uses: '
+            "21,000 input tokens saved</p>") in page

@@ -281,3 +281,33 @@ def test_every_builders_tool_call_reaches_an_agent_as_tool_input_then_the_call()
             assert last_input < kinds.index(Kind.TOOL_CALL)
             assert [e.tool.result for e in events if e.kind is Kind.TOOL_RESULT] == ["written"]
         server.assert_consumed()
+
+
+def test_anthropic_stream_carries_citations_and_the_context_edits_applied():
+    cited = {"type": "web_search_result_location", "url": "https://example.org",
+             "title": "Example", "cited_text": "x", "encrypted_index": "Eo8B"}
+    applied = {"applied_edits": [{"type": "clear_tool_uses_20250919", "cleared_tool_uses": 2,
+                                  "cleared_input_tokens": 900}]}
+    payloads = anthropic_payloads(anthropic_stream(["Hi"], citations=[cited],
+                                                   context_management=applied))
+    deltas = [p["delta"] for p in payloads if p["type"] == "content_block_delta"]
+    assert deltas[0] == {"type": "citations_delta", "citation": cited}
+    assert deltas[1]["type"] == "text_delta"
+    ending = next(p for p in payloads if p["type"] == "message_delta")
+    assert ending["context_management"] == applied
+
+
+def test_responses_stream_sends_hosted_items_first_and_the_texts_annotations():
+    searched = {"type": "web_search_call", "id": "ws_1", "status": "completed"}
+    note = {"type": "url_citation", "url": "https://example.org", "title": "Example",
+            "start_index": 0, "end_index": 2}
+    payloads = [json.loads(e.data) for e in events_of(
+        responses_stream(["Hi"], hosted=[searched], annotations=[note]))]
+    added = [p for p in payloads if p["type"] == "response.output_item.added"]
+    assert added[0]["item"] == searched and added[1]["output_index"] == 1
+    assert [p["annotation"] for p in payloads
+            if p["type"] == "response.output_text.annotation.added"] == [note]
+    done = [p for p in payloads if p["type"] == "response.output_item.done"][-1]
+    assert done["item"]["content"][0]["annotations"] == [note]
+    final = payloads[-1]["response"]["output"]
+    assert [item["type"] for item in final] == ["web_search_call", "message"]

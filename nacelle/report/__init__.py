@@ -140,6 +140,7 @@ class _Run:
     tools: List[_Tool] = field(default_factory=list)
     messages: Optional[List[Any]] = None
     streamed: List[Any] = field(default_factory=list)
+    compactions: List[Tuple[int, str, Any, Any]] = field(default_factory=list)
 
 
 def _tree(run: _Run, kids: Mapping[Tuple[str, str], List[_Run]],
@@ -245,6 +246,11 @@ def _event(run: _Run, event: Any) -> None:
             run.streamed[-1]["text"].append(event["text"])
         else:
             run.streamed.append({"type": "text", "text": [event["text"]]})
+    elif kind == "compaction" and isinstance(event.get("compaction"), Mapping):
+        done = event["compaction"]
+        turn = run.requests[-1].turn if run.requests else 0
+        run.compactions.append((turn, _text(done.get("strategy")), done.get("removed"),
+                                done.get("tokens")))
     elif kind in ("tool_call", "tool_result") and isinstance(event.get("tool"), Mapping):
         tool = event["tool"]
         if kind == "tool_call":
@@ -489,7 +495,22 @@ def _table(run: _Run) -> str:
             "cache writes). The run row is the run's own total, its sub-agents' spend "
             "included.</p>")
     return (f'<div class="scroll"><table><thead>{head}</thead><tbody>{"".join(rows)}</tbody>'
-            f"{foot}</table></div>{note}")
+            f"{foot}</table></div>{note}{_compactions(run)}")
+
+
+def _compactions(run: _Run) -> str:
+    """A line per compaction of the run: the provider's context edits (what it cleared
+    and the input tokens that saved) or the loop's (messages removed, tokens)."""
+    lines = []
+    for turn, strategy, removed, tokens in run.compactions:
+        count = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else 0
+        if strategy.startswith("context edits"):
+            said = f"{e(strategy)}: {count:,} input tokens saved"
+        else:
+            gone = removed if isinstance(removed, int) and not isinstance(removed, bool) else 0
+            said = f"compacted ({e(strategy)}): {gone:,} messages, ~{count:,} tokens"
+        lines.append(f'<p class="note compaction">Turn {turn}: {said}</p>')
+    return "".join(lines)
 
 
 def _usage(raw: Any) -> Optional[Usage]:

@@ -90,6 +90,8 @@ def anthropic_stream(
     pings: bool = True,
     error: Optional[Tuple[str, str]] = None,
     message_stop: bool = True,
+    citations: Sequence[Dict[str, Any]] = (),
+    context_management: Optional[Dict[str, Any]] = None,
 ) -> List[bytes]:
     """An Anthropic Messages stream, one chunk per event.
 
@@ -103,6 +105,10 @@ def anthropic_stream(
     final ``message_delta`` all of it, cumulative. ``error=(type, message)`` ends the
     stream after the content with an in-band ``error`` event (no ``message_delta`` or
     ``message_stop``); ``message_stop=False`` drops the final event, as a cut stream.
+    ``citations`` are sent as ``citations_delta`` events at the start of the text block
+    (the web search tool's ``web_search_result_location`` objects, say);
+    ``context_management`` rides on the final ``message_delta``, as the API reports the
+    context edits it applied (``{"applied_edits": [...]}``).
     """
     totals = {"input_tokens": 25, "cache_creation_input_tokens": 0,
               "cache_read_input_tokens": 0, "output_tokens": 12}
@@ -133,6 +139,7 @@ def anthropic_stream(
         index += 1
     if text_deltas:
         out.append(_block_start(index, {"type": "text", "text": ""}))
+        out += [_delta(index, {"type": "citations_delta", "citation": c}) for c in citations]
         for number, text in enumerate(text_deltas):
             out.append(_delta(index, {"type": "text_delta", "text": text}))
             if pings and number == len(text_deltas) // 2:
@@ -150,8 +157,11 @@ def anthropic_stream(
         out.append(anthropic_error(*error))
         return out
     reason = stop_reason or ("tool_use" if tool_calls else "end_turn")
-    out.append(_event("message_delta", {"type": "message_delta", "delta": {
-        "stop_reason": reason, "stop_sequence": None}, "usage": totals}))
+    ending: Dict[str, Any] = {"type": "message_delta", "delta": {
+        "stop_reason": reason, "stop_sequence": None}, "usage": totals}
+    if context_management is not None:
+        ending["context_management"] = context_management
+    out.append(_event("message_delta", ending))
     if message_stop:
         out.append(_event("message_stop", {"type": "message_stop"}))
     return out
@@ -285,6 +295,8 @@ def responses_stream(
     model: str = "gpt-5-mini-2025-08-07",
     response_id: str = "resp_0c51a8d3e2f9b7aa006a6a1f00aa1081a1b0c0ffee42",
     incomplete: Optional[str] = None,
+    hosted: Sequence[Dict[str, Any]] = (),
+    annotations: Sequence[Dict[str, Any]] = (),
 ) -> List[bytes]:
     """An OpenAI Responses API stream (``POST /v1/responses`` with ``stream: true``),
     one chunk per event, in the shape of ``ResponseStreamEvent`` in OpenAI's OpenAPI
@@ -298,6 +310,9 @@ def responses_stream(
     ``cached_tokens`` (inside ``input_tokens``, as the API counts it).
     ``incomplete="max_output_tokens"`` ends with ``response.incomplete`` and that
     reason, the last call's arguments cut in the middle and its item never done.
+    ``hosted`` items (a hosted tool's ``web_search_call``, say) come first, each added
+    and done whole; ``annotations`` (``url_citation`` objects) are the message text's,
+    as ``response.output_text.annotation.added`` events and in the finished part.
     """
     counts = {"input_tokens": 25, "output_tokens": 12, "cached_tokens": 0}
     counts.update(usage or {})
@@ -315,6 +330,10 @@ def responses_stream(
     event({"type": "response.created", "response": response("in_progress", [])})
     event({"type": "response.in_progress", "response": response("in_progress", [])})
     items: List[Dict[str, Any]] = []
+    for item in hosted:
+        event({"type": "response.output_item.added", "item": item, "output_index": len(items)})
+        event({"type": "response.output_item.done", "item": item, "output_index": len(items)})
+        items.append(item)
     if text_deltas:
         index, item_id = len(items), "msg_0c51a8d3e2f9b7aa006a6a1f02e53081a3f405162738"
         item = {"id": item_id, "type": "message", "status": "in_progress", "content": [],
@@ -326,7 +345,11 @@ def responses_stream(
         for text in text_deltas:
             event({"type": "response.output_text.delta", "item_id": item_id,
                    "output_index": index, "content_index": 0, "delta": text, "logprobs": []})
-        whole = dict(part, text="".join(text_deltas))
+        for number, note in enumerate(annotations):
+            event({"type": "response.output_text.annotation.added", "item_id": item_id,
+                   "output_index": index, "content_index": 0, "annotation_index": number,
+                   "annotation": note})
+        whole = dict(part, text="".join(text_deltas), annotations=list(annotations))
         event({"type": "response.output_text.done", "item_id": item_id, "output_index": index,
                "content_index": 0, "text": whole["text"], "logprobs": []})
         event({"type": "response.content_part.done", "item_id": item_id,
