@@ -69,4 +69,5 @@ def main() -> None:
     exec(compile(setup["code"], "<run_python>", "exec"), namespace)
 
 
-main()
+if __name__ == "__main__":  # run as ``python -c``; importing the module runs nothing
+    main()
