@@ -35,6 +35,8 @@ class Kind(str, enum.Enum):
     #: one provider delta of a local call's arguments, while the model writes them:
     #: ``event.tool`` has the call's id, name and index and the input so far,
     #: ``event.text`` the delta. Every TOOL_INPUT of a call comes before its TOOL_CALL.
+    #: The id is ``""`` while the provider has not sent it yet (a Chat Completions server
+    #: may send it late, or never: the call's TOOL_CALL then carries the one made for it).
     TOOL_INPUT = "tool_input"
     TOOL_CALL = "tool_call"
     TOOL_RESULT = "tool_result"
