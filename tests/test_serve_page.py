@@ -526,3 +526,33 @@ def test_a_run_waiting_for_a_decision_asks_again_after_a_reload(browser, served)
     until(browser, "document.querySelector('#status').textContent.includes('restored')")
     assert browser.evaluate("document.querySelectorAll('button.approve').length") == 0
     assert browser.evaluate("[...document.querySelectorAll('.msg.assistant')].pop().textContent") == "Sent."
+
+
+def test_the_sources_an_answer_cites_are_listed_after_it_and_only_web_pages_linked(
+        browser, served):
+    """Fed to the page's View as the server's events would come: the answer's text, then
+    "done" with the conversation, whose last message's text parts carry citations."""
+    fresh(browser, served)
+    cited = [{"url": "https://example.org/tides", "title": "Tides <b>of</b> Brest",
+              "cited_text": "06:12", "state": ""},
+             {"url": "https://example.org/tides", "title": "Tides <b>of</b> Brest",
+              "cited_text": "again", "state": ""},
+             {"url": "javascript:alert(1)", "title": "bad", "cited_text": "", "state": ""},
+             {"url": "", "title": "A fetched PDF", "cited_text": "", "state": ""}]
+    messages = [{"role": "user", "parts": [{"type": "text", "text": "When is high tide?"}]},
+                {"role": "assistant", "parts": [
+                    {"type": "text", "text": "High tide is at 06:12.", "citations": cited}]}]
+    done = {"stop": "end", "usage": {"total": 40, "cost": 0, "priced": False},
+            "messages": messages}
+    browser.evaluate(f"""(() => {{ window.v = new View();
+        v.handle("text", {{text: "High tide is at 06:12."}});
+        v.handle("done", {json.dumps(done)}); return true; }})()""")
+    shown = browser.evaluate("""(() => { const box = document.querySelector('.sources');
+        return [box.firstChild.textContent,
+          [...box.querySelectorAll('li')].map(li => li.textContent),
+          [...box.querySelectorAll('a')].map(a => a.getAttribute('href')),
+          box.querySelectorAll('b').length,
+          box.previousElementSibling.classList.contains('assistant')]; })()""")
+    assert shown == ["Sources", ["Tides <b>of</b> Brest", "bad", "A fetched PDF"],
+                     ["https://example.org/tides"], 0, True]
+    assert page_errors(browser) == []
