@@ -132,6 +132,13 @@ class Transport:
     its key, and a key read from the environment is dropped when the transport is
     pickled (the copy asks again). ``key_variable`` names the environment variable
     the key comes from, for the 401 hint.
+
+    A cloud that authenticates each request rather than with a fixed key passes
+    ``sign(url, body, headers) -> headers``, called before every attempt (a retry
+    included) with the bytes about to be sent: a token fresh from its source, a SigV4
+    signature over this moment. What it adds is scrubbed like a key. ``stream_media``
+    is the media type a stream answers with, and ``decoder`` makes its decoder when
+    that is not SSE (see :func:`iter_sse`).
     """
 
     def __init__(
@@ -146,6 +153,9 @@ class Transport:
         name: str = "anthropic",
         key_variable: str = "",
         secret_headers: Optional[Callable[[], Mapping[str, str]]] = None,
+        sign: Optional[Callable[[str, bytes, Mapping[str, str]], Mapping[str, str]]] = None,
+        stream_media: str = "text/event-stream",
+        decoder: Optional[Callable[[], Any]] = None,
     ) -> None:
         self.base_url = checked_settings(base_url, max_retries, {
             "timeout": timeout, "stall_timeout": stall_timeout,
@@ -158,6 +168,9 @@ class Transport:
         self.name = name
         self.key_variable = key_variable
         self.secret_headers = secret_headers
+        self.sign = sign
+        self.stream_media = stream_media
+        self.decoder = decoder
         self._all_headers: Optional[Dict[str, str]] = None
         self._headers_lock = threading.Lock()
         self._local = threading.local()
@@ -191,6 +204,12 @@ class Transport:
                 headers = self._all_headers
         return headers
 
+    def secrets(self) -> Dict[str, str]:
+        """Every header value to hide from what the provider sends back: the request
+        headers and the headers ``sign`` last added on this thread."""
+        signed = getattr(self._local, "signed", None)
+        return {**self.request_headers(), **signed} if signed else self.request_headers()
+
     @property
     def session(self) -> requests.Session:
         """This thread's session, made on first use."""
@@ -209,11 +228,11 @@ class Transport:
         Retries before the body is read, as the module docstring says; raises
         ``APIError``, ``TransportError`` or ``Cancelled``.
         """
-        extra = {"Accept": "text/event-stream", "Accept-Encoding": "identity"}
+        extra = {"Accept": self.stream_media, "Accept-Encoding": "identity"}
         extra.update(headers or {})
         response = self._request(path, body, ctx, extra, stream=True)
         media = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-        if media and media != "text/event-stream":
+        if media and media != self.stream_media:
             said = self._api_error(response, path, ctx).message or "an empty body"
             raise StreamError(f"{self.name} answered {response.status_code} with {media}, not an "
                               f"event stream: {said} — check base_url ({self.base_url})")
@@ -232,7 +251,7 @@ class Transport:
             said = str(exc) if isinstance(exc, TooDeep) else "not JSON"
             raise StreamError(
                 f"{self.name} answered {response.status_code} with a body that is {said}: "
-                f"{scrub(preview(response.content), self.request_headers())!r}"
+                f"{scrub(preview(response.content), self.secrets())!r}"
             ) from None
         finally:
             response.close()
@@ -243,7 +262,8 @@ class Transport:
         """The SSE events of ``response`` (see :func:`iter_sse`), with this transport's
         read and stall timeouts."""
         return iter_sse(response, ctx, keepalive=keepalive, final=final,
-                        read_timeout=self.timeout, stall_timeout=self.stall_timeout)
+                        read_timeout=self.timeout, stall_timeout=self.stall_timeout,
+                        make_decoder=self.decoder)
 
     # -- internals --------------------------------------------------------------------
 
@@ -261,7 +281,7 @@ class Transport:
         while True:
             ctx.check()
             try:
-                response = self._send(url, data, headers, ctx, stream)
+                response = self._send(url, data, self._signed(url, data, headers), ctx, stream)
             except TransportError as unreachable:
                 if retries >= self.max_retries:
                     raise
@@ -286,6 +306,16 @@ class Transport:
                 ctx.sleep(delay)
             except Exception as stopped:  # a deadline reached while waiting names the wait
                 raise stopped from (None if ctx.cancelled.is_set() else failure)
+
+    def _signed(self, url: str, data: Union[bytes, Body],
+                headers: Dict[str, str]) -> Dict[str, str]:
+        """``headers`` plus what ``sign`` adds for this attempt (a fresh token, a
+        signature over this moment), remembered on this thread for the scrubber."""
+        if self.sign is None:
+            return headers
+        added = _checked(self.sign(url, bytes(data), headers))
+        self._local.signed = added
+        return {**headers, **added}
 
     def _send(self, url: str, data: Union[bytes, Body], headers: Dict[str, str],
               ctx: RunContext, stream: bool) -> requests.Response:
@@ -347,7 +377,7 @@ class Transport:
             response.close()
         return api_error(response.status_code, response.headers, raw, name=self.name,
                          base_url=self.base_url, path=path, key_variable=self.key_variable,
-                         secrets=self.request_headers())
+                         secrets=self.secrets())
 
 
 def iter_sse(
@@ -359,6 +389,7 @@ def iter_sse(
     read_timeout: float = 600.0,
     stall_timeout: float = 600.0,
     max_line: int = 16 * 2**20,
+    make_decoder: Optional[Callable[[], Any]] = None,
 ) -> Generator[SSEEvent, None, None]:
     """Yield the SSE events of a streaming ``requests`` response as they arrive.
 
@@ -373,9 +404,13 @@ def iter_sse(
     ``DRAIN_SECONDS``, so the connection can serve the next request. The response is
     closed when the generator ends, however it ends; a connection read to the end of
     its body goes back to the pool first.
+
+    ``make_decoder`` makes the body's decoder when it is not SSE (Bedrock's event-stream
+    framing): anything with ``feed(bytes) -> [SSEEvent]``, ``close()`` and
+    ``truncated``, as :class:`~nacelle.sse.SSEDecoder` has.
     """
     where = _where(response.url or "")
-    decoder = SSEDecoder(max_line)
+    decoder: Any = SSEDecoder(max_line) if make_decoder is None else make_decoder()
     sock = socket_of(response)
     # Each read is bounded as a whole, not only each recv under it: a chunk-size line
     # sent a byte at a time would keep one read going past every limit.

@@ -68,7 +68,10 @@ def parse_error(status: int, headers: Mapping[str, str], body: bytes,
     ``request-id`` header. OpenRouter: ``{"error":{"code","message","metadata"}}`` and
     maybe ``x-request-id`` / ``x-generation-id``. Google (Gemini):
     ``{"error":{"code","message","status","details"}}``, its ``status`` the type.
-    Other bodies give a short preview.
+    AWS (Bedrock): ``{"message"}`` with the error's type in ``x-amzn-ErrorType`` (before
+    any ``:``) and ``x-amzn-RequestId``
+    (https://docs.aws.amazon.com/bedrock/latest/APIReference/CommonErrors.html). Other
+    bodies give a short preview.
     The values of ``secrets`` are scrubbed from every text before it is shortened.
     """
     def clean(text: str) -> str:
@@ -103,8 +106,10 @@ def parse_error(status: int, headers: Mapping[str, str], body: bytes,
     elif body.strip():
         message = preview(clean(body[:8 * PREVIEW_CHARS].decode("utf-8", "replace")).encode())
     lowered = {k.lower(): v for k, v in headers.items()}
+    if not type_ and lowered.get("x-amzn-errortype"):  # AWS: "ThrottlingException:http://..."
+        type_ = clean(lowered["x-amzn-errortype"].split(":", 1)[0].strip())
     request_id = (lowered.get("request-id") or lowered.get("x-request-id") or request_id
-                  or lowered.get("x-generation-id") or "")
+                  or lowered.get("x-generation-id") or lowered.get("x-amzn-requestid") or "")
     should = lowered.get("x-should-retry", "").strip().lower()
     retry = True if should == "true" else False if should == "false" else status in RETRYABLE_STATUSES
     return APIError(status, _shorten(type_), _shorten(message), _shorten(clean(request_id)),

@@ -119,7 +119,9 @@ class Endpoint:
 
     The arguments are :class:`~nacelle.backends._http.Transport`'s. ``headers`` go on
     every request and are treated as secrets; ``secret_headers`` is asked for the
-    key-bearing headers when the transport is made.
+    key-bearing headers when the transport is made; ``sign``, ``stream_media`` and
+    ``decoder`` are for the clouds whose requests are signed one by one and whose
+    stream is not SSE.
     """
 
     def __init__(
@@ -133,6 +135,9 @@ class Endpoint:
         name: str,
         key_variable: str = "",
         secret_headers: Optional[Callable[[], Mapping[str, str]]] = None,
+        sign: Optional[Callable[[str, bytes, Mapping[str, str]], Mapping[str, str]]] = None,
+        stream_media: str = "text/event-stream",
+        decoder: Optional[Callable[[], Any]] = None,
     ) -> None:
         try:
             self.base_url = checked_settings(base_url, max_retries, {
@@ -142,7 +147,8 @@ class Endpoint:
         self._settings: Dict[str, Any] = dict(
             headers=checked(headers), max_retries=max_retries, timeout=float(timeout),
             stall_timeout=float(stall_timeout), name=name, key_variable=key_variable,
-            secret_headers=secret_headers)
+            secret_headers=secret_headers, sign=sign, stream_media=stream_media,
+            decoder=decoder)
         self.name = name
         self._transport: Optional[Transport] = None
         self._lock = threading.Lock()
@@ -176,6 +182,8 @@ class Endpoint:
 #: Headers the transport writes for every request; ``extra_headers`` never replaces one.
 _OWN = frozenset({"content-type", "content-length", "accept", "accept-encoding", "host",
                   "transfer-encoding", "connection"})
+#: The headers a signing transport (``sign``: a cloud's token or signature) adds.
+_SIGNED = frozenset({"authorization", "x-amz-date", "x-amz-security-token"})
 
 
 def with_extra_headers(endpoint: Endpoint, headers: Optional[Mapping[str, str]],
@@ -190,7 +198,10 @@ def with_extra_headers(endpoint: Endpoint, headers: Optional[Mapping[str, str]],
     to its value with a comma, as HTTP list headers are (RFC 9110, section 5.3), so
     both sets of betas apply. Only names ever appear in the error.
     """
-    fixed = _OWN | {name.lower() for name in endpoint.transport.request_headers()}
+    transport = endpoint.transport
+    fixed = _OWN | {name.lower() for name in transport.request_headers()}
+    if transport.sign is not None:
+        fixed |= _SIGNED
     out = dict(headers or {})
     given = {name.lower(): name for name in out}
     for name, value in extra.items():
@@ -241,7 +252,7 @@ def _stream_turn(
 ) -> Iterator[Union[Event, TurnEnd]]:
     transport = endpoint.transport
     response = transport.post_stream(path, body, ctx, headers=headers)
-    state = accumulator(functools.partial(scrub, headers=transport.request_headers()))
+    state = accumulator(functools.partial(scrub, headers=transport.secrets()))
     if seen is not None:
         seen.answered(response, state)
     # ``done`` is asked after each event was fed, so the accumulator's own reading of

@@ -62,9 +62,13 @@ Choices where the contract is silent:
   writes 2×; ``Cache(ttl="1h")`` asks for the second). Server-tool fees (web searches are billed per request) are not
   included: the stream reports their count, not their price.
 
+What Claude takes (``capabilities``, ``settings_for``, the output-format rule) lives in
+``claude.py``, shared with the clouds that serve the same wire; ``anthropic.vertex``
+and ``anthropic.bedrock`` (``clouds.py``) are re-exported here.
+
 Outer ring: imports ``backends._turn`` (and, through it at the first request,
-``requests``), ``backends._wire_cache``, ``backends._sampling``, ``nacelle._net.headers``,
-the two pure halves, and the core. Never another backend.
+``requests``), ``backends._wire_cache``, ``nacelle._net.headers``, the two pure halves,
+``claude`` and ``clouds`` beside it, and the core. Never another backend.
 """
 
 from __future__ import annotations
@@ -72,31 +76,29 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-from typing import (
-    Any, Dict, FrozenSet, Iterator, Mapping, Optional, Sequence, Set, Tuple, Union,
-)
+from typing import Dict, Iterator, Optional, Tuple, Union
 
-from ...backend import SETTINGS, Capabilities, Request, TurnEnd
+from ...backend import Request, TurnEnd
 from ...context import RunContext
 from ...errors import ConfigError
 from ...events import Event
-from ...messages import Message, ProviderBlock, Role
+from ...messages import Message
 from ...pricing import price_for
-from ...sse import parse_json
 from ..._net.headers import read_key
-from .._sampling import (
-    CLAUDE_NOT_WHILE_THINKING, CLAUDE_SAMPLING, claude_exclusive, claude_refuses_sampling,
-)
+from .._sampling import claude_exclusive
 from .._turn import Endpoint, base_url_from, check_key, check_model, count_tokens, stream_turn
 from .._wire_cache import WireCache
-from .stream import Accumulator, Pricing
-from .wire import (
-    DEFAULT_MODEL, MIN_BUDGET, PROTOCOL, betas, count_tokens_body, encode_body, to_wire,
+from .claude import (
+    beta_header as _beta_header, capabilities, has_output_format as _has_output_format,
+    is_ping as _is_ping, open_server_calls as _open_server_calls, settings_for,
 )
+from .clouds import bedrock, vertex
+from .stream import Accumulator, Pricing
+from .wire import DEFAULT_MODEL, PROTOCOL, count_tokens_body, encode_body, to_wire
 
 __all__ = [
-    "Accumulator", "Backend", "PROTOCOL", "Pricing", "capabilities", "count_tokens_body",
-    "to_wire",
+    "Accumulator", "Backend", "PROTOCOL", "Pricing", "bedrock", "capabilities",
+    "count_tokens_body", "settings_for", "to_wire", "vertex",
 ]
 
 log = logging.getLogger(__name__)
@@ -104,39 +106,6 @@ log = logging.getLogger(__name__)
 KEY_VARIABLE = "ANTHROPIC_API_KEY"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
-
-#: What the Anthropic backend can do. ``cost`` is true on an instance whose model has
-#: a price (given, or in the table): the API reports tokens, not dollars.
-capabilities = Capabilities(
-    mcp=True, thinking=True, effort=True, min_budget=MIN_BUDGET, cost=False,
-    token_counting=True, images=True, structured_output=True, documents=True, tool_media=True,
-    native_tools=frozenset({
-        "web_search", "web_search:max_uses", "web_search:allowed_domains",
-        "web_search:blocked_domains", "web_fetch", "web_fetch:max_uses",
-        "web_fetch:allowed_domains", "web_fetch:blocked_domains", "web_fetch:max_content_tokens",
-        "code_execution"}),
-    # No seed (the Messages API has none) and no prompt_cache_key (OpenAI's). While the
-    # model thinks — which nacelle's requests do unless Thinking(effort=Effort.NONE) —
-    # the API refuses temperature and top_k, takes top_p only from 0.95 to 1 (refused
-    # here whole, not half) and tool_choice auto or none only
-    # (https://platform.claude.com/docs/en/build-with-claude/extended-thinking,
-    # "Feature compatibility"); temperature runs from 0 to 1
-    # (https://platform.claude.com/docs/en/api/messages/create).
-    settings=frozenset(SETTINGS - {"seed", "cache_key"}),
-    thinking_settings=frozenset(SETTINGS - CLAUDE_NOT_WHILE_THINKING),
-    thinks_by_default=True, max_temperature=1.0,
-    tool_search=True,
-    context_edits=frozenset({"clear_tool_uses", "clear_thinking", "compact"}),
-)
-
-
-def settings_for(model: str) -> FrozenSet[str]:
-    """The settings ``model`` takes: :data:`capabilities`' less the sampling ones on
-    the models that refuse them (``backends/_sampling.py``)."""
-    if claude_refuses_sampling(model):
-        return capabilities.settings - CLAUDE_SAMPLING
-    return capabilities.settings
-
 
 class Backend:
     """Anthropic's Messages API, streamed. See the module docstring."""
@@ -202,59 +171,6 @@ class Backend:
             headers=_beta_header(request), keepalive=_is_ping, request=request, model=self.model)
 
 
-#: Models without ``output_config.format`` (prefixes of their ids).
-_NO_OUTPUT_FORMAT = ("claude-3", "claude-opus-4-0", "claude-opus-4-1", "claude-opus-4-2025",
-                     "claude-sonnet-4-0", "claude-sonnet-4-2025")
-
-
-def _has_output_format(model: str) -> bool:
-    return not model.startswith(_NO_OUTPUT_FORMAT)
-
-
 def _key_header(api_key: Optional[str]) -> Dict[str, str]:
     """The header carrying the key, asked for by the transport at the first request."""
     return {"x-api-key": read_key(api_key, KEY_VARIABLE, "Anthropic", "anthropic")}
-
-
-def _beta_header(request: Request) -> Dict[str, str]:
-    names = betas(request)
-    return {"anthropic-beta": ",".join(names)} if names else {}
-
-
-def _is_ping(event: Any) -> bool:
-    return bool(event.event == "ping")
-
-
-def _open_server_calls(messages: Sequence[Message]) -> Mapping[str, Tuple[str, str]]:
-    """The server-side calls of a paused turn still waiting for their result, by id:
-    their name and server.
-
-    A paused turn is the conversation's last message (the loop asks for the next
-    turn at once), so only the trailing assistant messages are read; a call of an
-    older turn without a result was closed as failed when that turn ended.
-    """
-    calls: Dict[str, Tuple[str, str]] = {}
-    answered: Set[str] = set()
-    trailing = len(messages)
-    while trailing and messages[trailing - 1].role is Role.ASSISTANT:
-        trailing -= 1
-    for message in messages[trailing:]:
-        for part in message.parts:
-            if type(part) is not ProviderBlock or part.protocol != PROTOCOL:
-                continue
-            if "_tool_use" not in part.data and "tool_use_id" not in part.data:
-                continue
-            try:
-                block = parse_json(part.data)
-            except ValueError:
-                continue
-            if not isinstance(block, dict):
-                continue
-            if isinstance(block.get("tool_use_id"), str):
-                answered.add(block["tool_use_id"])
-            elif block.get("type") in ("server_tool_use", "mcp_tool_use") and isinstance(
-                    block.get("id"), str):
-                server = block.get("server_name")
-                calls[block["id"]] = (str(block.get("name", "")),
-                                      server if isinstance(server, str) and server else PROTOCOL)
-    return {call_id: call for call_id, call in calls.items() if call_id not in answered}
