@@ -16,6 +16,7 @@ from nacelle.testing import FakeServer, Reply
 from nacelle.testing.wire import anthropic_stream, sse_event
 
 from test_conformance import (
+    GeminiFlavour,
     FLAVOURS, AnthropicFlavour, OllamaFlavour, OpenAIFlavour, OpenRouterFlavour,
     ResponsesFlavour, Sent, weather,
 )
@@ -46,6 +47,8 @@ def format_in(flavour, body):
         return body["output_config"]["format"]["schema"]
     if isinstance(flavour, ResponsesFlavour):
         return body["text"]["format"]["schema"]
+    if isinstance(flavour, GeminiFlavour):
+        return body["generationConfig"]["responseJsonSchema"]
     return body["response_format"]["json_schema"]["schema"]
 
 
@@ -261,3 +264,24 @@ def test_encoded_bodies_with_output_are_byte_for_byte_to_wire():
                                      cache=chat_cache) == dumps(
             chat_wire.to_wire(request, messages, model="m", dialect=chat.OPENAI))
         conversation += [nacelle.assistant_text(f"answer {turn}"), user_text("again")]
+
+
+def test_gemini_native_sends_the_json_schema_as_it_is_and_reads_the_answer(server):
+    flavour = GeminiFlavour()
+    server.queue(flavour.path, Reply(chunks=flavour.answer([PARIS[:20], PARIS[20:]], USAGE)))
+    result = Agent(flavour.backend(server), "sys").run(HI, output=Weather)
+    assert result.output == WEATHER and result.stop is Stop.END
+    [body] = bodies(server)
+    assert body["generationConfig"] == {"responseMimeType": "application/json",
+                                        "responseJsonSchema": make_output(Weather).schema}
+
+
+def test_gemini_sends_a_schema_that_is_not_strict_the_same_way():
+    from nacelle.backends import gemini
+
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}},
+              "required": ["n"], "additionalProperties": False}
+    output = make_output(Schema("Count", schema, strict=False), "native")
+    body = gemini.to_wire(nacelle.Request(system="s", output=output), HI)
+    assert body["generationConfig"] == {"responseMimeType": "application/json",
+                                        "responseJsonSchema": schema}

@@ -32,10 +32,12 @@ Choices where the contract is silent:
   a 400 whose message says so.
 - ``pricing`` (a :class:`nacelle.pricing.Price`) fills ``Usage.cost``; by default
   :func:`nacelle.pricing.price_for` ``("gemini", model)``.
+- ``count_tokens`` asks ``models/{model}:countTokens`` with the body a turn of
+  ``request.messages`` would send as its ``generateContentRequest``
+  (https://ai.google.dev/api/tokens) and reads ``totalTokens``.
 - ``capabilities``: thinking (budgets and efforts), images, documents (PDF and plain
-  text as ``inlineData``), media inside tool results, structured output; no
-  server-side MCP, no native tools, no token counting (the API's ``countTokens``
-  answers in another shape than the shared counter reads).
+  text as ``inlineData``), media inside tool results, structured output, token
+  counting; no server-side MCP, no native tools.
 
 Outer ring: imports ``backends._turn`` (and, through it at the first request,
 ``requests``), ``nacelle._net.headers``, the two pure halves, ``nacelle.pricing`` and
@@ -50,8 +52,8 @@ from typing import Callable, Dict, Iterator, Optional, Tuple, Union
 
 from ...backend import Capabilities, Request, TurnEnd
 from ...context import RunContext
-from ...errors import ConfigError
-from ...events import Event
+from ...errors import ConfigError, StreamError
+from ...events import Event, _wire_count
 from ...messages import Message
 from ...pricing import Price, price_for
 from ..._net.headers import read_key
@@ -67,7 +69,7 @@ DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
 #: What the Gemini backend can do. ``cost`` is true on an instance whose model has a
 #: price (given, or in the table).
 capabilities = Capabilities(
-    mcp=False, thinking=True, effort=True, min_budget=0, cost=False, token_counting=False,
+    mcp=False, thinking=True, effort=True, min_budget=0, cost=False, token_counting=True,
     images=True, structured_output=True, documents=True, tool_media=True,
     settings=frozenset({"temperature", "top_p", "top_k", "stop", "seed", "tool_choice",
                         "forced_tool_choice", "extra_body", "extra_headers"}),
@@ -98,9 +100,9 @@ class Backend:
         self.model = model
         bare = model[len("models/"):] if model.startswith("models/") else model
         self.pricing = pricing if pricing is not None else price_for("gemini", bare)
-        resource = model if "/" in model else f"models/{model}"
-        self._path = (f"/{urllib.parse.quote(resource, safe='/-._~')}"
-                      ":streamGenerateContent?alt=sse")
+        self._resource = model if "/" in model else f"models/{model}"
+        self._base_path = f"/{urllib.parse.quote(self._resource, safe='/-._~')}"
+        self._path = self._base_path + ":streamGenerateContent?alt=sse"
         self._endpoint = Endpoint(
             base_url_from(base_url, "GOOGLE_GEMINI_BASE_URL", DEFAULT_BASE_URL), {},
             max_retries=max_retries, timeout=timeout, stall_timeout=stall_timeout,
@@ -114,6 +116,27 @@ class Backend:
     def __repr__(self) -> str:
         priced = f", pricing={self.pricing!r}" if self.pricing is not None else ""
         return f"gemini.Backend(model={self.model!r}, base_url={self.base_url!r}{priced})"
+
+    def count_tokens(self, request: Request, ctx: RunContext) -> int:
+        """The input tokens of ``request`` (its ``messages`` the conversation), as Gemini
+        counts them: ``POST models/{model}:countTokens`` with the body a turn would send
+        as its ``generateContentRequest``, answered with ``totalTokens``
+        (https://ai.google.dev/api/tokens). An answer without a plausible count is a
+        ``StreamError``: a wrong count would be trusted."""
+        body = to_wire(request, request.messages)
+        body.pop("generationConfig", None)  # what only a generation takes
+        body["model"] = self._resource
+        try:
+            answer = self._endpoint.transport.post_json(
+                self._base_path + ":countTokens", {"generateContentRequest": body}, ctx)
+        except RecursionError:  # the transport's JSON parser met runaway nesting
+            answer = None
+        tokens = answer.get("totalTokens") if isinstance(answer, dict) else None
+        count = _wire_count(tokens) if type(tokens) is int else None
+        if count is None:
+            raise StreamError("Gemini's token count had no totalTokens count (a whole "
+                              "number of zero or more)")
+        return count
 
     def turn(
         self, request: Request, messages: Tuple[Message, ...], ctx: RunContext

@@ -54,10 +54,14 @@ Choices where the contract is silent:
   ``high``), which Gemini 3 takes; ``show`` is ``includeThoughts: true`` — without
   it the API sends no thought text, only signatures.
 - **Structured output** (a Request whose ``output`` mode is "native") is
-  ``responseMimeType: "application/json"`` with ``responseSchema``, the schema in
-  Gemini's OpenAPI subset (``output.schema.for_gemini``, the same normaliser the
-  OpenAI-compatible endpoint uses, so answers are restored the same way), or, for a
-  ``Schema(..., strict=False)``, ``responseJsonSchema``: the JSON Schema as given.
+  ``responseMimeType: "application/json"`` with ``responseJsonSchema``: the JSON
+  Schema as it is (``GenerationConfig.responseJsonSchema``, which takes JSON Schema's
+  ``properties``, ``required``, ``additionalProperties``, ``anyOf``, ``$ref`` and
+  the rest of its documented subset, https://ai.google.dev/gemini-api/docs/structured-output),
+  so the answer comes back in the schema's own shape; the OpenAPI ``responseSchema``
+  would need the strict form (``output.schema.for_gemini``, what the compatible
+  endpoint sends) and cannot say ``additionalProperties``. The full schema is
+  checked client-side either way.
 - **Settings** are ``generationConfig``'s ``temperature``, ``topP``, ``topK``,
   ``stopSequences`` and ``seed``; ``maxOutputTokens`` only when the Agent chose a
   cap. ``extra_body`` is merged over the body last.
@@ -78,7 +82,6 @@ from ...messages import (
     Document, Finish, Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
 )
 from ...native import is_native
-from ...output.schema import for_gemini
 from ...sse import parse_json
 from .._media import ALL_DOCUMENTS, Takes, split
 
@@ -169,10 +172,7 @@ def _generation(request: Request) -> Dict[str, Any]:
     output = request.output
     if output is not None and output.mode == "native":
         config["responseMimeType"] = "application/json"
-        if output.strict:
-            config["responseSchema"] = for_gemini(output.schema)
-        else:
-            config["responseJsonSchema"] = copy.deepcopy(output.schema)
+        config["responseJsonSchema"] = copy.deepcopy(output.schema)
     return config
 
 
