@@ -85,8 +85,8 @@ from typing import (
 )
 
 from .backend import (
-    DEFAULT_MAX_TOKENS, Backend, Cache, CallProfile, MCPServer, ModelSettings, Request, Thinking,
-    refused_settings,
+    DEFAULT_MAX_TOKENS, Backend, Cache, CallProfile, Effort, MCPServer, ModelSettings, Request,
+    Thinking, refused_settings,
 )
 from .checkpoint import Checkpoint, Resume
 from . import native
@@ -316,7 +316,7 @@ class Agent(Generic[OutputT]):
         if compaction is not None and not isinstance(compaction, Compaction):
             raise ConfigError(f"compaction must be a nacelle.Compaction, got "
                               f"{type(compaction).__name__}")
-        _check_edits(compaction, backend)
+        _check_edits(compaction, backend, thinking)
         _check_int("loop_guard", loop_guard, 0)
         if eager_tools is not True and eager_tools is not False:
             raise ConfigError(f"eager_tools must be True or False, got {eager_tools!r:.60}")
@@ -791,10 +791,15 @@ def _parent_data(parent: ToolContext) -> Dict[str, Any]:
             "agent": parent.name}
 
 
-def _check_edits(compaction: Optional[Compaction], backend: Backend) -> None:
-    """Refuse context edits the backend does not make (``compaction.context_edits``)."""
+def _check_edits(compaction: Optional[Compaction], backend: Backend,
+                 thinking: Thinking) -> None:
+    """Refuse context edits the backend does not make (``compaction.context_edits``),
+    and clearing thinking for a model told not to think."""
     taken: FrozenSet[str] = getattr(backend.capabilities, "context_edits", frozenset())
     for edit in getattr(compaction, "edits", ()):
+        if edit.kind == "clear_thinking" and getattr(thinking, "effort", None) is Effort.NONE:
+            raise ConfigError("clearing thinking needs a model that thinks; this Agent turns "
+                              "thinking off (Effort.NONE)")
         if edit.kind not in taken:
             raise Unsupported(backend.name, f"the provider's context editing ({edit.kind})",
                               "use a Compaction strategy the loop runs, such as "

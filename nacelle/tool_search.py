@@ -104,6 +104,8 @@ class _Deferred:
         self.tool = tool
 
     def __getattr__(self, name: str) -> Any:
+        if name == "tool":  # not yet set (a copy being made): never ask ourselves again
+            raise AttributeError(name)
         return getattr(self.tool, name)
 
     def __repr__(self) -> str:
@@ -118,6 +120,8 @@ class _Loaded:
         self.loaded_at = order
 
     def __getattr__(self, name: str) -> Any:
+        if name == "tool":  # not yet set (a copy being made): never ask ourselves again
+            raise AttributeError(name)
         return getattr(self.tool, name)
 
     def __repr__(self) -> str:

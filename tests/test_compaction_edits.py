@@ -77,11 +77,11 @@ def test_each_edit_goes_out_as_context_management_with_its_beta_headers(server):
         [user_text("hi")])
     sent = server.requests[0]
     assert sent.json()["context_management"] == {"edits": [
+        {"type": "clear_thinking_20251015", "keep": "all"},  # first, as the API asks
         {"type": "clear_tool_uses_20250919", "trigger": {"type": "input_tokens", "value": 30000},
          "keep": {"type": "tool_uses", "value": 2},
          "clear_at_least": {"type": "input_tokens", "value": 5000},
          "exclude_tools": ["memory"], "clear_tool_inputs": True},
-        {"type": "clear_thinking_20251015", "keep": "all"},
         {"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 150000},
          "instructions": "Keep file paths."}]}
     assert sent.headers["anthropic-beta"].split(",") == ["context-management-2025-06-27",
@@ -95,8 +95,8 @@ def test_the_defaults_send_the_bare_edit_types(server):
     agent.run([user_text("hi")])
     sent = server.requests[0]
     assert sent.json()["context_management"]["edits"] == [
-        {"type": "clear_tool_uses_20250919"},
-        {"type": "clear_thinking_20251015", "keep": {"type": "thinking_turns", "value": 2}}]
+        {"type": "clear_thinking_20251015", "keep": {"type": "thinking_turns", "value": 2}},
+        {"type": "clear_tool_uses_20250919"}]
     assert sent.headers["anthropic-beta"] == "context-management-2025-06-27"
 
 
@@ -145,6 +145,15 @@ def test_backends_without_context_editing_refuse_it_at_construction():
         with pytest.raises(Unsupported, match="clear_tool_uses"):
             Agent(backend, "s", compaction=context_edits())
         Agent(backend, "s", compaction=Compaction(1000, clear_tool_results()))
+
+
+def test_clearing_thinking_is_refused_for_an_agent_that_does_not_think():
+    backend = anthropic.Backend(KEY)
+    with pytest.raises(ConfigError, match="thinking"):
+        Agent(backend, "s", thinking=nacelle.Thinking(effort=nacelle.Effort.NONE),
+              compaction=context_edits(clear_thinking=True))
+    Agent(backend, "s", thinking=nacelle.Thinking(effort=nacelle.Effort.NONE),
+          compaction=context_edits())
 
 
 def test_context_edits_are_checked_and_keep_a_fallback_for_the_loop():

@@ -183,3 +183,20 @@ def test_tool_search_settings_are_checked():
     backend = chat.Backend(base_url="http://127.0.0.1:9/v1", model="m", api_key=KEY)
     with pytest.raises(ConfigError, match="tool_search"):
         Agent(backend, "s", tool_search=30)  # type: ignore[arg-type]
+
+
+def test_a_deferred_or_loaded_tool_copies_and_pickles_as_its_tool_does():
+    import copy
+    import pickle
+
+    from nacelle.tool_search import _Deferred, _Loaded
+
+    @nacelle.tool
+    def plain(x: int) -> str:
+        """Plain."""
+        return str(x)
+
+    for wrapped in (_Deferred(many(1)[0]), _Loaded(many(1)[0], 1)):
+        assert copy.copy(wrapped).name == "get_weather_forecast"
+        assert pickle.loads(pickle.dumps(wrapped)).name == "get_weather_forecast"
+    assert _Loaded(plain, 2).run({"x": 3}, None) == "3"

@@ -12,7 +12,10 @@ before the prompt reaches the model:
   worth it), never the results of ``exclude_tools``, and the calls' inputs too with
   ``clear_inputs``;
 - old thinking (``clear_thinking_20251015``): thinking blocks of all but the last
-  ``keep`` assistant turns ("all" keeps every one, which keeps the cache);
+  ``keep`` assistant turns ("all" keeps every one, which keeps the cache); it applies
+  to a model that thinks, so an Agent that turns thinking off
+  (``Thinking(effort=Effort.NONE)``) refuses it, and it is sent ahead of the tool
+  clearing, the order the API asks for when both are given;
 
 and, with :class:`Compact`, compacts (``compact_20260112``, the ``compact-2026-01-12``
 beta; https://platform.claude.com/docs/en/build-with-claude/compaction): past
@@ -131,7 +134,9 @@ def context_edits(clear_tool_uses: Union[bool, ClearToolUses] = True,
     :class:`ClearThinking`, :class:`Compact`). ``fallback`` is a Compaction the loop
     runs as well, at its own threshold."""
     edits = []
-    for given, kind in ((clear_tool_uses, ClearToolUses), (clear_thinking, ClearThinking),
+    # Thinking first: the API wants clear_thinking ahead of clear_tool_uses when both
+    # are given ("clear_thinking must come first in edits array").
+    for given, kind in ((clear_thinking, ClearThinking), (clear_tool_uses, ClearToolUses),
                         (compact, Compact)):
         if given is True:
             edits.append(kind())
