@@ -210,6 +210,21 @@ def _shown_output(output: Any) -> str:
     return f", output={text if len(text) <= 80 else text[:77] + '...'}"
 
 
+def _with_skills(system: str, tools: Tuple[ToolLike, ...], skills: Any,
+                 ) -> Tuple[str, Tuple[ToolLike, ...]]:
+    """The system prompt with a SkillSet's index after it, and the tools with its
+    ``skill`` tool (``nacelle.skills``; read duck-typed, the core imports no files)."""
+    if skills is None:
+        return system, tools
+    index, tool_ = getattr(skills, "index", None), getattr(skills, "tool", None)
+    if not isinstance(index, str) or tool_ is None:
+        raise ConfigError(f"skills must be a nacelle.skills.SkillSet (nacelle.skills.load), "
+                          f"got {type(skills).__name__}")
+    if not index:
+        return system, tools
+    return f"{system}\n\n{index}", tools + (tool_,)
+
+
 class _Options(TypedDict, total=False):
     """Agent's keyword options but ``output``, for its typed overloads (which differ
     only in ``output``); tests/test_agent.py holds it to the signature."""
@@ -236,6 +251,7 @@ class _Options(TypedDict, total=False):
     tool_search: Optional[ToolSearch]
     observers: Sequence[Observer]
     logger: Optional[logging.Logger]
+    skills: Any
 
 
 class Agent(Generic[OutputT]):
@@ -283,6 +299,7 @@ class Agent(Generic[OutputT]):
         tool_search: Optional[ToolSearch] = None,
         observers: Sequence[Observer] = (),
         logger: Optional[logging.Logger] = None,
+        skills: Any = None,
     ) -> None:
         if backend is None:
             raise ConfigError("an Agent needs a backend, e.g. nacelle.backends.anthropic.Backend()")
@@ -330,6 +347,7 @@ class Agent(Generic[OutputT]):
         # tools of this moment, and the run would never see the list change.
         held: Tuple[ToolLike, ...] = (
             (cast(Toolset, tools),) if is_toolset(tools) else tuple(cast(Iterable[ToolLike], tools)))
+        system, held = _with_skills(system, held, skills)
         held = native.resolve(held, getattr(backend.capabilities, "native_tools", frozenset()),
                               backend.name)
         tools_by_name(expand_tools(held))
@@ -356,6 +374,7 @@ class Agent(Generic[OutputT]):
         self.tool_search = _tool_search(tool_search, held)
         self.observers = checked_observers(observers)
         self.logger = logger if logger is not None else logging.getLogger(__name__)
+        self.skills = skills
         self._check_capabilities()
         self.output = output
         self.output_mode = output_mode

@@ -53,7 +53,8 @@ RINGS = {
     "nacelle.cli": "outer", "nacelle.batch": "outer", "nacelle.report": "outer",
     "nacelle._net": "outer", "nacelle.backends": "outer", "nacelle.mcp": "outer",
     "nacelle.toolsets": "outer", "nacelle.testing": "outer", "nacelle.serve": "outer",
-    "nacelle.sandbox": "outer", "nacelle.evals": "outer",
+    "nacelle.sandbox": "outer", "nacelle.evals": "outer", "nacelle.skills": "outer",
+    "nacelle.instructions": "outer",
 }
 #: Outer modules held to the core's rules (a turn wrapper the front re-exports).
 CORE_RULES = {"nacelle.retry"}
