@@ -306,6 +306,27 @@ def test_a_profile_signs_with_its_keys_from_the_aws_files(monkeypatch, tmp_path,
     assert signed_by(server.requests[0], server, aws.Credentials("AKIDWORK", SECRET))
 
 
+def test_rotated_temporary_keys_are_picked_up_by_the_next_request(monkeypatch, server):
+    keys(monkeypatch)
+    server.queue(BEDROCK_PATH, eventstream(anthropic_stream()), eventstream(anthropic_stream()))
+    backend = bedrock(server)
+    one_turn(backend)
+    rotated = aws.Credentials("ASIAROTATED", SECRET + "2", SESSION + "2")
+    keys(monkeypatch, rotated)
+    one_turn(backend)
+    assert signed_by(server.requests[0], server)
+    assert signed_by(server.requests[1], server, rotated)
+
+
+def test_extra_headers_may_not_replace_the_signature(monkeypatch, server):
+    keys(monkeypatch)
+    settings = nacelle.ModelSettings(extra_headers={"X-Amz-Date": "20200101T000000Z"})
+    request = Request("Be brief.", messages=(user_text("hi"),), settings=settings)
+    with pytest.raises(ConfigError, match="X-Amz-Date"):
+        one_turn(bedrock(server), request)
+    assert server.requests == []
+
+
 def test_bedrock_refuses_what_cannot_work_before_sending(server):
     with pytest.raises(ConfigError, match="AWS_REGION"):
         anthropic.bedrock(model=BEDROCK_MODEL)

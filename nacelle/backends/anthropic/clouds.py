@@ -38,7 +38,8 @@ Anthropic accumulator as the SSE event it would have been. Authentication:
   ``Authorization: Bearer`` (https://docs.aws.amazon.com/bedrock/latest/userguide/api-keys.html);
   a ``profile=`` given explicitly means SigV4 even when the variable is set;
 - else SigV4 (``aws.py``) with the keys of the environment or the ``~/.aws`` files,
-  signed for each attempt (a retry gets a fresh date).
+  read again and signed for each attempt (a retry gets a fresh date, rotated temporary
+  keys are picked up).
 
 The region is ``region``, else ``AWS_REGION``, ``AWS_DEFAULT_REGION`` or the profile's
 (a ``ConfigError`` when none says: the SDK's silent ``us-east-1`` sends a request to a
@@ -354,33 +355,30 @@ class BedrockBackend(_Cloud):
 
 class BedrockAuth:
     """Bedrock's authentication for each request: the API key as a bearer token, or a
-    SigV4 signature. Keys read from the environment or the files are not pickled."""
+    SigV4 signature.
+
+    What the environment and the ``~/.aws`` files hold is read again for every request
+    (a few dictionary lookups, or two small files): temporary keys that a tool such as
+    ``aws sso login`` or a credentials helper rewrites are picked up when they change,
+    rather than failing with ``ExpiredToken`` for the rest of the process, and nothing
+    read there is kept on the object, so nothing read there is pickled.
+    """
 
     def __init__(self, region: str, api_key: Optional[str], profile: Optional[str]) -> None:
         self.region = region
         self._api_key = api_key
         self._profile = profile
-        self._found: Optional[Union[str, aws.Credentials]] = None
 
     def __repr__(self) -> str:
         return f"BedrockAuth({self.region!r}, profile={self._profile!r})"
 
-    def __getstate__(self) -> Dict[str, Any]:
-        return {**self.__dict__, "_found": None}
-
-    def _credentials(self) -> Union[str, aws.Credentials]:
-        if self._api_key:
-            return self._api_key
-        if self._found is None:
-            key = "" if self._profile else os.environ.get("AWS_BEARER_TOKEN_BEDROCK", "")
-            self._found = key.strip() or aws.credentials(self._profile)
-        return self._found
-
     def __call__(self, url: str, body: bytes, headers: Mapping[str, str]) -> Dict[str, str]:
-        found = self._credentials()
-        if isinstance(found, str):
-            return {"Authorization": f"Bearer {found}"}
-        return aws.sign("POST", url, headers, body, found, self.region, "bedrock")
+        key = self._api_key or (
+            "" if self._profile else os.environ.get("AWS_BEARER_TOKEN_BEDROCK", "").strip())
+        if key:
+            return {"Authorization": f"Bearer {key}"}
+        return aws.sign("POST", url, headers, body, aws.credentials(self._profile),
+                        self.region, "bedrock")
 
 
 class BedrockEvents:
