@@ -55,6 +55,11 @@ def _batch(argv: Sequence[str]) -> int:
     return command(argv)
 
 
+def _eval(argv: Sequence[str]) -> int:
+    from .eval import command
+    return command(argv)
+
+
 def _resume(argv: Sequence[str]) -> int:
     from .resume import command
     return command(argv)
@@ -71,7 +76,7 @@ def _help(argv: Sequence[str]) -> int:
 
 COMMANDS: Dict[str, Callable[[Sequence[str]], int]] = {
     "demo": _demo, "report": _report, "sessions": _sessions, "models": _models, "serve": _serve,
-    "batch": _batch, "resume": _resume, "help": _help,
+    "batch": _batch, "eval": _eval, "resume": _resume, "help": _help,
 }
 
 

@@ -25,6 +25,9 @@ subcommands:
   serve [MODULE:FACTORY]  serve the agent (or yours) over HTTP with a chat page
   batch INPUT.jsonl -o RESULTS.jsonl [--workers N]
                           run many prompts, resumably
+  eval DATA.jsonl --agent MODULE:FACTORY [--repeat N] [--baseline OLD.json]
+                          check an agent against cases; exits 1 when a case failed
+                          or regressed (nacelle eval --help)
   resume NAME [--approve ID|all] [--deny ID|all]
                           decide the calls a --pause run left waiting, and go on
   help [COMMAND]          this help, or a subcommand's
