@@ -17,6 +17,9 @@ trained on, citations into the answer (``Text.citations``). Each function return
   ``code_interpreter`` with an ``auto`` container
   (https://developers.openai.com/api/docs/guides/tools-code-interpreter). It has no
   fetch tool.
+- Gemini's native API: ``googleSearch``, ``urlContext`` and ``codeExecution`` tool
+  entries (https://ai.google.dev/gemini-api/docs/google-search, ``/url-context``,
+  ``/code-execution``), without options.
 
 Which a backend sends is data: ``Capabilities.native_tools`` names each kind it has and
 each option it takes as ``"kind:option"``. The Agent resolves the list at construction

@@ -118,7 +118,8 @@ def test_capabilities_say_what_the_backend_does_and_a_priced_model_knows_dollars
     caps = backend.capabilities
     assert (caps.thinking, caps.effort, caps.images, caps.documents, caps.tool_media,
             caps.structured_output, caps.cost) == (True,) * 7
-    assert (caps.mcp, caps.token_counting, caps.native_tools) == (False, True, frozenset())
+    assert (caps.mcp, caps.token_counting) == (False, True)
+    assert caps.native_tools == {"web_search", "web_fetch", "code_execution"}
     unpriced = gemini.Backend(KEY, model="gemini-unreleased")
     assert unpriced.pricing is None and not unpriced.capabilities.cost
     given = gemini.Backend(KEY, model="gemini-unreleased", pricing=Price(1, 2))

@@ -283,3 +283,67 @@ def test_the_response_id_and_model_version_are_kept_for_observers():
     assert (accumulator.response_id, accumulator.response_model) == (
         "9PZCafrTOoGqz7IPjdiB4Ak", "gemini-2.5-flash")
     assert accumulator.abandon() == []
+
+
+# -- the provider's own tools ------------------------------------------------------------
+
+CODE = {"executableCode": {"language": "PYTHON", "code": "print(2 ** 10)"}}
+
+
+def test_code_the_model_runs_is_a_server_side_call_closed_by_its_result():
+    events, end = run(chunk({"text": "Computing."}), chunk(CODE),
+                      chunk({"codeExecutionResult": {"outcome": "OUTCOME_OK", "output": "1024\n"}}),
+                      chunk({"text": "It is 1024."}, reason="STOP"))
+    calls = [e.tool for e in events if e.kind is Kind.TOOL_CALL]
+    results = [e.tool for e in events if e.kind is Kind.TOOL_RESULT]
+    assert [(c.id, c.name, c.server, json.loads(c.input)) for c in calls] == [
+        ("call_made_0", "code_execution", "gemini", CODE["executableCode"])]
+    assert [(r.id, r.index, r.result, r.error) for r in results] == [
+        ("call_made_0", 0, "1024\n", None)]
+    assert end.stop is Stop.END  # a server-side call is not a local one
+    assert [type(p).__name__ for p in end.parts] == ["Text", "ProviderBlock", "ProviderBlock",
+                                                      "Text"]
+
+
+def test_a_failed_run_is_a_failed_result_and_one_never_answered_is_closed_at_the_end():
+    events, _ = run(chunk(CODE), chunk({"codeExecutionResult": {
+        "outcome": "OUTCOME_FAILED", "output": "ZeroDivisionError"}}), chunk(CODE),
+        chunk({"text": "Done."}, reason="STOP"))
+    results = [e.tool for e in events if e.kind is Kind.TOOL_RESULT]
+    assert [(r.id, r.error) for r in results] == [
+        ("call_made_0", "ZeroDivisionError"),
+        ("call_made_1", "Gemini ended the turn without a result for this code execution")]
+
+
+def test_a_stream_that_fails_closes_the_code_execution_it_announced():
+    accumulator = Accumulator()
+    [call] = accumulator.feed_chunk(chunk(CODE))
+    [closed] = accumulator.abandon()
+    assert (closed.kind, closed.tool.id, closed.tool.server) == (Kind.TOOL_RESULT,
+                                                                 call.tool.id, "gemini")
+    assert closed.tool.error and accumulator.abandon() == []
+
+
+def test_search_grounding_becomes_the_last_texts_citations():
+    grounding = {
+        "webSearchQueries": ["uefa euro 2024 winner"],
+        "groundingChunks": [{"web": {"uri": "https://vertexaisearch.cloud.google.com/a",
+                                     "title": "uefa.com"}},
+                            {"web": {"uri": "https://vertexaisearch.cloud.google.com/b",
+                                     "title": "aljazeera.com"}},
+                            {"web": {"uri": "https://vertexaisearch.cloud.google.com/c",
+                                     "title": "bbc.co.uk"}}],
+        "groundingSupports": [{"segment": {"startIndex": 0, "endIndex": 26,
+                                           "text": "Spain won Euro 2024."},
+                               "groundingChunkIndices": [0, 1]}]}
+    # The metadata comes on the candidate of the last chunk, with the finishReason.
+    _, end = run(chunk({"text": "Spain won Euro 2024."}),
+                 {"candidates": [{"content": {"parts": [{"text": ""}], "role": "model"},
+                                  "index": 0, "finishReason": "STOP",
+                                  "groundingMetadata": grounding}]})
+    [text] = end.parts
+    assert [(c.url, c.title, c.cited_text) for c in text.citations] == [
+        ("https://vertexaisearch.cloud.google.com/a", "uefa.com", "Spain won Euro 2024."),
+        ("https://vertexaisearch.cloud.google.com/b", "aljazeera.com", "Spain won Euro 2024."),
+        ("https://vertexaisearch.cloud.google.com/c", "bbc.co.uk", "")]
+    assert json.loads(text.citations[0].state)["groundingChunkIndices"] == [0, 1]

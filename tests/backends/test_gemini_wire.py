@@ -179,11 +179,30 @@ def test_settings_and_a_chosen_output_cap_are_the_generation_config():
     assert body["safetySettings"][0]["threshold"] == "BLOCK_NONE"
 
 
-def test_mcp_servers_and_native_tools_are_unsupported():
+def test_mcp_servers_are_unsupported():
     with pytest.raises(Unsupported, match="MCP"):
         wire(mcp=(nacelle.MCPServer("docs", "https://example.com/mcp"),))
-    with pytest.raises(Unsupported, match="native"):
-        wire(tools=(nacelle.native.web_search(),))
+
+
+def test_the_providers_own_tools_are_tool_entries_of_their_own():
+    body = wire(tools=(weather, nacelle.native.web_search(), nacelle.native.web_fetch(),
+                       nacelle.native.code_execution()), settings=ModelSettings(tool_choice="auto"))
+    assert body["tools"][0]["functionDeclarations"][0]["name"] == "weather"
+    assert body["tools"][1:] == [{"codeExecution": {}}, {"urlContext": {}},
+                                 {"googleSearch": {}}]
+    alone = wire(tools=(nacelle.native.web_search(),), settings=ModelSettings(tool_choice="auto"))
+    assert alone["tools"] == [{"googleSearch": {}}] and "toolConfig" not in alone
+
+
+def test_an_agent_falls_back_from_a_native_tool_option_gemini_cannot_send():
+    from nacelle.backends import gemini
+
+    backend = gemini.Backend("k", model="gemini-2.5-flash")
+    agent = nacelle.Agent(backend, "s", tools=[nacelle.native.web_search()])
+    assert agent is not None
+    with pytest.raises(Unsupported, match="allowed_domains"):
+        nacelle.Agent(backend, "s", tools=[nacelle.native.web_search(
+            allowed_domains=["example.com"])])
 
 
 def test_a_call_whose_input_is_not_a_json_object_cannot_be_sent():

@@ -37,7 +37,8 @@ Choices where the contract is silent:
   (https://ai.google.dev/api/tokens) and reads ``totalTokens``.
 - ``capabilities``: thinking (budgets and efforts), images, documents (PDF and plain
   text as ``inlineData``), media inside tool results, structured output, token
-  counting; no server-side MCP, no native tools.
+  counting, the provider's own search, URL reading and code execution
+  (``nacelle.native``, without options); no server-side MCP.
 
 Outer ring: imports ``backends._turn`` (and, through it at the first request,
 ``requests``), ``nacelle._net.headers``, the two pure halves, ``nacelle.pricing`` and
@@ -71,6 +72,7 @@ DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
 capabilities = Capabilities(
     mcp=False, thinking=True, effort=True, min_budget=0, cost=False, token_counting=True,
     images=True, structured_output=True, documents=True, tool_media=True,
+    native_tools=frozenset({"web_search", "web_fetch", "code_execution"}),
     settings=frozenset({"temperature", "top_p", "top_k", "stop", "seed", "tool_choice",
                         "forced_tool_choice", "extra_body", "extra_headers"}),
 )

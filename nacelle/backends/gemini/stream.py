@@ -30,7 +30,14 @@ for one) whose ``content.parts`` carry this chunk's new output, ``usageMetadata`
   sent back on the call and its response, so it stays the same for the rest of the
   run. Its signature is a ProviderBlock ``{"thoughtSignature", "call"}``.
 - Any other part (``executableCode``, ``codeExecutionResult``, ``inlineData`` the
-  model made) is a ProviderBlock ``{"part": ...}``, replayed as it came.
+  model made) is a ProviderBlock ``{"part": ...}``, replayed as it came. Code the
+  model runs in Gemini's sandbox (the native ``code_execution`` tool) is also a
+  server-side TOOL_CALL (``server`` "gemini", name ``code_execution``, input its
+  language and code), closed by the TOOL_RESULT of the ``codeExecutionResult`` after
+  it (an outcome other than ``OUTCOME_OK`` is a failed result), or by a failed one
+  when the turn ends or the stream fails first.
+- Google Search grounding (``groundingMetadata``) becomes the ``citations`` of the
+  turn's last Text part.
 - The end is the chunk whose candidate has a ``finishReason``: ``STOP`` is END (TOOLS
   when a call came), ``MAX_TOKENS`` MAX_TOKENS, the safety family (``SAFETY``,
   ``RECITATION``, ``BLOCKLIST``, ``PROHIBITED_CONTENT``, ``SPII``, ``IMAGE_SAFETY``
@@ -66,8 +73,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ...backend import TurnEnd
 from ...errors import StreamError, StreamTruncated
-from ...events import Event, Kind, Stop, Usage
-from ...messages import Part, ProviderBlock, Reasoning, Text, ToolCall
+from ...events import Event, Kind, Stop, ToolEvent, Usage
+from ...messages import Citation, Part, ProviderBlock, Reasoning, Text, ToolCall
 from ...sse import SSEEvent, parse_json
 from .._stream import Deltas, ToolInputs, token_count, transient_code, well_formed
 from .wire import PROTOCOL, dumps
@@ -82,6 +89,8 @@ _REFUSALS = frozenset({"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT"
 _RETRY_STATUSES = frozenset({"RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL",
                              "DEADLINE_EXCEEDED"})
 _SECONDS = re.compile(r"\A(\d+(?:\.\d+)?)s\Z")
+_UNANSWERED = "Gemini ended the turn without a result for this code execution"
+_FAILED = "the stream failed before Gemini sent a result for this code execution"
 
 
 def _unchanged(text: str) -> str:
@@ -139,6 +148,9 @@ class Accumulator:
         self._reason = ""
         self._blocked = ""
         self._usage: Dict[str, Any] = {}
+        self._running: Dict[str, int] = {}  # server-side calls announced, not answered
+        self._server_calls = 0
+        self._citations: Tuple[Citation, ...] = ()
 
     # -- feeding --------------------------------------------------------------
 
@@ -177,6 +189,9 @@ class Accumulator:
             parts = content.get("parts") if isinstance(content, dict) else None
             for part in parts if isinstance(parts, list) else ():
                 events += self._part(part)
+            grounding = candidate.get("groundingMetadata")
+            if isinstance(grounding, dict):
+                self._citations = _citations(grounding)
             reason = candidate.get("finishReason")
             if isinstance(reason, str) and reason:
                 self._reason = reason
@@ -187,7 +202,7 @@ class Accumulator:
             self._blocked = feedback["blockReason"]
             self.done = True
         if self.done:
-            events += self._close()
+            events += self._close() + self._close_unanswered(_UNANSWERED)
         return events
 
     def _part(self, part: Any) -> List[Event]:
@@ -207,6 +222,50 @@ class Accumulator:
         events = self._close()
         self._blocks.append(_Block("part", ProviderBlock(PROTOCOL, well_formed(dumps(
             {"part": part})))))
+        code, result = part.get("executableCode"), part.get("codeExecutionResult")
+        if isinstance(code, dict):
+            events += self._server_call(code)
+        elif isinstance(result, dict):
+            events += self._server_result(result)
+        return events
+
+    def _server_call(self, code: Dict[str, Any]) -> List[Event]:
+        """The code the model runs in Gemini's sandbox, as a server-side TOOL_CALL."""
+        call_id = code.get("id")
+        call_id = well_formed(call_id) if isinstance(call_id, str) and call_id else (
+            self._new_id())
+        index = self._server_calls
+        self._server_calls += 1
+        self._running[call_id] = index
+        shown = {k: code[k] for k in ("language", "code") if isinstance(code.get(k), str)}
+        return [Event(Kind.TOOL_CALL, tool=ToolEvent(
+            id=call_id, index=index, name="code_execution",
+            input=well_formed(json.dumps(shown, ensure_ascii=False)), server=PROTOCOL))]
+
+    def _server_result(self, result: Dict[str, Any]) -> List[Event]:
+        """Its outcome, closing the call it names (by ``id``) or the oldest open one."""
+        call_id = result.get("id")
+        if not (isinstance(call_id, str) and call_id in self._running):
+            call_id = next(iter(self._running), None)
+        if call_id is None:
+            logger.warning("Gemini sent a codeExecutionResult with no open call; it is "
+                           "kept in the message but not reported")
+            return []
+        index = self._running.pop(call_id)
+        output = result.get("output")
+        text = well_formed(output) if isinstance(output, str) else ""
+        ok = result.get("outcome") in ("OUTCOME_OK", None)
+        return [Event(Kind.TOOL_RESULT, tool=ToolEvent(
+            id=call_id, index=index, name="code_execution", input="",
+            result=text if ok else "",
+            error=None if ok else (text or str(result.get("outcome"))[:80]),
+            server=PROTOCOL))]
+
+    def _close_unanswered(self, why: str) -> List[Event]:
+        events = [Event(Kind.TOOL_RESULT, tool=ToolEvent(
+            id=call_id, index=index, name="code_execution", input="", error=why,
+            server=PROTOCOL)) for call_id, index in self._running.items()]
+        self._running.clear()
         return events
 
     def _text(self, kind: str, text: str, signature: str) -> List[Event]:
@@ -262,8 +321,9 @@ class Accumulator:
     # -- closing --------------------------------------------------------------
 
     def abandon(self) -> List[Event]:
-        """Nothing: this backend announces no server-side call."""
-        return []
+        """Failed TOOL_RESULTs closing every code execution still open, for a stream
+        that failed: the consumer saw them announced."""
+        return self._close_unanswered(_FAILED)
 
     def finish(self) -> TurnEnd:
         """Close the turn at the end of the body; :class:`StreamTruncated` when it ended
@@ -282,13 +342,15 @@ class Accumulator:
 
     def _parts(self) -> Tuple[Part, ...]:
         parts: List[Part] = []
-        for block in self._blocks:
+        last_text = max((n for n, b in enumerate(self._blocks) if b.kind == "text"), default=-1)
+        for number, block in enumerate(self._blocks):
             if block.part is not None:
                 parts.append(block.part)
             elif block.kind == "thought":
                 parts.append(Reasoning(block.text.text, block.signature, PROTOCOL))
             else:
-                parts.append(Text(block.text.text))
+                cited = self._citations if number == last_text else ()
+                parts.append(Text(block.text.text, cited))
                 if block.signature:
                     parts.append(ProviderBlock(PROTOCOL, dumps(
                         {"thoughtSignature": block.signature})))
@@ -316,6 +378,41 @@ class Accumulator:
         return StreamError(self._scrub(text)[:2000], code=code, type=self._scrub(status)[:80],
                            retry_after=_retry_delay(error) if again else None,
                            retryable=again)
+
+
+def _citations(grounding: Dict[str, Any]) -> Tuple[Citation, ...]:
+    """Google Search grounding (``GroundingMetadata``: ``groundingChunks`` of ``web``
+    sources, ``groundingSupports`` tying a ``segment`` of the answer to chunk indices;
+    https://ai.google.dev/gemini-api/docs/google-search) as Citations: one per source a
+    segment cites, its ``cited_text`` that segment; a source no segment cites, once,
+    with none. ``state`` is the support (or the chunk) as JSON."""
+    found = grounding.get("groundingChunks")
+    chunks: List[Any] = found if isinstance(found, list) else []
+    sources: List[Tuple[str, str]] = []
+    for chunk in chunks:
+        web = chunk.get("web") if isinstance(chunk, dict) else None
+        web = web if isinstance(web, dict) else {}
+        uri, title = web.get("uri"), web.get("title")
+        sources.append((well_formed(uri) if isinstance(uri, str) else "",
+                        well_formed(title) if isinstance(title, str) else ""))
+    out: List[Citation] = []
+    used = set()
+    supports = grounding.get("groundingSupports")
+    for support in supports if isinstance(supports, list) else ():
+        if not isinstance(support, dict):
+            continue
+        segment = support.get("segment")
+        text = segment.get("text") if isinstance(segment, dict) else None
+        indices = support.get("groundingChunkIndices")
+        for index in indices if isinstance(indices, list) else ():
+            if type(index) is int and 0 <= index < len(sources):
+                used.add(index)
+                uri, title = sources[index]
+                out.append(Citation(uri, title, well_formed(text) if isinstance(text, str)
+                                    else "", well_formed(dumps(support))))
+    out += [Citation(uri, title, "", well_formed(dumps(chunks[n])))
+            for n, (uri, title) in enumerate(sources) if n not in used and uri]
+    return tuple(out)
 
 
 def _retry_delay(error: Dict[str, Any]) -> Optional[float]:

@@ -45,6 +45,12 @@ Choices where the contract is silent:
   ``parameters``); the OpenAPI subset would need the strict form
   (``output.schema.for_gemini``), which makes every optional argument a required
   nullable one and so changes what the model sends a tool.
+- **The provider's own tools** (``nacelle.native``) are their own ``Tool`` entries
+  beside the declarations: ``web_search`` is ``{"googleSearch": {}}``
+  (https://ai.google.dev/gemini-api/docs/google-search), ``web_fetch``
+  ``{"urlContext": {}}`` (https://ai.google.dev/gemini-api/docs/url-context),
+  ``code_execution`` ``{"codeExecution": {}}``
+  (https://ai.google.dev/gemini-api/docs/code-execution); none takes options.
 - **Tool choice** is ``toolConfig.functionCallingConfig``: ``mode`` ``AUTO``,
   ``ANY`` (``"required"``), ``NONE``, or ``ANY`` with ``allowedFunctionNames`` of
   one tool (a forced tool), as the SDK's ``FunctionCallingConfigMode``.
@@ -116,8 +122,12 @@ def to_wire(request: Request, messages: Sequence[Message]) -> Dict[str, Any]:
     if request.system:
         body["systemInstruction"] = {"parts": [{"text": request.system}]}
     tools = sorted(request.tools, key=lambda t: t.name)
-    if tools:
-        body["tools"] = [{"functionDeclarations": [_declaration(t) for t in tools]}]
+    functions = [_declaration(t) for t in tools if not is_native(t)]
+    entries = [{"functionDeclarations": functions}] if functions else []
+    entries += [_native(t) for t in tools if is_native(t)]
+    if entries:
+        body["tools"] = entries
+    if functions:
         choice = _tool_config(request)
         if choice:
             body["toolConfig"] = {"functionCallingConfig": choice}
@@ -130,9 +140,19 @@ def to_wire(request: Request, messages: Sequence[Message]) -> Dict[str, Any]:
     return body
 
 
+#: The provider's own tools (``nacelle.native``) as Gemini's ``Tool`` entries.
+NATIVE = {"web_search": "googleSearch", "web_fetch": "urlContext",
+          "code_execution": "codeExecution"}
+
+
+def _native(tool: Any) -> Dict[str, Any]:
+    field = NATIVE.get(getattr(tool, "kind", ""))
+    if field is None:
+        raise Unsupported("gemini", f"the native {getattr(tool, 'kind', tool.name)} tool")
+    return {field: {}}
+
+
 def _declaration(tool: Any) -> Dict[str, Any]:
-    if is_native(tool):
-        raise Unsupported("gemini", f"the native {tool.kind} tool")
     out: Dict[str, Any] = {"name": tool.name}
     if tool.description:
         out["description"] = tool.description
