@@ -466,7 +466,8 @@ class Agent(Generic[OutputT]):
         compiled = self._output if output is _AGENT_OUTPUT else self._compile_output(output)
         system, tools = self.system, expand_tools(self.tools)
         if self.tool_search is not None:
-            tools = self.tool_search.start(self.tools, caps.tool_search, messages).current()
+            tools = self.tool_search.start(self.tools, caps.tool_search, messages,
+                                           servers=bool(self.mcp)).current()
         if compiled is not None and compiled.mode == "prompted":
             system = f"{system}\n\n{compiled.instructions()}"
         elif compiled is not None and compiled.tool is not None:

@@ -84,12 +84,13 @@ class ToolSearch:
         object.__setattr__(self, "keep", tuple(self.keep))
 
     def start(self, items: Sequence[Any], native: bool,
-              messages: Sequence[Message] = ()) -> "Searching":
+              messages: Sequence[Message] = (), servers: bool = False) -> "Searching":
         """The search state of one run of an Agent whose tools are ``items`` (tools and
         toolsets), on a backend that searches natively or not; ``messages`` is the
         conversation the run starts from, whose ``search_tools`` results are loaded
-        again."""
-        searching = Searching(self, tuple(items), native)
+        again; ``servers``: the run has server-side MCP servers, whose tools a native
+        search defers whatever their number (it is not known here)."""
+        searching = Searching(self, tuple(items), native, servers and native)
         for name in _loaded_before(messages):
             searching.load(name)
         return searching
@@ -184,10 +185,12 @@ class _SearchTools:
 class Searching:
     """One run's tool search: a toolset (``current()``) and the tools it loaded."""
 
-    def __init__(self, settings: ToolSearch, items: Tuple[Any, ...], native: bool) -> None:
+    def __init__(self, settings: ToolSearch, items: Tuple[Any, ...], native: bool,
+                 servers: bool = False) -> None:
         self.settings = settings
         self.items = items
         self.native = native
+        self.servers = servers
         self._lock = threading.Lock()
         self._loaded: Dict[str, int] = {}
         self._tool = _SearchTools(self) if not native else None
@@ -212,7 +215,7 @@ class Searching:
         """The tools to send now."""
         kept, deferred, natives = self._split()
         self.deferred_count = len(deferred)
-        if not deferred:
+        if not deferred and not self.servers:
             return tuple(kept + natives)
         if self.native:
             return tuple(kept + [_Deferred(t) for t in deferred] + natives + [self._marker])

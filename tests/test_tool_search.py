@@ -200,3 +200,19 @@ def test_a_deferred_or_loaded_tool_copies_and_pickles_as_its_tool_does():
         assert copy.copy(wrapped).name == "get_weather_forecast"
         assert pickle.loads(pickle.dumps(wrapped)).name == "get_weather_forecast"
     assert _Loaded(plain, 2).run({"x": 3}, None) == "3"
+
+
+def test_anthropic_defers_a_server_side_mcp_toolset_of_a_run_that_searches():
+    from nacelle.backends.anthropic.wire import to_wire
+    server = nacelle.MCPServer("docs", "https://mcp.example.org/mcp", allowed_tools=["read"])
+    agent = Agent(anthropic.Backend(KEY), "s", tools=many(3), mcp=[server],
+                  tool_search=ToolSearch())
+    request = agent.request([user_text("q")])
+    tools = to_wire(request, request.messages)["tools"]
+    assert [t.get("defer_loading") for t in tools[:3]] == [None, None, None]  # 3 <= 30
+    assert tools[3]["type"] == "tool_search_tool_bm25_20251119"
+    assert tools[4]["default_config"] == {"enabled": False, "defer_loading": True}
+    assert tools[4]["configs"] == {"read": {"enabled": True}}
+    plain = Agent(anthropic.Backend(KEY), "s", tools=many(3), mcp=[server])
+    request = plain.request([user_text("q")])
+    assert "defer_loading" not in to_wire(request, request.messages)["tools"][-1]["default_config"]

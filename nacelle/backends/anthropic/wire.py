@@ -87,7 +87,9 @@ Choices made where the wire leaves room:
   duration").
 - **Tool search** (``nacelle.tool_search``): a deferred tool carries
   ``"defer_loading": true`` beside the provider's search tool (``SEARCH_TYPES``, with
-  ``SEARCH_BETA``); the list sent is the same every turn. A tool a local search loaded
+  ``SEARCH_BETA``); the list sent is the same every turn. A server-side MCP toolset of
+  such a request is deferred too (``default_config.defer_loading``: nacelle cannot
+  count its tools, and the run asked to search them). A tool a local search loaded
   goes after the tools sent before it (``send_order``).
 - **Context editing** (``compaction.context_edits``) is ``context_management.edits``
   (``_edit``), with the ``context-management-2025-06-27`` beta header for the clearing
@@ -249,7 +251,8 @@ def _common(request: Request, messages: Sequence[Message]) -> Dict[str, Any]:
     if profile is CallProfile.AGENT_TURN:
         _mark_conversation(wire_messages, _marker(request))
     body["messages"] = wire_messages
-    tools = _tools(request.tools) + [_toolset(server) for server in request.mcp]
+    searching = any(getattr(t, "kind", "") == "tool_search" for t in request.tools)
+    tools = _tools(request.tools) + [_toolset(server, searching) for server in request.mcp]
     if tools:
         if prefix:
             tools[-1]["cache_control"] = _marker(request)
@@ -389,12 +392,14 @@ def _mcp_server(server: MCPServer) -> Dict[str, Any]:
     return entry
 
 
-def _toolset(server: MCPServer) -> Dict[str, Any]:
+def _toolset(server: MCPServer, deferred: bool = False) -> Dict[str, Any]:
     entry: Dict[str, Any] = {"type": "mcp_toolset", "mcp_server_name": server.name}
     if server.allowed_tools is not None:
         # An allowlist: everything off by default, the named tools switched on.
         entry["default_config"] = {"enabled": False}
         entry["configs"] = {name: {"enabled": True} for name in server.allowed_tools}
+    if deferred:  # a run that searches its tools: the server's are found the same way
+        entry.setdefault("default_config", {})["defer_loading"] = True
     return entry
 
 
