@@ -138,7 +138,8 @@ class Transport:
     included) with the bytes about to be sent: a token fresh from its source, a SigV4
     signature over this moment. What it adds is scrubbed like a key. ``stream_media``
     is the media type a stream answers with, and ``decoder`` makes its decoder when
-    that is not SSE (see :func:`iter_sse`).
+    that is not SSE (see :func:`iter_sse`); ``auth_hint`` is what a 401 or 403 tells
+    to check when the credentials are not one API key.
     """
 
     def __init__(
@@ -156,6 +157,7 @@ class Transport:
         sign: Optional[Callable[[str, bytes, Mapping[str, str]], Mapping[str, str]]] = None,
         stream_media: str = "text/event-stream",
         decoder: Optional[Callable[[], Any]] = None,
+        auth_hint: str = "",
     ) -> None:
         self.base_url = checked_settings(base_url, max_retries, {
             "timeout": timeout, "stall_timeout": stall_timeout,
@@ -171,6 +173,7 @@ class Transport:
         self.sign = sign
         self.stream_media = stream_media
         self.decoder = decoder
+        self.auth_hint = auth_hint
         self._all_headers: Optional[Dict[str, str]] = None
         self._headers_lock = threading.Lock()
         self._local = threading.local()
@@ -377,7 +380,7 @@ class Transport:
             response.close()
         return api_error(response.status_code, response.headers, raw, name=self.name,
                          base_url=self.base_url, path=path, key_variable=self.key_variable,
-                         secrets=self.secrets())
+                         secrets=self.secrets(), auth_hint=self.auth_hint)
 
 
 def iter_sse(

@@ -118,7 +118,7 @@ def parse_error(status: int, headers: Mapping[str, str], body: bytes,
 
 def api_error(status: int, headers: Mapping[str, str], body: bytes, *, name: str,
               base_url: str, path: str, key_variable: str = "",
-              secrets: Optional[Mapping[str, str]] = None) -> APIError:
+              secrets: Optional[Mapping[str, str]] = None, auth_hint: str = "") -> APIError:
     """:func:`parse_error` plus the hint where the status makes the fix clear, with the
     values of ``secrets`` (the request's headers) scrubbed from every text."""
     error = parse_error(status, headers, body, secrets)
@@ -126,7 +126,7 @@ def api_error(status: int, headers: Mapping[str, str], body: bytes, *, name: str
     # detail whose reason is API_KEY_INVALID: the fix is the 401's.
     keyless = status == 400 and b'"API_KEY_INVALID"' in body
     said = hint(401 if keyless else status, name=name, base_url=base_url, path=path, key_variable=key_variable,
-                location=_header(headers, "location"))
+                location=_header(headers, "location"), auth_hint=auth_hint)
     message = error.message
     if said:
         message = f"{message} — {said}" if message else said
@@ -144,8 +144,14 @@ def retry_delay(headers: Mapping[str, str], retries_done: int,
 
 
 def hint(status: int, *, name: str, base_url: str, path: str, key_variable: str = "",
-         location: str = "") -> str:
-    """What to fix for ``status``, or "" where the status does not make it clear."""
+         location: str = "", auth_hint: str = "") -> str:
+    """What to fix for ``status``, or "" where the status does not make it clear.
+
+    ``auth_hint`` replaces the API-key advice of a 401 and a 403 for a backend whose
+    credentials are not one key (a cloud's token or signing keys)."""
+    if auth_hint and status in (401, 403):
+        return auth_hint if status == 401 else (
+            f"the credentials are not allowed to make this request ({auth_hint})")
     if status == 401:
         variable = f"${key_variable} or " if key_variable else ""
         return f"check the API key ({variable}the api_key argument)"

@@ -138,6 +138,7 @@ class Endpoint:
         sign: Optional[Callable[[str, bytes, Mapping[str, str]], Mapping[str, str]]] = None,
         stream_media: str = "text/event-stream",
         decoder: Optional[Callable[[], Any]] = None,
+        auth_hint: str = "",
     ) -> None:
         try:
             self.base_url = checked_settings(base_url, max_retries, {
@@ -148,7 +149,7 @@ class Endpoint:
             headers=checked(headers), max_retries=max_retries, timeout=float(timeout),
             stall_timeout=float(stall_timeout), name=name, key_variable=key_variable,
             secret_headers=secret_headers, sign=sign, stream_media=stream_media,
-            decoder=decoder)
+            decoder=decoder, auth_hint=auth_hint)
         self.name = name
         self._transport: Optional[Transport] = None
         self._lock = threading.Lock()

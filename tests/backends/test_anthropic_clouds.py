@@ -231,6 +231,17 @@ def test_vertex_web_search_sends_googles_beta_header(server):
     assert sent.json()["tools"][0]["type"] == "web_search_20250305"
 
 
+def test_a_vertex_401_says_to_check_the_google_credentials_not_an_api_key(server):
+    server.queue(VERTEX_PATH, Reply.json({"error": {
+        "code": 401, "status": "UNAUTHENTICATED",
+        "message": f"Request had invalid authentication credentials: {TOKEN}"}}, status=401))
+    with pytest.raises(APIError) as caught:
+        one_turn(vertex(server))
+    said = str(caught.value)
+    assert caught.value.status == 401 and "Google Cloud credentials" in said
+    assert "api_key" not in said and TOKEN not in said and len(server.requests) == 1
+
+
 def test_a_vertex_error_in_googles_shape_is_retried_or_raised_by_its_status(server):
     quota = {"error": {"code": 429, "message": "Quota exceeded", "status": "RESOURCE_EXHAUSTED"}}
     bad = {"error": {"code": 400, "message": f"bad request from {TOKEN}",
@@ -387,6 +398,7 @@ def test_bedrock_http_errors_map_to_api_errors_without_secrets(monkeypatch, serv
     error = caught.value
     assert error.status == 403 and error.type == "UnrecognizedClientException"
     assert error.request_id == "req-123" and not error.retryable
+    assert "AWS_BEARER_TOKEN_BEDROCK" in str(error) and "AWS_ACCESS_KEY_ID" in str(error)
     assert SESSION not in str(error) and SECRET not in str(error)
 
 

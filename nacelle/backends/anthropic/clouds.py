@@ -209,7 +209,10 @@ class VertexBackend(_Cloud):
         self._tokens = Tokens(token)
         endpoint = Endpoint(base_url, {}, max_retries=max_retries, timeout=timeout,
                             stall_timeout=stall_timeout, name=self.name,
-                            sign=functools.partial(_bearer, self._tokens))
+                            sign=functools.partial(_bearer, self._tokens),
+                            auth_hint="check the Google Cloud credentials: the token= given, or "
+                                      "the application-default credentials and their access "
+                                      "to Vertex AI in this project")
         super().__init__(model, endpoint, pricing)
         self.project = project
         self.region = region
@@ -312,7 +315,11 @@ class BedrockBackend(_Cloud):
         endpoint = Endpoint(base_url, {}, max_retries=max_retries, timeout=timeout,
                             stall_timeout=stall_timeout, name=self.name,
                             key_variable="AWS_BEARER_TOKEN_BEDROCK", sign=self._auth,
-                            stream_media=EVENTSTREAM, decoder=BedrockEvents)
+                            stream_media=EVENTSTREAM, decoder=BedrockEvents,
+                            auth_hint="check the Bedrock API key ($AWS_BEARER_TOKEN_BEDROCK or "
+                                      "the api_key argument) or the AWS credentials "
+                                      "(AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or the "
+                                      "profile) and their access to this model")
         super().__init__(model, endpoint, pricing)
         self.region = region
         self.profile = profile
