@@ -17,14 +17,16 @@ import datetime
 import json
 import pickle
 import re
-from pathlib import Path
+import subprocess
+import sys
 from typing import Any, List
 
 import pytest
 
 import nacelle
 from nacelle import (
-    APIError, ConfigError, Kind, Request, RunContext, Stop, StreamError, user_text,
+    APIError, ConfigError, Kind, Request, RunContext, Stop, StreamError, StreamTruncated,
+    user_text,
 )
 from nacelle.backend import TurnEnd
 from nacelle.backends import anthropic
@@ -481,3 +483,50 @@ def test_an_agent_streams_calls_a_tool_and_reports_cost_through_each_cloud(
         assert all(signed_by(r, server) for r in server.requests)
     else:
         assert all(r.headers["authorization"] == f"Bearer {TOKEN}" for r in server.requests)
+
+
+# -- what every backend promises, on the clouds' wires ----------------------------------------
+
+def test_a_bedrock_body_cut_inside_a_message_is_stream_truncated(monkeypatch, server):
+    keys(monkeypatch)
+    frames = bedrock_stream(anthropic_stream(["Half", " an answer", " and more"]))
+    body = b"".join(frames)
+    cut = body[: len(b"".join(frames[:5])) + 9]  # nine bytes into a message
+    for drop in (None, 1):
+        server.queue(BEDROCK_PATH, Reply(chunks=[cut], content_type=EVENTSTREAM,
+                                         drop_after=drop))
+        with pytest.raises(StreamTruncated) as caught:
+            one_turn(bedrock(server))
+        assert nacelle.retryable(caught.value)
+
+
+def test_throttling_inside_the_stream_before_output_is_retried_by_retry(monkeypatch, server):
+    keys(monkeypatch)
+    server.queue(BEDROCK_PATH,
+                 Reply(chunks=[bedrock_exception("throttlingException", "Too many tokens")],
+                       content_type=EVENTSTREAM),
+                 eventstream(anthropic_stream(["Recovered."])))
+    retrying = nacelle.Retry(bedrock(server), nacelle.RetryOptions(attempts=2, base=0.01,
+                                                                   max=0.01))
+    result = nacelle.Agent(retrying, "Be brief.").run([user_text("Hi")])
+    assert result.text == "Recovered." and len(server.requests) == 2
+    assert all(signed_by(r, server) for r in server.requests)
+
+
+@pytest.mark.slow
+def test_building_either_cloud_and_an_agent_does_not_import_requests():
+    source = "\n".join([
+        "import sys",
+        "from nacelle.backends import anthropic",
+        "import nacelle",
+        "v = anthropic.vertex(model='claude-sonnet-4-5@20250929', project='p', region='global')",
+        "b = anthropic.bedrock(model='anthropic.claude-sonnet-4-5-20250929-v1:0',"
+        " region='us-east-1')",
+        "nacelle.Agent(v, 'Be brief.'); nacelle.Agent(b, 'Be brief.')",
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in"
+        " ('requests', 'urllib3', 'google', 'botocore', 'boto3'))",
+        "assert not loaded, loaded",
+    ])
+    done = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
