@@ -36,8 +36,10 @@ What it promises:
   is noticed by urllib3 when taken from the pool and replaced.
 - Retries like the official SDKs, and only before the body: connection errors, read
   timeouts waiting for the status, 408, 409, 429 and 5xx (529 included), unless
-  ``x-should-retry`` says otherwise, after :func:`retry_delay`. Every sleep goes
-  through ``ctx.sleep``, so a fake clock records it and the run's deadline bounds it.
+  ``x-should-retry`` says otherwise, after :func:`retry_delay` (or, when no header
+  says, the ``retryDelay`` a Google error body's ``RetryInfo`` asks for, up to 60 s).
+  Every sleep goes through ``ctx.sleep``, so a fake clock records it and the run's
+  deadline bounds it.
   A stream that fails midway is never retried here: output was already shown
   (``Retry`` may rerun a turn that yielded nothing).
 - Time limits: ``connect_timeout`` (5 s, as the Anthropic SDK) and ``timeout`` (600 s
@@ -300,6 +302,9 @@ class Transport:
                 if not refused.retryable or retries >= self.max_retries:
                     raise refused
                 delay = retry_delay(response.headers, retries)
+                wait = refused.retry_after  # the header's, or a body's (Google's RetryInfo)
+                if wait is not None and 0 < wait <= 60:
+                    delay = float(wait)
                 log.debug("%s: HTTP %d from POST %s; retry %d of %d in %.2fs", self.name,
                           refused.status, where, retries + 1, self.max_retries, delay)
             retries += 1

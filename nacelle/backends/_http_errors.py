@@ -67,7 +67,8 @@ def parse_error(status: int, headers: Mapping[str, str], body: bytes,
     Anthropic: ``{"type":"error","error":{"type","message"},"request_id"}`` and a
     ``request-id`` header. OpenRouter: ``{"error":{"code","message","metadata"}}`` and
     maybe ``x-request-id`` / ``x-generation-id``. Google (Gemini):
-    ``{"error":{"code","message","status","details"}}``, its ``status`` the type.
+    ``{"error":{"code","message","status","details"}}``, its ``status`` the type and
+    a ``RetryInfo`` detail's ``retryDelay`` the wait when no header gives one.
     AWS (Bedrock): ``{"message"}`` with the error's type in ``x-amzn-ErrorType`` (before
     any ``:``) and ``x-amzn-RequestId``
     (https://docs.aws.amazon.com/bedrock/latest/APIReference/CommonErrors.html). Other
@@ -112,8 +113,11 @@ def parse_error(status: int, headers: Mapping[str, str], body: bytes,
                   or lowered.get("x-generation-id") or lowered.get("x-amzn-requestid") or "")
     should = lowered.get("x-should-retry", "").strip().lower()
     retry = True if should == "true" else False if should == "false" else status in RETRYABLE_STATUSES
+    after = _retry_after(lowered)
+    if after is None and isinstance(error, dict):
+        after = _retry_info(error.get("details"))
     return APIError(status, _shorten(type_), _shorten(message), _shorten(clean(request_id)),
-                    _retry_after(lowered), retryable=retry)
+                    after, retryable=retry)
 
 
 def api_error(status: int, headers: Mapping[str, str], body: bytes, *, name: str,
@@ -232,6 +236,21 @@ def _retry_after(headers: Mapping[str, str]) -> Optional[float]:
     if when is None:
         return None
     return when.timestamp() - time.time()
+
+
+def _retry_info(details: Any) -> Optional[float]:
+    """Seconds from a ``google.rpc.RetryInfo`` detail's ``retryDelay`` ("17s", a
+    protobuf Duration in JSON), which Google's APIs send with a 429 in place of a
+    ``retry-after`` header (https://ai.google.dev/gemini-api/docs/rate-limits)."""
+    for detail in details if isinstance(details, list) else ():
+        if isinstance(detail, dict) and str(detail.get("@type", "")).endswith("RetryInfo"):
+            delay = detail.get("retryDelay")
+            if isinstance(delay, str) and delay.endswith("s"):
+                try:
+                    return float(delay[:-1])
+                except ValueError:
+                    return None
+    return None
 
 
 def _header(headers: Mapping[str, str], name: str) -> str:

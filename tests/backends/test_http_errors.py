@@ -286,3 +286,28 @@ def test_a_key_echoed_in_the_error_type_or_provider_metadata_is_scrubbed():
     for text in (str(error), repr(error), repr(error.args), error.type, error.message,
                  error.request_id):
         assert KEY not in text
+
+
+def test_parse_error_reads_googles_status_and_retry_info():
+    body = (b'{"error": {"code": 429, "message": "Quota exceeded for metric.", '
+            b'"status": "RESOURCE_EXHAUSTED", "details": [{"@type": '
+            b'"type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "17s"}]}}')
+    error = parse_error(429, {}, body)
+    assert (error.type, error.message, error.retry_after, error.retryable) == (
+        "RESOURCE_EXHAUSTED", "Quota exceeded for metric.", 17.0, True)
+    assert parse_error(429, {"retry-after": "3"}, body).retry_after == 3.0  # a header wins
+    odd = b'{"error": {"code": 429, "details": [{"@type": "x.RetryInfo", "retryDelay": "soon"}]}}'
+    assert parse_error(429, {}, odd).retry_after is None
+
+
+def test_a_google_429_is_retried_after_the_delay_its_body_asks_for():
+    clock = FakeClock()
+    with FakeServer() as server:
+        server.queue("/v1beta/m", Reply.json({"error": {
+            "code": 429, "status": "RESOURCE_EXHAUSTED", "message": "slow down",
+            "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo",
+                         "retryDelay": "7s"}]}}, status=429),
+            Reply.json({"ok": True}))
+        transport = Transport(server.url, {}, max_retries=1, name="gemini")
+        assert transport.post_json("/v1beta/m", {}, RunContext(clock=clock)) == {"ok": True}
+    assert clock.sleeps == [7.0]
