@@ -70,8 +70,12 @@ What each cloud does not do, in its ``capabilities``:
   compaction;
 - structured output (``output_config.format``): Bedrock takes it on the models that
   take it first-party (https://docs.aws.amazon.com/bedrock/latest/userguide/structured-output.html);
-  Vertex's Claude pages do not list it, so there ``output_mode="auto"`` uses the
-  final-answer tool.
+  on Vertex it is off unless the organization policy
+  ``constraints/vertexai.allowedPartnerModelFeatures`` allows ``structured_outputs``,
+  and then for the newest models only
+  (https://cloud.google.com/vertex-ai/generative-ai/docs/partner-models/claude/structured_outputs),
+  so a Vertex backend does not claim it and ``output_mode="auto"`` uses the final-answer
+  tool, which works everywhere.
 
 Model names: a Vertex model is ``claude-sonnet-4-5@20250929``, a Bedrock one
 ``anthropic.claude-sonnet-4-5-20250929-v1:0``, ``us.anthropic...`` or an ARN. The rules
