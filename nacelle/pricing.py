@@ -68,7 +68,8 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 from .errors import ConfigError
 from .events import Usage, _with_cost
 
-__all__ = ["AS_OF", "BATCH", "PRICES", "PROVIDERS", "Price", "batch_price", "price_for"]
+__all__ = ["AS_OF", "BATCH", "PRICES", "PROVIDERS", "Price", "batch_price", "batch_priced",
+           "price_for"]
 
 _MILLION = 1_000_000
 _LARGEST_FLOAT = sys.float_info.max
@@ -433,6 +434,24 @@ def batch_price(provider: str, model: str) -> Optional[Price]:
     price = price_for(provider, model)
     share = BATCH.get(provider) if isinstance(provider, str) else None
     return None if price is None or share is None else price.scaled(share)
+
+
+def batch_priced(usage: Usage, provider: str) -> Usage:
+    """``usage``, priced as a streamed request, at ``provider``'s batch share
+    (:data:`BATCH`) of that cost — what a turn sent through a provider batch is
+    billed; unchanged when it is not priced or the provider has no batch share."""
+    share = BATCH.get(provider) if isinstance(provider, str) else None
+    pico = usage._pico
+    if share is None or not usage.priced or pico is None:
+        return usage
+    without = usage._pico_without_cache
+    factor = Decimal(repr(float(share)))
+    return _with_cost(usage, _share(pico, factor),
+                      _share(pico if without is None else without, factor))
+
+
+def _share(pico: int, share: Decimal) -> int:
+    return int((Decimal(pico) * share).to_integral_value(ROUND_HALF_EVEN))
 
 
 # A date at the end of an id: Anthropic's -20250929, OpenAI's -2025-08-07.

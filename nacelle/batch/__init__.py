@@ -81,10 +81,11 @@ from ..errors import Cancelled, ConfigError
 from ..events import Usage
 from ..messages import Message, loads, user_text
 from .progress import Progress, ProgressLine
-from .results import ResultsFile, finished_indexes
+from .provider import ProviderBatch
+from .results import ResultsFile, finished_indexes, provider_round
 
-__all__ = ["BatchItem", "Progress", "ProgressLine", "Summary", "best_of", "main_batch",
-           "ray_executor", "run_many", "summary"]
+__all__ = ["BatchItem", "Progress", "ProgressLine", "ProviderBatch", "Summary", "best_of",
+           "main_batch", "ray_executor", "run_many", "summary"]
 
 log = logging.getLogger(__name__)
 
@@ -97,13 +98,16 @@ class BatchItem:
     """One finished run: its ``index`` in the conversations, and either its ``result``
     or its ``error`` (the exception, or ``"TypeName: message"`` when the exception did
     not survive the trip back from another process). ``started`` and ``ended`` are
-    ``time.time()`` on the worker."""
+    ``time.time()`` on the worker. ``streamed_cost`` is set by a
+    :class:`ProviderBatch`: what the run's turns would have cost streamed (its
+    ``result.usage.cost`` is the batch rate)."""
 
     index: int
     result: Optional[Result] = None
     error: Union[BaseException, str, None] = None
     started: float = 0.0
     ended: float = 0.0
+    streamed_cost: Optional[float] = None
 
     @property
     def ok(self) -> bool:
@@ -123,21 +127,25 @@ class BatchItem:
 class Summary:
     """What :func:`summary` returns. ``wall`` is the first start to the last end (worker
     clocks), ``run_seconds`` the runs' times added up (``run_seconds / wall`` is how
-    many ran at once on average); ``usage`` sums the successful runs'."""
+    many ran at once on average); ``usage`` sums the successful runs'. ``streamed``
+    is, for runs made in provider batches, what the same turns would have cost
+    streamed (None when no run was)."""
 
     count: int
     failures: int
     usage: Usage
     wall: float
     run_seconds: float
+    streamed: Optional[float] = None
 
     @property
     def cost(self) -> float:
         return self.usage.cost
 
     def __str__(self) -> str:
+        streamed = "" if self.streamed is None else f" (${self.streamed:.4f} streamed)"
         return (f"{self.count} runs, {self.failures} failed, {self.usage.total:,} tokens, "
-                f"${self.cost:.4f}, {self.wall:.1f} s wall")
+                f"${self.cost:.4f}{streamed}, {self.wall:.1f} s wall")
 
 
 def summary(items: Iterable[BatchItem]) -> Summary:
@@ -145,15 +153,19 @@ def summary(items: Iterable[BatchItem]) -> Summary:
     count = failures = 0
     usage = Usage()
     first, last, busy = float("inf"), -float("inf"), 0.0
+    streamed: Optional[float] = None
     for item in items:
         count += 1
         if item.error is not None:
             failures += 1
         elif item.result is not None:
             usage = usage + item.result.usage
+            if item.streamed_cost is not None:
+                streamed = (streamed or 0.0) + item.streamed_cost
         first, last = min(first, item.started), max(last, item.ended)
         busy += max(item.seconds, 0.0)
-    return Summary(count, failures, usage, max(last - first, 0.0) if count else 0.0, busy)
+    return Summary(count, failures, usage, max(last - first, 0.0) if count else 0.0, busy,
+                   streamed)
 
 
 def _run_one(agent: Agent, index: int, conversation: Tuple[Message, ...],
@@ -231,7 +243,7 @@ def _batch(agent: Agent, conversations: Iterable[Conversation], executor: Option
            total: Optional[int]) -> Generator[BatchItem, None, None]:
     pool = executor if executor is not None else ThreadPoolExecutor(
         max_workers, thread_name_prefix="nacelle-batch")
-    threads = isinstance(pool, ThreadPoolExecutor)
+    threads = isinstance(pool, (ThreadPoolExecutor, ProviderBatch))
     cancel = CancelEvent() if threads else None
     sink = ResultsFile(results) if results is not None else None
     pending: Dict["Future[BatchItem]", int] = {}
@@ -242,16 +254,25 @@ def _batch(agent: Agent, conversations: Iterable[Conversation], executor: Option
     done = failures = 0
     cost = Usage()
     clean = False
+    if isinstance(pool, ProviderBatch):
+        window = max(window, pool.window)
+        batched = pool
+
+        def show() -> None:
+            if report is not None:
+                report(Progress(done, total, failures, time.monotonic() - started,
+                                cost.cost, batch=batched.status))
+
+        pool.attach(sink, provider_round(results) if results is not None else {}, show)
     try:
-        for index, conversation in itertools.islice(source, window):
-            pending[_submit(pool, agent, index, conversation, cancel, not threads)] = index
+        _burst(pool, pending, agent, itertools.islice(source, window), cancel, not threads)
         while pending or ready:
             if not ready:
                 finished, _ = wait(pending, return_when=FIRST_COMPLETED)
                 # Index order within one wake-up, so a rerun's file reads in a stable order.
                 ready.extend(sorted((pending.pop(f), f) for f in finished))
-                for index, conversation in itertools.islice(source, len(finished)):
-                    pending[_submit(pool, agent, index, conversation, cancel, not threads)] = index
+                _burst(pool, pending, agent, itertools.islice(source, len(finished)), cancel,
+                       not threads)
             index, future = ready.popleft()
             item = _item(future, index)
             if sink is not None:
@@ -262,19 +283,37 @@ def _batch(agent: Agent, conversations: Iterable[Conversation], executor: Option
             elif item.result is not None:
                 cost = cost + item.result.usage
             if report is not None:
-                report(Progress(done, total, failures, time.monotonic() - started, cost.cost))
+                report(Progress(done, total, failures, time.monotonic() - started, cost.cost,
+                                batch=getattr(pool, "status", "")))
             yield item
         clean = True
         if report is not None:
             report(Progress(done, total, failures, time.monotonic() - started, cost.cost,
-                            final=True))
+                            final=True, batch=getattr(pool, "status", "")))
     finally:
         if not clean:
             _stop(pool, executor is None, cancel, pending, ready, sink)
-        elif executor is None:
+            if isinstance(pool, ProviderBatch):
+                pool.shutdown(wait=True, cancel_futures=True)
+        elif executor is None or isinstance(pool, ProviderBatch):
             pool.shutdown(wait=True)
         if sink is not None:
             sink.close()
+
+
+def _burst(pool: Executor, pending: Dict["Future[BatchItem]", int], agent: Agent,
+           runs: Iterable[Tuple[int, Any]], cancel: Optional[CancelEvent],
+           portable: bool) -> None:
+    """Submit ``runs``; a provider batch is held meanwhile, so they share a round."""
+    held = pool if isinstance(pool, ProviderBatch) else None
+    if held is not None:
+        held.hold()
+    try:
+        for index, conversation in runs:
+            pending[_submit(pool, agent, index, conversation, cancel, portable)] = index
+    finally:
+        if held is not None:
+            held.release()
 
 
 def _submit(pool: Executor, agent: Agent, index: int, conversation: Any,
@@ -396,12 +435,15 @@ def _read_input(path: Union[str, "os.PathLike[str]"]) -> List[Tuple[Message, ...
 
 
 def main_batch(agent: Agent, input_path: Union[str, "os.PathLike[str]"],
-               output_path: Union[str, "os.PathLike[str]"], workers: int = 8) -> Summary:
+               output_path: Union[str, "os.PathLike[str]"], workers: int = 8, *,
+               provider_batch: bool = False, poll: float = 30.0) -> Summary:
     """``nacelle batch INPUT.jsonl -o RESULTS.jsonl --workers N``: run every line of the
     input on ``workers`` threads into the results file (resuming it), with the progress
     line on stderr; returns the :class:`Summary` of the runs done now (the caller
     decides the exit status, e.g. 1 when ``failures``). A result's index is its input
-    line's number counted from 0.
+    line's number counted from 0. ``provider_batch`` (``--provider-batch``) sends the
+    model turns through a :class:`ProviderBatch` of the Agent's backend, polled every
+    ``poll`` seconds.
 
     A results file that is the input file itself (by any path, a link included) is a
     ``ConfigError`` before anything is read or written: appending results to the
@@ -413,7 +455,9 @@ def main_batch(agent: Agent, input_path: Union[str, "os.PathLike[str]"],
         raise ConfigError(f"the results file {os.fspath(output_path)} is the same file as "
                           f"the input {os.fspath(input_path)}; write the results elsewhere")
     conversations = _read_input(input_path)
-    return summary(run_many(agent, conversations, max_workers=workers, results=output_path))
+    executor = ProviderBatch(agent.backend, poll=poll) if provider_batch else None
+    return summary(run_many(agent, conversations, max_workers=workers, results=output_path,
+                            executor=executor))
 
 
 def _same_file(first: Union[str, "os.PathLike[str]"],

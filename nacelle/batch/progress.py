@@ -48,6 +48,8 @@ class Progress:
     elapsed: float
     cost: float
     final: bool = False
+    #: a provider batch's round and status ("round 2: 1 batch in_progress (...)")
+    batch: str = ""
 
     @property
     def rate(self) -> float:
@@ -62,8 +64,9 @@ class Progress:
     def __str__(self) -> str:
         total = "?" if self.total is None else str(self.total)
         eta = "?" if self.eta is None else _duration(self.eta)
+        batch = f", {self.batch}" if self.batch else ""
         return (f"{self.done}/{total} runs, {self.failures} failed, {self.rate:.1f} runs/s, "
-                f"ETA {eta}, ${self.cost:.4f}")
+                f"ETA {eta}, ${self.cost:.4f}{batch}")
 
 
 def _duration(seconds: float) -> str:

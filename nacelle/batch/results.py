@@ -30,12 +30,13 @@ import dataclasses
 import json
 import logging
 import os
+import threading
 from typing import IO, Any, Dict, Optional, Set, Union
 
 from .. import bounded_json
 from ..events import Usage
 
-__all__ = ["ResultsFile", "finished_indexes", "record"]
+__all__ = ["ResultsFile", "finished_indexes", "provider_round", "record"]
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +105,8 @@ def finished_indexes(path: "Union[str, os.PathLike[str]]") -> Set[int]:
             value = bounded_json.loads(raw, what="result", max_depth=bounded_json.DOCUMENT_DEPTH)
         except ValueError:
             value = None
+        if isinstance(value, dict) and isinstance(value.get("provider_batch"), dict):
+            continue  # a provider batch's round (provider_round), not a result
         index = value.get("index") if isinstance(value, dict) else None
         if type(index) is not int or index < 0:
             log.warning("results file %s line %d is not a result; its run is done again",
@@ -113,22 +116,59 @@ def finished_indexes(path: "Union[str, os.PathLike[str]]") -> Set[int]:
     return done
 
 
+def provider_round(path: "Union[str, os.PathLike[str]]") -> Dict[int, Dict[str, Any]]:
+    """The runs of the last provider-batch round the file holds that have no result
+    line yet, by index: each ``{"index", "custom_id", "batch", "messages", "usage",
+    "streamed"}`` (``batch/provider.py`` writes them; a rerun resumes from them)."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        return {}
+    last: Dict[int, Dict[str, Any]] = {}
+    done: Set[int] = set()
+    for raw in data[:data.rfind(b"\n") + 1].splitlines():
+        if b"provider_batch" not in raw:
+            continue
+        try:
+            value = bounded_json.loads(raw, what="result", max_depth=bounded_json.DOCUMENT_DEPTH)
+        except ValueError:
+            continue
+        round_ = value.get("provider_batch") if isinstance(value, dict) else None
+        if not isinstance(round_, dict) or not isinstance(round_.get("items"), list):
+            continue
+        last = {}
+        for item in round_["items"]:
+            if (isinstance(item, dict) and type(item.get("index")) is int
+                    and all(isinstance(item.get(k), str) for k in ("custom_id", "batch",
+                                                                    "messages"))):
+                last[item["index"]] = item
+    done = finished_indexes(path)
+    return {index: item for index, item in last.items() if index not in done}
+
+
 class ResultsFile:
     """Appends one line per finished run, each flushed and fsynced."""
 
     def __init__(self, path: "Union[str, os.PathLike[str]]") -> None:
         self.path = path
         self._handle: Optional[IO[bytes]] = open(path, "ab")
+        self._lock = threading.Lock()  # a provider batch writes its rounds from its thread
 
     def write(self, index: int, result: Any, error: Any) -> None:
-        handle = self._handle
-        if handle is None:
-            raise ValueError("the results file is closed")
-        line = json.dumps(record(index, result, error), ensure_ascii=False)
-        # One write of the whole line: a kill can only tear the last line.
-        handle.write(line.encode("utf-8") + b"\n")
-        handle.flush()
-        os.fsync(handle.fileno())
+        self.write_line(record(index, result, error))
+
+    def write_line(self, value: Dict[str, Any]) -> None:
+        """Append one JSON line, flushed and fsynced."""
+        line = json.dumps(value, ensure_ascii=False)
+        with self._lock:
+            handle = self._handle
+            if handle is None:
+                raise ValueError("the results file is closed")
+            # One write of the whole line: a kill can only tear the last line.
+            handle.write(line.encode("utf-8") + b"\n")
+            handle.flush()
+            os.fsync(handle.fileno())
 
     def close(self) -> None:
         handle, self._handle = self._handle, None

@@ -32,8 +32,16 @@ def command(argv: Sequence[str]) -> int:
     parser.add_argument("input", metavar="INPUT.jsonl")
     parser.add_argument("-o", "--output", metavar="RESULTS.jsonl", required=True)
     parser.add_argument("--workers", type=int, default=8, help="runs at once (default: 8)")
+    parser.add_argument("--provider-batch", action="store_true", default=False,
+                        help="send each round of model turns as one provider batch (Anthropic "
+                             "Message Batches, OpenAI Batch): half the price, results within "
+                             "24 hours; a rerun resumes polling the same batches")
+    parser.add_argument("--poll", type=float, default=30.0,
+                        help="with --provider-batch: seconds between status checks "
+                             "(default: 30)")
     args = vars(parser.parse_args(argv))
     input_path, output_path, workers = args.pop("input"), args.pop("output"), args.pop("workers")
+    provider_batch, poll = args.pop("provider_batch"), args.pop("poll")
     if workers < 1:
         return fail("--workers must be at least 1", EXIT_USAGE)
     try:
@@ -45,7 +53,8 @@ def command(argv: Sequence[str]) -> int:
     from ..console import describe_usage
 
     try:
-        done = main_batch(agent, input_path, output_path, workers)
+        done = main_batch(agent, input_path, output_path, workers,
+                          provider_batch=provider_batch, poll=poll)
     except KeyboardInterrupt:
         print("\n(cancelled; finished runs are kept in the results file)", file=sys.stderr)
         return exit_now(EXIT_INTERRUPTED)
@@ -53,7 +62,8 @@ def command(argv: Sequence[str]) -> int:
         return fail(one_line(err))
     finally:
         local.close()
-    print(f"nacelle: {done.count} runs, {done.failures} failed, {describe_usage(done.usage)}, "
-          f"{done.wall:.1f} s wall; results in {output_path}", file=sys.stderr)
+    streamed = "" if done.streamed is None else f" (${done.streamed:.4f} streamed)"
+    print(f"nacelle: {done.count} runs, {done.failures} failed, {describe_usage(done.usage)}"
+          f"{streamed}, {done.wall:.1f} s wall; results in {output_path}", file=sys.stderr)
     return exit_now(EXIT_FAILED if done.failures else EXIT_OK)
 

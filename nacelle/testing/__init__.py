@@ -8,6 +8,9 @@ test their own agents offline with the same doubles nacelle's tests use.
 - ``Cassette`` (``nacelle.testing.cassette``): a loopback server that records real HTTP
   exchanges to a JSON file once and replays them offline, byte for byte — regression
   tests and evals of a real agent that run in CI without a key.
+- ``FakeBatches`` and the result builders ``anthropic_message``, ``openai_response``,
+  ``chat_completion`` (``nacelle.testing.batches``): the providers' batch APIs on a
+  FakeServer (``server.batches(answer)``), for testing provider batches offline.
 - Wire-format stream builders (``nacelle.testing.wire``): realistic Anthropic,
   OpenRouter, OpenAI Responses and Gemini SSE bodies.
 
@@ -19,6 +22,10 @@ import importlib as _importlib
 from typing import TYPE_CHECKING, Any, List
 
 if TYPE_CHECKING:  # what a type checker sees; at run time each loads on first use
+    from .batches import FakeBatches as FakeBatches
+    from .batches import anthropic_message as anthropic_message
+    from .batches import chat_completion as chat_completion
+    from .batches import openai_response as openai_response
     from .cassette import Cassette as Cassette
     from .scripted import FakeClock as FakeClock
     from .scripted import ScriptedBackend as ScriptedBackend
@@ -38,6 +45,10 @@ _HOMES = {
     "Turn": "scripted",
     "FakeClock": "scripted",
     "Cassette": "cassette",
+    "FakeBatches": "batches",
+    "anthropic_message": "batches",
+    "openai_response": "batches",
+    "chat_completion": "batches",
     "FakeServer": "server",
     "Reply": "server",
     "RecordedRequest": "server",

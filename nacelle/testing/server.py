@@ -48,11 +48,14 @@ Choices where the spec is silent:
   the client abandoned, and :meth:`FakeServer.wait_disconnects` waits for them.
 - ``stop()`` is prompt even with stalled replies or idle keep-alive connections: delays
   are waited on a stop flag, and open sockets are shut down.
+- :meth:`FakeServer.batches` adds the providers' batch APIs (``testing/batches.py``),
+  served for their paths when nothing is queued there (a queued reply still wins, so
+  a test can script a 429 in the middle of a batch's polling).
 - Errors while serving are logged on this module's logger, never printed (a client
   resetting a connection is DEBUG).
 
-Public (``nacelle.testing``); imports the standard library only and is never imported
-by the core.
+Public (``nacelle.testing``); imports the standard library and ``testing.batches``
+beside it (itself standard library only), and is never imported by the core.
 """
 
 from __future__ import annotations
@@ -68,6 +71,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union, cast
+
+from .batches import FakeBatches
 
 __all__ = ["FakeServer", "RecordedRequest", "Reply"]
 
@@ -184,6 +189,7 @@ class FakeServer:
         self._stopping = threading.Event()
         self._httpd: Optional[ThreadingHTTPServer] = None
         self._thread: Optional[threading.Thread] = None
+        self._batches: Optional[FakeBatches] = None
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -250,6 +256,16 @@ class FakeServer:
                 raise TypeError(f"queue() takes Reply values, got {type(reply).__name__}")
         with self._lock:
             self._replies.setdefault(path.split("?", 1)[0], deque()).extend(replies)
+
+    def batches(self, answer: Any, **options: Any) -> FakeBatches:
+        """Serve Anthropic Message Batches and OpenAI Batch (with its files), each
+        request answered by ``answer(endpoint, params)``; ``options`` are
+        :class:`~nacelle.testing.batches.FakeBatches`'s (``polls``, ``expire``,
+        ``error``, ``fail``, ``retry_after``). Returns it, to assert on or steer."""
+        fake = FakeBatches(answer, **options)
+        with self._lock:
+            self._batches = fake
+        return fake
 
     @property
     def requests(self) -> List[RecordedRequest]:
@@ -318,6 +334,12 @@ class FakeServer:
         with self._changed:
             replies = self._replies.get(path)
             reply = replies.popleft() if replies else None
+            if reply is None and self._batches is not None:
+                made = self._batches.handle(method, path, headers, body)
+                if made is not None:
+                    status, extra, data, media = made
+                    reply = Reply(status=status, headers=extra, chunks=(data,), mode="length",
+                                  content_type=media)
             self._requests.append(RecordedRequest(
                 method, path, headers, body, query, connection, served=reply is not None))
             self._changed.notify_all()
