@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..backend import Request, TurnEnd
 from ..backends.anthropic import Accumulator, to_wire
-from ..backends.anthropic import _beta_header, _open_server_calls
+from ..backends.anthropic.claude import beta_header, open_server_calls
 from ..context import RunContext
 from ..errors import StreamError
 from ..events import Event
@@ -43,7 +43,7 @@ class AnthropicWire(Wire):
     def params(self, request: Request, messages: Tuple[Message, ...]) -> Dict[str, Any]:
         body = to_wire(request, messages, model=self.backend.model)
         body.pop("stream", None)
-        body["__betas"] = _beta_header(request).get("anthropic-beta", "")
+        body["__betas"] = beta_header(request).get("anthropic-beta", "")
         return body
 
     def create(self, requests: Sequence[Tuple[str, Dict[str, Any]]], ctx: RunContext) -> str:
@@ -87,7 +87,7 @@ class AnthropicWire(Wire):
 
     def turn(self, body: Any, request: Request,
              messages: Tuple[Message, ...]) -> Tuple[List[Event], TurnEnd]:
-        state = Accumulator(pricing=self.backend.pricing, calls=_open_server_calls(messages))
+        state = Accumulator(pricing=self.backend.pricing, calls=open_server_calls(messages))
         events: List[Event] = []
         for name, data in message_events(body):
             events.extend(state.feed_event(name, data))

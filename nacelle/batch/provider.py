@@ -416,17 +416,19 @@ class ProviderBatch(Executor):
 
 
 def wire_for(backend: Any) -> Wire:
-    """The batch API of ``backend``: Anthropic's for the Anthropic backend, OpenAI's
-    for the Responses backend and for the Chat Completions backend (OpenAI's, or any
-    server offering the same Batch API); a ``ConfigError`` for anything else."""
-    name = getattr(backend, "name", "")
-    if name == "anthropic" and hasattr(backend, "_endpoint"):
+    """The batch API of ``backend``: Anthropic's for ``anthropic.Backend``, OpenAI's
+    for ``openai.Backend`` (Responses) and ``chat.Backend`` (Chat Completions: OpenAI's,
+    or any server offering the same Batch API); a ``ConfigError`` for anything else
+    (Claude on Vertex or Bedrock has those clouds' own batch jobs, not this API)."""
+    from ..backends import anthropic, chat, openai
+
+    if type(backend) is anthropic.Backend:
         from .anthropic_wire import AnthropicWire
         return AnthropicWire(backend)
-    if name == "openai" and hasattr(backend, "_endpoint"):
+    if type(backend) is openai.Backend:
         from .openai_wire import ResponsesWire
         return ResponsesWire(backend)
-    if hasattr(backend, "dialect") and hasattr(backend, "_endpoint"):
+    if isinstance(backend, chat.Backend):
         from .openai_wire import ChatWire
         return ChatWire(backend)
     raise ConfigError(f"ProviderBatch needs a backend with a batch API (anthropic.Backend, "
