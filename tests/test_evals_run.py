@@ -110,3 +110,49 @@ def test_bad_arguments_are_config_errors():
         evaluate(object(), CASES)
     with pytest.raises(ConfigError, match="two cases are named 'a'"):
         evaluate(agent, [Case("a", "x"), Case("a", "y")])
+
+
+def test_an_eval_replayed_from_a_cassette_is_offline_and_gives_the_same_rates_every_time(tmp_path):
+    from nacelle.backends import chat
+    from nacelle.evals import assert_passes
+    from nacelle.testing import Cassette, FakeServer, Reply
+    from nacelle.testing.wire import openrouter_stream
+
+    path = tmp_path / "evals.json"
+    dataset = Dataset([Case("capital", "Capital of France?", expected="Paris"),
+                       Case("river", "River of Paris?", checks=[contains("Seine")])])
+
+    def rates(cassette, workers):
+        backend = chat.Backend("sk-test-key-123", model="m", base_url=cassette.url)
+        report = evaluate(Agent(backend, "One word."), dataset, repeat=2, max_workers=workers)
+        # Which of two identical requests gets which recording is the threads' order;
+        # what each case got is not.
+        return report, [(c.name, c.passes, c.runs, c.tokens, [f["reasons"] for f in c.failures])
+                        for c in report.cases]
+
+    with FakeServer() as provider:  # one at a time, so the provider's order is the cases'
+        provider.queue("/chat/completions", *[Reply(chunks=openrouter_stream([text]))
+                                              for text in ("Paris", "Lyon", "Seine", "Seine")])
+        with Cassette(path, upstream=provider.url) as cassette:
+            _, recorded = rates(cassette, 1)
+    assert recorded[0][1:3] == (1, 2) and recorded[1][1:3] == (2, 2)
+    for _ in range(3):
+        with Cassette(path) as cassette:  # replayed on 4 threads, in any order
+            report, replayed = rates(cassette, 4)
+        assert replayed == recorded
+    assert_passes(report, min_rate=0.5)
+    with pytest.raises(AssertionError, match="- capital: 1/2\n    run \\d: equals\\(\\): "
+                                             "expected Paris, got Lyon"):
+        assert_passes(report)
+
+
+def test_a_line_that_is_not_a_whole_checked_run_is_run_again(tmp_path):
+    results = tmp_path / "runs.jsonl"
+    dataset = [Case("a", "q", checks=[contains("x")])]
+    evaluate(Agent(ScriptedBackend(["x"]), "A."), dataset, results=results)
+    line = json.loads(results.read_text())
+    for bad in ({"cost": "free"}, {"passed": "yes"}, {"checks": [1]}, {"usage": {"input_tokens": -0.5}}):
+        results.write_text(json.dumps({**line, **bad}) + "\n")
+        again = ScriptedBackend(["x"])
+        assert evaluate(Agent(again, "A."), dataset, results=results)["a"].passes == 1
+        assert len(again.requests) == 1

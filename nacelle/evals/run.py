@@ -22,7 +22,8 @@ batch's record of the run (``index``, ``stop``, ``usage``, ``cost``, ``text``,
 verdicts are kept with the run, so a resumed eval neither reruns nor re-judges what
 it already has. A line whose ``case`` or ``attempt`` does not match the dataset at
 its index means the file was written for another dataset or ``repeat``: that is a
-ConfigError, not a silent mix.
+ConfigError, not a silent mix. A line that is not a whole checked run (edited by
+hand, say) is logged and its run done again.
 
 Imports the standard library, ``batch`` and the other ``evals`` modules.
 """
@@ -30,6 +31,7 @@ Imports the standard library, ``batch`` and the other ``evals`` modules.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from concurrent.futures import Executor
 from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
@@ -43,6 +45,10 @@ from .checks import check_name, run_check
 from .report import EvalReport, case_report
 
 __all__ = ["evaluate"]
+
+log = logging.getLogger(__name__)
+
+_TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens")
 
 
 def evaluate(agent: Any, dataset: Union[Dataset, Sequence[Case]], *, repeat: int = 1,
@@ -106,6 +112,22 @@ def _append(sink: "IO[bytes]", line: Mapping[str, Any]) -> None:
     os.fsync(sink.fileno())
 
 
+def _whole(line: Mapping[str, Any]) -> bool:
+    """Whether a line holds what a report is made of, with the types it is made of."""
+    checks = line.get("checks")
+    numbers = [line.get(k) for k in ("cost", "check_cost", "seconds")]
+    usage = line.get("usage")
+    return (isinstance(line.get("passed"), bool) and isinstance(checks, list)
+            and all(isinstance(c, dict) and isinstance(c.get("check"), str)
+                    and isinstance(c.get("passed"), bool) and isinstance(c.get("reason"), str)
+                    for c in checks)
+            and all(type(n) in (int, float) and n >= 0 for n in numbers)
+            and (usage is None or (isinstance(usage, dict) and all(
+                type(usage.get(k, 0)) is int for k in _TOKEN_FIELDS)))
+            and isinstance(line.get("text"), (str, type(None)))
+            and isinstance(line.get("error"), (str, type(None))))
+
+
 def _read(path: Union[str, "os.PathLike[str]"], cases: Dataset,
           repeat: int) -> Dict[int, Dict[str, Any]]:
     """The checked runs a results file holds, by index (after cutting a torn line)."""
@@ -122,7 +144,9 @@ def _read(path: Union[str, "os.PathLike[str]"], cases: Dataset,
             except ValueError:
                 continue  # finished_indexes logged it; its run is done again
             index = line.get("index") if isinstance(line, dict) else None
-            if type(index) is not int or index < 0 or not isinstance(line.get("checks"), list):
+            if type(index) is not int or index < 0 or not _whole(line):
+                log.warning("results file %s line %d is not a checked run; it is run again",
+                            os.fspath(path), number)
                 continue
             if index >= total or line.get("case") != cases[index // repeat].name or \
                     line.get("attempt") != index % repeat:
