@@ -115,7 +115,7 @@ def _append(sink: "IO[bytes]", line: Mapping[str, Any]) -> None:
 def _whole(line: Mapping[str, Any]) -> bool:
     """Whether a line holds what a report is made of, with the types it is made of."""
     checks = line.get("checks")
-    numbers = [line.get(k) for k in ("cost", "check_cost", "seconds")]
+    numbers: List[Any] = [line.get(k) for k in ("cost", "check_cost", "seconds")]
     usage = line.get("usage")
     return (isinstance(line.get("passed"), bool) and isinstance(checks, list)
             and all(isinstance(c, dict) and isinstance(c.get("check"), str)
