@@ -90,8 +90,10 @@ class Price:
     write) and ``cache_write_1h`` default to 0.1×, 1.25× and 2× ``input``, and hold
     the worked-out price once made. ``long_context`` is ``(threshold, Price)``: a
     request whose prompt is more than ``threshold`` tokens is billed entirely at that
-    price. ``source`` is the address the price was read from (not compared, not in
-    the repr). Give the fields after ``cache_write`` by keyword.
+    price. ``source`` is the address of the provider's page the price is from,
+    ``checked`` the day it was last read there, ``via`` where it was read when that
+    page itself could not be (an aggregator; "" otherwise) — none compared, none in
+    the repr. Give the fields after ``cache_write`` by keyword.
 
     Every price is a finite number of zero or more; anything else is a
     :class:`~nacelle.errors.ConfigError`.
