@@ -242,7 +242,7 @@ def _claude(input: float, output: float, read: float, write: float, write_1h: fl
     # Every price as the page prints it, not as the multipliers would make it: the
     # pages are the authority, and two (Fable 5.1, Opus 5.5) depart from 0.1× reads.
     return Price(input, output, read, write, cache_write_1h=write_1h,
-                 long_context=long_context, source=source)
+                 long_context=long_context, source=source, checked=AS_OF)
 
 
 # Sonnet 4 and 4.5 bill a whole request above 200k prompt tokens at $6 in and $22.50
