@@ -3,6 +3,7 @@
 - ``LocalTools`` (``nacelle.toolsets.files``): files under one root, and
   ``run_command`` when allowed (``nacelle.toolsets.shell``).
 - ``web_search`` and ``web_fetch`` (``nacelle.toolsets.web``).
+- ``memory(root)`` (``nacelle.toolsets.memory``): Claude's memory tool over a directory.
 
 Names load on first use, so ``import nacelle.toolsets`` imports nothing heavy.
 Outer ring: may import the core, never ``backends``.
@@ -13,11 +14,13 @@ from typing import TYPE_CHECKING, Any, List
 
 if TYPE_CHECKING:  # what a type checker sees; at run time each loads on first use
     from .files import LocalTools as LocalTools
+    from .memory import memory as memory
     from .web import web_fetch as web_fetch
     from .web import web_search as web_search
 
 _HOMES = {
     "LocalTools": "files",
+    "memory": "memory",
     "web_fetch": "web",
     "web_search": "web",
 }

@@ -68,6 +68,10 @@ Choices made where the wire leaves room:
   longer checked: it may be invalid or, at a ``max_tokens`` stop, partial — which the
   stream accumulator already treats as a call that fails (or is unfinished), never as
   a crash. MCP toolsets are the provider's to run, and take no such field.
+- **Client tools Anthropic defines** (a tool with an ``anthropic_type``, such as
+  ``toolsets.memory``'s ``memory_20250818``) are sent as that type and the tool's
+  name, without a schema; the run executes their calls as any local tool's
+  (https://platform.claude.com/docs/en/agents-and-tools/tool-use/memory-tool).
 - **The provider's own tools** (``nacelle.native``) are sent as their server tool
   types (``NATIVE_TYPES``), after the local tools, with the beta header each still
   needs (``NATIVE_BETAS``); a web fetch asks for citations. Their calls and results
@@ -374,6 +378,12 @@ def _tools(tools: Sequence[Any]) -> List[Dict[str, Any]]:
     out = []
     natives = sorted((t for t in tools if is_native(t)), key=lambda t: t.name)
     for tool in sorted((t for t in tools if not is_native(t)), key=send_order):
+        kind = getattr(tool, "anthropic_type", None)
+        if isinstance(kind, str) and kind:
+            # A client tool Anthropic defines (the memory tool): its type and name say
+            # it all; the model knows its input shape, and the run still runs it.
+            out.append({"type": kind, "name": tool.name})
+            continue
         entry: Dict[str, Any] = {"name": tool.name}
         if tool.description:
             entry["description"] = tool.description
