@@ -52,10 +52,23 @@ def test_judge_checks_in_a_file_take_their_backend_from_load():
     ('{"name": "b", "input": "q", "checks": [{"smells": "ok"}]}', "unknown check 'smells'"),
     ('{"name": "b", "input": "q", "checks": [{"max_turns": 0}]}', "checks\\[0\\]: max_turns"),
     ('{"name": "a", "input": "q"}', "two cases are named 'a'"),
+    ('{"name": "b", "input": "q", "checks": [{"contains": "x", "max_turns": 1}]}',
+     "a 'contains' check takes no 'max_turns'"),
+    ('{"name": "b", "input": "q", "checks": [{"contains": "x", "case_sensitive": "no"}]}',
+     "case_sensitive must be true or false"),
+    ('{"name": "b", "input": "q", "checks": [{"matches": {"type": 5}}]}', "not a valid JSON Schema"),
+    ('{"name": "b", "input": "q", "checks": [{"called": "t", "input": [1]}]}', "input must be an object"),
 ])
 def test_a_bad_line_is_a_config_error_naming_it(line, message):
     with pytest.raises(ConfigError, match=message):
         Dataset.loads('{"name": "a", "input": "q"}\n' + line + "\n")
+
+
+def test_a_file_that_is_not_utf8_is_a_config_error(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(b'{"name": "a", "input": "\xff"}\n')
+    with pytest.raises(ConfigError, match="is not UTF-8 text"):
+        Dataset.load(path)
 
 
 def test_a_case_with_a_python_check_has_no_file_form():

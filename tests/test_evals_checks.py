@@ -73,7 +73,7 @@ SCHEMA = {"type": "object", "required": ["name"], "properties": {
 def test_matches_validates_json_text_and_names_the_failing_place():
     assert run_check(matches(SCHEMA), run('{"name": "Paris"}'), CASE).passed
     failed = run_check(matches(SCHEMA), run('{"name": "Paris", "population": -1}'), CASE)
-    assert not failed.passed and failed.reason.startswith("at population: -1 is less than")
+    assert not failed.passed and failed.reason.startswith("answer.population: -1 is less than")
     not_json = run_check(matches(SCHEMA), run("Paris"), CASE)
     assert not not_json.passed and not_json.reason.startswith("the answer is not JSON")
 
@@ -84,6 +84,16 @@ def test_matches_validates_a_structured_output_and_refuses_a_bad_schema():
     assert not run_check(matches({"type": "array"}), result, CASE).passed
     with pytest.raises(ConfigError, match="not a valid JSON Schema"):
         matches({"type": 12})
+
+
+def test_matches_never_fetches_a_ref_it_fails_with_the_reason():
+    from nacelle.testing import FakeServer
+
+    with FakeServer() as server:
+        check = matches({"$ref": f"{server.url}/schema.json"})
+        failed = run_check(check, run('{"a": 1}'), CASE)
+        assert server.requests == []
+    assert not failed.passed and failed.reason.startswith("the schema cannot be used: ")
 
 
 def test_called_passes_on_a_call_holding_the_given_arguments():

@@ -150,8 +150,13 @@ class Dataset:
     @classmethod
     def load(cls, path: Union[str, "os.PathLike[str]"], *, judge: Any = None) -> "Dataset":
         """Cases from a JSON Lines file (see :meth:`loads`)."""
-        with open(path, encoding="utf-8") as handle:
-            return cls.loads(handle.read(), judge=judge, source=os.fspath(path))
+        try:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{os.fspath(path)} is not UTF-8 text: {exc.reason} at byte "
+                              f"{exc.start}") from None
+        return cls.loads(text, judge=judge, source=os.fspath(path))
 
 
 def _case(value: Any, where: str, judge: Optional[Any]) -> Case:

@@ -31,8 +31,8 @@ never a sentence to search for "yes" (the LLM-as-a-judge pattern; see Zheng et a
 first in the schema so the model writes its reasons before its decision. Its dollars
 are the Outcome's ``cost``, reported apart from the agent's.
 
-Imports the standard library, ``jsonschema`` (a core dependency) inside ``matches``,
-and nacelle's core.
+Imports the standard library, ``jsonschema`` (a core dependency) and ``validation``
+inside ``matches``, and nacelle's core.
 """
 
 from __future__ import annotations
@@ -140,19 +140,24 @@ def contains(text: str, *, case_sensitive: bool = True) -> Check:
 
 def matches(schema: Mapping[str, Any]) -> Check:
     """The structured output, or else the final text read as JSON, is valid against
-    the JSON Schema ``schema`` (checked with ``jsonschema``, whose validator class is
-    picked by the schema's ``$schema``)."""
+    the JSON Schema ``schema``. The schema is checked when the check is made (a
+    ConfigError if it is not one); validation is nacelle's own
+    (:func:`nacelle.validation.compile_schema` as for an untrusted schema: Draft
+    2020-12, bounded work, and a ``$ref`` to a URL never fetched but failing the check
+    with its reason), since a dataset's schema is data, never a reason to open a
+    socket."""
     import jsonschema
+
+    from ..validation import UnusableSchema, compile_schema
 
     if not isinstance(schema, Mapping):
         raise ConfigError(f"matches takes a JSON Schema (a dict), got {type(schema).__name__}")
     schema = dict(schema)
     try:
-        validator_class = jsonschema.validators.validator_for(schema)
-        validator_class.check_schema(schema)
+        jsonschema.validators.validator_for(schema).check_schema(schema)
     except jsonschema.SchemaError as exc:
         raise ConfigError(f"matches: not a valid JSON Schema: {exc.message}") from None
-    validator = validator_class(schema)
+    validate = compile_schema(schema, untrusted=True)
 
     def test(result: Any, case: Any) -> Outcome:
         output = getattr(result, "output", None)
@@ -164,11 +169,15 @@ def matches(schema: Mapping[str, Any]) -> Check:
                                            max_depth=bounded_json.DOCUMENT_DEPTH)
             except ValueError as exc:
                 return Outcome(False, f"the answer is not JSON: {exc}")
-        error = next(iter(sorted(validator.iter_errors(value), key=lambda e: list(e.path))), None)
+        try:
+            error = validate(value)
+        except UnusableSchema as exc:
+            return Outcome(False, f"the schema cannot be used: {_short(str(exc), 200)}")
         if error is None:
             return Outcome(True)
-        where = "/".join(str(p) for p in error.absolute_path) or "(root)"
-        return Outcome(False, f"at {where}: {_short(error.message, 120)}")
+        if error.startswith("input"):  # the validator names a tool's input; here, the answer
+            error = "answer" + error[len("input"):]
+        return Outcome(False, _short(error, 200))
     return Check(f"matches({_short(json.dumps(schema), 40)})", test, {"matches": schema})
 
 
@@ -300,16 +309,27 @@ def check_to_json(check: Any, case: str) -> Dict[str, Any]:
     return dict(spec)
 
 
+#: the keys a check's JSON form may hold besides its name
+_OPTIONS = {"contains": ("case_sensitive",), "called": ("input",)}
+
+
 def check_from_json(raw: Any, where: str, backend: Any) -> Check:
     """A built-in check from its JSON form (see the module docstring)."""
     if not isinstance(raw, dict) or not raw:
         raise ConfigError(f"{where}: a check is an object such as {{\"contains\": \"...\"}}")
     kind = next(iter(raw))
+    allowed = {kind, *_OPTIONS.get(kind, ())}
+    extra = sorted(set(raw) - allowed)
+    if extra:
+        raise ConfigError(f"{where}: a {kind!r} check takes no {extra[0]!r}")
     try:
         if kind == "equals":
             return equals(raw["equals"])
         if kind == "contains":
-            return contains(raw["contains"], case_sensitive=bool(raw.get("case_sensitive", True)))
+            sensitive = raw.get("case_sensitive", True)
+            if not isinstance(sensitive, bool):
+                raise ConfigError("case_sensitive must be true or false")
+            return contains(raw["contains"], case_sensitive=sensitive)
         if kind == "matches":
             return matches(raw["matches"])
         if kind == "called":
