@@ -477,6 +477,12 @@ def test_an_agent_streams_calls_a_tool_and_reports_cost_through_each_cloud(
     assert usage.cost == pytest.approx(2 * next(
         e.usage.cost for e in events if e.kind is Kind.TURN))
     second = server.requests[1].json()
+    assert [tool["name"] for tool in second["tools"]] == ["get_weather"]
+    assert "eager_input_streaming" not in json.dumps(second)  # refused by both clouds
+    if cloud == "bedrock":  # Bedrock streams tool input with the older beta instead
+        assert second["anthropic_beta"] == ["fine-grained-tool-streaming-2025-05-14"]
+    else:  # Vertex's proxy takes neither
+        assert "anthropic-beta" not in server.requests[1].headers
     assert second["messages"][-1]["content"][0]["type"] == "tool_result"
     assert "21 degrees, sun" in json.dumps(second["messages"][-1])
     if cloud == "bedrock":

@@ -17,7 +17,9 @@ usage behave exactly as they do there. What differs, as the official SDK's
 where ``base`` is ``https://{region}-aiplatform.googleapis.com/v1`` (the ``global``
 region: ``https://aiplatform.googleapis.com/v1``; ``us`` and ``eu``: their ``rep``
 endpoints); the body carries ``anthropic_version: "vertex-2023-10-16"`` and no ``model``
-(the URL names it); the answer is the same SSE stream. ``Authorization: Bearer`` comes
+(the URL names it); the answer is the same SSE stream. Neither cloud takes the
+per-tool ``eager_input_streaming`` switch (``_without_eager_input`` says what each
+does instead). ``Authorization: Bearer`` comes
 from ``token`` or the environment (``gcp.py`` says how, and what each path needs).
 The region comes from ``region``, else ``CLOUD_ML_REGION`` (the SDK's variable), else
 ``GOOGLE_CLOUD_LOCATION``; the project from ``project``, ``ANTHROPIC_VERTEX_PROJECT_ID``,
@@ -127,6 +129,7 @@ __all__ = ["BEDROCK_VERSION", "BedrockBackend", "VERTEX_VERSION", "VertexBackend
 VERTEX_VERSION = "vertex-2023-10-16"
 BEDROCK_VERSION = "bedrock-2023-05-31"
 VERTEX_WEB_SEARCH_BETA = "web-search-2025-03-05"
+FINE_GRAINED_BETA = "fine-grained-tool-streaming-2025-05-14"
 EVENTSTREAM = "application/vnd.amazon.eventstream"
 
 #: What Claude on Vertex AI can do (see the module docstring for what it cannot).
@@ -242,6 +245,7 @@ class VertexBackend(_Cloud):
     def _body(self, request: Request, messages: Tuple[Message, ...]) -> Dict[str, Any]:
         body = to_wire(request, messages, model=self.model)
         del body["model"]
+        _without_eager_input(body)
         body["anthropic_version"] = VERTEX_VERSION
         return body
 
@@ -259,6 +263,25 @@ class VertexBackend(_Cloud):
         body["anthropic_version"] = VERTEX_VERSION
         return count_tokens(self._endpoint, f"{self._models()}/count-tokens:rawPredict", body,
                             ctx, "Vertex AI", headers=self._headers(request))
+
+
+def _without_eager_input(body: Dict[str, Any]) -> bool:
+    """Take ``eager_input_streaming`` off the body's tools; True if a tool had it.
+
+    Both clouds validate the body strictly and refuse the per-tool switch ("tools.0.
+    custom.eager_input_streaming: Extra inputs are not permitted": Bedrock,
+    https://github.com/vercel/ai/pull/17179, probed against InvokeModel; Vertex,
+    https://github.com/anomalyco/opencode/issues/24562). Bedrock streams tool input
+    as it is written with the older ``fine-grained-tool-streaming-2025-05-14`` beta
+    instead (the same probe); Vertex takes neither (its proxy does not support the
+    beta, https://github.com/vercel/ai/pull/13574), so there a tool's input arrives as
+    the API checks each parameter, in fewer, larger TOOL_INPUT events.
+    """
+    found = False
+    for tool in body.get("tools", ()):
+        if isinstance(tool, dict) and tool.pop("eager_input_streaming", None) is not None:
+            found = True
+    return found
 
 
 def _bearer(tokens: Tokens, url: str, body: bytes, headers: Mapping[str, str]) -> Dict[str, str]:
@@ -342,6 +365,8 @@ class BedrockBackend(_Cloud):
         body.pop("stream", None)
         body["anthropic_version"] = BEDROCK_VERSION
         names = betas(request)
+        if _without_eager_input(body):
+            names.append(FINE_GRAINED_BETA)
         if names:
             body["anthropic_beta"] = names
         return body
