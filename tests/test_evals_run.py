@@ -156,3 +156,16 @@ def test_a_line_that_is_not_a_whole_checked_run_is_run_again(tmp_path):
         again = ScriptedBackend(["x"])
         assert evaluate(Agent(again, "A."), dataset, results=results)["a"].passes == 1
         assert len(again.requests) == 1
+
+
+def test_a_judges_dollars_are_reported_apart_from_the_agents():
+    from nacelle.evals import judge
+
+    verdict = Turn(Message(Role.ASSISTANT, (Text('{"reasoning": "fine", "passed": true}'),)),
+                   usage=Usage(50, 10, cost=0.0005, priced=True))
+    dataset = [Case("judged", "q", checks=[judge("Any answer.", ScriptedBackend([verdict] * 2))])]
+    report = evaluate(Agent(ScriptedBackend([priced("a"), priced("b")]), "A."), dataset, repeat=2)
+    assert report["judged"].passes == 2
+    assert report.cost == pytest.approx(0.002) and report.check_cost == pytest.approx(0.001)
+    assert str(report) == ("2/2 runs passed (100%, 95% CI 34%-100%) over 1 case, $0.0020, "
+                           "240 tokens")

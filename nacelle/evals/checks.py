@@ -142,21 +142,26 @@ def matches(schema: Mapping[str, Any]) -> Check:
     """The structured output, or else the final text read as JSON, is valid against
     the JSON Schema ``schema``. The schema is checked when the check is made (a
     ConfigError if it is not one); validation is nacelle's own
-    (:func:`nacelle.validation.compile_schema` as for an untrusted schema: Draft
+    (:func:`nacelle.validation.compile_schema` as for an untrusted schema: jsonschema's Draft
     2020-12, bounded work, and a ``$ref`` to a URL never fetched but failing the check
     with its reason), since a dataset's schema is data, never a reason to open a
-    socket."""
-    import jsonschema
-
+    socket. Without jsonschema (a vendored copy) the built-in validator checks the
+    keywords it knows, and the schema itself is not checked."""
     from ..validation import UnusableSchema, compile_schema
 
     if not isinstance(schema, Mapping):
         raise ConfigError(f"matches takes a JSON Schema (a dict), got {type(schema).__name__}")
     schema = dict(schema)
+    jsonschema: Any = None
     try:
-        jsonschema.validators.validator_for(schema).check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        raise ConfigError(f"matches: not a valid JSON Schema: {exc.message}") from None
+        import jsonschema
+    except ImportError:  # a vendored copy without it: nacelle's built-in validator checks
+        pass
+    if jsonschema is not None:
+        try:
+            jsonschema.validators.validator_for(schema).check_schema(schema)
+        except jsonschema.SchemaError as exc:
+            raise ConfigError(f"matches: not a valid JSON Schema: {exc.message}") from None
     validate = compile_schema(schema, untrusted=True)
 
     def test(result: Any, case: Any) -> Outcome:

@@ -166,7 +166,8 @@ class EvalReport:
     def __str__(self) -> str:
         low, high = self.interval
         return (f"{self.passes}/{self.runs} runs passed ({self.rate:.0%}, 95% CI "
-                f"{low:.0%}-{high:.0%}) over {len(self.cases)} cases, ${self.cost:.4f}, "
+                f"{low:.0%}-{high:.0%}) over {len(self.cases)} case{'' if len(self.cases) == 1 else 's'}, "
+                f"${self.cost:.4f}, "
                 f"{self.tokens:,} tokens")
 
     def compare(self, baseline: "EvalReport") -> Comparison:
