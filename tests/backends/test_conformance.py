@@ -445,14 +445,19 @@ class GeminiFlavour:
             for p in body["contents"][-1]["parts"] if "functionResponse" in p]
 
     def sent_media(self, body):
-        """The same, inside each ``functionResponse``'s ``parts``."""
-        out = []
+        """The same: inside each ``functionResponse``'s ``parts`` (Gemini 3), or after
+        the responses, each call's media after a line naming it (Gemini 2.5, this
+        flavour's model)."""
+        out, call = [], None
         for part in body["contents"][-1]["parts"]:
             response = part.get("functionResponse")
-            for inner in (response or {}).get("parts", ()):
+            inside = [(response["id"], p) for p in (response or {}).get("parts", ())]
+            if part.get("text", "").startswith("[tool call "):
+                call = part["text"].split()[2]
+            for call_id, inner in inside + ([(call, part)] if "inlineData" in part else []):
                 media = inner["inlineData"]["mimeType"]
                 kind = "image" if media.startswith("image/") else "document"
-                out.append((response["id"], kind, media, inner["inlineData"]["data"]))
+                out.append((call_id, kind, media, inner["inlineData"]["data"]))
         return out
 
 

@@ -116,10 +116,13 @@ def test_capabilities_say_what_the_backend_does_and_a_priced_model_knows_dollars
     backend = gemini.Backend(KEY, model="gemini-2.5-flash")
     assert backend.pricing == price_for("gemini", "gemini-2.5-flash") is not None
     caps = backend.capabilities
-    assert (caps.thinking, caps.effort, caps.images, caps.documents, caps.tool_media,
-            caps.structured_output, caps.cost) == (True,) * 7
+    assert (caps.thinking, caps.effort, caps.images, caps.documents,
+            caps.structured_output, caps.cost) == (True,) * 6
+    assert not caps.tool_media  # a Gemini 2 model: media follow the responses
     assert (caps.mcp, caps.token_counting) == (False, True)
     assert caps.native_tools == {"web_search", "web_fetch", "code_execution"}
+    assert not gemini.Backend(KEY, model="gemini-2.5-pro").capabilities.tool_media
+    assert gemini.Backend(KEY, model="gemini-3-pro-preview").capabilities.tool_media
     unpriced = gemini.Backend(KEY, model="gemini-unreleased")
     assert unpriced.pricing is None and not unpriced.capabilities.cost
     given = gemini.Backend(KEY, model="gemini-unreleased", pricing=Price(1, 2))

@@ -121,10 +121,11 @@ def test_an_unfinished_call_its_signature_and_its_result_are_not_sent():
 def test_images_and_documents_are_inline_data_in_messages_and_tool_responses():
     pdf = Document.from_bytes(b"%PDF-1.4\n%%EOF\n", title="page")
     image = Image("image/png", PNG)
-    contents = wire([user(Text("Look."), image, pdf),
-                     assistant(ToolCall("c1", "screenshot", "{}")),
-                     user(ToolResult("c1", "screenshot", "The page.",
-                                     content=(Text("The page."), image, pdf)))])["contents"]
+    contents = to_wire(nacelle.Request(system=""), (
+        user(Text("Look."), image, pdf), assistant(ToolCall("c1", "screenshot", "{}")),
+        user(ToolResult("c1", "screenshot", "The page.",
+                        content=(Text("The page."), image, pdf)))),
+        model="gemini-3-pro-preview")["contents"]
     assert contents[0]["parts"] == [
         {"text": "Look."}, {"inlineData": {"mimeType": "image/png", "data": PNG}},
         {"inlineData": {"mimeType": "application/pdf", "data": pdf.data}}]
@@ -132,6 +133,33 @@ def test_images_and_documents_are_inline_data_in_messages_and_tool_responses():
         "id": "c1", "name": "screenshot", "response": {"output": "The page."},
         "parts": [{"inlineData": {"mimeType": "image/png", "data": PNG}},
                   {"inlineData": {"mimeType": "application/pdf", "data": pdf.data}}]}}]
+
+
+def test_a_gemini_2_model_gets_a_tools_media_after_the_responses():
+    pdf = Document.from_bytes(b"%PDF-1.4\n%%EOF\n", title="page")
+    image = Image("image/png", PNG)
+    messages = (user_text("Look."), assistant(ToolCall("c1", "screenshot", "{}"),
+                                              ToolCall("c2", "clock", "{}")),
+                user(ToolResult("c1", "screenshot", "The page.",
+                                content=(Text("The page."), image, pdf)),
+                     ToolResult("c2", "clock", "12:00"), Text("Go on.")))
+    for model in ("gemini-2.5-flash", "models/gemini-2.0-flash", "gemini-1.5-pro"):
+        parts = to_wire(nacelle.Request(system=""), messages, model=model)["contents"][2][
+            "parts"]
+        [screenshot, clock] = [p["functionResponse"] for p in parts[:2]]
+        assert "parts" not in screenshot and clock["response"] == {"output": "12:00"}
+        assert screenshot["response"]["output"].startswith("The page.\n[image: image/png")
+        assert "sent after the tool results" in screenshot["response"]["output"]
+        assert parts[2:] == [
+            {"text": "[tool call c1 (screenshot) returned these]"},
+            {"inlineData": {"mimeType": "image/png", "data": PNG}},
+            {"inlineData": {"mimeType": "application/pdf", "data": pdf.data}},
+            {"text": "Go on."}]
+    from nacelle.backends.gemini.wire import media_inside
+
+    assert [media_inside(m) for m in ("gemini-3-flash-preview", "gemini-3.5-flash",
+                                      "tunedModels/x", "gemini-2.5-pro", "gemini-2-flash")] == [
+        True, True, True, False, False]
 
 
 def test_tools_are_function_declarations_with_their_json_schema_as_it_is():

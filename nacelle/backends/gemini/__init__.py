@@ -36,7 +36,8 @@ Choices where the contract is silent:
   ``request.messages`` would send as its ``generateContentRequest``
   (https://ai.google.dev/api/tokens) and reads ``totalTokens``.
 - ``capabilities``: thinking (budgets and efforts), images, documents (PDF and plain
-  text as ``inlineData``), media inside tool results, structured output, token
+  text as ``inlineData``), media inside tool results (Gemini 3 and later; a Gemini 1
+  or 2 model gets them after the responses), structured output, token
   counting, the provider's own search, URL reading and code execution
   (``nacelle.native``, without options); no server-side MCP.
 
@@ -47,6 +48,7 @@ the core. Never another backend.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import urllib.parse
 from typing import Callable, Dict, Iterator, Optional, Tuple, Union
@@ -60,7 +62,7 @@ from ...pricing import Price, price_for
 from ..._net.headers import read_key
 from .._turn import Endpoint, base_url_from, check_key, check_model, stream_turn
 from .stream import Accumulator
-from .wire import PROTOCOL, to_wire
+from .wire import PROTOCOL, media_inside, to_wire
 
 __all__ = ["Accumulator", "Backend", "PROTOCOL", "capabilities", "to_wire"]
 
@@ -112,8 +114,8 @@ class Backend:
             secret_headers=functools.partial(_key_header, api_key),
         )
         self.base_url = self._endpoint.base_url
-        self.capabilities = capabilities if self.pricing is None else Capabilities(
-            **{**capabilities.__dict__, "cost": True})
+        self.capabilities = dataclasses.replace(
+            capabilities, cost=self.pricing is not None, tool_media=media_inside(model))
 
     def __repr__(self) -> str:
         priced = f", pricing={self.pricing!r}" if self.pricing is not None else ""
@@ -125,7 +127,7 @@ class Backend:
         as its ``generateContentRequest``, answered with ``totalTokens``
         (https://ai.google.dev/api/tokens). An answer without a plausible count is a
         ``StreamError``: a wrong count would be trusted."""
-        body = to_wire(request, request.messages)
+        body = to_wire(request, request.messages, model=self.model)
         body.pop("generationConfig", None)  # what only a generation takes
         body["model"] = self._resource
         try:
@@ -145,7 +147,7 @@ class Backend:
     ) -> Iterator[Union[Event, TurnEnd]]:
         """One model turn: its TEXT / THINKING / TOOL_INPUT / TOOL_CALL events as they
         arrive, then its TurnEnd."""
-        body = to_wire(request, messages)
+        body = to_wire(request, messages, model=self.model)
         return stream_turn(self._endpoint, self._path, body, ctx, self._accumulator,
                            request=request, model=self.model)
 

@@ -20,7 +20,9 @@ Choices where the contract is silent:
   (``{"mimeType", "data"}``, base64) parts. A tool's images and documents go inside
   its ``functionResponse`` as ``parts`` of ``inlineData`` (``FunctionResponsePart``,
   the multimodal function responses of
-  https://ai.google.dev/gemini-api/docs/function-calling).
+  https://ai.google.dev/gemini-api/docs/function-calling, which came with Gemini 3);
+  for a Gemini 1 or 2 model they follow the responses in the same Content, after a
+  line naming the call, and the response's text says they follow (``_media``).
 - **An assistant message** is one ``model`` Content, in its own order: Reasoning of
   this protocol as a ``{"text", "thought": true}`` part with its
   ``thoughtSignature`` (the state); Text as a ``text`` part; each finished ToolCall
@@ -80,7 +82,8 @@ from __future__ import annotations
 import copy
 import json
 import logging
-from typing import Any, Dict, List, Optional, Sequence, Set
+import re
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ...backend import DEFAULT_MAX_TOKENS, Effort, Request
 from ...errors import ConfigError, Unsupported
@@ -89,17 +92,29 @@ from ...messages import (
 )
 from ...native import is_native
 from ...sse import parse_json
-from .._media import ALL_DOCUMENTS, Takes, split
+from .._media import ALL_DOCUMENTS, Takes, follow_parts, joined, split
 
-__all__ = ["PROTOCOL", "TAKES", "contents", "to_wire"]
+__all__ = ["PROTOCOL", "TAKES", "contents", "media_inside", "to_wire"]
 
 logger = logging.getLogger(__name__)
 
 #: The ``Reasoning.protocol`` / ``ProviderBlock.protocol`` of this backend.
 PROTOCOL = "gemini"
 
-#: Images and both document types, inside tool results too.
+#: Images and both document types, inside tool results too (Gemini 3 and later).
 TAKES = Takes(images=True, documents=ALL_DOCUMENTS, tool_media=True)
+#: The same, a tool's media following the responses (Gemini 1 and 2).
+TAKES_AFTER = Takes(images=True, documents=ALL_DOCUMENTS, tool_media=False)
+
+_BEFORE_3 = re.compile(r"gemini-[12][.-]")
+
+
+def media_inside(model: str) -> bool:
+    """Whether ``model`` takes a tool's media inside its ``functionResponse``: the
+    multimodal function responses came with Gemini 3, so a Gemini 1 or 2 model (named
+    so, a ``models/`` or ``tunedModels/`` prefix aside) gets them after the responses;
+    any other name, the newer models' way."""
+    return _BEFORE_3.match(model.rsplit("/", 1)[-1]) is None
 
 MCP_HINT = ("the Gemini backend sends no server-side MCP servers; connect the server "
             "locally with nacelle.mcp.connect_stdio() or nacelle.mcp.connect_http() and "
@@ -109,7 +124,7 @@ _LEVELS = {Effort.MINIMAL: "minimal", Effort.LOW: "low", Effort.MEDIUM: "medium"
            Effort.HIGH: "high", Effort.XHIGH: "high", Effort.MAX: "high"}
 
 
-def to_wire(request: Request, messages: Sequence[Message]) -> Dict[str, Any]:
+def to_wire(request: Request, messages: Sequence[Message], *, model: str = "") -> Dict[str, Any]:
     """The JSON body of one ``streamGenerateContent`` request for ``messages``.
 
     Raises :class:`~nacelle.errors.Unsupported` for MCP servers and native tools,
@@ -118,7 +133,8 @@ def to_wire(request: Request, messages: Sequence[Message]) -> Dict[str, Any]:
     """
     if request.mcp:
         raise Unsupported("gemini", "MCP servers", MCP_HINT)
-    body: Dict[str, Any] = {"contents": contents(messages)}
+    body: Dict[str, Any] = {"contents": contents(
+        messages, TAKES if media_inside(model) else TAKES_AFTER)}
     if request.system:
         body["systemInstruction"] = {"parts": [{"text": request.system}]}
     tools = sorted(request.tools, key=lambda t: t.name)
@@ -210,8 +226,9 @@ def _thinking(request: Request) -> Dict[str, Any]:
     return out
 
 
-def contents(messages: Sequence[Message]) -> List[Dict[str, Any]]:
-    """The ``contents`` of a conversation (see the module docstring)."""
+def contents(messages: Sequence[Message], takes: Takes = TAKES) -> List[Dict[str, Any]]:
+    """The ``contents`` of a conversation (see the module docstring); ``takes`` says
+    whether a tool's media go inside its response or after the responses."""
     unsent: Set[str] = {
         p.id for m in messages for p in m.parts if isinstance(p, ToolCall) and not p.finished
     }
@@ -222,17 +239,21 @@ def contents(messages: Sequence[Message]) -> List[Dict[str, Any]]:
             if parts:
                 out.append({"role": "model", "parts": parts})
         else:
-            out.append({"role": "user", "parts": _user(message, position, unsent)})
+            out.append({"role": "user", "parts": _user(message, position, unsent, takes)})
     return out
 
 
-def _user(message: Message, position: int, unsent: Set[str]) -> List[Dict[str, Any]]:
+def _user(message: Message, position: int, unsent: Set[str],
+          takes: Takes) -> List[Dict[str, Any]]:
     results: List[Dict[str, Any]] = []
     content: List[Dict[str, Any]] = []
+    followed: List[Tuple[ToolResult, Sequence[Any]]] = []
     for part in message.parts:
         if isinstance(part, ToolResult):
             if part.id not in unsent:
-                results.append(_response(part))
+                response, after = _response(part, takes)
+                results.append(response)
+                followed.append((part, after))
         elif isinstance(part, (Text, Image, Document)):
             content.append(_input(part))
         elif isinstance(part, (Reasoning, ProviderBlock, Finish)):
@@ -240,6 +261,7 @@ def _user(message: Message, position: int, unsent: Set[str]) -> List[Dict[str, A
         else:
             raise ConfigError(
                 f"message {position}: a user message cannot carry a {type(part).__name__}")
+    results += [_input(p) for p in follow_parts(followed)]
     return results + content or [{"text": ""}]
 
 
@@ -249,18 +271,20 @@ def _input(part: Any) -> Dict[str, Any]:
     return {"inlineData": {"mimeType": part.media_type, "data": part.data}}
 
 
-def _response(result: ToolResult) -> Dict[str, Any]:
-    """A ``functionResponse`` part: the text under ``output`` (``error`` when it
-    failed) and the tool's media as ``inlineData`` parts inside it."""
+def _response(result: ToolResult, takes: Takes) -> Tuple[Dict[str, Any], Sequence[Any]]:
+    """A ``functionResponse`` part (the text under ``output``, ``error`` when it
+    failed; the tool's media as ``inlineData`` parts inside it where the model takes
+    them there) and the media to send after the responses instead."""
+    text = result.result
+    inline, after = split(result, takes) if result.content else ((), ())
+    if after:
+        text = joined(inline)  # says which media follow
     response: Dict[str, Any] = {"id": result.id, "name": result.name,
-                                "response": {"error" if result.failed else "output":
-                                             result.result}}
-    if result.content:
-        inline, _ = split(result, TAKES)
-        media = [_input(p) for p in inline if not isinstance(p, Text)]
-        if media:
-            response["parts"] = media
-    return {"functionResponse": response}
+                                "response": {"error" if result.failed else "output": text}}
+    media = [_input(p) for p in inline if not isinstance(p, Text)]
+    if media:
+        response["parts"] = media
+    return {"functionResponse": response}, after
 
 
 def _model(message: Message, position: int) -> List[Dict[str, Any]]:
