@@ -89,20 +89,19 @@ regional endpoint may cost more (Anthropic's pricing page notes a 10% premium on
 regional endpoints for the newer models), which ``pricing=`` can say.
 
 Outer ring: imports the standard library, nacelle's core, ``backends._turn``,
-``backends._sampling`` (through ``claude``), and beside it ``wire``, ``stream``,
-``claude``, ``eventstream``, ``aws`` and ``gcp``; never ``__init__``.
+``backends._sampling``, and beside it ``wire``, ``stream``, ``claude``,
+``bedrock_stream``, ``aws`` and ``gcp``; never ``__init__``.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import dataclasses
 import functools
 import json
 import os
 import re
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, Mapping, Optional, Tuple, Union
 from urllib.parse import quote
 
 from ...backend import Capabilities, Request, TurnEnd
@@ -112,13 +111,12 @@ from ...events import Event, _wire_count
 from ...messages import Message
 from ...native import is_native
 from ...pricing import price_for
-from ...sse import SSEEvent, parse_json
 from .._sampling import claude_exclusive
 from .._turn import Endpoint, check_model, count_tokens, stream_turn
 from . import aws
 from .claude import beta_header, capabilities, has_output_format, is_ping, open_server_calls
 from .claude import settings_for
-from .eventstream import EventStreamDecoder, Message as StreamMessage
+from .bedrock_stream import BedrockAccumulator, BedrockEvents
 from .gcp import TokenSource, Tokens, project_from_environment
 from .stream import Accumulator, Pricing
 from .wire import betas, count_tokens_body, to_wire
@@ -322,13 +320,6 @@ def _env(name: str) -> Optional[str]:
 
 # -- Bedrock -----------------------------------------------------------------------------
 
-#: Exceptions inside a Bedrock stream that the API reference says to retry.
-_RETRYABLE = frozenset({"internalServerException", "modelStreamErrorException",
-                        "throttlingException", "modelTimeoutException",
-                        "serviceUnavailableException"})
-_EXCEPTION = "bedrock-exception"  # the SSE event name an in-stream exception is passed as
-
-
 class BedrockBackend(_Cloud):
     """Claude on Amazon Bedrock; made by :func:`bedrock`. See the module docstring."""
 
@@ -415,87 +406,6 @@ class BedrockAuth:
             return {"Authorization": f"Bearer {key}"}
         return aws.sign("POST", url, headers, body, aws.credentials(self._profile),
                         self.region, "bedrock")
-
-
-class BedrockEvents:
-    """Bedrock's event-stream body as the SSE events of the Anthropic stream it carries;
-    the transport's decoder (``feed``, ``close``, ``truncated``)."""
-
-    def __init__(self) -> None:
-        self._decoder = EventStreamDecoder()
-
-    @property
-    def truncated(self) -> bool:
-        return self._decoder.truncated
-
-    def close(self) -> List[SSEEvent]:
-        self._decoder.close()
-        return []
-
-    def feed(self, data: bytes) -> List[SSEEvent]:
-        out = []
-        for message in self._decoder.feed(data):
-            event = _event(message)
-            if event is not None:
-                out.append(event)
-        return out
-
-
-def _event(message: StreamMessage) -> Optional[SSEEvent]:
-    """The SSE event a Bedrock message stands for; None for one to skip."""
-    headers = message.headers
-    kind = headers.get(":message-type")
-    if kind == "event":
-        if headers.get(":event-type") != "chunk":
-            return None  # a kind of event this reader does not know
-        try:
-            payload = parse_json(message.payload)
-            encoded = payload.get("bytes") if isinstance(payload, dict) else None
-            if not isinstance(encoded, str):
-                raise ValueError("no bytes")
-            data = base64.b64decode(encoded, validate=True).decode("utf-8")
-        except (ValueError, binascii.Error, UnicodeDecodeError):
-            raise StreamError("Bedrock sent a chunk whose payload is not the base64 of a "
-                              "UTF-8 event") from None
-        return SSEEvent(data=data)
-    if kind in ("exception", "error"):
-        name = headers.get(":exception-type") if kind == "exception" else headers.get(
-            ":error-code")
-        text = ""
-        if kind == "error":
-            said = headers.get(":error-message")
-            text = said if isinstance(said, str) else ""
-        else:
-            try:
-                payload = parse_json(message.payload) if message.payload.strip() else {}
-            except ValueError:
-                payload = {}
-            said = payload.get("message") if isinstance(payload, dict) else None
-            text = said if isinstance(said, str) else ""
-        data = json.dumps({"type": name if isinstance(name, str) else "", "message": text})
-        return SSEEvent(event=_EXCEPTION, data=data)
-    raise StreamError(f"Bedrock sent a message of an unknown type "
-                      f"({str(kind)[:40]!r}) in its event stream")
-
-
-class BedrockAccumulator(Accumulator):
-    """The Anthropic accumulator, with Bedrock's in-stream exceptions raised as
-    ``StreamError`` values carrying their type (scrubbed, retryable as the module
-    docstring says)."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._clean = kwargs.get("scrub") or (lambda text: text)
-
-    def feed(self, sse: SSEEvent) -> List[Event]:
-        if sse.event != _EXCEPTION:
-            return super().feed(sse)
-        said = json.loads(sse.data)
-        kind = self._clean(str(said.get("type") or "exception"))[:80]
-        text = f"Bedrock stream error {kind}"
-        if said.get("message"):
-            text += f": {said['message']}"
-        raise StreamError(self._clean(text)[:600], type=kind, retryable=kind in _RETRYABLE)
 
 
 def bedrock(*, model: str, region: Optional[str] = None, api_key: Optional[str] = None,

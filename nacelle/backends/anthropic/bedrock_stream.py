@@ -1,0 +1,124 @@
+"""Bedrock's event stream read as the Anthropic stream it carries.
+
+:class:`BedrockEvents` is the transport's decoder for an
+``application/vnd.amazon.eventstream`` body (``feed``, ``close``, ``truncated``, as
+:class:`~nacelle.sse.SSEDecoder` has): it decodes the framing with
+:class:`~nacelle.backends.anthropic.eventstream.EventStreamDecoder` and turns each
+``chunk`` message — payload ``{"bytes": base64(<an Anthropic stream event>)}`` — into
+the SSE event the Anthropic API would have sent, so the Anthropic accumulator reads it
+unchanged. An exception message (``:message-type: exception`` and its
+``:exception-type``; an ``error`` message's ``:error-code`` likewise) becomes an event
+:class:`BedrockAccumulator` raises as a :class:`~nacelle.errors.StreamError` of that
+type, scrubbed like every error made from what the provider sent, retryable for the
+types the API reference says to retry (the ``ResponseStream`` union of
+https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_InvokeModelWithResponseStream.html:
+throttling, internal server, model stream error, model timeout, service unavailable;
+not ``validationException``). A chunk whose payload is not the base64 of UTF-8 text,
+or a message of an unknown type, is a ``StreamError``; an event of a kind this reader
+does not know is skipped, as the Anthropic stream's unknown events are.
+
+Outer ring: imports the standard library, nacelle's core (``errors``, ``events``,
+``sse``) and, beside it, ``eventstream`` and ``stream``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any, List, Optional
+
+from ...errors import StreamError
+from ...events import Event
+from ...sse import SSEEvent, parse_json
+from .eventstream import EventStreamDecoder, Message as StreamMessage
+from .stream import Accumulator
+
+__all__ = ["BedrockAccumulator", "BedrockEvents", "RETRYABLE"]
+
+#: Exceptions inside a Bedrock stream that the API reference says to retry.
+RETRYABLE = frozenset({"internalServerException", "modelStreamErrorException",
+                        "throttlingException", "modelTimeoutException",
+                        "serviceUnavailableException"})
+_EXCEPTION = "bedrock-exception"  # the SSE event name an in-stream exception is passed as
+
+
+class BedrockEvents:
+    """Bedrock's event-stream body as the SSE events of the Anthropic stream it carries;
+    the transport's decoder (``feed``, ``close``, ``truncated``)."""
+
+    def __init__(self) -> None:
+        self._decoder = EventStreamDecoder()
+
+    @property
+    def truncated(self) -> bool:
+        return self._decoder.truncated
+
+    def close(self) -> List[SSEEvent]:
+        self._decoder.close()
+        return []
+
+    def feed(self, data: bytes) -> List[SSEEvent]:
+        out = []
+        for message in self._decoder.feed(data):
+            event = _event(message)
+            if event is not None:
+                out.append(event)
+        return out
+
+
+def _event(message: StreamMessage) -> Optional[SSEEvent]:
+    """The SSE event a Bedrock message stands for; None for one to skip."""
+    headers = message.headers
+    kind = headers.get(":message-type")
+    if kind == "event":
+        if headers.get(":event-type") != "chunk":
+            return None  # a kind of event this reader does not know
+        try:
+            payload = parse_json(message.payload)
+            encoded = payload.get("bytes") if isinstance(payload, dict) else None
+            if not isinstance(encoded, str):
+                raise ValueError("no bytes")
+            data = base64.b64decode(encoded, validate=True).decode("utf-8")
+        except (ValueError, binascii.Error, UnicodeDecodeError):
+            raise StreamError("Bedrock sent a chunk whose payload is not the base64 of a "
+                              "UTF-8 event") from None
+        return SSEEvent(data=data)
+    if kind in ("exception", "error"):
+        name = headers.get(":exception-type") if kind == "exception" else headers.get(
+            ":error-code")
+        text = ""
+        if kind == "error":
+            said = headers.get(":error-message")
+            text = said if isinstance(said, str) else ""
+        else:
+            try:
+                payload = parse_json(message.payload) if message.payload.strip() else {}
+            except ValueError:
+                payload = {}
+            said = payload.get("message") if isinstance(payload, dict) else None
+            text = said if isinstance(said, str) else ""
+        data = json.dumps({"type": name if isinstance(name, str) else "", "message": text})
+        return SSEEvent(event=_EXCEPTION, data=data)
+    raise StreamError(f"Bedrock sent a message of an unknown type "
+                      f"({str(kind)[:40]!r}) in its event stream")
+
+
+class BedrockAccumulator(Accumulator):
+    """The Anthropic accumulator, with Bedrock's in-stream exceptions raised as
+    ``StreamError`` values carrying their type (scrubbed, retryable as the module
+    docstring says)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._clean = kwargs.get("scrub") or (lambda text: text)
+
+    def feed(self, sse: SSEEvent) -> List[Event]:
+        if sse.event != _EXCEPTION:
+            return super().feed(sse)
+        said = json.loads(sse.data)
+        kind = self._clean(str(said.get("type") or "exception"))[:80]
+        text = f"Bedrock stream error {kind}"
+        if said.get("message"):
+            text += f": {said['message']}"
+        raise StreamError(self._clean(text)[:600], type=kind, retryable=kind in RETRYABLE)
