@@ -214,9 +214,11 @@ def test_vertex_counts_tokens_at_count_tokens_raw_predict(server):
                  "count-tokens:rawPredict", Reply.json({"input_tokens": 42}))
     backend = vertex(server)
     assert backend.capabilities.token_counting
-    request = Request("Be brief.", messages=(user_text("hi"),))
+    request = Request("Be brief.", messages=(user_text("hi"),), tools=(get_weather,))
     assert backend.count_tokens(request, RunContext()) == 42
     body = server.requests[0].json()
+    assert body["tools"][0]["name"] == "get_weather"
+    assert "eager_input_streaming" not in body["tools"][0]
     assert body["model"] == VERTEX_MODEL and body["anthropic_version"] == "vertex-2023-10-16"
     assert "max_tokens" not in body and "stream" not in body
 

@@ -258,6 +258,7 @@ class VertexBackend(_Cloud):
     def count_tokens(self, request: Request, ctx: RunContext) -> int:
         """The input tokens of ``request``, as Vertex AI counts them."""
         body = count_tokens_body(request, request.messages, model=self.model)
+        _without_eager_input(body)
         body["anthropic_version"] = VERTEX_VERSION
         return count_tokens(self._endpoint, f"{self._models()}/count-tokens:rawPredict", body,
                             ctx, "Vertex AI", headers=self._headers(request))
