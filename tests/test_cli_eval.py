@@ -92,6 +92,16 @@ def test_a_usage_error_exits_2_with_its_reason(tmp_path, args, message):
     assert message in out.stderr
 
 
+def test_an_empty_dataset_is_a_usage_error_not_a_pass(tmp_path):
+    (tmp_path / "evalagent.py").write_text(AGENT)
+    (tmp_path / "empty.jsonl").write_text("\n")
+    out = subprocess.run([sys.executable, "-m", "nacelle", "eval", "empty.jsonl", "--agent",
+                          "evalagent:make_agent"], capture_output=True, text=True, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(ROOT), "ANSWERS": "Paris"},
+                         timeout=120, stdin=subprocess.DEVNULL)
+    assert out.returncode == 2 and "empty.jsonl has no cases" in out.stderr
+
+
 def test_a_judge_check_without_judge_is_a_usage_error(tmp_path):
     (tmp_path / "evalagent.py").write_text(AGENT)
     (tmp_path / "data.jsonl").write_text(DATA)

@@ -87,6 +87,8 @@ def command(argv: Sequence[str]) -> int:
         agent = _load(args.agent, "agent")
     except (NacelleError, OSError) as err:
         return fail(one_line(err), EXIT_USAGE)
+    if not len(dataset):
+        return fail(f"{args.data} has no cases: nothing to evaluate", EXIT_USAGE)
     try:
         report = evaluate(agent, dataset, repeat=args.repeat, results=args.results,
                           max_workers=args.workers, progress=sys.stderr.isatty())
