@@ -152,7 +152,8 @@ def test_thought_signatures_go_back_on_the_parts_they_came_on_across_a_tool_loop
     assert [e.text for e in events if e.kind is Kind.THINKING] == ["Need ", "weather."]
     call = next(e.tool for e in events if e.kind is Kind.TOOL_CALL)
     first, second = (r.json() for r in server.requests)
-    assert first["generationConfig"]["thinkingConfig"] == {"thinkingLevel": "low",
+    # Gemini 2.5 takes budgets, not levels: the effort becomes one.
+    assert first["generationConfig"]["thinkingConfig"] == {"thinkingBudget": 1024,
                                                            "includeThoughts": True}
     assert second["contents"][1] == {"role": "model", "parts": [
         {"text": "Need weather.", "thought": True, "thoughtSignature": SIG},

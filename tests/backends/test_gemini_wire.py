@@ -196,6 +196,19 @@ def test_thinking_is_the_thinking_config(thinking, config):
     assert "generationConfig" not in wire(thinking=Thinking())
 
 
+def test_a_gemini_2_model_is_given_an_effort_as_a_budget():
+    def config(effort, model):
+        request = nacelle.Request(system="", thinking=Thinking(effort=effort))
+        return to_wire(request, (user_text("Hi"),), model=model)["generationConfig"][
+            "thinkingConfig"]
+
+    assert [config(e, "gemini-2.5-pro")["thinkingBudget"] for e in (
+        Effort.MINIMAL, Effort.LOW, Effort.MEDIUM, Effort.HIGH, Effort.MAX)] == [
+        512, 1024, 8192, 24576, 24576]
+    assert config(Effort.NONE, "gemini-2.5-flash") == {"thinkingBudget": 0}
+    assert config(Effort.MEDIUM, "gemini-3-pro-preview") == {"thinkingLevel": "medium"}
+
+
 def test_settings_and_a_chosen_output_cap_are_the_generation_config():
     body = wire(max_tokens=512, settings=ModelSettings(
         temperature=0.2, top_p=0.9, top_k=40, stop=("END",), seed=7,

@@ -59,7 +59,8 @@ Choices where the contract is silent:
 - **Thinking** is ``generationConfig.thinkingConfig``: a budget is
   ``thinkingBudget``; ``Effort.NONE`` is ``thinkingBudget: 0``; another effort is
   ``thinkingLevel`` (``minimal``, ``low``, ``medium``, ``high``; xhigh and max are
-  ``high``), which Gemini 3 takes; ``show`` is ``includeThoughts: true`` — without
+  ``high``), which Gemini 3 takes, or for a Gemini 1 or 2 model, which takes no
+  level, a budget (512, 1,024, 8,192 and 24,576 tokens from minimal to high); ``show`` is ``includeThoughts: true`` — without
   it the API sends no thought text, only signatures.
 - **Structured output** (a Request whose ``output`` mode is "native") is
   ``responseMimeType: "application/json"`` with ``responseJsonSchema``: the JSON
@@ -114,12 +115,21 @@ def media_inside(model: str) -> bool:
     multimodal function responses came with Gemini 3, so a Gemini 1 or 2 model (named
     so, a ``models/`` or ``tunedModels/`` prefix aside) gets them after the responses;
     any other name, the newer models' way."""
-    return _BEFORE_3.match(model.rsplit("/", 1)[-1]) is None
+    return not _gemini_1_or_2(model)
+
+
+def _gemini_1_or_2(model: str) -> bool:
+    """Whether ``model`` names a Gemini 1 or 2 model (a resource prefix aside)."""
+    return _BEFORE_3.match(model.rsplit("/", 1)[-1]) is not None
 
 MCP_HINT = ("the Gemini backend sends no server-side MCP servers; connect the server "
             "locally with nacelle.mcp.connect_stdio() or nacelle.mcp.connect_http() and "
             "pass its .tools() to the Agent")
 
+#: An effort as a budget, for Gemini 2.5, which takes budgets only (up to 24,576
+#: tokens on Flash, 32,768 on Pro: https://ai.google.dev/gemini-api/docs/thinking).
+_BUDGETS = {Effort.MINIMAL: 512, Effort.LOW: 1024, Effort.MEDIUM: 8192, Effort.HIGH: 24576,
+            Effort.XHIGH: 24576, Effort.MAX: 24576}
 _LEVELS = {Effort.MINIMAL: "minimal", Effort.LOW: "low", Effort.MEDIUM: "medium",
            Effort.HIGH: "high", Effort.XHIGH: "high", Effort.MAX: "high"}
 
@@ -147,7 +157,7 @@ def to_wire(request: Request, messages: Sequence[Message], *, model: str = "") -
         choice = _tool_config(request)
         if choice:
             body["toolConfig"] = {"functionCallingConfig": choice}
-    config = _generation(request)
+    config = _generation(request, model)
     if config:
         body["generationConfig"] = config
     extra = request.settings.extra_body
@@ -190,7 +200,7 @@ def _tool_config(request: Request) -> Dict[str, Any]:
     return {}
 
 
-def _generation(request: Request) -> Dict[str, Any]:
+def _generation(request: Request, model: str) -> Dict[str, Any]:
     config: Dict[str, Any] = {}
     settings = request.settings
     for name, key in (("temperature", "temperature"), ("top_p", "topP"), ("top_k", "topK"),
@@ -202,7 +212,7 @@ def _generation(request: Request) -> Dict[str, Any]:
         config["stopSequences"] = list(settings.stop)
     if request.max_tokens != DEFAULT_MAX_TOKENS:
         config["maxOutputTokens"] = request.max_tokens
-    thinking = _thinking(request)
+    thinking = _thinking(request, model)
     if thinking:
         config["thinkingConfig"] = thinking
     output = request.output
@@ -212,13 +222,15 @@ def _generation(request: Request) -> Dict[str, Any]:
     return config
 
 
-def _thinking(request: Request) -> Dict[str, Any]:
+def _thinking(request: Request, model: str) -> Dict[str, Any]:
     thinking = request.thinking
     out: Dict[str, Any] = {}
     if thinking.budget:
         out["thinkingBudget"] = thinking.budget
     elif thinking.effort is Effort.NONE:
         out["thinkingBudget"] = 0
+    elif thinking.effort is not None and _gemini_1_or_2(model):
+        out["thinkingBudget"] = _BUDGETS[thinking.effort]  # Gemini 2 has no levels
     elif thinking.effort is not None:
         out["thinkingLevel"] = _LEVELS[thinking.effort]
     if thinking.show and out.get("thinkingBudget") != 0:
