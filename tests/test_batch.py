@@ -6,6 +6,7 @@ from worker processes too, so each executor is checked against the same server-s
 count of requests. Dask and Ray skip with the reason when they are not installed.
 """
 
+import io
 import json
 import os
 import pty
@@ -454,3 +455,18 @@ def test_an_answer_with_an_emoji_split_over_two_deltas_is_one_whole_result_line(
                                    progress=False))
     assert [item.ok for item in done] == [True]
     assert json.loads(results.read_text(encoding="utf-8"))["text"] == "Hi " + EMOJI + "!"
+
+
+def test_the_plain_progress_line_shows_each_provider_batch_round_and_polls_sparsely():
+    stream, now = io.StringIO(), [0.0]
+    line = ProgressLine(stream, clock=lambda: now[0])
+    for seconds, status in ((0, "round 1: 1 batch in_progress"),
+                            (5, "round 1: 1 batch in_progress (3 processing)"),
+                            (40, "round 1: 1 batch in_progress (1 processing)"),
+                            (41, "round 2: 1 batch in_progress")):
+        now[0] = seconds
+        line(Progress(0, 3, 0, seconds, 0.0, batch=status))
+    shown = stream.getvalue().splitlines()
+    assert [s.split(", ", 5)[-1] for s in shown] == [
+        "round 1: 1 batch in_progress", "round 1: 1 batch in_progress (1 processing)",
+        "round 2: 1 batch in_progress"]

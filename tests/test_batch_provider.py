@@ -296,8 +296,9 @@ CHILD = textwrap.dedent("""
     import os, sys
     import nacelle
     from nacelle import batch, tool
-    from nacelle.backends import anthropic
+    from nacelle.backends import anthropic, openai
     from nacelle.batch import ProviderBatch
+    from nacelle.pricing import Price
 
     effects = os.environ["EFFECTS"]
 
@@ -308,7 +309,11 @@ CHILD = textwrap.dedent("""
             handle.write(f"{item} {step}\\n")
         return f"item {item} step {step}"
 
-    backend = anthropic.Backend("test-key", model="claude-opus-5", base_url=os.environ["URL"])
+    if os.environ["KIND"] == "anthropic":
+        backend = anthropic.Backend("test-key", model="claude-opus-5", base_url=os.environ["URL"])
+    else:
+        backend = openai.Backend("test-key", model="gpt-5-mini", base_url=os.environ["URL"] + "/v1",
+                                 pricing=Price(0.25, 2.0))
     agent = nacelle.Agent(backend, "Use the tool twice.", tools=[lookup])
     prompts = [f"conversation #{i} please" for i in range(int(os.environ["RUNS"]))]
     done = batch.summary(batch.run_many(agent, prompts, results=os.environ["RESULTS"],
@@ -325,7 +330,8 @@ def _wait_for(what, timeout=30.0):
         time.sleep(0.02)
 
 
-def test_a_killed_batch_resumes_polling_the_same_batch_and_runs_nothing_twice(tmp_path):
+@pytest.mark.parametrize("kind", ["anthropic", "openai"])
+def test_a_killed_batch_resumes_polling_the_same_batch_and_runs_nothing_twice(tmp_path, kind):
     runs = 6
     results, effects = tmp_path / "results.jsonl", tmp_path / "effects.txt"
     script = tmp_path / "child.py"
@@ -333,7 +339,7 @@ def test_a_killed_batch_resumes_polling_the_same_batch_and_runs_nothing_twice(tm
     with FakeServer() as server:
         # The first round's batch ends at once; the second never, until the kill.
         fake = server.batches(answer, polls=lambda number: 0 if number == 1 else 10**9)
-        env = dict(os.environ, PYTHONPATH=str(ROOT), URL=server.url, RUNS=str(runs),
+        env = dict(os.environ, PYTHONPATH=str(ROOT), URL=server.url, RUNS=str(runs), KIND=kind,
                    RESULTS=str(results), EFFECTS=str(effects))
         child = subprocess.Popen([sys.executable, str(script)], env=env,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)

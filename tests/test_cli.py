@@ -789,6 +789,22 @@ def test_batch_runs_every_line_into_the_results_file(server, tmp_path):
     assert "3 runs, 0 failed" in out.stderr and "$0.0000" not in out.stderr
 
 
+def test_batch_with_provider_batch_sends_the_prompts_as_one_message_batch(server, tmp_path):
+    from nacelle.testing.batches import anthropic_message
+
+    fake = server.batches(lambda endpoint, params: anthropic_message("Answer."), polls=1)
+    prompts = tmp_path / "in.jsonl"
+    prompts.write_text("".join(json.dumps({"prompt": f"q{i}"}) + "\n" for i in range(3)))
+    results = tmp_path / "out.jsonl"
+    out = nacelle("batch", str(prompts), "-o", str(results), "--provider-batch", "--poll",
+                  "0.01", "--root", str(tmp_path), server=server)
+    assert out.returncode == 0, out.stderr
+    assert [len(b.requests) for b in fake.created] == [3]
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    assert sorted(r["text"] for r in rows if "index" in r) == ["Answer."] * 3
+    assert "3 runs, 0 failed" in out.stderr and "streamed)" in out.stderr
+
+
 def test_batch_of_a_malformed_input_is_a_one_line_error(tmp_path):
     bad = tmp_path / "in.jsonl"
     bad.write_text("not json\n")

@@ -42,8 +42,11 @@ def test_the_runnable_readme_examples_run(monkeypatch, capsys):
                      Reply(chunks=anthropic_stream([], tool_calls=[
                          ("toolu_1", "word_count", '{"text": "to be or not"}')])),
                      *[Reply(chunks=anthropic_stream(["Four words."])) for _ in range(6)])
+        # A block that brings its own FakeServer (a loopback base_url) keeps it.
         monkeypatch.setattr(anthropic, "Backend",
-                            lambda *a, **k: real("readme-key", base_url=server.url,
+                            lambda *a, **k: real("readme-key", base_url=k["base_url"]
+                                                 if str(k.get("base_url", "")).startswith(
+                                                     "http://127.0.0.1:") else server.url,
                                                  **{n: v for n, v in k.items() if n != "base_url"}))
         namespace = {"__name__": "readme"}
         for block in runnable:

@@ -14,7 +14,8 @@ Choices where the issue is silent:
   batch slows the batch.
 - Anywhere else (a pipe, a log file, CI) carriage returns make a mess, so plain
   lines are written, sparsely: one each time another tenth of the batch is done,
-  one at least every 30 s while runs finish, and the last one.
+  one at least every 30 s while runs finish or a provider batch is polled, one when
+  a provider batch's round begins, and the last one.
 - Rate and ETA count from the first submitted run; the ETA is unknown (shown as
   ``?``) until a run has finished, or when the batch's size is unknown (a generator
   of conversations).
@@ -93,6 +94,7 @@ class ProgressLine:
         self._tenth = 0
         self._tty: Optional[bool] = None
         self._shown = -1
+        self._stage = self._batch = ""
 
     def __call__(self, progress: Progress) -> None:
         stream = self.stream if self.stream is not None else sys.stderr
@@ -109,11 +111,15 @@ class ProgressLine:
             stream.write(f"\r{text}{pad}" + ("\n" if progress.final else ""))
         else:
             tenth = progress.done * 10 // progress.total if progress.total else 0
-            due = tenth > self._tenth or now - self._last >= _PLAIN_EVERY
-            if not (due or progress.final) or progress.done == self._shown:
+            stage = progress.batch.split(":", 1)[0]  # a provider batch's round
+            due = tenth > self._tenth or now - self._last >= _PLAIN_EVERY or (
+                stage != self._stage)
+            if not (due or progress.final) or (progress.done == self._shown
+                                               and progress.batch == self._batch):
                 return
             self._tenth = max(self._tenth, tenth)
             self._shown = progress.done
+            self._stage, self._batch = stage, progress.batch
             stream.write(text + "\n")
         self._last = now
         stream.flush()

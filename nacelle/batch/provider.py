@@ -51,7 +51,7 @@ inspect_ai's batch mode, which also batch per round):
 - Threads. One thread per run in flight (they are all waiting on the network or on
   one another), up to ``max_requests`` runs; ``run_many`` submits that many at once.
 
-Outer ring: imports the standard library, nacelle's core, ``batch.wires`` and, when a
+Outer ring: imports the standard library, nacelle's core, ``retry``, ``batch.wires`` and, when a
 ProviderBatch is made, ``batch.anthropic_wire`` or ``batch.openai_wire`` (and through
 them the backend's wire modules).
 """
@@ -71,6 +71,7 @@ from ..errors import Cancelled, ConfigError, NacelleError, StreamError
 from ..events import Event, Usage
 from ..messages import Message, dumps, loads
 from ..pricing import batch_priced
+from ..retry import Retry
 from .wires import Outcome, Wire
 
 __all__ = ["ProviderBatch"]
@@ -98,7 +99,9 @@ class _Ask:
 class ProviderBatch(Executor):
     """Runs ``run_many``'s runs with their model turns in provider batches. See the
     module docstring. ``backend`` is an Anthropic, OpenAI (Responses) or Chat
-    Completions backend; it replaces the Agent's for these runs. ``clock`` (with a
+    Completions backend (inside a ``Retry``, which is then left out: each batch call
+    retries on its own, honouring ``Retry-After``); it replaces the Agent's for these
+    runs. ``clock`` (with a
     ``sleep``, as FakeClock has) drives the polling waits."""
 
     def __init__(self, backend: Any, *, poll: float = 30.0, max_requests: int = 10_000,
@@ -108,6 +111,8 @@ class ProviderBatch(Executor):
         for name, value in (("max_requests", max_requests), ("retries", retries)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be a whole number of at least 1, got {value!r}")
+        while isinstance(backend, Retry):  # the batch calls retry on their own
+            backend = backend.backend
         self.wire: Wire = wire_for(backend)
         self.backend = backend
         self.poll = float(poll)
@@ -313,6 +318,7 @@ class ProviderBatch(Executor):
         if self._failures:
             ctx.sleep(min(self.poll * 2 ** (self._failures - 1), 3600.0))
         self.rounds += 1
+        fresh = sorted(fresh, key=lambda ask: ask.index)  # the order the runs were given in
         batches: Dict[str, Dict[str, _Ask]] = {}
         for ask in carried:
             batches.setdefault(ask.batch, {})[ask.custom_id] = ask
@@ -420,15 +426,17 @@ def wire_for(backend: Any) -> Wire:
     for ``openai.Backend`` (Responses) and ``chat.Backend`` (Chat Completions: OpenAI's,
     or any server offering the same Batch API); a ``ConfigError`` for anything else
     (Claude on Vertex or Bedrock has those clouds' own batch jobs, not this API)."""
-    from ..backends import anthropic, chat, openai
-
-    if type(backend) is anthropic.Backend:
+    # By name, as the Agent knows backends: Claude on Vertex or Bedrock is named
+    # "vertex" / "bedrock", and a wrapper (Retry, Fallback) has no batch API.
+    name = getattr(backend, "name", "")
+    endpoint = getattr(backend, "_endpoint", None)
+    if endpoint is not None and name == "anthropic":
         from .anthropic_wire import AnthropicWire
         return AnthropicWire(backend)
-    if type(backend) is openai.Backend:
+    if endpoint is not None and name == "openai" and not hasattr(backend, "dialect"):
         from .openai_wire import ResponsesWire
         return ResponsesWire(backend)
-    if isinstance(backend, chat.Backend):
+    if endpoint is not None and hasattr(backend, "dialect") and hasattr(backend, "_accumulator"):
         from .openai_wire import ChatWire
         return ChatWire(backend)
     raise ConfigError(f"ProviderBatch needs a backend with a batch API (anthropic.Backend, "
