@@ -968,3 +968,69 @@ def test_the_librarys_warnings_reach_stderr_through_the_sanitiser():
     out = subprocess.run([sys.executable, "-c", code, "no" + ESCAPES], capture_output=True,
                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
     assert out.stderr == "server said no" + SHOWN + "\n"
+
+
+# -- skills, memory and instructions ---------------------------------------------------
+
+def test_skills_go_in_the_system_prompt_and_the_skill_tool_reads_a_body(server, tmp_path):
+    folder = tmp_path / "skills" / "tea"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text("---\nname: tea\ndescription: Brew tea.\n---\n"
+                                     "Steep for three minutes.\n")
+    server.queue("/v1/messages",
+                 Reply(chunks=anthropic_stream([], tool_calls=[
+                     ("toolu_1", "skill", '{"name": "tea"}')])),
+                 Reply(chunks=anthropic_stream(["Three minutes."])))
+    out = nacelle("How long?", "--root", str(tmp_path), "--skills", str(tmp_path / "skills"),
+                  server=server)
+    assert out.returncode == 0, out.stderr
+    first = server.requests[0].json()
+    assert "- tea: Brew tea." in json.dumps(first["system"])
+    assert "skill" in [t["name"] for t in first["tools"]]
+    assert "Steep for three minutes." in json.dumps(server.requests[1].json()["messages"])
+
+
+def test_a_bad_skill_folder_is_a_one_line_error(tmp_path):
+    out = nacelle("hi", "--skills", str(tmp_path / "missing"))
+    assert out.returncode == 1
+    assert "is not a folder" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_memory_is_the_native_memory_tool_and_its_writes_land_in_the_folder(server, tmp_path):
+    server.queue("/v1/messages",
+                 Reply(chunks=anthropic_stream([], tool_calls=[(
+                     "toolu_1", "memory",
+                     '{"command": "create", "path": "/memories/me.md", "file_text": "tea"}')])),
+                 Reply(chunks=anthropic_stream(["Noted."])))
+    out = nacelle("Remember: tea", "--root", str(tmp_path), "--memory", str(tmp_path / "mem"),
+                  "--yes", server=server)
+    assert out.returncode == 0, out.stderr
+    assert {"type": "memory_20250818", "name": "memory"} in server.requests[0].json()["tools"]
+    assert (tmp_path / "mem" / "me.md").read_text() == "tea"
+
+
+def test_agents_md_layers_follow_the_system_prompt_unless_no_instructions(server, tmp_path):
+    config = tmp_path / "xdg" / "nacelle"
+    config.mkdir(parents=True)
+    (config / "AGENTS.md").write_text("User rule: be brief.")
+    repo = tmp_path / "repo"
+    (repo / "src").mkdir(parents=True)
+    (repo / ".git").mkdir()
+    (repo / "AGENTS.md").write_text("Repo rule: use tabs.")
+    (repo / "src" / "CLAUDE.md").write_text("Src rule: no globals.")
+    server.queue("/v1/messages", *[Reply(chunks=anthropic_stream(["ok"])) for _ in range(2)])
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    out = nacelle("hi", "--root", str(repo / "src"), server=server, env=env)
+    assert out.returncode == 0, out.stderr
+    system = json.dumps(server.requests[0].json()["system"])
+    assert system.index("User rule") < system.index("Repo rule") < system.index("Src rule")
+    out = nacelle("hi", "--root", str(repo / "src"), "--no-instructions", server=server, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "rule" not in json.dumps(server.requests[1].json()["system"])
+
+
+def test_help_lists_the_skills_memory_and_instructions_flags():
+    out = nacelle("--help")
+    assert out.returncode == 0
+    for flag in ("--skills DIR", "--memory DIR", "--no-instructions"):
+        assert flag in out.stdout

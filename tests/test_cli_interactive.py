@@ -330,6 +330,39 @@ def test_slash_commands_help_cost_clear_model_save_and_load(server, terminal, tm
     assert len(FileStore(tmp_path / "sessions").load("keep")) == 4
 
 
+def test_slash_skills_and_memory_list_what_the_flags_loaded(server, terminal, tmp_path):
+    folder = tmp_path / "skills" / "tea"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text("---\nname: tea\ndescription: Brew\n  tea.\n---\nbody\n")
+    (tmp_path / "mem" / "notes").mkdir(parents=True)
+    (tmp_path / "mem" / "notes" / "me.md").write_text("tea")
+    term = terminal("--skills", str(tmp_path / "skills"), "--memory", str(tmp_path / "mem"))
+    term.expect("> ")
+    term.send("/skills\r")
+    term.expect("tea: Brew tea.")
+    term.expect("> ")
+    term.send("/memory\r")
+    term.expect("(1 files)")
+    term.expect("/memories/notes/me.md  3 bytes")
+    term.expect("> ")
+    term.send("/exit\r")
+    assert term.wait() == 0
+    assert server.requests == []
+
+
+def test_slash_skills_and_memory_say_how_to_load_them_when_not_given(server, terminal):
+    term = terminal()
+    term.expect("> ")
+    term.send("/skills\r")
+    term.expect("(no skills: start with --skills DIR)")
+    term.expect("> ")
+    term.send("/memory\r")
+    term.expect("(no memory: start with --memory DIR)")
+    term.expect("> ")
+    term.send("/exit\r")
+    assert term.wait() == 0
+
+
 def test_ctrl_c_at_the_prompt_drops_the_line_and_leaves_a_prompt(server, terminal):
     server.queue("/v1/messages", Reply(chunks=anthropic_stream(["Clean."])))
     term = terminal()

@@ -79,10 +79,14 @@ def output_options(parser: argparse.ArgumentParser) -> None:
 def build_agent(settings: Settings, *, yes: bool = False, observers: Sequence[Any] = (),
                 system: Optional[str] = None, max_cost: Optional[float] = None,
                 approver: Optional[Callable[[Sequence[Any], str], Any]] = None,
+                skills: Any = None, memory: Any = None, instructions: bool = False,
                 ) -> Tuple["Agent", "LocalTools"]:
     """The Agent the CLI runs, and the tool sets to close afterwards. ``approver``
     makes the approval policy from the tools and the root (default: an
-    :class:`Approver` on this terminal)."""
+    :class:`Approver` on this terminal). ``skills`` (a SkillSet) and ``memory`` (the
+    memory tool) are added when given, the caller's to close; with ``instructions``
+    the AGENTS.md and CLAUDE.md layers for the root (:mod:`nacelle.instructions`)
+    follow the system prompt."""
     from ..agent import Agent
     from ..backend import Effort, Thinking
     from ..context import Budget
@@ -99,8 +103,16 @@ def build_agent(settings: Settings, *, yes: bool = False, observers: Sequence[An
     from ..toolsets import LocalTools
 
     root = os.path.abspath(os.path.expanduser(settings.root))
+    prompt = SYSTEM if system is None else system
+    if instructions:
+        from ..instructions import instructions as layered
+
+        found = layered(root)
+        prompt = f"{prompt}\n\n{found}" if found else prompt
     local = LocalTools(root, allow_bash=settings.bash)
     tools: List[Any] = list(local.tools())
+    if memory is not None:
+        tools.append(memory)
     if settings.search_url:
         from ..toolsets import web_fetch, web_search
         tools += web_search(settings.search_url) + web_fetch()
@@ -110,9 +122,12 @@ def build_agent(settings: Settings, *, yes: bool = False, observers: Sequence[An
         local.close()
         raise SettingsError(f"--max-cost needs prices, and the price table has none for "
                             f"{backend.name} model {getattr(backend, 'model', '?')!r}")
-    approve = approver(tools, root) if approver is not None else Approver(tools, yes=yes, root=root)
+    # The approval policy knows every tool the agent has (the skill tool, read-only,
+    # runs unasked).
+    known = tools + ([skills.tool] if skills is not None and len(skills) else [])
+    approve = approver(known, root) if approver is not None else Approver(known, yes=yes, root=root)
     try:
-        agent = Agent(Retry(backend), SYSTEM if system is None else system, thinking=thinking,
+        agent = Agent(Retry(backend), prompt, thinking=thinking, skills=skills,
                       tools=tools, max_iterations=settings.max_iterations, approve=approve,
                       observers=observers,
                       budget=Budget(cost=max_cost) if max_cost is not None else None)

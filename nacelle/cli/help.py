@@ -57,6 +57,8 @@ environment:
   XDG_DATA_HOME       sessions and history under $XDG_DATA_HOME/nacelle
                       (default ~/.local/share/nacelle)
   XDG_CACHE_HOME      the models cache under $XDG_CACHE_HOME/nacelle (default ~/.cache)
+  XDG_CONFIG_HOME     your own AGENTS.md / CLAUDE.md in $XDG_CONFIG_HOME/nacelle (default
+                      ~/.config/nacelle), read before the project's (--no-instructions)
   OPENAI_API_KEY, OPENAI_BASE_URL, OLLAMA_HOST   for 'nacelle models'
   NO_COLOR            no colour
 

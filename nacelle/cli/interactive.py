@@ -10,7 +10,8 @@ prompts can hold what the user would not leave world-readable; 1,000 lines kept.
 Input. A line ending in a backslash continues on the next (``... ``), joined with a
 newline, so a pasted block or a numbered list is one prompt. A line starting with
 ``/`` is a command: ``/help``, ``/clear``, ``/cost``, ``/model NAME``, ``/save NAME``,
-``/load NAME``, ``/exit``; ``//text`` sends ``/text``. ``/save`` and ``/load`` make
+``/load NAME``, ``/skills`` (the skills ``--skills`` loaded), ``/memory`` (the files
+of the ``--memory`` folder), ``/exit``; ``//text`` sends ``/text``. ``/save`` and ``/load`` make
 NAME the current session, so later answers are saved there too, as ``--session``
 would. ``exit`` and ``quit`` alone still leave.
 
@@ -53,6 +54,8 @@ HELP = """\
 /model NAME    use another model from now on
 /save NAME     save the conversation as session NAME and keep saving there
 /load NAME     continue the session saved as NAME
+/skills        the skills loaded with --skills
+/memory        the files in the --memory folder
 /exit          leave (also: exit, quit, Ctrl-D)
 A line ending in \\ continues on the next. Ctrl-C drops the line or cancels the run.
 """
@@ -61,6 +64,24 @@ A line ending in \\ continues on the next. Ctrl-C drops the line or cancels the 
 def _one_line(err: BaseException) -> str:
     text = visible(str(err)).strip().splitlines()  # it may quote a provider's body
     return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
+
+
+def _skills(skills: Any) -> str:
+    """What ``/skills`` shows: each skill's name and description, one line each."""
+    if skills is None:
+        return "(no skills: start with --skills DIR)\n"
+    if not len(skills):
+        return "(the --skills folders hold no skills)\n"
+    return "".join(f"{s.name}: {visible(' '.join(s.description.split()))}\n" for s in skills)
+
+
+def _memory(memory: Any) -> str:
+    """What ``/memory`` shows: the memory folder and each file in it with its size."""
+    if memory is None:
+        return "(no memory: start with --memory DIR)\n"
+    files = memory.files()
+    head = f"memory folder {visible(memory.root.path)} ({len(files)} files)\n"
+    return head + "".join(f"  {visible(path)}  {size} bytes\n" for path, size in files)
 
 
 def _isatty(stream: Any) -> bool:
@@ -173,10 +194,12 @@ def interactive(agent: Any, *, make_renderer: Callable[[], Any],
                 describe_usage: Callable[[Any], str], session: Optional[Session],
                 sessions_directory: str, switch_model: Callable[[str], Any],
                 settle: Callable[[], Any] = lambda: None,
-                version: str = "nacelle", history_path: Optional[str] = None) -> int:
+                version: str = "nacelle", history_path: Optional[str] = None,
+                skills: Any = None, memory: Any = None) -> int:
     """The session; returns the exit code. ``switch_model(name)`` returns the agent to
     use from now on (or raises a NacelleError saying why not); ``settle()`` returns
-    once no approval question is reading the terminal."""
+    once no approval question is reading the terminal. ``skills`` (a SkillSet) and
+    ``memory`` (the memory tool) are what ``/skills`` and ``/memory`` show."""
     from ..events import Kind, Usage
     from ..messages import user_text
 
@@ -226,6 +249,10 @@ def interactive(agent: Any, *, make_renderer: Callable[[], Any],
                     else:
                         conversation = list(session.messages)
                         err.write(f"(session {rest}: {len(conversation)} messages)\n")
+                elif word == "skills":
+                    err.write(_skills(skills))
+                elif word == "memory":
+                    err.write(_memory(memory))
                 elif word in ("model", "save", "load"):
                     err.write(f"/{word} needs a NAME\n")
                 else:

@@ -10,7 +10,10 @@ y/n/always/never on the terminal, showing a diff or the command first; ``--yes``
 approves everything. With stdin piped the question goes to ``/dev/tty``, and with no
 terminal it is a no. Sessions (``--session NAME``, ``--continue``) keep the
 conversation in a FileStore (:mod:`nacelle.cli.sessions`); ``--record RUN.jsonl``
-attaches a :class:`nacelle.observe.Recorder`.
+attaches a :class:`nacelle.observe.Recorder`. ``--skills DIR`` (repeatable) loads Agent
+Skills (:mod:`nacelle.skills`), ``--memory DIR`` adds the memory tool
+(:mod:`nacelle.toolsets.memory`), and the AGENTS.md / CLAUDE.md layers
+(:mod:`nacelle.instructions`) follow the system prompt unless ``--no-instructions``.
 
 Ctrl-C during a one-prompt run cancels it and exits 130, without waiting for tool
 threads that ignore cancellation.
@@ -69,6 +72,17 @@ def prompt_parser() -> argparse.ArgumentParser:
                              "on stdout; needs a prompt)")
     parser.add_argument("--pause", action="store_true", help="calls that would ask pause "
                         "instead (needs --session; see 'nacelle resume')")
+    context = parser.add_argument_group("skills, memory and instructions")
+    context.add_argument("--skills", metavar="DIR", action="append",
+                         help="load the Agent Skills (SKILL.md folders) in DIR, or DIR "
+                              "itself; repeatable (/skills lists them)")
+    context.add_argument("--memory", metavar="DIR",
+                         help="give the model a memory folder, DIR, seen as /memories "
+                              "(its writes ask like any write; /memory lists it)")
+    context.add_argument("--no-instructions", action="store_true", dest="no_instructions",
+                         help="leave out AGENTS.md and CLAUDE.md (read by default from "
+                              "$XDG_CONFIG_HOME/nacelle and from the repository root "
+                              "down to the --root folder)")
     parser.add_argument("--version", action="version", version=version())
     return parser
 
@@ -140,6 +154,8 @@ def command(argv: Sequence[str]) -> int:
     max_cost = args.pop("max_cost", None)
     name, latest = args.pop("session", None), args.pop("continue_", False)
     pause = args.pop("pause", False)
+    skill_dirs, memory_dir = args.pop("skills", []), args.pop("memory", None)
+    use_instructions = not args.pop("no_instructions", False)
     if pause and not (name or latest):
         return fail("--pause needs --session NAME (the paused run is saved there)", EXIT_USAGE)
     if max_cost is not None and not max_cost >= 0:
@@ -159,7 +175,17 @@ def command(argv: Sequence[str]) -> int:
         flag = "--schema" if schema_file else "--pause" if pause else "--" + mode
         return fail(f"{flag} needs a prompt", EXIT_USAGE)
     terminal = sys.stdin if stdin_is_terminal else (None if yes else open_terminal())
+    skills: Any = None
+    memory: Any = None
     try:
+        if skill_dirs:
+            from ..skills import load
+
+            skills = load(*skill_dirs)
+        if memory_dir is not None:
+            from ..toolsets.memory import memory as memory_tool
+
+            memory = memory_tool(memory_dir)
         schema = _load_schema(schema_file) if schema_file is not None else None
         recorder = _recorder(args.pop("record", None))
         settings = resolve(args)
@@ -175,9 +201,12 @@ def command(argv: Sequence[str]) -> int:
 
         options: Dict[str, Any] = dict(
             observers=[recorder] if recorder is not None else [], system=system,
-            max_cost=max_cost, approver=approver)
+            max_cost=max_cost, approver=approver, skills=skills, memory=memory,
+            instructions=use_instructions)
         agent, local = build_agent(settings, **options)
     except NacelleError as err:
+        if memory is not None:
+            memory.close()
         return fail(one_line(err))
     opened = [local]
 
@@ -202,7 +231,8 @@ def command(argv: Sequence[str]) -> int:
                 sessions_directory=sessions_dir(settings.sessions_dir),
                 switch_model=switch_model, version=version(),
                 settle=lambda: [a.wait_idle() for a in approvers],
-                history_path=os.path.join(data_dir(), "history")))
+                history_path=os.path.join(data_dir(), "history"),
+                skills=skills, memory=memory))
         from .sessions import after
         from ..messages import user_text
 
@@ -224,6 +254,8 @@ def command(argv: Sequence[str]) -> int:
     finally:
         for tools in opened:
             tools.close()
+        if memory is not None:
+            memory.close()
         if recorder is not None:
             recorder.close()
         if terminal is not None and terminal is not sys.stdin:
