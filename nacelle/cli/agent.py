@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from ..agent import Agent
     from ..toolsets import LocalTools
 
-__all__ = ["SYSTEM", "agent_options", "build_agent", "output_options", "subcommand_agent",
-           "version"]
+__all__ = ["SYSTEM", "agent_options", "build_agent", "context_flags", "context_options",
+           "open_context", "output_options", "subcommand_agent", "version"]
 
 DISTRIBUTION = "nacelle-sdk"  # the name on PyPI; `nacelle` there is an unrelated project
 
@@ -63,6 +63,45 @@ def agent_options(parser: argparse.ArgumentParser) -> None:
                         help="a SearXNG instance for web_search (also enables web_fetch)")
     parser.add_argument("--yes", action="store_true",
                         help="approve every tool call without asking")
+
+
+def context_options(parser: argparse.ArgumentParser) -> None:
+    """``--skills``, ``--memory`` and ``--no-instructions``: what the prompt command and
+    ``resume`` (which must rebuild the same agent) take beyond the agent's options."""
+    context = parser.add_argument_group("skills, memory and instructions")
+    context.add_argument("--skills", metavar="DIR", action="append",
+                         help="load the Agent Skills (SKILL.md folders) in DIR, or DIR "
+                              "itself; repeatable (/skills lists them)")
+    context.add_argument("--memory", metavar="DIR",
+                         help="give the model a memory folder, DIR, seen as /memories "
+                              "(its writes ask like any write; /memory lists it)")
+    context.add_argument("--no-instructions", action="store_true", dest="no_instructions",
+                         help="leave out AGENTS.md and CLAUDE.md (read by default from "
+                              "$XDG_CONFIG_HOME/nacelle and from the repository root "
+                              "down to the --root folder)")
+
+
+def context_flags(args: Dict[str, Any]) -> Tuple[List[str], Optional[str], bool]:
+    """Take :func:`context_options`' flags out of ``args`` (before settings read the
+    rest): the skill folders, the memory folder, whether to read instructions."""
+    return (list(args.pop("skills", None) or []), args.pop("memory", None),
+            not args.pop("no_instructions", False))
+
+
+def open_context(flags: Tuple[List[str], Optional[str], bool]) -> Dict[str, Any]:
+    """:func:`build_agent`'s ``skills``, ``memory`` and ``instructions`` for ``flags``
+    (a ConfigError for a bad skill folder); the memory tool is the caller's to close."""
+    skill_dirs, memory_dir, use_instructions = flags
+    opened: Dict[str, Any] = {"skills": None, "memory": None, "instructions": use_instructions}
+    if skill_dirs:
+        from ..skills import load
+
+        opened["skills"] = load(*skill_dirs)
+    if memory_dir is not None:
+        from ..toolsets.memory import memory
+
+        opened["memory"] = memory(memory_dir)
+    return opened
 
 
 def output_options(parser: argparse.ArgumentParser) -> None:

@@ -15,7 +15,9 @@ command of ``run_command``, as the approval prompt shows them), and decides each
 call), else y/n on the terminal. The run then goes on from where it paused; its
 answer is printed as a prompt's is (stdout, or ``--json`` / ``--jsonl``), and the
 session is saved with the whole conversation. The resumed run's later calls ask as
-a prompt's do, or pause again with ``--pause``.
+a prompt's do, or pause again with ``--pause``. The agent is rebuilt from the flags
+given, ``--skills``, ``--memory`` and the AGENTS.md layers (``--no-instructions``)
+included, so give the ones the paused run had.
 
 Nothing is lost on the way, and nothing runs twice: a checkpoint whose calls
 cannot all be decided (no terminal and no flag for one; an id no call has) is put
@@ -138,7 +140,11 @@ def resume_command(
     parser.add_argument("--sessions-dir", dest="sessions_dir", metavar="DIR",
                         help="where the session was saved (default: as for --session)")
     agent_options(parser)
+    from .agent import context_flags, context_options, open_context
+
+    context_options(parser)
     args = vars(parser.parse_args(argv))
+    context = context_flags(args)
     name, approve, deny = args.pop("name"), args.pop("approve"), args.pop("deny")
     pause, mode, quiet = args.pop("pause", False), args.pop("mode", "text"), args.pop("quiet", False)
     yes, system, max_cost = args.pop("yes", False), args.pop("system", None), args.pop("max_cost", None)
@@ -172,7 +178,16 @@ def resume_command(
     try:
         decisions = decide(waiting, approve, deny,
                            _asker(terminal, err) if terminal is not None else None)
-        agent, local = build_agent(settings, system=system, max_cost=max_cost, approver=approver)
+        # The same skills, memory and instructions as the paused run was given, so the
+        # agent rebuilt has its tools and its system prompt.
+        extras = open_context(context)
+        try:
+            agent, local = build_agent(settings, system=system, max_cost=max_cost,
+                                       approver=approver, **extras)
+        except BaseException:
+            if extras["memory"] is not None:
+                extras["memory"].close()
+            raise
     except Undecided as exc:
         return put_back(str(exc), EXIT_USAGE)
     except NacelleError as exc:
@@ -196,6 +211,8 @@ def resume_command(
         return int(code)
     finally:
         local.close()
+        if extras["memory"] is not None:
+            extras["memory"].close()
 
 
 def _watched(events: Iterator["Event"], closed: Dict[str, Any]) -> Iterator["Event"]:

@@ -33,7 +33,10 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence,
 from .. import bounded_json
 from ..errors import NacelleError
 from ..settings import SettingsError, resolve
-from .agent import agent_options, build_agent, output_options, version
+from .agent import (
+    agent_options, build_agent, context_flags, context_options, open_context, output_options,
+    version,
+)
 from .approval import Approver
 from .help import EPILOG, EXIT_FAILED, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from .terminal import exit_now, fail, isatty, one_line, open_terminal
@@ -72,17 +75,7 @@ def prompt_parser() -> argparse.ArgumentParser:
                              "on stdout; needs a prompt)")
     parser.add_argument("--pause", action="store_true", help="calls that would ask pause "
                         "instead (needs --session; see 'nacelle resume')")
-    context = parser.add_argument_group("skills, memory and instructions")
-    context.add_argument("--skills", metavar="DIR", action="append",
-                         help="load the Agent Skills (SKILL.md folders) in DIR, or DIR "
-                              "itself; repeatable (/skills lists them)")
-    context.add_argument("--memory", metavar="DIR",
-                         help="give the model a memory folder, DIR, seen as /memories "
-                              "(its writes ask like any write; /memory lists it)")
-    context.add_argument("--no-instructions", action="store_true", dest="no_instructions",
-                         help="leave out AGENTS.md and CLAUDE.md (read by default from "
-                              "$XDG_CONFIG_HOME/nacelle and from the repository root "
-                              "down to the --root folder)")
+    context_options(parser)
     parser.add_argument("--version", action="version", version=version())
     return parser
 
@@ -154,8 +147,7 @@ def command(argv: Sequence[str]) -> int:
     max_cost = args.pop("max_cost", None)
     name, latest = args.pop("session", None), args.pop("continue_", False)
     pause = args.pop("pause", False)
-    skill_dirs, memory_dir = args.pop("skills", []), args.pop("memory", None)
-    use_instructions = not args.pop("no_instructions", False)
+    context = context_flags(args)
     if pause and not (name or latest):
         return fail("--pause needs --session NAME (the paused run is saved there)", EXIT_USAGE)
     if max_cost is not None and not max_cost >= 0:
@@ -175,17 +167,9 @@ def command(argv: Sequence[str]) -> int:
         flag = "--schema" if schema_file else "--pause" if pause else "--" + mode
         return fail(f"{flag} needs a prompt", EXIT_USAGE)
     terminal = sys.stdin if stdin_is_terminal else (None if yes else open_terminal())
-    skills: Any = None
-    memory: Any = None
+    extras: Dict[str, Any] = {}
     try:
-        if skill_dirs:
-            from ..skills import load
-
-            skills = load(*skill_dirs)
-        if memory_dir is not None:
-            from ..toolsets.memory import memory as memory_tool
-
-            memory = memory_tool(memory_dir)
+        extras = open_context(context)
         schema = _load_schema(schema_file) if schema_file is not None else None
         recorder = _recorder(args.pop("record", None))
         settings = resolve(args)
@@ -201,12 +185,11 @@ def command(argv: Sequence[str]) -> int:
 
         options: Dict[str, Any] = dict(
             observers=[recorder] if recorder is not None else [], system=system,
-            max_cost=max_cost, approver=approver, skills=skills, memory=memory,
-            instructions=use_instructions)
+            max_cost=max_cost, approver=approver, **extras)
         agent, local = build_agent(settings, **options)
     except NacelleError as err:
-        if memory is not None:
-            memory.close()
+        if extras.get("memory") is not None:
+            extras["memory"].close()
         return fail(one_line(err))
     opened = [local]
 
@@ -232,7 +215,7 @@ def command(argv: Sequence[str]) -> int:
                 switch_model=switch_model, version=version(),
                 settle=lambda: [a.wait_idle() for a in approvers],
                 history_path=os.path.join(data_dir(), "history"),
-                skills=skills, memory=memory))
+                skills=extras["skills"], memory=extras["memory"]))
         from .sessions import after
         from ..messages import user_text
 
@@ -254,8 +237,8 @@ def command(argv: Sequence[str]) -> int:
     finally:
         for tools in opened:
             tools.close()
-        if memory is not None:
-            memory.close()
+        if extras["memory"] is not None:
+            extras["memory"].close()
         if recorder is not None:
             recorder.close()
         if terminal is not None and terminal is not sys.stdin:
