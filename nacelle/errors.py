@@ -5,7 +5,8 @@ happened rather than where::
 
     NacelleError
     ├── ConfigError (also ValueError)   the caller asked for something invalid
-    │   └── settings.SettingsError      a settings file, variable or flag that cannot be used
+    │   ├── settings.SettingsError      a settings file, variable or flag that cannot be used
+    │   └── skills.FrontMatterError     a SKILL.md whose front matter cannot be read
     ├── ConversationError (also ValueError)  saved conversation JSON that cannot be read
     ├── bounded_json.TooDeep (also ValueError)  JSON nested past its reader's depth cap
     ├── validation.UnusableSchema       a schema that cannot check input (a remote $ref…)
@@ -30,6 +31,7 @@ happened rather than where::
     │   └── toolsets.confine.PathRefused  the path would leave the root
     ├── toolsets.ssrf.FetchError        a fetch failed
     │   └── toolsets.ssrf.FetchRefused (also ValueError)  the guard refused a URL
+    ├── toolsets.memory.MemoryCommandError  a memory command that cannot be done
     ├── toolsets.shell.CommandTimedOut  a command ran past its limit and was killed
     ├── toolsets.shell.SupervisorLost   a command's supervisor died before reporting
     └── toolsets.search.RegexTimedOut   a search's pattern ran past its time bound

@@ -16,6 +16,7 @@ from nacelle.mcp.server.served import ServedTools
 from nacelle.mcp.server.stdio import serve_lines
 
 CANCELLED = []
+STARTED = threading.Event()
 
 
 @nacelle.tool(read_only=True)
@@ -27,6 +28,7 @@ def add(a: int, b: int) -> int:
 @nacelle.tool
 def waits(ctx: ToolContext) -> str:
     """Waits for its cancel."""
+    STARTED.set()
     CANCELLED.append(ctx.cancelled.wait(10))
     return "done"
 
@@ -118,10 +120,13 @@ def test_a_line_past_the_cap_is_a_parse_error_and_the_next_line_is_read():
 def test_ping_is_answered_while_a_call_runs_and_a_cancelled_call_gets_no_answer():
     server = Server()
     CANCELLED.clear()
+    STARTED.clear()
     try:
         server.send(request("slow", "tools/call", {"name": "waits", "arguments": {}}))
         server.send(request(2, "ping"))
         assert server.read() == {"jsonrpc": "2.0", "id": 2, "result": {}}
+        # Cancelled once it runs: a call cancelled before its tool starts never runs it.
+        assert STARTED.wait(10)
         server.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
                      "params": {"requestId": "slow"}})
         for _ in range(200):

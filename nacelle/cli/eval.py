@@ -21,6 +21,7 @@ inside :func:`command`; prints.
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
 from typing import Any, Sequence
 
@@ -67,8 +68,8 @@ def _load(target: str, what: str) -> Any:
         value = value()
         if not isinstance(value, Agent):
             raise ConfigError(f"{target} returned a {type(value).__name__}, not a nacelle.Agent")
-    elif what == "judge" and callable(value) and not callable(getattr(value, "turn", None)):
-        value = value()
+    elif what == "judge" and (inspect.isfunction(value) or inspect.isclass(value)):
+        value = value()  # a factory (a function or a Backend class) of the judge's backend
     return value
 
 
