@@ -370,3 +370,42 @@ def test_a_killed_batch_resumes_polling_the_same_batch_and_runs_nothing_twice(tm
     # The usage of the turns before the kill is kept: three turns each.
     assert all(row["usage"]["input_tokens"] == 30 for row in finished)
     assert float(streamed) == pytest.approx(2 * float(cost))
+
+
+def test_leaving_the_batch_while_a_round_is_polled_stops_every_run_and_the_poller():
+    def quick_first(endpoint, params):
+        if "#0 " in json.dumps(params):
+            return anthropic_message("answer 0")
+        return answer(endpoint, params)
+
+    calls = Calls()
+    with FakeServer() as server:
+        server.batches(quick_first, polls=lambda number: 0 if number == 1 else 10**9)
+        backend = backend_for("anthropic", server)
+        agent = nacelle.Agent(backend, "Use the tool twice.", tools=[calls.tool()])
+        pool = ProviderBatch(backend, poll=0.02)
+        started = time.monotonic()
+        for item in batch.run_many(agent, prompts(4), executor=pool, progress=False):
+            assert item.index == 0 and item.result.text == "answer 0"
+            break
+    assert time.monotonic() - started < 10
+    left = [t.name for t in threading.enumerate()
+            if t.name.startswith(("nacelle-batch-run", "nacelle-provider-batch"))]
+    assert left == [] and sorted(calls.seen) == [(1, 0), (2, 0), (3, 0)]
+
+
+def test_a_poller_that_breaks_fails_every_waiting_run_instead_of_leaving_it_waiting():
+    calls = Calls()
+    with FakeServer() as server:
+        server.batches(answer)
+        backend = backend_for("anthropic", server)
+        agent = nacelle.Agent(backend, "Use the tool twice.", tools=[calls.tool()])
+        pool = ProviderBatch(backend, clock=FakeClock())
+
+        def broken(batch_id, ctx):
+            raise RuntimeError("the status could not be read")
+
+        pool.wire.status = broken
+        items = list(batch.run_many(agent, prompts(3), executor=pool, progress=False))
+    assert len(items) == 3
+    assert all("the status could not be read" in str(item.error) for item in items)

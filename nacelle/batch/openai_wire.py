@@ -42,7 +42,11 @@ _GONE = {"batch_expired": "expired", "batch_cancelled": "canceled"}
 class _OpenAIBatch(Wire):
     provider = "openai"
     endpoint_path = ""  # the batch's ``endpoint``, from the API's root
-    path = ""  # the same, from the backend's base URL
+
+    def __init__(self, backend: Any) -> None:
+        super().__init__(backend)
+        # Each ended batch's output and error file ids, from its last status.
+        self._files: Dict[str, Tuple[Any, Any]] = {}
 
     def body(self, request: Request, messages: Tuple[Message, ...]) -> Dict[str, Any]:
         raise NotImplementedError
@@ -84,12 +88,11 @@ class _OpenAIBatch(Wire):
             said = "; ".join(str(e.get("message", ""))[:200] for e in data[:3]
                              if isinstance(e, dict)) if isinstance(data, list) else ""
             return Status(False, True, word, counts, said or "the batch failed"), None
-        self._files = getattr(self, "_files", {})
         self._files[batch_id] = (answer.get("output_file_id"), answer.get("error_file_id"))
         return Status(word in _ENDED, word=word, counts=counts), retry_after(response.headers)
 
     def results(self, batch_id: str, ctx: RunContext) -> Dict[str, Outcome]:
-        files = getattr(self, "_files", {}).get(batch_id)
+        files = self._files.get(batch_id)
         if files is None:
             self.status(batch_id, ctx)
             files = self._files[batch_id]

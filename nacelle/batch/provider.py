@@ -123,6 +123,8 @@ class ProviderBatch(Executor):
         self._live = 0
         self._waiting: List[_Ask] = []
         self._carried: List[_Ask] = []
+        self._open: List[_Ask] = []  # every ask not yet answered, wherever it is
+        self._broken: Optional[BaseException] = None  # why the coordinator stopped
         self._seq: Dict[int, int] = {}
         self._spent: Dict[int, Tuple[Usage, float]] = {}
         self._resumed: Dict[int, Dict[str, Any]] = {}
@@ -235,8 +237,11 @@ class ProviderBatch(Executor):
         """Run ``index``'s next turn in the coming round; block until its result."""
         params = self.wire.params(request, messages)
         with self._cond:
+            if self._broken is not None:
+                raise self._broken
             seq = self._seq[index] = self._seq.get(index, 0) + 1
             ask = _Ask(index, f"n{index}-{seq}", params, request, messages)
+            self._open.append(ask)
             pending = self._resumed.pop(index, None)
             if pending is not None:
                 ask.custom_id, ask.batch = pending["custom_id"], pending["batch"]
@@ -266,6 +271,8 @@ class ProviderBatch(Executor):
             raise
         finally:
             unregister()
+            with self._cond:
+                self._open.remove(ask)
         outcome = ask.outcome
         assert outcome is not None
         if outcome.kind != "succeeded":
@@ -299,7 +306,7 @@ class ProviderBatch(Executor):
         except Exception as exc:  # noqa: BLE001 - every waiting run learns of it
             log.debug("provider batch coordinator stopped", exc_info=True)
             self._release_all(exc if isinstance(exc, NacelleError) else
-                              StreamError(f"the provider batch failed: {exc}"))
+                              StreamError(f"the provider batch failed: {exc!r}"), broken=True)
 
     def _ready(self) -> bool:
         asked = len(self._waiting) + len(self._carried)
@@ -307,9 +314,13 @@ class ProviderBatch(Executor):
             self._ctx.cancelled.is_set() and asked > 0) or (
             self._live > 0 and asked >= self._live and not self._held)
 
-    def _release_all(self, error: BaseException) -> None:
+    def _release_all(self, error: BaseException, broken: bool = False) -> None:
+        """Every waiting turn fails with ``error`` (and, ``broken``, every later one)."""
         with self._cond:
-            asks, self._waiting, self._carried = self._waiting + self._carried, [], []
+            if broken:
+                self._broken = error
+            asks = [ask for ask in self._open if not ask.done.is_set()]
+            self._waiting, self._carried = [], []
         for ask in asks:
             ask.outcome = Outcome("errored", error=error)  # type: ignore[arg-type]
             ask.done.set()
