@@ -391,7 +391,10 @@ def test_leaving_the_batch_while_a_round_is_polled_stops_every_run_and_the_polle
     assert time.monotonic() - started < 10
     left = [t.name for t in threading.enumerate()
             if t.name.startswith(("nacelle-batch-run", "nacelle-provider-batch"))]
-    assert left == [] and sorted(calls.seen) == [(1, 0), (2, 0), (3, 0)]
+    # The first round's tools may or may not have run before the batch stopped; none
+    # of the second round's did, as its batch never ended.
+    assert left == [] and set(calls.seen) <= {(1, 0), (2, 0), (3, 0)}
+    assert len(calls.seen) == len(set(calls.seen))
 
 
 def test_a_poller_that_breaks_fails_every_waiting_run_instead_of_leaving_it_waiting():
