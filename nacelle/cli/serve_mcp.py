@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 from ..errors import ConfigError, NacelleError
 from .help import EXIT_OK
+from ..terminal_text import visible
 from .terminal import fail, one_line
 
 __all__ = ["load_object", "serve_mcp"]
@@ -74,7 +75,7 @@ def serve_mcp(target: str, *, host: str, port: int, allowed_hosts: Sequence[str]
     except OSError as err:
         return fail(f"cannot serve on {host}:{port}: {err.strerror or err}")
     try:
-        print(f"nacelle: serving {target} over MCP at {server.url.rstrip('/')}/mcp (Ctrl-C stops)",
+        print(f"nacelle: serving {visible(target)} over MCP at {server.url.rstrip('/')}/mcp (Ctrl-C stops)",
               file=sys.stderr, flush=True)
         server.serve_forever()
     except KeyboardInterrupt:

@@ -146,13 +146,21 @@ def _body(routes: Routes, environ: Dict[str, Any]) -> "bytes | Reply":
 
 
 def _read(stream: Any, length: int) -> "bytes | Reply":
+    body = read_body(stream, length)
+    return error(408, "the body did not arrive in time") if body is None else body
+
+
+def read_body(stream: Any, length: int) -> Optional[bytes]:
+    """Up to ``length`` bytes of a WSGI request body, read in chunks; None when the read
+    failed (the server's read timed out, or the client left). The MCP server's WSGI app
+    reads its bodies with it too."""
     parts, left = [], length
     while left > 0:
         try:
             chunk = stream.read(min(left, _CHUNK))
-        except OSError as exc:  # the server's read timed out, or the client left
-            log.info("the request's body did not arrive: %s", type(exc).__name__)
-            return error(408, "the body did not arrive in time")
+        except OSError as exc:
+            log.info("a request's body did not arrive: %s", type(exc).__name__)
+            return None
         if not chunk:
             break
         parts.append(chunk)

@@ -30,14 +30,13 @@ import threading
 from typing import Any, Awaitable, Callable, Dict, Iterable, List, MutableMapping, Optional
 
 from ...read_limits import content_length
-from ...serve.wsgi import _WATCHER, _client_socket
+from ...serve.wsgi import _WATCHER, _client_socket, read_body
 from .http import Endpoint, Reply, _refusal
 
 __all__ = ["asgi", "wsgi"]
 
 log = logging.getLogger(__name__)
 
-_CHUNK = 65536
 _REASONS = {200: "OK", 202: "Accepted", 204: "No Content", 400: "Bad Request",
             401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
             405: "Method Not Allowed", 406: "Not Acceptable", 408: "Request Timeout",
@@ -135,18 +134,8 @@ def _wsgi_body(environ: Dict[str, Any], max_body: int) -> "bytes | Reply":
 
 
 def _read(stream: Any, length: int) -> "bytes | Reply":
-    parts, left = [], length
-    while left > 0:
-        try:
-            chunk = stream.read(min(left, _CHUNK))
-        except OSError as exc:  # the server's read timed out, or the client left
-            log.info("an MCP request's body did not arrive: %s", type(exc).__name__)
-            return _refusal(408, "the body did not arrive in time")
-        if not chunk:
-            break
-        parts.append(chunk)
-        left -= len(chunk)
-    return b"".join(parts)
+    body = read_body(stream, length)
+    return _refusal(408, "the body did not arrive in time") if body is None else body
 
 
 def asgi(endpoint: Endpoint, max_body: int,
