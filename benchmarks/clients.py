@@ -13,18 +13,30 @@ it up on one full stream, measures, and prints one JSON object on stdout. Modes:
 
 Clients (``URL`` is the server's base URL for the wanted body):
 
-- ``nacelle-anthropic`` / ``nacelle-openrouter`` / ``nacelle-chat``: ``Agent.stream``
+- ``nacelle-anthropic`` / ``nacelle-openrouter`` / ``nacelle-chat`` /
+  ``nacelle-responses`` / ``nacelle-gemini`` / ``nacelle-bedrock``: ``Agent.stream``
   on the backend (``chat`` is ``chat.Backend`` with the plain Chat Completions
-  dialect), no tools, counting TEXT events.
+  dialect, ``responses`` is ``openai.Backend``, ``bedrock`` is ``anthropic.bedrock``
+  with an API key), no tools, counting TEXT events.
 - ``nacelle-arguments-ignored`` / ``nacelle-arguments-read``: ``Agent.stream`` on the
   Anthropic wire with one tool, for a call whose input streams in many deltas, counting
   TOOL_INPUT events; ``-read`` also reads each one's id, name and delta.
 - ``sdk-anthropic``: the anthropic SDK's ``messages.stream`` text iterator.
 - ``sdk-openai``: the openai SDK's ``chat.completions.create(stream=True)``,
   counting chunks with content.
-- ``floor-anthropic`` / ``floor-openrouter`` / ``floor-chat``: ``requests`` with ``raw.read1``, split
-  on ``b"\\n"``, ``json.loads`` of each data line, nothing else — the least any
-  Python client on ``requests`` must do.
+- ``sdk-openai-responses``: the openai SDK's ``responses.create(stream=True)``,
+  counting ``response.output_text.delta`` events.
+- ``sdk-bedrock``: the anthropic SDK's ``AnthropicBedrock`` (SigV4 through botocore,
+  with fixed fake keys) ``messages.stream`` text iterator.
+- ``floor-anthropic`` / ``floor-openrouter`` / ``floor-chat`` / ``floor-responses`` /
+  ``floor-gemini``: ``requests`` with ``raw.read1``, split on ``b"\\n"``,
+  ``json.loads`` of each data line, nothing else — the least any Python client on
+  ``requests`` must do.
+- ``floor-bedrock``: ``requests`` with ``raw.read1``; the AWS event-stream frames
+  split by their length prefix, both CRC32s checked (the prelude's and the
+  message's: a client that trusts a length it has not checked can be made to wait
+  for gigabytes, and botocore checks both), the payload ``json.loads``-ed, its
+  ``bytes`` base64-decoded and ``json.loads``-ed; headers are not parsed.
 
 Every client counts the same thing (text deltas), so rates compare directly; the
 floor counts every data line it parsed, and its rate is reported per text delta.
@@ -44,6 +56,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 KEY = "bench-key-not-secret"
 MODEL = "claude-opus-5"
 PROMPT = [{"role": "user", "content": "go"}]
+GEMINI = "gemini-2.5-flash"
+BEDROCK = "anthropic.claude-sonnet-4-5-20250929-v1:0"
 
 
 # -- clients: build(url) -> (run, first); run() -> deltas, first() -> seconds -------------
@@ -58,6 +72,16 @@ def nacelle_client(wire):
         elif wire == "chat":
             from nacelle.backends import chat
             backend = chat.Backend(KEY, model="gpt-5-mini", base_url=url, max_retries=0)
+        elif wire == "responses":
+            from nacelle.backends import openai
+            backend = openai.Backend(KEY, model="gpt-5-mini", base_url=url, max_retries=0)
+        elif wire == "gemini":
+            from nacelle.backends import gemini
+            backend = gemini.Backend(KEY, model=GEMINI, base_url=url, max_retries=0)
+        elif wire == "bedrock":
+            from nacelle.backends import anthropic
+            backend = anthropic.bedrock(model=BEDROCK, region="us-east-1", api_key=KEY,
+                                        base_url=url, max_retries=0)
         else:
             from nacelle.backends import openrouter
             backend = openrouter.Backend(KEY, model="anthropic/" + MODEL, base_url=url,
@@ -182,8 +206,82 @@ def sdk_openai(url):
     return run, first, keep
 
 
+def sdk_openai_responses(url):
+    import openai
+    client = openai.OpenAI(api_key=KEY, base_url=url, max_retries=0)
+
+    def open_stream():
+        return client.responses.create(model="gpt-5-mini", input="go", stream=True)
+
+    def run():
+        count = 0
+        for event in open_stream():
+            if event.type == "response.output_text.delta":
+                count += 1
+        return count
+
+    return run, None, None
+
+
+def sdk_bedrock(url):
+    from anthropic import AnthropicBedrock
+    client = AnthropicBedrock(aws_access_key="AKIDBENCHNOTSECRET", aws_secret_key=KEY,
+                              aws_region="us-east-1", base_url=url, max_retries=0)
+
+    def run():
+        with client.messages.stream(model=BEDROCK, max_tokens=1024, messages=PROMPT) as stream:
+            return sum(1 for _ in stream.text_stream)
+
+    return run, None, None
+
+
+def floor_bedrock(url):
+    """The least a client of Bedrock's event stream must do: split the frames by their
+    length prefix, check both CRCs, decode the payload's JSON, its base64 ``bytes``
+    and the JSON event inside."""
+    import base64
+    import struct
+    import zlib
+
+    import requests
+    session = requests.Session()
+    body = {"anthropic_version": "bedrock-2023-05-31", "max_tokens": 1024, "messages": PROMPT}
+    path = f"/model/{BEDROCK}/invoke-with-response-stream"
+
+    def run():
+        response = session.post(url + path, json=body, stream=True)
+        read1, loads, crc32 = response.raw.read1, json.loads, zlib.crc32
+        unpack, b64decode = struct.Struct(">III").unpack_from, base64.b64decode
+        parsed, buffer = 0, b""
+        while True:
+            data = read1(65536)
+            if not data:
+                break
+            buffer += data
+            at, size = 0, len(buffer)
+            while size - at >= 12:
+                total, headers, prelude = unpack(buffer, at)
+                if crc32(buffer[at:at + 8]) != prelude:
+                    raise ValueError("prelude CRC")
+                if size - at < total:
+                    break
+                frame = buffer[at:at + total]
+                if crc32(frame[:-4]) != int.from_bytes(frame[-4:], "big"):
+                    raise ValueError("message CRC")
+                loads(b64decode(loads(frame[12 + headers:-4])["bytes"]))
+                parsed += 1
+                at += total
+            buffer = buffer[at:]
+        response.close()
+        return parsed
+
+    return run, None, None
+
+
 def floor_client(wire):
-    path = "/v1/messages" if wire == "anthropic" else "/chat/completions"
+    path = {"anthropic": "/v1/messages", "responses": "/responses",
+            "gemini": f"/models/{GEMINI}:streamGenerateContent?alt=sse"}.get(
+        wire, "/chat/completions")
 
     def build(url):
         import requests
@@ -215,6 +313,14 @@ CLIENTS = {
     "nacelle-anthropic": nacelle_client("anthropic"),
     "nacelle-openrouter": nacelle_client("openrouter"),
     "nacelle-chat": nacelle_client("chat"),
+    "nacelle-responses": nacelle_client("responses"),
+    "nacelle-gemini": nacelle_client("gemini"),
+    "nacelle-bedrock": nacelle_client("bedrock"),
+    "sdk-openai-responses": sdk_openai_responses,
+    "sdk-bedrock": sdk_bedrock,
+    "floor-responses": floor_client("responses"),
+    "floor-gemini": floor_client("gemini"),
+    "floor-bedrock": floor_bedrock,
     "sdk-anthropic": sdk_anthropic,
     "sdk-openai": sdk_openai,
     "nacelle-arguments-ignored": nacelle_arguments(False),

@@ -138,6 +138,8 @@ def main() -> None:
         step("6", "tool concurrency", lambda: concurrency.concurrency_rows(server, runs))
         step("8", "memory", lambda: streaming.memory_rows(server, args.quick, 5))
         step("10", "chat wire streaming", lambda: streaming.chat_rows(server, runs))
+        step("15,16,17", "Responses, Gemini and Bedrock wire streaming",
+             lambda: streaming.wire_rows(server, runs))
         step("12", "TOOL_INPUT's cost", lambda: tool_input.overhead_rows(server, runs))
     step("11", "eager tool start", lambda: tool_input.eager_rows(runs))
     step("13", "PartialJSON stays linear", lambda: tool_input.partial_rows(runs))

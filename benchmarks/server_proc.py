@@ -8,12 +8,18 @@ and the server's cost never lands on a client's clock. Start it as a process::
 
 A client picks what it gets through the path of its ``base_url``,
 ``http://127.0.0.1:PORT/<wire>/<kind>/<n>``, to which the SDKs append their own paths
-(``/v1/messages``, ``/chat/completions``):
+(``/v1/messages``, ``/chat/completions``, ``/responses``,
+``/models/M:streamGenerateContent?alt=sse``, ``/model/M/invoke-with-response-stream``):
 
-- ``wire``: ``anthropic``, ``openrouter`` or ``chat`` (built with
-  ``nacelle.testing.wire``, so the bodies carry what the providers send: pings, role
-  repeats, usage chunks; ``chat`` is the Chat Completions body without OpenRouter's
-  keepalive comments, as an OpenAI-compatible server sends it);
+- ``wire``: ``anthropic``, ``openrouter``, ``chat``, ``responses``, ``gemini`` or
+  ``bedrock`` (built with ``nacelle.testing.wire`` and ``nacelle.testing.clouds``, so
+  the bodies carry what the providers send: pings, role repeats, usage chunks,
+  sequence numbers; ``chat`` is the Chat Completions body without OpenRouter's
+  keepalive comments, as an OpenAI-compatible server sends it; ``responses`` the
+  OpenAI Responses stream; ``gemini`` Gemini's ``alt=sse`` stream, one whole
+  ``GenerateContentResponse`` per event; ``bedrock`` the Anthropic stream in AWS
+  event-stream messages, ``application/vnd.amazon.eventstream``, as Bedrock's
+  ``InvokeModelWithResponseStream`` answers);
 - ``kind``: ``text`` (``n`` short text deltas), ``big`` (``n`` bytes of text in
   256-byte deltas), ``ttfe`` (the first delta is flushed, then the stream stalls
   2 s before the rest), ``tools`` (``n`` calls of ``sleep_02`` in one turn; a
@@ -25,7 +31,8 @@ Bodies are built once per URL and written in 64 KiB HTTP chunks: a benchmark of
 client decoding must not be paced by a server writing one tiny chunk per event.
 OpenRouter bodies get a ``: OPENROUTER PROCESSING`` comment every 100 events, as a
 slow upstream would send. A request without ``"stream": true`` gets the whole
-message as JSON (the Anthropic SDK's tool runner asks that way).
+message as JSON (the Anthropic SDK's tool runner asks that way), except on the
+``gemini`` and ``bedrock`` wires, whose streaming is named by the URL, not the body.
 
 Benchmark-only: imports the standard library and ``nacelle.testing.wire``. It binds
 127.0.0.1 only.
@@ -41,8 +48,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from nacelle.testing.clouds import EVENTSTREAM, bedrock_stream  # noqa: E402
 from nacelle.testing.wire import (  # noqa: E402
-    KEEPALIVE, anthropic_stream, openrouter_stream, sse_event,
+    KEEPALIVE, anthropic_stream, gemini_stream, openrouter_stream, responses_stream, sse_event,
 )
 
 WRITE = 64 * 1024
@@ -52,6 +60,7 @@ ARG_DELTA = 10  # characters per input_json_delta of the ``args`` kind
 WORDS = (" The", " quick", " brown", " fox", " jumps", " over", " the", " lazy", " dog.",
          " Résumé", " naïve", " café", " 42", ",", " and", " then", " it", " slept")
 MODEL = "claude-opus-5"
+URL_STREAMED = ("gemini", "bedrock")  # wires whose URL, not body, asks for a stream
 
 
 def text_deltas(count):
@@ -75,6 +84,12 @@ def stream_events(wire, deltas, tool_calls=()):
         return anthropic_stream(deltas, tool_calls=tool_calls)
     if wire == "chat":
         return openrouter_stream(deltas, tool_calls=tool_calls, keepalives=0, model="gpt-5-mini")
+    if wire == "responses":
+        return responses_stream(deltas, tool_calls=tool_calls)
+    if wire == "gemini":
+        return gemini_stream(deltas, tool_calls=tool_calls)
+    if wire == "bedrock":
+        return bedrock_stream(anthropic_stream(deltas, tool_calls=tool_calls))
     events = openrouter_stream(deltas, tool_calls=tool_calls, keepalives=2)
     spaced = []
     for number, event in enumerate(events):
@@ -168,15 +183,15 @@ class Handler(BaseHTTPRequestHandler):
         except (ValueError, IndexError) as exc:
             return self._send(404, "application/json", [json.dumps(
                 {"error": {"type": "not_found", "message": str(exc)}}).encode()])
-        if not request.get("stream"):
+        if not request.get("stream") and wire not in URL_STREAMED:
             body = json.dumps(json_message(wire, deltas, calls)).encode()
             return self._send(200, "application/json", [body])
         head, tail = self.server.body(self.path, wire, deltas, calls)
+        media = EVENTSTREAM if wire == "bedrock" else "text/event-stream"
         if kind == "ttfe":
-            return self._send(200, "text/event-stream", [head, None, tail])
+            return self._send(200, media, [head, None, tail])
         body = head + tail
-        self._send(200, "text/event-stream",
-                   [body[i:i + WRITE] for i in range(0, len(body), WRITE)])
+        self._send(200, media, [body[i:i + WRITE] for i in range(0, len(body), WRITE)])
 
     def _send(self, status, content_type, pieces):
         """Write ``pieces`` as HTTP chunks; a None piece is a stall of STALL seconds."""
