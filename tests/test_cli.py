@@ -97,14 +97,17 @@ def test_a_root_under_home_is_expanded(server, tmp_path):
     assert "found me" in json.dumps(server.requests[1].json())
 
 
-def test_a_write_with_no_terminal_to_ask_is_refused(server, tmp_path):
+def test_a_write_with_no_terminal_to_ask_is_refused_and_the_run_exits_3(server, tmp_path):
     server.queue("/v1/messages",
                  Reply(chunks=anthropic_stream([], tool_calls=[
                      ("toolu_1", "write_file", '{"path": "x.txt", "content": "hi"}')])),
                  Reply(chunks=anthropic_stream(["Understood."])))
     out = nacelle("Write x", "--root", str(tmp_path), server=server)
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 3, out.stderr
     assert "Allow write_file" in out.stderr and "no (no terminal to ask; --yes approves)" in out.stderr
+    assert out.stderr.rstrip().splitlines()[-1] == (
+        "nacelle: refused with no terminal to ask: write_file (toolu_1); --yes approves "
+        "such calls, or run on a terminal to answer")
     assert "   refused write_file" in out.stderr
     assert out.stdout == "Understood.\n"
     assert not (tmp_path / "x.txt").exists()
@@ -154,7 +157,7 @@ def hostile_run(server, tmp_path):
 def test_model_and_tool_text_reaches_the_terminal_only_as_visible_escapes(server, tmp_path):
     hostile_run(server, tmp_path)
     out = nacelle("Look", "--root", str(tmp_path), server=server, env={"NO_COLOR": ""})
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 3, out.stderr  # its write was refused: no terminal
     assert not set(out.stdout + out.stderr) & INTERPRETED
     assert out.stdout == "Done" + SHOWN + "\n"
     assert "Looking" + SHOWN in out.stderr and "   ok read_file" in out.stderr
@@ -165,7 +168,7 @@ def test_model_and_tool_text_reaches_the_terminal_only_as_visible_escapes(server
 def test_jsonl_keeps_the_exact_text_in_escapes_a_terminal_does_not_act_on(server, tmp_path):
     hostile_run(server, tmp_path)
     out = nacelle("Look", "--jsonl", "--root", str(tmp_path), server=server)
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 3, out.stderr  # its write was refused: no terminal
     assert not set(out.stdout.replace("\n", "") + out.stderr) & INTERPRETED
     lines = [json.loads(line) for line in out.stdout.splitlines()]
     assert lines[-1]["text"] == "Done" + ESCAPES

@@ -1,6 +1,7 @@
 """The CLI's approval prompt: what a call would change, shown before the question."""
 
 import io
+import os
 
 from nacelle.cli.approval import Approver, preview
 from nacelle.tools import ToolContext
@@ -64,8 +65,26 @@ def test_the_approver_shows_the_preview_before_the_question(tmp_path):
 def test_with_no_terminal_every_question_is_a_no_that_says_why():
     err = io.StringIO()
     approver = Approver([Tool("write_file")], stderr=err, no_terminal=True)
-    assert approver("write_file", {"path": "x", "content": ""}, ToolContext()) is False
+    assert approver("write_file", {"path": "x", "content": ""}, ToolContext("toolu_9")) is False
     assert "no (no terminal to ask; --yes approves)" in err.getvalue()
+    assert approver.unasked == ["write_file (toolu_9)"]
+
+
+def test_a_question_released_by_a_cancel_writes_nothing_after_it():
+    import threading
+
+    err = io.StringIO()
+    read_end, write_end = os.pipe()
+    ctx = ToolContext("toolu_1", cancelled=threading.Event())
+    threading.Timer(0.1, ctx.cancelled.set).start()
+    with os.fdopen(read_end) as stdin:
+        assert approver_for(stdin, err)("write_file", {"path": "x", "content": ""}, ctx) is False
+    os.close(write_end)
+    assert err.getvalue().endswith("ne[v]er: ")
+
+
+def approver_for(stdin, err):
+    return Approver([Tool("write_file")], stdin=stdin, stderr=err)
 
 
 # Up a line, erase it, back to its start, and draw a harmless command there.

@@ -330,6 +330,29 @@ def test_slash_commands_help_cost_clear_model_save_and_load(server, terminal, tm
     assert len(FileStore(tmp_path / "sessions").load("keep")) == 4
 
 
+def test_load_of_a_mistyped_name_says_so_and_keeps_the_conversation(server, terminal, tmp_path):
+    server.queue("/v1/messages", *[Reply(chunks=anthropic_stream([f"Answer {i}."]))
+                                   for i in range(2)])
+    FileStore(tmp_path / "sessions").save("project-notes", [])
+    term = terminal(env={"NACELLE_SESSIONS_DIR": str(tmp_path / "sessions")})
+    term.expect("> ")
+    term.send("first\r")
+    term.expect("Answer 0.")
+    term.expect("> ")
+    term.send("/load project-note\r")
+    shown = term.expect("(the conversation is unchanged)")
+    assert "no session named project-note in" in shown
+    assert "did you mean project-notes?" in shown
+    term.expect("> ")
+    term.send("second\r")
+    term.expect("Answer 1.")
+    term.expect("> ")
+    term.send("/exit\r")
+    assert term.wait() == 0
+    assert request_texts(server.requests[1]) == ["first", "Answer 0.", "second"]
+    assert not (tmp_path / "sessions" / "project-note.json").exists()
+
+
 def test_slash_skills_and_memory_list_what_the_flags_loaded(server, terminal, tmp_path):
     folder = tmp_path / "skills" / "tea"
     folder.mkdir(parents=True)
@@ -400,6 +423,7 @@ def test_ctrl_c_at_an_approval_cancels_the_run_and_leaves_a_prompt(server, termi
     term.expect("> ")
     term.send("next\r")
     term.expect("After.")
+    assert term.text.count("(cancelled)") == 1, term.text
     term.expect("> ")
     term.send("/exit\r")
     assert term.wait() == 0

@@ -18,9 +18,12 @@ previews, and it is a preview only: the tool reads the file again when it runs.
 
 Where the answer comes from. The terminal, not a pipe: when the CLI's stdin is a
 pipe (it carried the prompt) the CLI passes ``/dev/tty``, and with no terminal at
-all every question is a no, said on stderr, which ``--yes`` avoids. Reading
+all every question is a no, said on stderr, which ``--yes`` avoids; the calls so
+refused are kept in :attr:`Approver.unasked`, so the command can exit non-zero and
+say which call to allow, rather than report success for work it did not do. Reading
 watches the call's ``ctx.cancelled``, so a cancelled run releases a waiting
-question (as a no), as does end of input.
+question (as a no), as does end of input. A question released by a cancel writes
+nothing more: whoever cancelled (Ctrl-C in the CLI) says so, once.
 
 Imports the standard library, :mod:`nacelle.policy`, :mod:`nacelle.terminal_text` and
 :mod:`nacelle.toolsets.preview`;
@@ -64,6 +67,8 @@ class Approver:
         self.stdin = None if no_terminal else (stdin if stdin is not None else sys.stdin)
         self.stderr = stderr if stderr is not None else sys.stderr
         self.root = root
+        #: "name (id)" of each call refused because no terminal could ask, in order.
+        self.unasked: List[str] = []
         self._safe = secure(tools)
         self._ask = ask(self._prompt)
         # ask() hands its prompt only the question; the call (its cancel event, name
@@ -87,6 +92,7 @@ class Approver:
             return PAUSE
         self._call.cancelled = ctx.cancelled
         self._call.name, self._call.input = name, input
+        self._call.id = getattr(ctx, "call_id", "")
         return self._ask(name, input, ctx)
 
     def _prompt(self, question: str) -> str:
@@ -96,6 +102,9 @@ class Approver:
             raise EOFError
         if self.stdin is None:
             self.stderr.write(f"{question}no (no terminal to ask; --yes approves)\n")
+            call = self._call.id
+            self.unasked.append(visible(f"{self._call.name} ({call})" if call else
+                                        self._call.name))
             raise EOFError
         self._idle.clear()
         try:
@@ -117,7 +126,8 @@ class Approver:
             self.stderr.write("(interrupted: no)\n")
             raise EOFError from None
         if answer is None:
-            self.stderr.write("(cancelled)\n")
+            # Cancelled: the Ctrl-C handler that cancelled the run writes "(cancelled)";
+            # a second one here showed it twice.
             raise EOFError
         if not answer:
             self.stderr.write("(end of input: no)\n")

@@ -44,7 +44,8 @@ exit codes:
   1    a failure (the reason on one line of stderr)
   2    a usage error
   3    an incomplete answer (max tokens, iteration cap, budget, refusal, pause, no
-       valid --schema value)
+       valid --schema value), or a call refused because no terminal could ask
+       (stdin piped and no /dev/tty: --yes approves, or run on a terminal)
   130  interrupted (Ctrl-C)
 
 environment:

@@ -13,7 +13,8 @@ newline, so a pasted block or a numbered list is one prompt. A line starting wit
 ``/load NAME``, ``/skills`` (the skills ``--skills`` loaded), ``/memory`` (the files
 of the ``--memory`` folder), ``/exit``; ``//text`` sends ``/text``. ``/save`` and ``/load`` make
 NAME the current session, so later answers are saved there too, as ``--session``
-would. ``exit`` and ``quit`` alone still leave.
+would; ``/load`` of a name no session has says so, with the nearest saved names, and
+keeps the conversation. ``exit`` and ``quit`` alone still leave.
 
 Ctrl-C is one thing at a time and always leaves a prompt: at the prompt it drops the
 line (or the lines continued so far); during a run it cancels the run; at an
@@ -82,6 +83,24 @@ def _memory(memory: Any) -> str:
     files = memory.files()
     head = f"memory folder {visible(memory.root.path)} ({len(files)} files)\n"
     return head + "".join(f"  {visible(path)}  {size} bytes\n" for path, size in files)
+
+
+def _unknown(directory: str, name: str) -> str:
+    """What ``/load NAME`` says when no session NAME is saved (with the nearest saved
+    names), or "" when there is one. A mistyped name loaded as an empty session would
+    silently drop the conversation on the screen."""
+    import difflib
+
+    from ..sessions import FileStore, check_name
+
+    names = FileStore(directory).names() if check_name(name) else []
+    if name in names:
+        return ""
+    near = difflib.get_close_matches(name, names, n=3)
+    hint = f"; did you mean {' or '.join(visible(n) for n in near)}?" if near else \
+        ("; saved: " + ", ".join(visible(n) for n in sorted(names)[:10]) if names else "")
+    return (f"no session named {visible(name)} in {visible(directory)}{hint} "
+            "(the conversation is unchanged)\n")
 
 
 def _isatty(stream: Any) -> bool:
@@ -238,6 +257,8 @@ def interactive(agent: Any, *, make_renderer: Callable[[], Any],
                 elif word == "model" and rest:
                     agent = switch_model(rest)
                     err.write(f"(model: {rest})\n")
+                elif word == "load" and rest and (missing := _unknown(sessions_directory, rest)):
+                    err.write(missing)
                 elif word in ("save", "load") and rest:
                     from ..sessions import FileStore
 

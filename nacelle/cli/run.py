@@ -8,7 +8,7 @@ interactive session (:mod:`nacelle.cli.interactive`).
 Approvals (:mod:`nacelle.cli.approval`): a write, command or web call asks
 y/n/always/never on the terminal, showing a diff or the command first; ``--yes``
 approves everything. With stdin piped the question goes to ``/dev/tty``, and with no
-terminal it is a no. Sessions (``--session NAME``, ``--continue``) keep the
+terminal it is a no, and the run exits 3 naming the refused calls. Sessions (``--session NAME``, ``--continue``) keep the
 conversation in a FileStore (:mod:`nacelle.cli.sessions`); ``--record RUN.jsonl``
 attaches a :class:`nacelle.observe.Recorder`. ``--skills DIR`` (repeatable) loads Agent
 Skills (:mod:`nacelle.skills`), ``--memory DIR`` adds the memory tool
@@ -138,6 +138,16 @@ def run_events(events: Iterator[Any], *, mode: str, quiet: bool, schema: Any,
 
 
 
+def _unasked(code: int, calls: List[str]) -> int:
+    """A run that answered while calls it wanted were refused for want of a terminal
+    did not do what was asked: exit 3, not 0, and say how to allow them."""
+    if not calls or code != EXIT_OK:
+        return code
+    print(f"nacelle: refused with no terminal to ask: {', '.join(calls)}; --yes approves "
+          "such calls, or run on a terminal to answer", file=sys.stderr)
+    return EXIT_INCOMPLETE
+
+
 def command(argv: Sequence[str]) -> int:
     """Run the prompt (or the interactive session) ``argv`` describes; the exit code."""
     args = vars(prompt_parser().parse_args(argv))
@@ -227,6 +237,7 @@ def command(argv: Sequence[str]) -> int:
                                      session=session)
             if done is not None and done.stop is not None:
                 after(done, session, sys.stderr)
+            code = _unasked(code, [c for a in approvers for c in a.unasked])
         except KeyboardInterrupt:
             print("\n(cancelled)", file=sys.stderr)
             return exit_now(EXIT_INTERRUPTED)
