@@ -52,6 +52,29 @@ def test_a_chunk_that_is_not_base64_utf8_is_a_stream_error(payload):
         BedrockEvents().feed(eventstream_message(CHUNK, payload))
 
 
+@pytest.mark.parametrize("spelling", [
+    '{{"bytes":"{0}","p":"abcdef"}}', '{{"bytes":"{0}"}}', ' {{ "bytes" : "{0}" , "p" : "ab" }}\n',
+    '{{"p":"abc","bytes":"{0}"}}', '{{"bytes":"{0}","p":"abc","extra":[1]}}',
+    '{{"bytes":"{0}","p":"a-b"}}', '{{"bytes":"{0}","p":"abc","bytes":"{0}"}}',
+    '{{"bytes":"{0}","p":"\\u00e9"}}',
+])
+def test_a_chunk_reads_the_same_however_its_json_is_spelled(spelling):
+    event = '{"type":"ping"}'
+    payload = spelling.format(base64.b64encode(event.encode()).decode()).encode()
+    assert [e.data for e in BedrockEvents().feed(eventstream_message(CHUNK, payload))] == [event]
+
+
+@pytest.mark.parametrize("payload", [
+    b'{"bytes":"e30","p":"ab"}', b'{"bytes":"e30===","p":"ab"}', b'{"bytes":"e30=!"}',
+    b'{"bytes":"e30=","p":"a b"}\x00',
+])
+def test_a_plainly_spelled_chunk_is_checked_as_any_other(payload):
+    """The payload as Bedrock spells it is read without a JSON parse; its base64 is
+    still checked as ``b64decode(validate=True)`` checks it (padding included)."""
+    with pytest.raises(StreamError, match="base64"):
+        BedrockEvents().feed(eventstream_message(CHUNK, payload))
+
+
 def test_a_message_of_an_unknown_type_is_a_stream_error():
     with pytest.raises(StreamError, match="unknown type"):
         BedrockEvents().feed(eventstream_message({":message-type": "surprise"}, b""))

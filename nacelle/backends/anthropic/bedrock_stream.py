@@ -26,12 +26,13 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Any, List, Optional
+import re
+from typing import Any, Dict, List, Optional
 
 from ...errors import StreamError
 from ...events import Event
 from ...sse import SSEEvent, parse_json
-from .eventstream import EventStreamDecoder, Message as StreamMessage
+from .eventstream import EventStreamDecoder, HeaderValue
 from .stream import Accumulator
 
 __all__ = ["BedrockAccumulator", "BedrockEvents", "RETRYABLE"]
@@ -41,6 +42,11 @@ RETRYABLE = frozenset({"internalServerException", "modelStreamErrorException",
                         "throttlingException", "modelTimeoutException",
                         "serviceUnavailableException"})
 _EXCEPTION = "bedrock-exception"  # the SSE event name an in-stream exception is passed as
+# A chunk's payload as Bedrock spells it, ``bytes`` then the optional padding ``p``:
+# base64 (no JSON escape can be in it) and alphanumeric padding; JSON's whitespace only.
+_PLAIN_CHUNK = re.compile(rb'[ \t\n\r]*\{[ \t\n\r]*"bytes"[ \t\n\r]*:[ \t\n\r]*"([A-Za-z0-9+/]*={0,2})"'
+                          rb'[ \t\n\r]*(?:,[ \t\n\r]*"p"[ \t\n\r]*:[ \t\n\r]*"[A-Za-z0-9]*"[ \t\n\r]*)?'
+                          rb'\}[ \t\n\r]*').fullmatch
 
 
 class BedrockEvents:
@@ -60,30 +66,46 @@ class BedrockEvents:
 
     def feed(self, data: bytes) -> List[SSEEvent]:
         out = []
-        for message in self._decoder.feed(data):
-            event = _event(message)
+        for headers, payload in self._decoder.feed_pairs(data):
+            if headers.get(":message-type") == "event" and headers.get(":event-type") == "chunk":
+                out.append(SSEEvent(data=_chunk(payload)))
+                continue
+            event = _event(headers, payload)
             if event is not None:
                 out.append(event)
         return out
 
 
-def _event(message: StreamMessage) -> Optional[SSEEvent]:
-    """The SSE event a Bedrock message stands for; None for one to skip."""
-    headers = message.headers
-    kind = headers.get(":message-type")
-    if kind == "event":
-        if headers.get(":event-type") != "chunk":
-            return None  # a kind of event this reader does not know
-        try:
-            payload = parse_json(message.payload)
-            encoded = payload.get("bytes") if isinstance(payload, dict) else None
+def _chunk(payload: bytes) -> str:
+    """The Anthropic event a ``chunk`` message's payload carries, as text.
+
+    The payload as Bedrock writes it, ``{"bytes":"<base64>","p":"<padding>"}`` (JSON
+    whitespace allowed where JSON allows it), is matched whole by one pattern (its ``bytes`` in the base64 alphabet, so
+    with no escape in it), which reads it exactly as the JSON parser would, at a
+    fraction of the cost; any other spelling of the object is parsed as JSON. Either
+    way the base64 is decoded with ``validate=True``.
+    """
+    try:
+        match = _PLAIN_CHUNK(payload)
+        if match is not None:
+            encoded: Any = match.group(1)
+        else:
+            parsed = parse_json(payload)
+            encoded = parsed.get("bytes") if isinstance(parsed, dict) else None
             if not isinstance(encoded, str):
                 raise ValueError("no bytes")
-            data = base64.b64decode(encoded, validate=True).decode("utf-8")
-        except (ValueError, binascii.Error, UnicodeDecodeError):
-            raise StreamError("Bedrock sent a chunk whose payload is not the base64 of a "
-                              "UTF-8 event") from None
-        return SSEEvent(data=data)
+        return base64.b64decode(encoded, validate=True).decode("utf-8")
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise StreamError("Bedrock sent a chunk whose payload is not the base64 of a "
+                          "UTF-8 event") from None
+
+
+def _event(headers: Dict[str, HeaderValue], payload: bytes) -> Optional[SSEEvent]:
+    """The SSE event a Bedrock message other than a ``chunk`` stands for; None for
+    one to skip."""
+    kind = headers.get(":message-type")
+    if kind == "event":
+        return None  # a kind of event this reader does not know
     if kind in ("exception", "error"):
         name = headers.get(":exception-type") if kind == "exception" else headers.get(
             ":error-code")
@@ -93,10 +115,10 @@ def _event(message: StreamMessage) -> Optional[SSEEvent]:
             text = said if isinstance(said, str) else ""
         else:
             try:
-                payload = parse_json(message.payload) if message.payload.strip() else {}
+                parsed = parse_json(payload) if payload.strip() else {}
             except ValueError:
-                payload = {}
-            said = payload.get("message") if isinstance(payload, dict) else None
+                parsed = {}
+            said = parsed.get("message") if isinstance(parsed, dict) else None
             text = said if isinstance(said, str) else ""
         data = json.dumps({"type": name if isinstance(name, str) else "", "message": text})
         return SSEEvent(event=_EXCEPTION, data=data)

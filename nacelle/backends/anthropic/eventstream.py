@@ -35,7 +35,11 @@ Choices where the format leaves room, each as botocore's parser makes it:
   the body stopped inside a message.
 
 Cost: the bytes are kept in one ``bytearray`` and each feed decodes every whole message
-in it before dropping them at once, so a body fed a byte at a time is linear.
+in it before dropping them at once, so a body fed a byte at a time is linear. A
+stream repeats a few header blocks (every Bedrock chunk carries the same three
+headers), so a decoder keeps what its first 16 distinct blocks read as and gives a
+copy of that for the same bytes again: every message's two CRCs are still checked,
+and a block is only ever remembered after it was read and checked whole.
 
 Outer ring (beside the Bedrock backend that reads it), but held to a leaf's rules:
 imports the standard library and ``nacelle.errors`` only.
@@ -65,8 +69,10 @@ _PRELUDE = 12
 _EMPTY = 16  # a prelude and a message CRC, nothing between
 _INTS = {2: struct.Struct(">b"), 3: struct.Struct(">h"), 4: struct.Struct(">i"),
          5: struct.Struct(">q"), 8: struct.Struct(">q")}
-_LENGTHS = struct.Struct(">II")
+_PRELUDE_FIELDS = struct.Struct(">III")  # total length, headers length, prelude CRC
+_U32 = struct.Struct(">I")
 _U16 = struct.Struct(">H")
+_KNOWN_BLOCKS = 16  # distinct header blocks a decoder remembers; more are read each time
 _TYPE_NAMES = {0: "true", 1: "false", 2: "byte", 3: "short", 4: "integer", 5: "long",
                6: "byte array", 7: "string", 8: "timestamp", 9: "uuid"}
 
@@ -83,13 +89,14 @@ class EventStreamDecoder:
     """Turn the bytes of an ``application/vnd.amazon.eventstream`` body into
     :class:`Message` values. See the module docstring."""
 
-    __slots__ = ("truncated", "_buffer", "_closed", "_broken")
+    __slots__ = ("truncated", "_buffer", "_closed", "_broken", "_known")
 
     def __init__(self) -> None:
         self.truncated = False
         self._buffer = bytearray()
         self._closed = False
         self._broken = False
+        self._known: Dict[bytes, Dict[str, HeaderValue]] = {}  # header blocks read
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
@@ -97,6 +104,12 @@ class EventStreamDecoder:
 
     def feed(self, data: bytes) -> List[Message]:
         """Decode ``data`` and return the messages it completed, in order."""
+        return [Message(headers, payload) for headers, payload in self.feed_pairs(data)]
+
+    def feed_pairs(self, data: bytes) -> List[Tuple[Dict[str, HeaderValue], bytes]]:
+        """:meth:`feed`, each message as a ``(headers, payload)`` pair: what a reader
+        that makes its own value of every message (``bedrock_stream``) takes, without
+        a :class:`Message` made per message only to be read once."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"EventStreamDecoder.feed() takes bytes, not {type(data).__name__}")
         if self._closed:
@@ -105,14 +118,22 @@ class EventStreamDecoder:
             raise StreamError("the event stream already failed; start a new decoder")
         buffer = self._buffer
         buffer += data
-        out: List[Message] = []
+        if len(buffer) < _PRELUDE:
+            return []
+        out: List[Tuple[Dict[str, HeaderValue], bytes]] = []
         start = 0
         try:
-            while len(buffer) - start >= _PRELUDE:
-                total = self._prelude(buffer, start)
-                if len(buffer) - start < total:
+            # One copy of what is buffered, made only once a whole message is in it
+            # (so a body fed a byte at a time is still linear), then sliced per message.
+            if len(buffer) < self._prelude(buffer, 0):
+                return out
+            whole = bytes(buffer)
+            size = len(whole)
+            while size - start >= _PRELUDE:
+                total = self._prelude(whole, start)
+                if size - start < total:
                     break
-                out.append(_message(bytes(buffer[start:start + total])))
+                out.append(self._message(whole, start, start + total))
                 start += total
         except StreamError:
             self._broken = True
@@ -121,6 +142,26 @@ class EventStreamDecoder:
         if start:
             del buffer[:start]
         return out
+
+    def _message(self, whole: bytes, start: int,
+                 end: int) -> Tuple[Dict[str, HeaderValue], bytes]:
+        """The headers and payload of the whole message at ``whole[start:end]``, its
+        prelude already checked. A header block seen before (a stream repeats the same
+        few: every Bedrock chunk carries the same three) is read from what it gave
+        then, as a copy; it was checked whole when first read."""
+        crc = _U32.unpack_from(whole, end - 4)[0]
+        if zlib.crc32(whole[start:end - 4]) != crc:
+            raise StreamError("an event-stream message's CRC does not match: the stream is "
+                              "corrupt")
+        at = start + _PRELUDE
+        headers_end = at + _U32.unpack_from(whole, start + 4)[0]
+        block = whole[at:headers_end]
+        known = self._known.get(block)
+        if known is None:
+            known = _headers(block, 0, len(block))
+            if len(self._known) < _KNOWN_BLOCKS:
+                self._known[block] = known
+        return dict(known), whole[headers_end:end - 4]
 
     def close(self) -> List[Message]:
         """End the stream; ``truncated`` then tells whether a message was cut off."""
@@ -131,10 +172,9 @@ class EventStreamDecoder:
         return []
 
     @staticmethod
-    def _prelude(buffer: bytearray, start: int) -> int:
+    def _prelude(buffer: Union[bytes, bytearray], start: int) -> int:
         """The total length of the message at ``start``, its prelude checked."""
-        total, headers = _LENGTHS.unpack_from(buffer, start)
-        crc = struct.unpack_from(">I", buffer, start + 8)[0]
+        total, headers, crc = _PRELUDE_FIELDS.unpack_from(buffer, start)
         if zlib.crc32(buffer[start:start + 8]) != crc:
             raise StreamError("an event-stream message's prelude CRC does not match: the "
                               "stream is corrupt")
@@ -152,17 +192,6 @@ class EventStreamDecoder:
                               f"{total - _EMPTY - headers} bytes, more than the "
                               f"{MAX_PAYLOAD} allowed")
         return int(total)
-
-
-def _message(frame: bytes) -> Message:
-    """The message of one whole ``frame`` (its prelude already checked)."""
-    crc = struct.unpack_from(">I", frame, len(frame) - 4)[0]
-    if zlib.crc32(frame[:-4]) != crc:
-        raise StreamError("an event-stream message's CRC does not match: the stream is "
-                          "corrupt")
-    headers_length = _LENGTHS.unpack_from(frame, 0)[1]
-    end = _PRELUDE + headers_length
-    return Message(_headers(frame, _PRELUDE, end), frame[end:-4])
 
 
 def _headers(frame: bytes, at: int, end: int) -> Dict[str, HeaderValue]:
