@@ -1,7 +1,8 @@
 """Row 4: import cost, each statement in a fresh interpreter.
 
 The statements (``import nacelle``, ``from nacelle.backends import anthropic``, the
-same for ``chat`` and ``openrouter``, ``import requests``, ``import anthropic``,
+same for ``chat``, ``openrouter``, ``openai`` (Responses), ``gemini`` and
+``anthropic.clouds`` (Bedrock and Vertex), ``import requests``, ``import anthropic``,
 ``import openai``) and a bare start
 (``pass``) each run in a new ``python -E -s -c``; the rounds are interleaved, so a
 burst of load from elsewhere on the machine lands on every statement alike rather
@@ -34,6 +35,9 @@ STATEMENTS = {
     "nacelle + backend": "from nacelle.backends import anthropic",
     "nacelle + chat backend": "import nacelle.backends.chat",
     "nacelle + openrouter backend": "import nacelle.backends.openrouter",
+    "nacelle + responses backend": "import nacelle.backends.openai",
+    "nacelle + gemini backend": "import nacelle.backends.gemini",
+    "nacelle + bedrock/vertex backends": "import nacelle.backends.anthropic.clouds",
     "import anthropic": "import anthropic",
     "import openai": "import openai",
 }
@@ -138,6 +142,15 @@ def import_rows(quick: bool) -> List[Row]:
         ratio_row("4g", "nacelle + openrouter backend ÷ import requests (added wall)",
                   ratio("nacelle + openrouter backend", "import requests"), "≤ 0.6×", 0.6,
                   at_least=False, figures=[], label="nacelle+openrouter ÷ requests"),
+        ratio_row("4h", "nacelle + responses backend ÷ import requests (added wall)",
+                  ratio("nacelle + responses backend", "import requests"), "≤ 0.6×", 0.6,
+                  at_least=False, figures=[], label="nacelle+responses ÷ requests"),
+        ratio_row("4i", "nacelle + gemini backend ÷ import requests (added wall)",
+                  ratio("nacelle + gemini backend", "import requests"), "≤ 0.6×", 0.6,
+                  at_least=False, figures=[], label="nacelle+gemini ÷ requests"),
+        ratio_row("4j", "nacelle + bedrock/vertex ÷ import requests (added wall)",
+                  ratio("nacelle + bedrock/vertex backends", "import requests"), "≤ 0.6×",
+                  0.6, at_least=False, figures=[], label="nacelle+clouds ÷ requests"),
         Row("4c", "third-party modules loaded by import nacelle",
             None if third.startswith("check failed") else float(len(third.split(",")) if third else 0),
             "0", None if third.startswith("check failed") else not third, []),

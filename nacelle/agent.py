@@ -74,7 +74,6 @@ Core module: imports the standard library and nacelle's core modules only.
 from __future__ import annotations
 
 import dataclasses
-import html
 import json
 import logging
 import threading
@@ -186,6 +185,8 @@ class Result(Generic[OutputT]):
 
 
 def _esc(text: str) -> str:
+    import html  # notebook views only: not loaded with the core
+
     return html.escape(text, quote=True)
 
 

@@ -61,8 +61,6 @@ Core module: imports the standard library and nacelle's core modules only.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import hmac
 import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
@@ -119,6 +117,8 @@ def fingerprint(name: str, input: Any) -> str:
             input = bounded_json.loads(input, what="tool input") if input.strip() else {}
         except ValueError:
             pass  # fingerprint the raw text: the call's input never parsed (or nests too deep)
+    import hashlib  # checkpoints only: not loaded with the core
+
     text = input if isinstance(input, str) else canonical(input)
     return hashlib.sha256(f"{name}\0{text}".encode("utf-8")).hexdigest()
 
@@ -186,6 +186,8 @@ class Checkpoint:
 
     def verify(self) -> None:
         """Refuse a checkpoint whose pending calls do not match its conversation."""
+        import hmac  # checkpoints only: not loaded with the core
+
         calls = {c.id: c for c in self.calls()}
         if not self.pending:
             raise CheckpointError("the checkpoint has no pending call")
@@ -238,6 +240,8 @@ class Checkpoint:
     @classmethod
     def loads(cls, text: Union[str, bytes], key: Union[str, bytes, None] = None) -> "Checkpoint":
         """Read :meth:`dumps` text; with ``key``, its signature must be there and match."""
+        import hmac
+
         secret = None if key is None else signing_key(key)
         try:
             body = bounded_json.loads(text, what="checkpoint",
@@ -355,6 +359,9 @@ def signing_key(key: Any) -> bytes:
 
 
 def _sign(body: Dict[str, Any], secret: bytes) -> str:
+    import hashlib
+    import hmac
+
     return hmac.new(secret, canonical(body).encode("utf-8"), hashlib.sha256).hexdigest()
 
 

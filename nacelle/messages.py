@@ -34,7 +34,6 @@ Core module: imports the standard library, ``errors``, ``events`` and ``sse`` (a
 
 from __future__ import annotations
 
-import base64
 import enum
 import json
 import os
@@ -269,6 +268,8 @@ def _encode(data: Union[bytes, bytearray]) -> str:
     """``data`` as base64 text, encoded once: the encoder's ASCII bytes live only until
     the text is made from them, and the part keeps the text alone, so a large file's
     base64 is held once (what the wires send is made from this text as they write)."""
+    import base64  # only a part made from bytes needs it: not loaded with the core
+
     return base64.b64encode(data).decode("ascii")
 
 

@@ -91,7 +91,6 @@ Core module: imports the standard library and nacelle's core modules only.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import enum
 import json
@@ -99,7 +98,6 @@ import logging
 import os
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, TextIO, Tuple
@@ -174,6 +172,8 @@ class Observers:
         debug = log.isEnabledFor(logging.DEBUG)
         if not observers and not debug:
             return None
+        import uuid  # only a run that is observed needs an id: not loaded with the core
+
         return cls(observers, run_id or uuid.uuid4().hex, debug=debug)
 
     @property
@@ -362,6 +362,8 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, BaseException):
         return {"type": type(value).__name__, "message": str(value)}
     if isinstance(value, (bytes, bytearray)):
+        import base64
+
         return base64.b64encode(bytes(value)).decode("ascii")
     if isinstance(value, (tuple, list, set, frozenset)):
         return list(value)

@@ -40,15 +40,17 @@ Outer ring, but pure logic: imports the standard library and the core only, neve
 from __future__ import annotations
 
 import logging
-import random
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, Optional, Tuple, Union
 
 from .backend import Backend, Capabilities, Request, TurnEnd
 from .context import RunContext
 from .errors import ConfigError, RetryBudgetExceeded, _set_attempt, attempt, retryable
 from .events import Event
 from .messages import Message
+
+if TYPE_CHECKING:
+    import random
 
 __all__ = ["Retry", "RetryOptions"]
 
@@ -87,7 +89,7 @@ class Retry:
                                   f"{attribute!r}")
         self.backend = backend
         self.options = options
-        self._random = random.Random()
+        self._random = _new_random()
 
     @property
     def name(self) -> str:
@@ -107,7 +109,7 @@ class Retry:
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._random = random.Random()
+        self._random = _new_random()
 
     def count_tokens(self, request: Request, ctx: RunContext) -> int:
         return self.backend.count_tokens(request, ctx)
@@ -186,3 +188,11 @@ class Retry:
             f"the retry budget of {budget:g} s ran out on attempt {number}{said}"
             if budget is not None else f"the run's deadline passed on attempt {number}",
             attempt=number, budget=budget)
+
+
+def _new_random() -> random.Random:
+    """A ``random.Random`` of its own for the jitter (``random`` is imported with the
+    first ``Retry``, not with the core)."""
+    import random
+
+    return random.Random()

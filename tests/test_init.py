@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import nacelle
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,3 +57,33 @@ def test_the_nacelle_logger_has_a_null_handler():
 
     handlers = logging.getLogger("nacelle").handlers
     assert any(isinstance(h, logging.NullHandler) for h in handlers)
+
+
+# What only some features need, kept out of the imports a program pays for before it
+# does anything: checkpoints sign with hashlib/hmac, observers name a run with uuid,
+# notebook views escape with html, Retry's jitter and made-up call ids draw from
+# random/secrets, the AWS files need configparser, base URLs urllib.parse (the
+# transport loads it with requests at the first request). benchmarks/imports.py (row 4)
+# measures what the imports cost; this only keeps each of these out of them.
+DEFERRED = {"base64", "configparser", "hashlib", "hmac", "html", "random", "secrets",
+            "urllib.parse", "uuid", "zlib"}
+IMPORTS = {
+    "import nacelle": set(),
+    # Bedrock's event stream (re-exported by the anthropic backend) decodes each chunk
+    # with base64 and checks each frame with zlib's CRC-32, per event.
+    "from nacelle.backends import anthropic": {"base64", "zlib"},
+    "import nacelle.backends.anthropic.clouds": {"base64", "zlib"},
+    "import nacelle.backends.chat": set(),
+    "import nacelle.backends.openai": set(),
+    "import nacelle.backends.openrouter": set(),
+    "import nacelle.backends.gemini": set(),
+}
+
+
+@pytest.mark.parametrize("statement", sorted(IMPORTS))
+def test_importing_the_core_or_a_backend_leaves_feature_only_modules_unloaded(statement):
+    code = (f"import sys; before = set(sys.modules); {statement}; "
+            f"print(sorted((set(sys.modules) - before) & set({sorted(DEFERRED)!r})))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=str(ROOT), capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == repr(sorted(IMPORTS[statement]))

@@ -28,7 +28,6 @@ from __future__ import annotations
 import os
 import re
 from typing import Any, Callable, Dict, Mapping, Optional
-from urllib.parse import urlsplit
 
 from ..errors import ConfigError
 
@@ -80,6 +79,8 @@ def checked_settings(base_url: Any, max_retries: Any, timeouts: Mapping[str, Any
     Checked where a backend is made, before any header is, so a typo in a setting is
     an error at construction rather than at the first request.
     """
+    from urllib.parse import urlsplit  # imported where a backend is made, not with it
+
     parts = urlsplit(str(base_url))
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"base_url must be an http(s) URL with a host, got {base_url!r}")

@@ -14,7 +14,6 @@ Outer ring; imports the standard library only.
 from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Optional
-from urllib.parse import quote, urlsplit, urlunsplit
 
 __all__ = ["HIDDEN", "SECRET_WORDS", "hide", "is_secret", "safe_url", "scrub"]
 
@@ -31,6 +30,8 @@ def is_secret(name: str) -> bool:
 
 def hide(text: str, values: Iterable[Optional[str]]) -> str:
     """``text`` with every value in ``values`` (raw and URL-encoded) as ``<hidden>``."""
+    from urllib.parse import quote  # imported at first use, not with the backends
+
     for secret in values:
         if secret and len(secret) >= 4:
             for form in sorted({secret, quote(secret, safe=""), quote(secret)}, key=len,
@@ -55,6 +56,8 @@ def safe_url(url: Any) -> str:
     the user) is not repeated at all."""
     if not isinstance(url, str):
         return f"a {type(url).__name__}, not a URL"
+    from urllib.parse import urlsplit, urlunsplit
+
     parts = urlsplit(url)
     if not parts.netloc:
         return f"text that is not a URL with a host ({len(url)} characters)"

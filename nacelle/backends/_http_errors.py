@@ -40,11 +40,9 @@ from __future__ import annotations
 
 import email.utils
 import json
-import random
 import socket
 import time
 from typing import Any, Callable, Mapping, Optional
-from urllib.parse import urlsplit
 
 import requests
 
@@ -139,8 +137,13 @@ def api_error(status: int, headers: Mapping[str, str], body: bytes, *, name: str
 
 
 def retry_delay(headers: Mapping[str, str], retries_done: int,
-                rng: Callable[[], float] = random.random) -> float:
-    """Seconds to wait before retry number ``retries_done + 1``, the SDKs' rule."""
+                rng: Optional[Callable[[], float]] = None) -> float:
+    """Seconds to wait before retry number ``retries_done + 1``, the SDKs' rule
+    (``rng``: ``random.random`` unless given; imported at the first retry)."""
+    if rng is None:
+        import random
+
+        rng = random.random
     after = _retry_after({k.lower(): v for k, v in headers.items()})
     if after is not None and 0 < after <= 60:
         return float(after)
@@ -198,6 +201,8 @@ def stalled(where: str, seconds: float) -> StreamError:
 
 def where(url: str) -> str:
     """``host:port`` of ``url`` for messages (``[::1]:port`` for IPv6), no path or query."""
+    from urllib.parse import urlsplit  # loaded by the transport anyway; not with the backends
+
     parts = urlsplit(url)
     try:
         port: object = parts.port or (443 if parts.scheme == "https" else 80)

@@ -28,8 +28,6 @@ Outer ring: imports the standard library and nacelle's core (``messages``, ``err
 
 from __future__ import annotations
 
-import base64
-import binascii
 from dataclasses import dataclass
 from typing import FrozenSet, List, Sequence, Tuple, Union
 
@@ -88,8 +86,10 @@ def document_text(document: Document) -> str:
     """A ``text/plain`` document's text; a ConfigError when its data is not base64 of
     UTF-8 (a Document built by hand with bad data, not one ``from_bytes`` made)."""
     try:
+        import base64  # a text document's bytes only: not loaded with the backends
+
         return base64.b64decode(document.data, validate=True).decode("utf-8")
-    except (binascii.Error, ValueError):
+    except ValueError:  # binascii.Error is one
         raise ConfigError(
             f"a text/plain Document{' ' + repr(document.title) if document.title else ''}"
             " does not hold base64 of UTF-8 text") from None

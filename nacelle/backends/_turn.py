@@ -47,7 +47,6 @@ import functools
 import logging
 import os
 import threading
-import urllib.parse
 from typing import (
     TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Protocol, Union,
 )
@@ -329,6 +328,8 @@ def _observed_turn(
     headers: Optional[Mapping[str, str]], keepalive: Optional[Callable[[SSEEvent], bool]],
     request: Optional[Request], model: str,
 ) -> Iterator[Union[Event, TurnEnd]]:
+    import urllib.parse  # loaded by the transport anyway; not with the backends
+
     url = endpoint.base_url + path
     parts = urllib.parse.urlsplit(url)
     base = {"span": new_span(), "provider": endpoint.name, "model": model}

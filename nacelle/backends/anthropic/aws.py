@@ -37,13 +37,9 @@ Outer ring, held to a leaf's rules: imports the standard library and ``nacelle.e
 
 from __future__ import annotations
 
-import configparser
 import datetime
-import hashlib
-import hmac
 import os
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple, Union
-from urllib.parse import quote, urlsplit
 
 from ...errors import ConfigError
 
@@ -88,6 +84,9 @@ def sign(method: str, url: str, headers: Headers, body: bytes, creds: Credential
     ``headers`` are the ones that will be sent (``Host`` is taken from ``url`` when
     absent); each is signed. ``now`` defaults to the current UTC time.
     """
+    import hashlib  # SigV4 only: not loaded with the backends
+    import hmac
+
     moment = (now or datetime.datetime.now(datetime.timezone.utc)).astimezone(
         datetime.timezone.utc)
     stamp = moment.strftime("%Y%m%dT%H%M%SZ")
@@ -121,6 +120,8 @@ def canonical_request(method: str, url: str, headers: Headers,
     their inner runs of spaces made one; a name given twice has its values joined with
     a comma.
     """
+    from urllib.parse import quote, urlsplit  # not loaded with the backend
+
     parts = urlsplit(url)
     path = quote(parts.path or "/", safe="/~")
     pairs = sorted(pair.partition("=")[::2] for pair in parts.query.split("&") if pair)
@@ -133,6 +134,8 @@ def canonical_request(method: str, url: str, headers: Headers,
     names = sorted(found)
     lines = "".join(f"{name}:{','.join(found[name])}\n" for name in names)
     signed = ";".join(names)
+    import hashlib
+
     payload = hashlib.sha256(body).hexdigest()
     return "\n".join((method.upper(), path, query, lines, signed, payload)), signed
 
@@ -142,6 +145,9 @@ def _pairs(headers: Headers) -> Iterable[Tuple[str, str]]:
 
 
 def _hmac(key: bytes, text: str) -> bytes:
+    import hashlib
+    import hmac
+
     return hmac.new(key, text.encode("utf-8"), hashlib.sha256).digest()
 
 
@@ -156,6 +162,8 @@ def _files(environ: Mapping[str, str]) -> Tuple[str, str]:
 
 def _section(path: str, name: str) -> Optional[Dict[str, str]]:
     """The section ``name`` of the INI file at ``path``, or None (no file or section)."""
+    import configparser  # read at the first use of the AWS files, not with the backend
+
     parser = configparser.RawConfigParser(default_section="\0none")
     try:
         with open(os.path.expanduser(path), encoding="utf-8") as handle:

@@ -95,14 +95,12 @@ Outer ring: imports the standard library, nacelle's core, ``backends._turn``,
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import functools
 import json
 import os
 import re
 from typing import Any, Dict, Iterator, Mapping, Optional, Tuple, Union
-from urllib.parse import quote
 
 from ...backend import Capabilities, Request, TurnEnd
 from ...context import RunContext
@@ -234,11 +232,11 @@ class VertexBackend(_Cloud):
         if project is None:
             raise ConfigError("no Google Cloud project for Vertex AI: pass project= to "
                               "anthropic.vertex or set ANTHROPIC_VERTEX_PROJECT_ID")
-        return (f"/projects/{quote(project, safe='')}/locations/{quote(self.region, safe='')}"
+        return (f"/projects/{_quote(project, safe='')}/locations/{_quote(self.region, safe='')}"
                 "/publishers/anthropic/models")
 
     def _path(self) -> str:
-        return f"{self._models()}/{quote(self.model, safe='@')}:streamRawPredict"
+        return f"{self._models()}/{_quote(self.model, safe='@')}:streamRawPredict"
 
     def _body(self, request: Request, messages: Tuple[Message, ...]) -> Dict[str, Any]:
         body = to_wire(request, messages, model=self.model)
@@ -315,6 +313,14 @@ def vertex(*, model: str, project: Optional[str] = None, region: Optional[str] =
         pricing=pricing)
 
 
+def _quote(text: str, safe: str) -> str:
+    """``urllib.parse.quote``, imported at the first path built rather than with the
+    backends (see benchmarks/README.md, row 4)."""
+    from urllib.parse import quote
+
+    return quote(text, safe=safe)
+
+
 def _env(name: str) -> Optional[str]:
     return os.environ.get(name, "").strip() or None
 
@@ -349,7 +355,7 @@ class BedrockBackend(_Cloud):
                 f"base_url={self.base_url!r})")
 
     def _path(self) -> str:
-        return f"/model/{quote(self.model, safe='')}/invoke-with-response-stream"
+        return f"/model/{_quote(self.model, safe='')}/invoke-with-response-stream"
 
     def _body(self, request: Request, messages: Tuple[Message, ...]) -> Dict[str, Any]:
         body = to_wire(request, messages, model=self.model)
@@ -368,11 +374,13 @@ class BedrockBackend(_Cloud):
 
     def count_tokens(self, request: Request, ctx: RunContext) -> int:
         """The input tokens of ``request``, as Bedrock's ``CountTokens`` counts them."""
+        import base64  # token counts only
+
         invoke = self._body(request, request.messages)
         encoded = json.dumps(invoke, ensure_ascii=False, separators=(",", ":")).encode()
         body = {"input": {"invokeModel": {"body": base64.b64encode(encoded).decode("ascii")}}}
         answer = self._endpoint.transport.post_json(
-            f"/model/{quote(self.model, safe='')}/count-tokens", body, ctx)
+            f"/model/{_quote(self.model, safe='')}/count-tokens", body, ctx)
         tokens = answer.get("inputTokens") if isinstance(answer, dict) else None
         count = _wire_count(tokens) if type(tokens) is int else None
         if count is None:

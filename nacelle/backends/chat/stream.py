@@ -111,7 +111,6 @@ May import: the standard library, nacelle's core, ``backends._stream`` and ``wir
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -622,6 +621,8 @@ def usage_from(usage: Dict[str, Any], dialect: Dialect = Dialect()) -> Usage:
 
 def _made_id(seed: str, number: int, name: str, arguments: str) -> str:
     """The id of a call that came without one: the same for the same conversation."""
+    import hashlib  # a call that came without an id only: not loaded with the backend
+
     digest = hashlib.sha256(f"{seed}\0{number}\0{name}\0{arguments}".encode("utf-8"))
     return "call_" + digest.hexdigest()[:24]
 

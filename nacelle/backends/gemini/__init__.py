@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import urllib.parse
 from typing import Callable, Dict, Iterator, Optional, Tuple, Union
 
 from ...backend import Capabilities, Request, TurnEnd
@@ -105,6 +104,8 @@ class Backend:
         bare = model[len("models/"):] if model.startswith("models/") else model
         self.pricing = pricing if pricing is not None else price_for("gemini", bare)
         self._resource = model if "/" in model else f"models/{model}"
+        import urllib.parse  # imported where a backend is made, not with it
+
         self._base_path = f"/{urllib.parse.quote(self._resource, safe='/-._~')}"
         self._path = self._base_path + ":streamGenerateContent?alt=sse"
         self._endpoint = Endpoint(

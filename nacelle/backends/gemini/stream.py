@@ -68,7 +68,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import secrets
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ...backend import TurnEnd
@@ -138,7 +137,7 @@ class Accumulator:
         self._scrub = scrub or _unchanged
         self._price = price
         self._name = name
-        self._new_id = new_id or (lambda: "call_" + secrets.token_hex(8))
+        self._new_id = new_id or _new_call_id
         self.done = False
         self.response_id = ""
         self.response_model = ""
@@ -413,6 +412,14 @@ def _citations(grounding: Dict[str, Any]) -> Tuple[Citation, ...]:
     out += [Citation(uri, title, "", well_formed(dumps(chunks[n])))
             for n, (uri, title) in enumerate(sources) if n not in used and uri]
     return tuple(out)
+
+
+def _new_call_id() -> str:
+    """A call id for a call Gemini sent without one (``secrets`` — which loads
+    ``hmac``, ``base64`` and ``random`` — is imported here, not with the backend)."""
+    import secrets
+
+    return "call_" + secrets.token_hex(8)
 
 
 def _retry_delay(error: Dict[str, Any]) -> Optional[float]:
