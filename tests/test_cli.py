@@ -113,6 +113,38 @@ def test_a_write_with_no_terminal_to_ask_is_refused_and_the_run_exits_3(server, 
     assert not (tmp_path / "x.txt").exists()
 
 
+def test_on_a_pipe_the_first_words_are_readable_while_the_model_still_writes(server, tmp_path):
+    import select
+    import signal
+
+    chunks = anthropic_stream(["First words. ", "the rest."])
+    stall = next(i for i, c in enumerate(chunks) if b"the rest." in c)
+    server.queue("/v1/messages", Reply(chunks=[
+        (c, 60.0 if i == stall else 0.0) for i, c in enumerate(chunks)]))
+    environ = {k: v for k, v in os.environ.items()
+               if not k.startswith(("NACELLE_", "ANTHROPIC_", "OPENROUTER_"))}
+    environ.update({"PYTHONPATH": str(ROOT), "NO_COLOR": "1", "ANTHROPIC_API_KEY": KEY,
+                    "NACELLE_CONFIG": os.devnull, "ANTHROPIC_BASE_URL": server.url})
+    proc = subprocess.Popen([sys.executable, "-m", "nacelle", "Say it", "--root", str(tmp_path)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=environ, start_new_session=True)
+    try:
+        seen, deadline = b"", time.monotonic() + 30
+        while b"First words. " not in seen and time.monotonic() < deadline:
+            if select.select([proc.stdout], [], [], 0.5)[0]:
+                seen += os.read(proc.stdout.fileno(), 4096)
+        assert seen == b"First words. ", (seen, proc.poll())
+        assert proc.poll() is None  # the answer is still being written
+        proc.send_signal(signal.SIGINT)  # Ctrl-C keeps what was written
+        rest, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130 and b"(cancelled)" in err
+    assert (seen + rest).decode() == "First words. "
+
+
 def test_yes_approves_writes(server, tmp_path):
     server.queue("/v1/messages",
                  Reply(chunks=anthropic_stream([], tool_calls=[
@@ -159,8 +191,8 @@ def test_model_and_tool_text_reaches_the_terminal_only_as_visible_escapes(server
     out = nacelle("Look", "--root", str(tmp_path), server=server, env={"NO_COLOR": ""})
     assert out.returncode == 3, out.stderr  # its write was refused: no terminal
     assert not set(out.stdout + out.stderr) & INTERPRETED
-    assert out.stdout == "Done" + SHOWN + "\n"
-    assert "Looking" + SHOWN in out.stderr and "   ok read_file" in out.stderr
+    assert out.stdout == "Looking" + SHOWN + "\nDone" + SHOWN + "\n"
+    assert "   ok read_file" in out.stderr
     assert "notes\\x1b[1A\\x1b[2K" in out.stderr and "Allow write_file" in out.stderr
     assert not (tmp_path / "x.txt").exists()
 
@@ -222,13 +254,15 @@ def look_then_answer(*answer):
             Reply(chunks=anthropic_stream(list(answer))))
 
 
-def test_a_piped_diff_and_a_prompt_print_only_the_commit_message_on_stdout(server, tmp_path):
+def test_a_piped_diff_and_a_prompt_print_the_models_text_alone_on_stdout(server, tmp_path):
+    # Each turn's text streams to stdout as it comes, so the turn that looked first is
+    # there too, on a line of its own; tool lines and totals stay on stderr.
     server.queue("/v1/messages", *look_then_answer("Fix the ", "greeting typo"))
     diff = "diff --git a/greet.py b/greet.py\n-print('helo')\n+print('hello')\n"
     out = nacelle("write a commit message", "--root", str(tmp_path), server=server, stdin=diff)
     assert out.returncode == 0, out.stderr
-    assert out.stdout == "Fix the greeting typo\n"
-    assert "Let me look first." in out.stderr and "-> list_directory" in out.stderr
+    assert out.stdout == "Let me look first.\nFix the greeting typo\n"
+    assert "Let me look first." not in out.stderr and "-> list_directory" in out.stderr
     assert "== done:" in out.stderr and "$" in out.stderr
     sent = server.requests[0].json()["messages"][0]["content"][0]["text"]
     assert sent == "write a commit message\n\n" + diff
@@ -260,7 +294,7 @@ def test_quiet_leaves_only_the_answer(server, tmp_path):
     server.queue("/v1/messages", *look_then_answer("Done."))
     out = nacelle("go", "-q", "--root", str(tmp_path), server=server)
     assert out.returncode == 0, out.stderr
-    assert (out.stdout, out.stderr) == ("Done.\n", "")
+    assert (out.stdout, out.stderr) == ("Let me look first.\nDone.\n", "")
 
 
 def test_json_prints_one_result_object_valid_against_the_schema(server, tmp_path):

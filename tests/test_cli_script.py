@@ -35,13 +35,46 @@ def events():
                   messages=(user_text("q"), assistant_text("The answer.")))]
 
 
-def test_on_a_pipe_text_before_tool_calls_is_narration_and_the_answer_is_alone():
+class Pipe(io.StringIO):
+    """A stdout that records what each flush let through."""
+
+    def __init__(self):
+        super().__init__()
+        self.flushed = []
+
+    def flush(self):
+        self.flushed.append(self.getvalue())
+
+
+def test_on_a_pipe_each_delta_is_written_and_flushed_as_it_comes():
+    out, narrated = Pipe(), []
+    script = ScriptOutput(out, io.StringIO(), narrate=narrated.append)
+    for event in events()[:5]:
+        script.event(event)
+    assert out.flushed[-1] == "Reading.\nThe "
+    for event in events()[5:]:
+        script.event(event)
+    assert "Reading.\nThe answer." in out.flushed
+
+
+def test_every_turns_text_is_on_stdout_each_turn_on_its_own_line_ending_in_one_newline():
     out, narrated = io.StringIO(), []
     script = ScriptOutput(out, io.StringIO(), narrate=narrated.append)
     for event in events():
         script.event(event)
-    assert out.getvalue() == "The answer.\n"
-    assert narrated[0].kind is Kind.TEXT and narrated[0].text == "Reading."
+    assert out.getvalue() == "Reading.\nThe answer.\n"
+    assert Kind.TEXT not in [e.kind for e in narrated]
+    assert [e.kind for e in narrated][:2] == [Kind.TOOL_CALL, Kind.TURN]
+
+
+def test_with_a_schema_text_is_narration_and_stdout_holds_the_value():
+    out, narrated = io.StringIO(), []
+    script = ScriptOutput(out, io.StringIO(), narrate=narrated.append, structured=True)
+    done = Event(Kind.DONE, usage=Usage(1, 1), stop=Stop.END, output={"a": 1},
+                 messages=(user_text("q"), assistant_text('{"a": 1}')))
+    for event in [Event(Kind.TEXT, text='{"a": 1}'), done]:
+        script.event(event)
+    assert out.getvalue() == '{\n  "a": 1\n}\n' and narrated[0].kind is Kind.TEXT
 
 
 def test_the_result_object_matches_the_schema_and_an_unknown_cost_is_null():

@@ -10,13 +10,16 @@ its material. Stdin is read only when it is not a terminal, and read to its end:
 parent that keeps stdin open and writes nothing makes the CLI wait, as ``cat``
 would (``< /dev/null`` says there is nothing).
 
-Streams. stdout gets the answer and nothing else; tool lines, thinking, usage and
-cost go to stderr (``--quiet`` drops them; errors still show). When stdout is not a
-terminal, text a turn writes before calling tools ("Let me read the file first.")
-goes to stderr with the other narration, since that turn's text is not the answer:
-each turn's text is held until the turn ends and then sent by its stop. On a
-terminal it streams as it comes. With ``--schema`` the answer is the validated JSON
-value.
+Streams. stdout gets the model's text and nothing else; tool lines, thinking, usage
+and cost go to stderr (``--quiet`` drops them; errors still show). The text is
+written and flushed delta by delta, on a terminal and on a pipe alike, as ``llm``
+does (https://llm.datasette.io/en/stable/usage.html): a reader of the pipe sees the
+first words when the model writes them, and a Ctrl-C keeps what was written. So in a
+run that calls tools, the text a turn writes before its calls ("Let me read the file
+first.") is on stdout too, each turn's text starting a line of its own, since what
+streamed cannot be taken back once a later turn shows it was not the answer; the
+final turn's text alone is ``--json``'s ``text``. The text ends with one newline.
+With ``--schema`` the answer is the validated JSON value, and text is narration.
 
 ``--json`` prints one object when the run ends, described by
 ``result.schema.json`` beside this module (package data): text, output, stop,
@@ -150,34 +153,52 @@ def event_json(event: Event) -> Optional[Dict[str, Any]]:
     return {"kind": getattr(kind, "value", str(kind))}
 
 
+class _Plain:
+    """The answer's text as it came, made visible: what a pipe or a file gets."""
+
+    def feed(self, text: str) -> str:
+        return visible(text)
+
+    def end(self) -> str:
+        return ""
+
+
 class ScriptOutput:
     """Sends one run's events where they belong for ``mode`` ("text", "json", "jsonl").
 
     ``narrate`` shows an event to a person on stderr (the console Renderer's
-    ``event``), or None for ``--quiet``. ``live`` streams text as it comes (stdout is a
-    terminal) instead of holding each turn's text until the turn says what it was.
+    ``event``), or None for ``--quiet``. ``live`` says stdout is the terminal stderr
+    also writes to, so narration starts on a line of its own. ``text`` formats the
+    answer on its way out (``feed(delta) -> str``, ``end() -> str``: the Markdown
+    renderer on a terminal); by default it is written as it came, made visible.
     """
 
     def __init__(self, out: IO[str], err: IO[str], *, mode: str = "text",
                  narrate: Any = None, live: bool = False, structured: bool = False,
-                 session: Optional[str] = None) -> None:
+                 session: Optional[str] = None, text: Any = None) -> None:
         self.out, self.err, self.mode = out, err, mode
         self.narrate, self.live, self.structured = narrate, live, structured
         self.session = session
+        self.text = text if text is not None else _Plain()
         self.tools: List[ToolEvent] = []
         self.turns = 0
-        self._held: List[str] = []
         self._out_mid_line = False
+        self._new_turn = False  # a tool call or a turn's end since the last text
 
     def _emit(self, text: str) -> None:
         if text:
             self.out.write(text)
-            self.out.flush()
+            self.out.flush()  # a pipe gets each delta as it comes, not a buffer's worth
             self._out_mid_line = not text.endswith("\n")
+
+    def _end_text(self) -> None:
+        """Write what the text formatter still holds (a line not yet ended)."""
+        self._emit(self.text.end())
 
     def _show(self, event: Event) -> None:
         if self.narrate is None:
             return
+        self._end_text()
         if self._out_mid_line and self.live:
             self._emit("\n")  # one terminal shows both streams: start narration on its own line
         self.narrate(event)
@@ -194,28 +215,21 @@ class ScriptOutput:
         if kind is Kind.TEXT:
             if self.mode != "text" or self.structured:
                 self._show(event)  # the answer is the object or the value; text is narration
-            elif self.live:
-                self._emit(visible(event.text))
-            else:
-                self._held.append(event.text)
+                return
+            if self._new_turn and self._out_mid_line:
+                self._emit("\n")  # each turn's text starts a line of its own
+            self._new_turn = False
+            self._emit(self.text.feed(event.text))
             return
-        if kind is Kind.TOOL_CALL and self._held:
-            # A turn that calls a tool was narrating: its text so far goes out first.
-            held, self._held = "".join(self._held), []
-            self._show(Event(Kind.TEXT, text=held))
+        if kind in (Kind.TOOL_CALL, Kind.TURN):
+            self._new_turn = True
         if kind is Kind.TURN:
             self.turns += 1
-            held, self._held = "".join(self._held), []
-            if held and event.stop is Stop.TOOLS:
-                self._show(Event(Kind.TEXT, text=held))
-            else:
-                self._emit(visible(held))
         if kind is Kind.DONE:
             self._finish(event)
         self._show(event)
 
     def _finish(self, done: Event) -> None:
-        held, self._held = "".join(self._held), []
         if self.mode == "json":
             self._emit(json_text(result_json(done, self.tools, self.turns, self.session),
                                  indent=2) + "\n")
@@ -226,6 +240,6 @@ class ScriptOutput:
             if done.output is not None:
                 self._emit(json_text(_jsonable(done.output), indent=2) + "\n")
         else:
-            self._emit(visible(held))
+            self._end_text()
             if self._out_mid_line:
                 self._emit("\n")
