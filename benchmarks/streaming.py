@@ -79,7 +79,7 @@ def throughput_rows(server: ServerProcess, runs: int) -> List[Row]:
                               label=f"{wire}: {sdk.split()[0]} ÷ nacelle"))
         rows.append(ratio_row(number + "b", f"{title}, nacelle ÷ floor",
                               ours.median / floor.median if ours and floor else None,
-                              "≤ 2.5×", 2.5, at_least=False, figures=[],
+                              "≤ 1.5×", 1.5, at_least=False, figures=[],
                               label=f"{wire}: nacelle ÷ floor"))
     return rows
 

@@ -60,7 +60,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from .bounded_json import MAX_DEPTH, TooDeep, depth_exceeds
 from .errors import StreamError
@@ -316,7 +316,17 @@ def parse_json(text: Union[str, bytes, bytearray]) -> Any:
         text = text.decode(json.detect_encoding(text), "surrogatepass")
     if depth_exceeds(text, MAX_JSON_DEPTH):
         raise TooDeep("JSON", MAX_JSON_DEPTH)
-    return _DECODER.decode(text)
+    # An event's data is one value with nothing around it: the scanner reads it at
+    # once, without decode()'s two whitespace matches. Anything else (whitespace
+    # around the value, text after it, text that is not JSON) takes decode(), which
+    # accepts and refuses exactly what it always did, with its own message.
+    try:
+        value, end = _SCAN(text, 0)
+    except StopIteration:
+        return _DECODER.decode(text)
+    if end != len(text):
+        return _DECODER.decode(text)
+    return value
 
 
 def _not_finite(name: str) -> float:
@@ -331,6 +341,7 @@ def _finite(text: str) -> float:
 
 
 _DECODER = json.JSONDecoder(parse_constant=_not_finite, parse_float=_finite)
+_SCAN: Callable[[str, int], Tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
 
 
 def _as_bytes(data: object) -> bytes:

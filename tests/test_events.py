@@ -104,6 +104,32 @@ def test_event_defaults_match_the_contract():
         "", None, 0.0, False, False, "")
 
 
+def test_event_takes_its_fields_in_order_with_their_defaults_as_a_dataclass_would():
+    import inspect
+
+    parameters = list(inspect.signature(Event).parameters.values())
+    fields = dataclasses.fields(Event)
+    assert [p.name for p in parameters] == [f.name for f in fields]
+    assert [p.default for p in parameters][1:] == [f.default for f in fields][1:]
+    assert parameters[0].default is inspect.Parameter.empty
+    every = dict(kind=Kind.DONE, text="t", tool=ToolEvent("i", 0, "n", "{}"), usage=Usage(3),
+                 stop=Stop.END, messages=("m",), output={"a": 1}, checkpoint="c",
+                 compaction="k", agent=("child",), via="call")
+    made = Event(**every)  # type: ignore[arg-type]
+    assert {f.name: getattr(made, f.name) for f in fields} == every
+    assert Event(*every.values()) == made  # type: ignore[arg-type]
+    assert dataclasses.replace(made, text="u") == Event(**{**every, "text": "u"})  # type: ignore[arg-type]
+
+
+def test_a_delta_made_from_the_template_equals_one_made_by_init():
+    from nacelle.events import _delta
+
+    made = _delta(Kind.THINKING, "hm")
+    assert made == Event(Kind.THINKING, text="hm") and type(made) is Event
+    assert made.__dict__ == Event(Kind.THINKING, text="hm").__dict__
+    assert hash(made) == hash(Event(Kind.THINKING, text="hm"))
+
+
 def test_event_repr_shows_only_what_matters_for_its_kind():
     assert repr(Event(Kind.TEXT, text="hi")) == "Event(kind=Kind.TEXT, text='hi')"
     done = repr(Event(Kind.DONE, usage=Usage(1), stop=Stop.END, messages=(1, 2)))

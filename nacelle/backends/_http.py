@@ -426,6 +426,7 @@ def iter_sse(
     unregister = ctx.on_cancel(lambda: cutoff.cut("cancelled"))
     read = _reader(response)
     progress = time.monotonic()
+    is_set, deadline = ctx.cancelled.is_set, ctx.deadline  # a context's deadline is fixed
     try:
         while True:
             ctx.check()
@@ -470,12 +471,19 @@ def iter_sse(
                 unregister()
                 _release(response)
                 return
-            for event in decoder.feed(data):
-                # One read can hold hundreds of events: the run is looked at before
-                # each, so a cancel set while the consumer handled one stops the next.
-                ctx.check()
+            events = decoder.feed(data)
+            # The stall clock restarts when a read brings an event that is not a
+            # keepalive: asked once a read, not once an event, as the events of one
+            # read all arrived at the same moment.
+            for event in events:
                 if keepalive is None or not keepalive(event):
                     progress = time.monotonic()
+                    break
+            for event in events:
+                # One read can hold hundreds of events: the run is looked at before
+                # each, so a cancel set while the consumer handled one stops the next.
+                if is_set() or (deadline is not None and ctx.expired()):
+                    ctx.check()
                 yield event
                 if final is not None and final(event):
                     if _drain(read, sock, cutoff, ctx, read_timeout):

@@ -99,7 +99,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 from ...backend import TurnEnd
 from ...compaction.strategies import Compacted
 from ...errors import StreamError, StreamTruncated
-from ...events import Event, Kind, Stop, ToolEvent, Usage, _wire_count
+from ...events import Event, Kind, Stop, ToolEvent, Usage, _delta as _delta_event, _wire_count
 from ...messages import Citation, Part, ProviderBlock, Reasoning, Text, ToolCall
 from ...pricing import Price
 from ...sse import SSEEvent, parse_json
@@ -130,6 +130,8 @@ _CALLS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 # The usage fields read, by their wire name.
 _COUNTS = ("input_tokens", "output_tokens", "cache_read_input_tokens",
            "cache_creation_input_tokens")
+
+_TEXT, _THINKING = Kind.TEXT, Kind.THINKING
 
 _NO_RESULT = "Anthropic sent no result for this server-side call"
 _FAILED = "the stream failed before Anthropic sent a result for this server-side call"
@@ -216,6 +218,20 @@ class Accumulator:
 
     def feed_event(self, event: str, data: Any) -> List[Event]:
         """Take one SSE event (its name and parsed JSON data); return what to yield."""
+        if event == "content_block_delta" and type(data) is dict and not self._stopped:
+            # Nearly every event of a stream is a text delta: it takes the shortest
+            # path through the checks below (the same checks, in the same order), and
+            # anything else about it goes the long way, to _delta and its errors.
+            index = data.get("index")
+            block = self._blocks.get(index) if type(index) is int else None
+            delta = data.get("delta")
+            if (block is not None and not block.closed and type(delta) is dict
+                    and delta.get("type") == "text_delta"):
+                text = delta.get("text")
+                if type(text) is str:
+                    shown = block.text.add(text)
+                    return [_delta_event(_TEXT, shown)] if shown else []
+            return self._delta(data)
         kind = event if event and event != "message" else ""
         if isinstance(data, dict) and not kind:
             named = data.get("type")
@@ -373,10 +389,10 @@ class Accumulator:
         kind = delta.get("type")
         if kind == "text_delta":
             text = block.text.add(self._text(delta, "text", kind, required=True))
-            return [Event(Kind.TEXT, text=text)] if text else []
+            return [_delta_event(_TEXT, text)] if text else []
         if kind == "thinking_delta":
             text = block.text.add(self._text(delta, "thinking", kind, required=True))
-            return [Event(Kind.THINKING, text=text)] if text else []
+            return [_delta_event(_THINKING, text)] if text else []
         if kind == "signature_delta":
             block.signature = self._text(delta, "signature", kind, required=True)  # set, never appended
         elif kind == "compaction_delta":  # a compaction block's summary, as it comes
