@@ -212,7 +212,15 @@ class Accumulator:
     def feed(self, sse: SSEEvent) -> List[Event]:
         """Take one SSE event; its name is not looked at (servers send none, or
         ``message``)."""
-        return self.feed_data(sse.data)
+        data = sse.data
+        if data[:1] == "{":  # a chunk, as nearly every event is: straight to the parser
+            try:
+                chunk = parse_json(data)
+            except ValueError:
+                pass  # feed_data names the error, outside this handler
+            else:
+                return self.feed_chunk(chunk)
+        return self.feed_data(data)
 
     def feed_data(self, data: str) -> List[Event]:
         """Take one SSE ``data`` payload: a JSON chunk, or the ``[DONE]`` sentinel.
@@ -265,8 +273,10 @@ class Accumulator:
         if len(choices) == 1:
             choice = choices[0]
             # The first choice only; an index of the wrong type is no first choice.
-            if type(choice) is dict and _first(choice.get("index", 0)):
-                return self._choice(choice)
+            if type(choice) is dict:
+                index = choice.get("index", 0)
+                if type(index) is int and index == 0:
+                    return self._choice(choice)
             return []
         events: List[Event] = []
         for choice in choices:
@@ -281,49 +291,25 @@ class Accumulator:
             self.response_model = self._scrub(model)[:200]
 
     def _choice(self, choice: Dict[str, Any]) -> List[Event]:
-        if choice.get("error"):
+        get = choice.get
+        if get("error"):
             raise self._stream_error(choice["error"])
         events: List[Event] = []
-        delta = choice.get("delta")
+        delta = get("delta")
         if type(delta) is dict:
-            get = delta.get
-            for field in self._reasoning_fields:
-                if get(field) is not None:
-                    reasoning = self._text_of(delta, field)
-                    if reasoning:
-                        self._add_reasoning(reasoning, events)
-                        break
-            if self._read_details:
-                details = get("reasoning_details")
-                if type(details) is list:
-                    self._seen("reasoning")
-                    if self._details is None:
-                        self._details = []
-                    for fragment in details:
-                        if type(fragment) is dict:
-                            _merge_detail(self._details, fragment)
-            for key in ("content", "refusal"):
-                text = get(key)
-                if text is None:
-                    continue
-                if type(text) is list and key == "content":
-                    self._typed_chunks(text, events)
-                    continue
-                if type(text) is not str:
-                    text = self._text_of(delta, key)  # logged and read as none
-                if text:
-                    if key == "refusal":
-                        self._refused = True
-                    self._add_text(text, events)
-            calls = get("tool_calls")
-            if calls is not None and type(calls) is list:
-                for fragment in calls:
-                    if type(fragment) is dict:
-                        self._tool_fragment(fragment, events)
-        finish = choice.get("finish_reason")
+            # The common delta, ``content`` text and perhaps the repeated ``role``,
+            # holds nothing else to look at.
+            size = len(delta)
+            content = delta.get("content") if size < 3 else None
+            if type(content) is str and (size == 1 or "role" in delta):
+                if content:
+                    self._add_text(content, events)
+            else:
+                self._delta(delta, events)
+        finish = get("finish_reason")
         if finish and type(finish) is str and self._finish != "error":
             self._finish = finish
-            native = choice.get("native_finish_reason")
+            native = get("native_finish_reason")
             if isinstance(native, str):
                 self._native_finish = native
             events.extend(self._end_texts())
@@ -331,9 +317,47 @@ class Accumulator:
                 events.extend(self._settle_all())
         return events
 
+    def _delta(self, delta: Dict[str, Any], events: List[Event]) -> None:
+        """Read a delta of any shape: reasoning, reasoning details, text or refusal,
+        tool-call fragments."""
+        get = delta.get
+        for field in self._reasoning_fields:
+            if get(field) is not None:
+                reasoning = self._text_of(delta, field)
+                if reasoning:
+                    self._add_reasoning(reasoning, events)
+                    break
+        if self._read_details:
+            details = get("reasoning_details")
+            if type(details) is list:
+                self._seen("reasoning")
+                if self._details is None:
+                    self._details = []
+                for fragment in details:
+                    if type(fragment) is dict:
+                        _merge_detail(self._details, fragment)
+        for key in ("content", "refusal"):
+            text = get(key)
+            if text is None:
+                continue
+            if type(text) is list and key == "content":
+                self._typed_chunks(text, events)
+                continue
+            if type(text) is not str:
+                text = self._text_of(delta, key)  # logged and read as none
+            if text:
+                if key == "refusal":
+                    self._refused = True
+                self._add_text(text, events)
+        calls = get("tool_calls")
+        if calls is not None and type(calls) is list:
+            for fragment in calls:
+                if type(fragment) is dict:
+                    self._tool_fragment(fragment, events)
+
     def _add_text(self, text: str, events: List[Event]) -> None:
-        if self._order[-1:] != ["text"]:
-            self._seen("text")
+        if "text" not in self._order:
+            self._order.append("text")
         text = self._text.add(text)
         if text:
             events.append(Event(Kind.TEXT, text=text))

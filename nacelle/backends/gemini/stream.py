@@ -156,7 +156,7 @@ class Accumulator:
     def feed(self, sse: SSEEvent) -> List[Event]:
         """Take one SSE event: its ``data`` is one GenerateContentResponse."""
         data = sse.data
-        if not data.strip():
+        if data[:1] != "{" and not data.strip():
             return []
         try:
             chunk = parse_json(data)
@@ -171,22 +171,35 @@ class Accumulator:
         """Take one parsed chunk; return the events it carries."""
         if not isinstance(chunk, dict):
             raise StreamError(f"{self._name} sent a chunk that is not a JSON object")
-        error = chunk.get("error")
+        get = chunk.get
+        error = get("error")
         if isinstance(error, dict):
             raise self._error(error)
-        for key, attribute in (("responseId", "response_id"), ("modelVersion", "response_model")):
-            if isinstance(chunk.get(key), str):
-                setattr(self, attribute, chunk[key])
-        usage = chunk.get("usageMetadata")
+        value = get("responseId")
+        if isinstance(value, str):
+            self.response_id = value
+        value = get("modelVersion")
+        if isinstance(value, str):
+            self.response_model = value
+        usage = get("usageMetadata")
         if isinstance(usage, dict):
             self._usage = usage
         events: List[Event] = []
-        candidates = chunk.get("candidates")
+        candidates = get("candidates")
         candidate = candidates[0] if isinstance(candidates, list) and candidates else None
         if isinstance(candidate, dict):
             content = candidate.get("content")
             parts = content.get("parts") if isinstance(content, dict) else None
             for part in parts if isinstance(parts, list) else ():
+                if type(part) is dict and len(part) == 1:
+                    # A bare text part while a text part is open, as nearly every
+                    # chunk holds: read here as _part and _text would read it.
+                    text, block = part.get("text"), self._open
+                    if type(text) is str and block is not None and block.kind == "text":
+                        text = block.text.add(text)
+                        if text:
+                            events.append(Event(Kind.TEXT, text=text))
+                        continue
                 events += self._part(part)
             grounding = candidate.get("groundingMetadata")
             if isinstance(grounding, dict):

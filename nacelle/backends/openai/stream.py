@@ -182,7 +182,7 @@ class Accumulator:
     def feed(self, sse: SSEEvent) -> List[Event]:
         """Take one SSE event; its ``data`` JSON says what it is."""
         data = sse.data
-        if not data.strip() or data.strip() == "[DONE]":
+        if data[:1] != "{" and (not data.strip() or data.strip() == "[DONE]"):
             return []
         try:
             event = parse_json(data)
@@ -199,7 +199,18 @@ class Accumulator:
         if not isinstance(event, dict):
             raise StreamError(f"{self._name} sent an event that is not a JSON object: "
                               f"{self._scrub(_compact(event)[:4000])[:80]!r}")
-        kind = event.get("type")
+        get = event.get
+        kind = get("type")
+        if kind == "response.output_text.delta":
+            # The event nearly every one is: its item already made and named, read
+            # here as _item_for and _text would read it.
+            delta, index, item_id = get("delta"), get("output_index"), get("item_id")
+            item = self._items.get(index) if type(index) is int else None
+            if (item is not None and type(delta) is str and type(item_id) is str
+                    and item.id == item_id):
+                delta = item.text.add(delta)
+                return [Event(Kind.TEXT, text=delta)] if delta else []
+            return self._text(event, kind, refusal=False)
         if not isinstance(kind, str):
             kind = name if name and name != "message" else ""
         if kind == "response.output_text.delta":
