@@ -1,5 +1,9 @@
 """Row 9: the per-turn request build, to the body the transport sends, at 100, 1,000
-and 10,000 messages, on the Anthropic and the Chat Completions wires.
+and 10,000 messages, on the Anthropic (9a-b), Chat Completions (9c-d), Responses
+(9e-f), Gemini (9g-h), Bedrock (9i-j) and Vertex AI (9k-l) wires. The Responses and
+Gemini backends have no ``encode_body``: what they send is the transport's
+``json.dumps`` of ``to_wire``, and that is what is measured for them. Bedrock and
+Vertex send the Anthropic wire's ``encode_body`` in their own frame.
 
 What ``Backend.turn`` does before the request leaves: ``encode_body`` with the
 backend's ``WireCache``, in the steady state of a run — the run's earlier turns were
@@ -43,6 +47,9 @@ from measure import Row, Stat, ratio_row  # noqa: E402
 
 SIZES = (100, 1_000, 10_000)
 TURNS = 40  # measured turns per run, each adding two messages
+#: Wires that rebuild the whole body every turn (no encode_body): each turn is as
+#: costly as the last, so a few are measured, which keeps a full run short.
+UNCACHED = {"responses": 4, "gemini": 4}
 SENTENCE = "Here is a sentence of about the length a person types into a chat box."
 
 
@@ -87,11 +94,37 @@ def conversation(size: int) -> Tuple[Any, ...]:
 
 
 def wires() -> Dict[str, Tuple[Callable[..., Any], Callable[..., bytes]]]:
-    """name -> (to_wire(request, messages), encode_body(request, messages, cache))."""
-    from nacelle.backends import chat
+    """name -> (to_wire(request, messages), what the backend's turn sends for them:
+    ``encode_body(request, messages, cache)`` where the wire has one, else the
+    transport's ``json.dumps`` of ``to_wire``)."""
+    import functools
+
+    from nacelle.backends import anthropic, chat
     from nacelle.backends.anthropic import wire as anthropic_wire
     from nacelle.backends.chat import wire as chat_wire
+    from nacelle.backends.gemini import wire as gemini_wire
+    from nacelle.backends.openai import wire as responses_wire
+    clouds = {
+        "bedrock": anthropic.bedrock(model="us.anthropic.claude-opus-4-1-20250805-v1:0",
+                                     region="us-west-2", api_key="bench-key"),
+        "vertex": anthropic.vertex(model="claude-opus-4-1@20250805", project="bench",
+                                   region="us-east5", token="bench-token"),
+    }
+
+    def cloud(name: str) -> Tuple[Callable[..., Any], Callable[..., Any]]:
+        backend: Any = clouds[name]
+        return (backend._body,
+                lambda r, m, c: anthropic_wire.encode_body(
+                    r, m, model=backend.model, cache=c,
+                    shape=functools.partial(backend._shape, r)))
+
     return {
+        "responses": (lambda r, m: responses_wire.to_wire(r, m, model="gpt-5-mini"),
+                      lambda r, m, c: _dumps(responses_wire.to_wire(r, m, model="gpt-5-mini"))),
+        "gemini": (lambda r, m: gemini_wire.to_wire(r, m, model="gemini-2.5-flash"),
+                   lambda r, m, c: _dumps(gemini_wire.to_wire(r, m, model="gemini-2.5-flash"))),
+        "bedrock": cloud("bedrock"),
+        "vertex": cloud("vertex"),
         "anthropic": (lambda r, m: anthropic_wire.to_wire(r, m, model="claude-opus-5"),
                       lambda r, m, c: anthropic_wire.encode_body(r, m, model="claude-opus-5",
                                                                  cache=c)),
@@ -113,7 +146,7 @@ def one_run(wire: str, size: int) -> Dict[str, float]:
     # The run so far: its earlier turns encoded (the cache warm), checked exactly.
     assert encode(request, messages[:-2], cache) == _dumps(to_wire(request, messages[:-2]))
     grown = [messages]
-    for n in range(TURNS):
+    for n in range(UNCACHED.get(wire, TURNS)):
         grown.append(grown[-1] + _turn(10_000_000 + n))
     gc.collect()
     started = time.perf_counter()
@@ -146,7 +179,9 @@ def one_run(wire: str, size: int) -> Dict[str, float]:
 
 def request_build_rows(runs: int) -> List[Row]:
     rows = []
-    for number, wire in (("9a", "anthropic"), ("9b", "chat")):
+    for (flat_row, versus_row), wire in (
+            (("9a", "9b"), "anthropic"), (("9c", "9d"), "chat"), (("9e", "9f"), "responses"),
+            (("9g", "9h"), "gemini"), (("9i", "9j"), "bedrock"), (("9k", "9l"), "vertex")):
         stats: Dict[int, Dict[str, Stat]] = {}
         sizes: Dict[int, float] = {}
         for size in SIZES:
@@ -162,11 +197,11 @@ def request_build_rows(runs: int) -> List[Row]:
                    f"{stats[size]['full'].show(' µs', 0)}" for size in SIZES]
         flat = stats[10_000]["build"].median / stats[1_000]["build"].median
         versus = stats[10_000]["build"].median / stats[10_000]["bare"].median
-        rows.append(ratio_row(number[:-1] + "ac"[number == "9b"],
+        rows.append(ratio_row(flat_row,
                               f"request build, {wire}: 10,000 ÷ 1,000 messages", flat,
                               "≤ 3×", 3.0, at_least=False, figures=figures,
                               label=f"build {wire} 10k ÷ 1k"))
-        rows.append(ratio_row(number[:-1] + "bd"[number == "9b"],
+        rows.append(ratio_row(versus_row,
                               f"request build, {wire}: nacelle ÷ bare json.dumps at 10,000",
                               versus, "≤ 1.5×", 1.5, at_least=False, figures=[],
                               label=f"build {wire} ÷ json.dumps"))

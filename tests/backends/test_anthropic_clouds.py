@@ -493,6 +493,32 @@ def test_an_agent_streams_calls_a_tool_and_reports_cost_through_each_cloud(
         assert all(r.headers["authorization"] == f"Bearer {TOKEN}" for r in server.requests)
 
 
+@pytest.mark.parametrize("cloud", ["vertex", "bedrock"])
+def test_every_turn_of_a_run_sends_exactly_the_clouds_body_from_messages_encoded_once(
+        monkeypatch, server, cloud):
+    # The body goes out as the Anthropic wire's cached encoding in the cloud's frame;
+    # what arrives must be, byte for byte, json.dumps of the body built whole.
+    keys(monkeypatch)
+    backend: Any = vertex(server) if cloud == "vertex" else bedrock(server)
+    path = VERTEX_PATH if cloud == "vertex" else BEDROCK_PATH
+    request = Request("Be brief.", tools=(get_weather,))
+    messages: Any = (user_text("Weather in Paris? é ✓"),)
+    for n in range(4):
+        chunks = anthropic_stream([f"Checking {n}."])
+        server.queue(path, Reply(chunks=chunks) if cloud == "vertex" else eventstream(chunks))
+        list(backend.turn(request, messages, RunContext()))
+        whole = json.dumps(backend._body(request, messages), ensure_ascii=False,
+                           separators=(",", ":")).encode("utf-8")
+        assert server.requests[-1].body == whole
+        call = nacelle.ToolCall(f"toolu_{n}", "get_weather", '{"city": "Paris"}')
+        messages += (nacelle.Message(nacelle.Role.ASSISTANT, (nacelle.Text("Let me see."), call)),
+                     nacelle.Message(nacelle.Role.USER, (nacelle.ToolResult(
+                         call.id, call.name, "21 degrees, sun"),)))
+    assert "1 requests" in repr(backend._wire_cache)  # the run's prefix was kept
+    if cloud == "bedrock":
+        assert all(signed_by(r, server) for r in server.requests)
+
+
 # -- what every backend promises, on the clouds' wires ----------------------------------------
 
 def test_a_bedrock_body_cut_inside_a_message_is_stream_truncated(monkeypatch, server):

@@ -89,8 +89,11 @@ regional endpoint may cost more (Anthropic's pricing page notes a 10% premium on
 regional endpoints for the newer models), which ``pricing=`` can say.
 
 Outer ring: imports the standard library, nacelle's core, ``backends._turn``,
-``backends._sampling``, and beside it ``wire``, ``stream``, ``claude``,
+``backends._sampling``, ``backends._wire_cache``, and beside it ``wire``, ``stream``, ``claude``,
 ``bedrock_stream``, ``aws`` and ``gcp``; never ``__init__``.
+
+A turn's body is the Anthropic wire's ``encode_body`` in the cloud's frame (``_shape``):
+each message's JSON encoded once a run, as the Anthropic backend does.
 """
 
 from __future__ import annotations
@@ -111,13 +114,14 @@ from ...native import is_native
 from ...pricing import price_for
 from .._sampling import claude_exclusive
 from .._turn import Endpoint, check_model, count_tokens, stream_turn
+from .._wire_cache import WireCache
 from . import aws
 from .claude import beta_header, capabilities, has_output_format, is_ping, open_server_calls
 from .claude import settings_for
 from .bedrock_stream import BedrockAccumulator, BedrockEvents
 from .gcp import TokenSource, Tokens, project_from_environment
 from .stream import Accumulator, Pricing
-from .wire import betas, count_tokens_body, to_wire
+from .wire import betas, count_tokens_body, encode_body, to_wire
 
 __all__ = ["BEDROCK_VERSION", "BedrockBackend", "VERTEX_VERSION", "VertexBackend", "bedrock",
            "bedrock_capabilities", "claude_name", "vertex", "vertex_capabilities"]
@@ -169,6 +173,7 @@ class _Cloud:
         self.model = model
         self.pricing = pricing
         self._endpoint = endpoint
+        self._wire_cache = WireCache()  # each message's JSON, encoded once a run
         self.base_url = endpoint.base_url
         structured = self.cloud_capabilities.structured_output and has_output_format(claude)
         self.capabilities = dataclasses.replace(
@@ -176,6 +181,12 @@ class _Cloud:
             settings=settings_for(claude), exclusive_settings=claude_exclusive(claude))
 
     def _body(self, request: Request, messages: Tuple[Message, ...]) -> Dict[str, Any]:
+        """The body as a dict (a token count sends it inside another)."""
+        return self._shape(request, to_wire(request, messages, model=self.model))
+
+    def _shape(self, request: Request, body: Dict[str, Any]) -> Dict[str, Any]:
+        """The Anthropic body made this cloud's: its frame only, never ``messages``
+        (so a turn's body is the Anthropic wire's cached one in this frame)."""
         raise NotImplementedError
 
     def _path(self) -> str:
@@ -190,7 +201,8 @@ class _Cloud:
     def turn(self, request: Request, messages: Tuple[Message, ...],
              ctx: RunContext) -> Iterator[Union[Event, TurnEnd]]:
         """One model turn: its deltas as they arrive, then its TurnEnd."""
-        body = self._body(request, messages)
+        body = encode_body(request, messages, model=self.model, cache=self._wire_cache,
+                           shape=functools.partial(self._shape, request))
         calls = open_server_calls(messages)
         return stream_turn(
             self._endpoint, self._path(), body, ctx,
@@ -238,8 +250,7 @@ class VertexBackend(_Cloud):
     def _path(self) -> str:
         return f"{self._models()}/{_quote(self.model, safe='@')}:streamRawPredict"
 
-    def _body(self, request: Request, messages: Tuple[Message, ...]) -> Dict[str, Any]:
-        body = to_wire(request, messages, model=self.model)
+    def _shape(self, request: Request, body: Dict[str, Any]) -> Dict[str, Any]:
         del body["model"]
         _without_eager_input(body)
         body["anthropic_version"] = VERTEX_VERSION
@@ -357,8 +368,7 @@ class BedrockBackend(_Cloud):
     def _path(self) -> str:
         return f"/model/{_quote(self.model, safe='')}/invoke-with-response-stream"
 
-    def _body(self, request: Request, messages: Tuple[Message, ...]) -> Dict[str, Any]:
-        body = to_wire(request, messages, model=self.model)
+    def _shape(self, request: Request, body: Dict[str, Any]) -> Dict[str, Any]:
         del body["model"]
         body.pop("stream", None)
         body["anthropic_version"] = BEDROCK_VERSION

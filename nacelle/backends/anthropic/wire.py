@@ -111,7 +111,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ...backend import CallProfile, Effort, MCPServer, Request, Thinking
 from ...errors import ConfigError
@@ -593,16 +593,21 @@ def _last_cacheable(messages: List[Dict[str, Any]], start: int) -> Optional[Dict
 # (sorted first in a user message), whether it can carry a breakpoint, its part index.
 _Block = Tuple[bytes, bool, bool, int]
 _OPEN = {_USER: b'{"role":"user","content":[', _ASSISTANT: b'{"role":"assistant","content":['}
+#: What rewrites a body's frame (see :func:`encode_body`).
+Shape = Callable[[Dict[str, Any]], Dict[str, Any]]
 
 
 def encode_body(
     request: Request, messages: Sequence[Message], *, model: str = DEFAULT_MODEL,
-    cache: Optional[WireCache] = None,
+    cache: Optional[WireCache] = None, shape: Optional[Shape] = None,
 ) -> Body:
     """:func:`to_wire`'s body as the bytes the transport sends, exactly
     ``json.dumps(to_wire(...), ensure_ascii=False, separators=(",", ":"))`` in UTF-8,
     with each message's blocks encoded once per ``cache`` and a run's stable prefix
     reused whole (see ``_wire_cache``); without a cache, that very ``json.dumps``.
+    ``shape``, when given, rewrites the body's frame — everything but ``messages``
+    (the clouds drop ``model`` and add ``anthropic_version``) — before it is encoded:
+    it is handed the body and returns it, and must leave ``messages`` as it is.
 
     What is not a function of one message is done again every turn: the merging of
     neighbouring messages of one role (and the results-first order inside one), and
@@ -612,17 +617,18 @@ def encode_body(
     """
     if cache is None or request.profile is not CallProfile.AGENT_TURN:
         # A one-shot request has no next turn to reuse its encoding.
-        return Body((dumps(to_wire(request, messages, model=model)),))
+        whole = to_wire(request, messages, model=model)
+        return Body((dumps(shape(whole) if shape is not None else whole),))
     run = cache.resume(request, messages, PROTOCOL)
-    done = None if run is None else _encode(cache, request, messages, model, run)
+    done = None if run is None else _encode(cache, request, messages, model, run, shape)
     if done is None:
-        done = _encode(cache, request, messages, model, None)
+        done = _encode(cache, request, messages, model, None, shape)
     assert done is not None  # without a Run nothing can be in the way
     return done
 
 
 def _encode(cache: WireCache, request: Request, messages: Sequence[Message], model: str,
-            run: Optional[Run]) -> Optional[Body]:
+            run: Optional[Run], shape: Optional[Shape]) -> Optional[Body]:
     """The body from ``run``'s prefix on, or None when ``run`` cannot be used."""
     # ``run.info``: the role of the prefix's last wire message, whether the prefix has a
     # block that can carry a breakpoint, the index of its last assistant message.
@@ -672,7 +678,8 @@ def _encode(cache: WireCache, request: Request, messages: Sequence[Message], mod
                 marked["cache_control"] = _marker(request)
                 fragments[spot] = dumps(marked)
         encoded.append(_OPEN[role] + b",".join(fragments) + b"]}")
-    head, _, tail = split_frame(to_wire(request, (), model=model))
+    frame = to_wire(request, (), model=model)
+    head, _, tail = split_frame(shape(frame) if shape is not None else frame)
     # The next turn starts at the first wire message a breakpoint is in, or the last.
     keep = min([len(groups) - 1] + [at for at, _ in marks]) if groups else 0
     kept = run.region if run is not None else ()
