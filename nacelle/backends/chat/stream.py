@@ -117,7 +117,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ...backend import TurnEnd
 from ...errors import StreamError, StreamTruncated
-from ...events import Event, Kind, Stop, Usage, _wire_cost
+from ...events import Event, Kind, Stop, Usage, _delta as _delta_event, _wire_cost
 from ...messages import Part, ProviderBlock, Reasoning, Text, ToolCall
 from ...sse import SSEEvent, parse_json
 from .._stream import (
@@ -128,6 +128,8 @@ from .wire import Dialect, call_extra_block
 __all__ = ["Accumulator", "usage_from"]
 
 logger = logging.getLogger(__name__)
+
+_TEXT = Kind.TEXT
 
 _STOPS = {
     "stop": Stop.END,
@@ -360,7 +362,7 @@ class Accumulator:
             self._order.append("text")
         text = self._text.add(text)
         if text:
-            events.append(Event(Kind.TEXT, text=text))
+            events.append(_delta_event(_TEXT, text))
 
     def _add_reasoning(self, text: str, events: List[Event]) -> None:
         self._seen("reasoning")

@@ -72,7 +72,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ...backend import TurnEnd
 from ...errors import StreamError, StreamTruncated
-from ...events import Event, Kind, Stop, ToolEvent, Usage
+from ...events import Event, Kind, Stop, ToolEvent, Usage, _delta as _delta_event
 from ...messages import Citation, Part, ProviderBlock, Reasoning, Text, ToolCall
 from ...sse import SSEEvent, parse_json
 from .._stream import Deltas, ToolInputs, token_count, transient_code, well_formed
@@ -81,6 +81,8 @@ from .wire import PROTOCOL, dumps
 __all__ = ["Accumulator", "stop_for", "usage_from"]
 
 logger = logging.getLogger(__name__)
+
+_TEXT = Kind.TEXT
 
 #: ``Candidate.FinishReason`` values that mean the answer was withheld.
 _REFUSALS = frozenset({"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII",
@@ -198,7 +200,7 @@ class Accumulator:
                     if type(text) is str and block is not None and block.kind == "text":
                         text = block.text.add(text)
                         if text:
-                            events.append(Event(Kind.TEXT, text=text))
+                            events.append(_delta_event(_TEXT, text))
                         continue
                 events += self._part(part)
             grounding = candidate.get("groundingMetadata")
@@ -291,7 +293,7 @@ class Accumulator:
             self._blocks.append(block)
         shown = block.text.add(text)
         if shown:
-            events.append(Event(Kind.TEXT if kind == "text" else Kind.THINKING, text=shown))
+            events.append(_delta_event(_TEXT if kind == "text" else Kind.THINKING, shown))
         if signature:
             block.signature = signature
             events += self._close()

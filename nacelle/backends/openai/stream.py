@@ -82,7 +82,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ...backend import TurnEnd
 from ...errors import StreamError, StreamTruncated
-from ...events import Event, Kind, Stop, Usage
+from ...events import Event, Kind, Stop, Usage, _delta as _delta_event
 from ...messages import Citation, Part, ProviderBlock, Reasoning, Text, ToolCall
 from ...sse import SSEEvent, parse_json
 from .._stream import (
@@ -93,6 +93,8 @@ from .wire import PROTOCOL
 __all__ = ["Accumulator", "usage_from"]
 
 logger = logging.getLogger(__name__)
+
+_TEXT = Kind.TEXT
 
 _INCOMPLETE = {"max_output_tokens": Stop.MAX_TOKENS, "content_filter": Stop.REFUSAL}
 
@@ -209,7 +211,7 @@ class Accumulator:
             if (item is not None and type(delta) is str and type(item_id) is str
                     and item.id == item_id):
                 delta = item.text.add(delta)
-                return [Event(Kind.TEXT, text=delta)] if delta else []
+                return [_delta_event(_TEXT, delta)] if delta else []
             return self._text(event, kind, refusal=False)
         if not isinstance(kind, str):
             kind = name if name and name != "message" else ""
@@ -286,7 +288,7 @@ class Accumulator:
         if refusal:
             self._refused = True
         delta = item.text.add(delta)
-        return [Event(Kind.TEXT, text=delta)] if delta else []
+        return [_delta_event(_TEXT, delta)] if delta else []
 
     def _thinking(self, event: Dict[str, Any], kind: str) -> List[Event]:
         delta = self._string(event, "delta", kind)
