@@ -1,7 +1,7 @@
 """Settings for the command line: a file, the environment and flags, resolved in one
 function.
 
-Precedence is flag > environment > file > default, decided key by key in
+Precedence is flag > environment > profile > file > default, decided key by key in
 :func:`resolve`. Only flags the user actually typed count: the CLI's argument
 parser leaves untyped flags out (``argparse.SUPPRESS``), because a parser default
 that outranked the file would make the file useless. Toggles are tri-state —
@@ -10,11 +10,33 @@ unset, true, false — so ``--no-bash`` can switch off what the file switched on
 The file is ``~/.nacelle.yml`` (or the path in ``NACELLE_CONFIG``), a flat
 ``key: value`` subset of YAML parsed here rather than by a YAML library, to keep the
 dependency list at two: comments, quoted strings, booleans, integers and unquoted
-strings; anything else is an error naming the line. Environment variables are
+strings, and one nested block, ``profiles:`` (below); anything else is an error
+naming the line. Environment variables are
 ``NACELLE_<KEY>`` (``NACELLE_MODEL``, ``NACELLE_MAX_ITERATIONS``, …). Other
 ``NACELLE_`` variables are left alone — the library's own (``NACELLE_CASSETTE``) and a
 user's are no settings — unless the name is a near miss of a setting's
 (``NACELLE_MODLE``) or looks like a credential, which is an error naming it.
+
+Profiles. The file may hold named sets of settings, the ``[profiles.NAME]`` tables a
+TOML file would have, written in the same YAML subset as a ``profiles:`` block: one
+``NAME:`` line a profile, indented, its ``key: value`` lines indented further, each
+level at one indentation of spaces::
+
+    model: claude-sonnet-4-5
+    profiles:
+      local:
+        backend: ollama
+        model: qwen3
+      work:
+        backend: bedrock
+
+``--profile NAME`` chooses one, as do ``NACELLE_PROFILE`` and a top-level ``profile:``
+line (a default profile; flag > environment > file, like any setting). Its values
+sit between the environment and the file's top level, as in the other CLIs with
+profiles (the AWS CLI's ``--profile``, Poetry's and git's scoped config): a flag or a
+``NACELLE_`` variable still wins, and a profile overrides the file's defaults. A
+profile cannot choose a profile; an unknown one is an error naming those the file
+defines; a file holds at most ``MAX_PROFILES``.
 
 Credentials never live in settings: a key that looks like one (``api_key``,
 ``*_api_key``, ``key``, ``token``, ``*_token``, ``*secret*``, ``password``) is
@@ -39,7 +61,10 @@ from .errors import ConfigError
 
 __all__ = ["Settings", "SettingsError", "config_path", "parse_file", "resolve"]
 
-BACKENDS = ("anthropic", "openrouter")
+#: The names ``backend`` takes; :mod:`nacelle.cli.backends` says what each builds.
+BACKENDS = ("anthropic", "openai", "gemini", "openrouter", "vertex", "bedrock", "chat",
+            "openai-chat", "gemini-chat", "ollama", "vllm", "llamacpp", "lmstudio", "groq",
+            "deepseek", "mistral", "together", "xai")
 
 
 class SettingsError(ConfigError):
@@ -58,13 +83,18 @@ class Settings:
     effort: str = ""
     show_thinking: bool = False
     search_url: str = ""
+    #: The backend's endpoint, replacing its default and its SDK variable
+    #: (``ANTHROPIC_BASE_URL``…); empty means the backend's own.
+    base_url: str = ""
     #: Where ``--session`` keeps conversations; empty means the CLI's default,
     #: ``$XDG_DATA_HOME/nacelle/sessions`` or ``~/.local/share/nacelle/sessions``.
     sessions_dir: str = ""
+    #: The ``profiles.NAME`` table of the file layered under flags and the environment.
+    profile: str = ""
     sources: Tuple[Tuple[str, str], ...] = ()
 
     def source(self, key: str) -> str:
-        """"flag", "env", "file" or "default"."""
+        """"flag", "env", "profile", "file" or "default"."""
         return dict(self.sources).get(key, "default")
 
 
@@ -74,6 +104,9 @@ _CREDENTIAL = re.compile(r"^(api_key|.*_api_key|key|token|.*_token|.*secret.*|pa
 _INTEGER = re.compile(r"^[+-]?\d+$")
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
+_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PROFILE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+MAX_PROFILES = 100  # a file is a person's; more than this is a mistake, not a need
 
 
 def _as_bool(value: Any, where: str) -> bool:
@@ -105,7 +138,10 @@ def _as_text(value: Any, where: str) -> str:
 def _as_backend(value: Any, where: str) -> str:
     text = _as_text(value, where)
     if text not in BACKENDS:
-        raise SettingsError(f"{where}: unknown backend {text!r}; choose {' or '.join(BACKENDS)}")
+        close = difflib.get_close_matches(text, BACKENDS, n=1, cutoff=0.6)
+        meant = f"did you mean {close[0]!r}? " if close else ""
+        raise SettingsError(f"{where}: unknown backend {text!r}; {meant}choose one of "
+                            + ", ".join(BACKENDS))
     return text
 
 
@@ -118,6 +154,14 @@ def _as_effort(value: Any, where: str) -> str:
     return text
 
 
+def _as_profile(value: Any, where: str) -> str:
+    text = _as_text(value, where)
+    if text and not _PROFILE.match(text):
+        raise SettingsError(f"{where}: a profile's name is letters, digits, '_', '.' and "
+                            f"'-', got {text!r}")
+    return text
+
+
 _CONVERT: Dict[str, Callable[[Any, str], Any]] = {
     "backend": _as_backend,
     "model": _as_text,
@@ -127,7 +171,9 @@ _CONVERT: Dict[str, Callable[[Any, str], Any]] = {
     "effort": _as_effort,
     "show_thinking": _as_bool,
     "search_url": _as_text,
+    "base_url": _as_text,
     "sessions_dir": _as_text,
+    "profile": _as_profile,
 }
 
 
@@ -180,28 +226,117 @@ def _scalar(raw: str, where: str) -> Any:
     return value
 
 
+
+
+def _entry(stripped: str, where: str) -> Tuple[str, str]:
+    """A line's key and raw value (the value may be empty or a comment)."""
+    key, colon, raw = stripped.partition(":")
+    key, raw = key.strip(), raw.strip()
+    if not colon or not _KEY.match(key) and not _PROFILE.match(key):
+        raise SettingsError(f"{where}: expected 'key: value', got {stripped!r}")
+    return key, ("" if raw.startswith("#") else raw)
+
+
+def _setting(values: Dict[str, Any], key: str, raw: str, where: str) -> None:
+    if not _KEY.match(key):
+        raise SettingsError(f"{where}: expected 'key: value', got {key!r}")
+    _check_key(key, where)
+    if key in values:
+        raise SettingsError(f"{where}: {key!r} is set twice")
+    if not raw:
+        raise SettingsError(f"{where}: {key!r} has no value")
+    values[key] = _scalar(raw, where)
+
+
+class _Profiles:
+    """The ``profiles:`` block being read: one indented ``NAME:`` line a profile, its
+    settings indented further, every level at one indentation."""
+
+    def __init__(self) -> None:
+        self.tables: Dict[str, Dict[str, Any]] = {}
+        self.name_indent = 0
+        self.key_indent = 0
+        self.current: Optional[Dict[str, Any]] = None
+
+    def line(self, indent: int, key: str, raw: str, where: str) -> None:
+        if not self.name_indent:
+            self.name_indent = indent
+        if indent == self.name_indent:
+            if not _PROFILE.match(key):
+                raise SettingsError(f"{where}: a profile's name is letters, digits, '_', "
+                                    f"'.' and '-', got {key!r}")
+            if raw:
+                raise SettingsError(f"{where}: profile {key!r} holds settings, one per "
+                                    f"line indented below it, not a value")
+            if key in self.tables:
+                raise SettingsError(f"{where}: profile {key!r} is defined twice")
+            if len(self.tables) == MAX_PROFILES:
+                raise SettingsError(f"{where}: more than {MAX_PROFILES} profiles")
+            self.current = self.tables[key] = {}
+            self.key_indent = 0
+            return
+        if indent < self.name_indent or self.current is None:
+            raise SettingsError(f"{where}: this line's indentation matches no line above")
+        if not self.key_indent:
+            self.key_indent = indent
+        if indent != self.key_indent:
+            raise SettingsError(f"{where}: this line's indentation matches no line above")
+        if key == "profile":
+            raise SettingsError(f"{where}: a profile cannot choose a profile")
+        _setting(self.current, key, raw, where)
+
+
 def parse_file(text: str, name: str = "settings") -> Dict[str, Any]:
-    """Parse the flat ``key: value`` subset; errors name the file and line."""
+    """Parse the settings file: flat ``key: value`` lines, and a ``profiles:`` block
+    of named tables (``values["profiles"]``, a dict of name -> settings); errors name
+    the file and line."""
     values: Dict[str, Any] = {}
+    block: Optional[_Profiles] = None
     for number, line in enumerate(text.splitlines(), 1):
         where = f"{name}, line {number}"
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
             continue
-        if line[:1].isspace():
-            raise SettingsError(f"{where}: nested values are not supported")
-        key, colon, raw = stripped.partition(":")
-        key = key.strip()
-        if not colon or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
-            raise SettingsError(f"{where}: expected 'key: value', got {stripped!r}")
-        _check_key(key, where)
-        if key in values:
-            raise SettingsError(f"{where}: {key!r} is set twice")
-        raw = raw.strip()
-        if not raw or raw.startswith("#"):
-            raise SettingsError(f"{where}: {key!r} has no value")
-        values[key] = _scalar(raw, where)
+        margin = line[:len(line) - len(line.lstrip())]
+        if margin.strip(" "):
+            raise SettingsError(f"{where}: indent with spaces (YAML refuses tabs)")
+        key, raw = _entry(stripped, where)
+        if margin:
+            if block is None:
+                raise SettingsError(f"{where}: nested values are not supported (but "
+                                    f"under 'profiles:')")
+            block.line(len(margin), key, raw, where)
+        elif key == "profiles":
+            if "profiles" in values:
+                raise SettingsError(f"{where}: 'profiles' is set twice")
+            if raw:
+                raise SettingsError(f"{where}: 'profiles:' holds named profiles, one "
+                                    f"per indented 'NAME:' line below it, not a value")
+            block = _Profiles()
+            values["profiles"] = block.tables
+        else:
+            block = None
+            _setting(values, key, raw, where)
     return values
+
+
+def _profile(flags: Mapping[str, Any], env: Mapping[str, Any], top: Mapping[str, Any],
+             profiles: Mapping[str, Dict[str, Any]], name: str,
+             ) -> Tuple[str, Dict[str, Any]]:
+    """The profile chosen (flag > environment > the file's top level) and its table;
+    an unknown one is an error naming those the file defines."""
+    for values, where in ((flags, "flag --profile"), (env, "environment variable "
+                          "NACELLE_PROFILE"), (top, f"{name}: profile")):
+        if "profile" in values:
+            chosen = _as_profile(values["profile"], where)
+            if not chosen:
+                return "", {}
+            if chosen not in profiles:
+                defined = ", ".join(sorted(profiles)) or "none"
+                raise SettingsError(f"{where}: unknown profile {chosen!r}; {name} "
+                                    f"defines {defined}")
+            return chosen, profiles[chosen]
+    return "", {}
 
 
 def resolve(
@@ -209,7 +344,7 @@ def resolve(
     env: Optional[Mapping[str, str]] = None,
     file_text: Optional[str] = None,
 ) -> Settings:
-    """Resolve every key: flag > environment > file > default.
+    """Resolve every key: flag > environment > profile > file > default.
 
     ``flags`` holds only what the user typed (a toggle typed as ``--no-x`` is False,
     an untyped one is absent or None). ``env`` defaults to ``os.environ``; the file
@@ -243,12 +378,15 @@ def resolve(
                 # variables (NACELLE_CASSETTE, a test suite's own) are no settings.
                 _check_key(key, f"environment variable {var}")
 
+    profiles: Dict[str, Dict[str, Any]] = from_file.pop("profiles", {})
+    profile, from_profile = _profile(flags, from_env, from_file, profiles, name)
     chosen: Dict[str, Any] = {}
     sources = []
     for key in KEYS:
         for layer, values, where in (
             ("flag", flags, f"flag --{key.replace('_', '-')}"),
             ("env", from_env, f"environment variable NACELLE_{key.upper()}"),
+            ("profile", from_profile, f"{name}: profiles.{profile}.{key}"),
             ("file", from_file, f"{name}: {key}"),
         ):
             if key in values:

@@ -125,7 +125,7 @@ def test_other_nacelle_variables_are_not_settings_and_are_left_alone():
 
 
 @pytest.mark.parametrize("text,message", [
-    ("backend: bedrock", "unknown backend 'bedrock'"),
+    ("backend: sagemaker", "unknown backend 'sagemaker'"),
     ("effort: extreme", "unknown effort 'extreme'"),
     ("max_iterations: many", "expected a whole number"),
     ("max_iterations: -1", "cannot be negative"),
@@ -167,3 +167,93 @@ def test_the_sessions_directory_comes_from_a_flag_the_environment_or_the_file():
     assert (settings.sessions_dir, settings.source("sessions_dir")) == ("/from/env", "env")
     assert resolve({"sessions_dir": "/from/flag"}, {"NACELLE_SESSIONS_DIR": "/e"},
                    file_text).sessions_dir == "/from/flag"
+
+
+PROFILES = """\
+model: top-model
+effort: low
+profiles:
+  # a comment inside the block
+  local:
+    backend: ollama
+    model: qwen3
+    base_url: http://gpu-box:11434/v1
+
+  work:
+      backend: bedrock
+      bash: yes
+max_iterations: 7
+"""
+
+
+def test_profiles_parse_as_named_tables_beside_the_flat_keys():
+    values = parse_file(PROFILES)
+    assert values == {"model": "top-model", "effort": "low", "max_iterations": 7,
+                      "profiles": {"local": {"backend": "ollama", "model": "qwen3",
+                                             "base_url": "http://gpu-box:11434/v1"},
+                                   "work": {"backend": "bedrock", "bash": True}}}
+
+
+def test_a_profile_sits_under_flags_and_the_environment_and_over_the_files_top_level():
+    settings = resolve({"profile": "local"}, {}, PROFILES)
+    assert (settings.backend, settings.model, settings.effort, settings.max_iterations) == (
+        "ollama", "qwen3", "low", 7)
+    assert (settings.source("model"), settings.source("effort"),
+            settings.source("profile")) == ("profile", "file", "flag")
+    settings = resolve({"profile": "local", "model": "flagged"},
+                       {"NACELLE_BASE_URL": "http://env/v1"}, PROFILES)
+    assert (settings.model, settings.base_url, settings.backend) == (
+        "flagged", "http://env/v1", "ollama")
+
+
+def test_the_profile_comes_from_the_flag_the_environment_or_the_files_top_level():
+    default = "profile: work\n" + PROFILES
+    assert resolve({}, {}, default).backend == "bedrock"
+    assert resolve({}, {"NACELLE_PROFILE": "local"}, default).backend == "ollama"
+    assert resolve({"profile": "work"}, {"NACELLE_PROFILE": "local"}, default).backend == \
+        "bedrock"
+    assert resolve({"profile": ""}, {}, default).backend == "anthropic"  # none at all
+    assert resolve({}, {}, PROFILES).backend == "anthropic"  # no profile unless chosen
+
+
+def test_an_unknown_profile_names_the_ones_the_file_defines():
+    with pytest.raises(SettingsError, match=r"flag --profile: unknown profile 'wrok'; "
+                                            r"settings defines local, work"):
+        resolve({"profile": "wrok"}, {}, PROFILES)
+    with pytest.raises(SettingsError, match="NACELLE_PROFILE: unknown profile 'x'; "
+                                            "settings defines none"):
+        resolve({}, {"NACELLE_PROFILE": "x"}, "model: m\n")
+
+
+@pytest.mark.parametrize("text,message", [
+    ("profiles: local\n", "line 1: 'profiles:' holds named profiles"),
+    ("profiles:\n  local: ollama\n", "line 2: profile 'local' holds settings"),
+    ("profiles:\n  local:\n    colour: blue\n", "line 3: unknown setting 'colour'"),
+    ("profiles:\n  local:\n    api_key: sk-1\n", "line 3: 'api_key' looks like a credential"),
+    ("profiles:\n  local:\n    profile: work\n", "line 3: a profile cannot choose a profile"),
+    ("profiles:\n  local:\n    model: a\n   model: b\n", "line 4: this line's indentation"),
+    ("profiles:\n  local:\n    model: a\n     bash: no\n", "line 4: this line's indentation"),
+    ("profiles:\n    local:\n  work:\n", "line 3: this line's indentation"),
+    ("profiles:\n  local:\n  local:\n", "line 3: profile 'local' is defined twice"),
+    ("profiles:\n  local:\n    model: a\n    model: b\n", "line 4: 'model' is set twice"),
+    ("profiles:\n  local:\n    model:\n", "line 3: 'model' has no value"),
+    ("profiles:\n  lo cal:\n", "line 2: expected 'key: value'"),
+    ("profiles:\n  a/b:\n", "line 2: expected 'key: value'"),
+    ("profiles:\n\tlocal:\n", "line 2: indent with spaces"),
+    ("model: m\n  local:\n", "line 2: nested values are not supported"),
+    ("profiles:\n  local:\nmodel: m\n    bash: no\n", "line 4: nested values"),
+    ("profiles:\nprofiles:\n", "line 2: 'profiles' is set twice"),
+    ("profiles:\n  local:\n    model: [a]\n", "line 3: only plain values"),
+])
+def test_a_malformed_profiles_block_is_an_error_naming_the_line(text, message):
+    with pytest.raises(SettingsError, match=message):
+        parse_file(text)
+
+
+def test_a_file_holds_a_bounded_number_of_profiles():
+    from nacelle.settings import MAX_PROFILES
+
+    text = "profiles:\n" + "".join(f"  p{i}:\n    model: m\n" for i in range(MAX_PROFILES))
+    assert len(parse_file(text)["profiles"]) == MAX_PROFILES
+    with pytest.raises(SettingsError, match=f"more than {MAX_PROFILES} profiles"):
+        parse_file(text + "  one-more:\n")

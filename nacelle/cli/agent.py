@@ -5,7 +5,9 @@ tools when a SearXNG instance is named, a retried backend and an approval policy
 
 Settings come from :mod:`nacelle.settings` (flag > environment > file > default);
 argparse leaves untyped flags out (``SUPPRESS``) so its defaults never outrank the
-file. The backends read their keys and base URL variables themselves.
+file. The backends read their keys and base URL variables themselves;
+:mod:`nacelle.cli.backends` builds the one ``--backend`` names (and says which
+variable to set when its key is missing).
 
 Imports the standard library, the core, ``settings`` and ``approval`` at import time;
 the agent, the backends and the tool sets inside :func:`build_agent`.
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence,
 
 from .. import __version__
 from ..errors import NacelleError
-from ..settings import Settings, SettingsError, resolve
+from ..settings import BACKENDS, Settings, SettingsError, resolve
 from .approval import Approver
 
 if TYPE_CHECKING:
@@ -46,8 +48,17 @@ def version() -> str:
 
 def agent_options(parser: argparse.ArgumentParser) -> None:
     """The options that make the agent, shared by prompts, ``serve`` and ``batch``."""
-    parser.add_argument("--backend", help="anthropic or openrouter (default: anthropic)")
-    parser.add_argument("--model", help="the model name (required for openrouter)")
+    parser.add_argument("--backend", metavar="NAME",
+                        help="the provider or server: " + ", ".join(BACKENDS)
+                             + " (default: anthropic; see 'backends' below)")
+    parser.add_argument("--base-url", dest="base_url", metavar="URL",
+                        help="the backend's endpoint (a proxy, a local server; needed by "
+                             "--backend chat)")
+    parser.add_argument("--profile", metavar="NAME",
+                        help="use the settings of profiles.NAME in the settings file "
+                             "(under flags and the environment; also NACELLE_PROFILE)")
+    parser.add_argument("--model", help="the model name (needed by every backend but "
+                                        "anthropic and llamacpp)")
     parser.add_argument("--system", metavar="TEXT", help="the system prompt (replaces the default)")
     parser.add_argument("--root", help="the folder the local tools work in (default: .)")
     parser.add_argument("--bash", action=argparse.BooleanOptionalAction,
@@ -131,15 +142,10 @@ def build_agent(settings: Settings, *, yes: bool = False, observers: Sequence[An
     from ..context import Budget
     from ..retry import Retry
 
-    if settings.backend == "openrouter":
-        from ..backends import openrouter
-        if not settings.model:
-            raise SettingsError("the openrouter backend needs a model (--model or NACELLE_MODEL)")
-        backend: Any = openrouter.Backend(model=settings.model)
-    else:
-        from ..backends import anthropic
-        backend = anthropic.Backend(model=settings.model) if settings.model else anthropic.Backend()
     from ..toolsets import LocalTools
+    from .backends import make_backend
+
+    backend = make_backend(settings)
 
     root = os.path.abspath(os.path.expanduser(settings.root))
     prompt = SYSTEM if system is None else system

@@ -39,6 +39,24 @@ prompts:
   CMD | nacelle "prompt"  the prompt, then the piped text as its material
   nacelle                 an interactive session (on a terminal; /help inside)
 
+backends (--backend NAME; the key is read from the environment, never from settings):
+  anthropic      Claude (ANTHROPIC_API_KEY; the default, with its default model)
+  openai         OpenAI's Responses API (OPENAI_API_KEY)
+  gemini         Gemini's native API (GEMINI_API_KEY)
+  openrouter     OpenRouter (OPENROUTER_API_KEY)
+  vertex         Claude on Vertex AI (Google credentials, CLOUD_ML_REGION,
+                 ANTHROPIC_VERTEX_PROJECT_ID)
+  bedrock        Claude on Bedrock (AWS_BEARER_TOKEN_BEDROCK or AWS keys, AWS_REGION)
+  chat           any Chat Completions server at --base-url (OPENAI_API_KEY if set)
+  openai-chat, gemini-chat
+                 OpenAI's and Gemini's Chat Completions endpoints
+  ollama, vllm, llamacpp, lmstudio
+                 local servers (no key; fewer tools by default, see --tools)
+  groq, deepseek, mistral, together, xai
+                 hosted Chat Completions services (GROQ_API_KEY, DEEPSEEK_API_KEY, …)
+  --base-url URL points any of them elsewhere: nacelle --backend ollama --model qwen3
+  --base-url http://gpu-box:11434/v1 "hello"
+
 exit codes:
   0    a complete answer
   1    a failure (the reason on one line of stderr)
@@ -49,11 +67,13 @@ exit codes:
   130  interrupted (Ctrl-C)
 
 environment:
-  ANTHROPIC_API_KEY, OPENROUTER_API_KEY     the backends' keys (never in settings)
+  ANTHROPIC_API_KEY, OPENAI_API_KEY, …     the backends' keys (never in settings)
   ANTHROPIC_BASE_URL, OPENROUTER_BASE_URL   point a backend elsewhere (a proxy)
-  NACELLE_BACKEND, NACELLE_MODEL, NACELLE_ROOT, NACELLE_BASH, NACELLE_MAX_ITERATIONS,
-  NACELLE_EFFORT, NACELLE_SHOW_THINKING, NACELLE_SEARCH_URL, NACELLE_SESSIONS_DIR
-                                            settings (flag > environment > file)
+  NACELLE_BACKEND, NACELLE_MODEL, NACELLE_BASE_URL, NACELLE_ROOT, NACELLE_BASH,
+  NACELLE_MAX_ITERATIONS, NACELLE_EFFORT, NACELLE_SHOW_THINKING, NACELLE_SEARCH_URL,
+  NACELLE_SESSIONS_DIR                      settings (flag > environment > profile >
+                                            file)
+  NACELLE_PROFILE     the settings file's profiles.NAME to use (like --profile)
   NACELLE_CONFIG      the settings file (default ~/.nacelle.yml)
   XDG_DATA_HOME       sessions and history under $XDG_DATA_HOME/nacelle
                       (default ~/.local/share/nacelle)

@@ -11,7 +11,9 @@ Providers and their endpoints (each documented by the provider):
 - ``ollama``: ``GET {OLLAMA_HOST or http://localhost:11434}/api/tags``, the local
   models.
 
-The default provider is the ``backend`` setting. Where the price table
+The default provider is the ``backend`` setting's (``openai-chat`` is listed as
+``openai``); a backend without a listing here is a one-line error asking for
+``--provider``. Where the price table
 (:func:`nacelle.pricing.price_for`) knows a model, its price is shown; elsewhere
 nothing is claimed. One model a line: the id, a tab, what is known about it, so
 ``nacelle models | cut -f1`` is the ids.
@@ -224,8 +226,16 @@ def command(argv: Sequence[str]) -> int:
     from ..settings import resolve
     from .terminal import fail, one_line
 
+    from .backends import models_provider
+
     try:
         backend = resolve().backend
     except NacelleError as err:
         return fail(one_line(err))
-    return models_command(list(argv), lambda: backend, sys.stdout, sys.stderr)
+
+    def provider() -> str:
+        try:
+            return models_provider(backend)
+        except NacelleError as err:
+            raise ListingError(str(err)) from None
+    return models_command(list(argv), provider, sys.stdout, sys.stderr)

@@ -38,6 +38,7 @@ from .agent import (
     version,
 )
 from .approval import Approver
+from .backends import MissingKey
 from .help import EPILOG, EXIT_FAILED, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from .terminal import exit_now, fail, isatty, one_line, open_terminal
 
@@ -200,7 +201,8 @@ def command(argv: Sequence[str]) -> int:
     except NacelleError as err:
         if extras.get("memory") is not None:
             extras["memory"].close()
-        return fail(one_line(err))
+        # A missing key is said as what to set, without the library's class name.
+        return fail(str(err) if isinstance(err, MissingKey) else one_line(err))
     opened = [local]
 
     def switch_model(name: str) -> "Agent":

@@ -20,6 +20,7 @@ from typing import Any, Dict, Optional, Sequence
 
 from ..errors import ConfigError, NacelleError
 from .agent import agent_options, subcommand_agent
+from .backends import MissingKey
 from .help import EXIT_FAILED, EXIT_OK
 from .terminal import fail, one_line
 
@@ -107,6 +108,15 @@ def command(argv: Sequence[str]) -> int:
                 local.close()
                 sys.stderr.write(message)
                 return EXIT_FAILED
+    except MissingKey as err:
+        from ..settings import resolve
+
+        # The serve command's longer advice where it has one, else the one line.
+        message = missing_key(resolve(settings).backend)
+        if message is None:
+            return fail(str(err))
+        sys.stderr.write(message)
+        return EXIT_FAILED
     except NacelleError as err:
         return fail(one_line(err))
 
