@@ -304,8 +304,12 @@ class Accumulator:
             size = len(delta)
             content = delta.get("content") if size < 3 else None
             if type(content) is str and (size == 1 or "role" in delta):
-                if content:
-                    self._add_text(content, events)
+                if content:  # as _add_text, in place
+                    if "text" not in self._order:
+                        self._order.append("text")
+                    content = self._text.add(content)
+                    if content:
+                        events.append(_delta_event(_TEXT, content))
             else:
                 self._delta(delta, events)
         finish = get("finish_reason")

@@ -171,28 +171,30 @@ class Accumulator:
 
     def feed_chunk(self, chunk: Any) -> List[Event]:
         """Take one parsed chunk; return the events it carries."""
-        if not isinstance(chunk, dict):
+        # Every delta passes here: values are told apart by their exact JSON types
+        # (what the parser makes), and what is rare is looked for only where it counts.
+        if type(chunk) is not dict:
             raise StreamError(f"{self._name} sent a chunk that is not a JSON object")
         get = chunk.get
         error = get("error")
-        if isinstance(error, dict):
+        if error is not None and type(error) is dict:
             raise self._error(error)
         value = get("responseId")
-        if isinstance(value, str):
+        if type(value) is str:
             self.response_id = value
         value = get("modelVersion")
-        if isinstance(value, str):
+        if type(value) is str:
             self.response_model = value
         usage = get("usageMetadata")
-        if isinstance(usage, dict):
+        if type(usage) is dict:
             self._usage = usage
         events: List[Event] = []
         candidates = get("candidates")
-        candidate = candidates[0] if isinstance(candidates, list) and candidates else None
-        if isinstance(candidate, dict):
+        candidate = candidates[0] if type(candidates) is list and candidates else None
+        if type(candidate) is dict:
             content = candidate.get("content")
-            parts = content.get("parts") if isinstance(content, dict) else None
-            for part in parts if isinstance(parts, list) else ():
+            parts = content.get("parts") if type(content) is dict else None
+            for part in parts if type(parts) is list else ():
                 if type(part) is dict and len(part) == 1:
                     # A bare text part while a text part is open, as nearly every
                     # chunk holds: read here as _part and _text would read it.
@@ -204,17 +206,17 @@ class Accumulator:
                         continue
                 events += self._part(part)
             grounding = candidate.get("groundingMetadata")
-            if isinstance(grounding, dict):
+            if grounding is not None and type(grounding) is dict:
                 self._citations = _citations(grounding)
             reason = candidate.get("finishReason")
-            if isinstance(reason, str) and reason:
+            if reason and type(reason) is str:
                 self._reason = reason
                 self.done = True
-        feedback = chunk.get("promptFeedback")
-        if candidate is None and isinstance(feedback, dict) and isinstance(
-                feedback.get("blockReason"), str):
-            self._blocked = feedback["blockReason"]
-            self.done = True
+        elif candidate is None:
+            feedback = get("promptFeedback")
+            if type(feedback) is dict and type(feedback.get("blockReason")) is str:
+                self._blocked = feedback["blockReason"]
+                self.done = True
         if self.done:
             events += self._close() + self._close_unanswered(_UNANSWERED)
         return events
