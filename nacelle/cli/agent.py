@@ -130,13 +130,15 @@ def build_agent(settings: Settings, *, yes: bool = False, observers: Sequence[An
                 system: Optional[str] = None, max_cost: Optional[float] = None,
                 approver: Optional[Callable[[Sequence[Any], str], Any]] = None,
                 skills: Any = None, memory: Any = None, instructions: bool = False,
+                extra_tools: Sequence[Any] = (),
                 ) -> Tuple["Agent", "LocalTools"]:
     """The Agent the CLI runs, and the tool sets to close afterwards. ``approver``
     makes the approval policy from the tools and the root (default: an
     :class:`Approver` on this terminal). ``skills`` (a SkillSet) and ``memory`` (the
     memory tool) are added when given, the caller's to close; with ``instructions``
     the AGENTS.md and CLAUDE.md layers for the root (:mod:`nacelle.instructions`)
-    follow the system prompt."""
+    follow the system prompt. ``extra_tools`` (``--mcp``, ``--functions``:
+    :mod:`nacelle.cli.extra_tools`) join the local tools and ask before each call."""
     from ..agent import Agent
     from ..backend import Effort, Thinking
     from ..context import Budget
@@ -158,6 +160,7 @@ def build_agent(settings: Settings, *, yes: bool = False, observers: Sequence[An
     tools: List[Any] = list(local.tools())
     if memory is not None:
         tools.append(memory)
+    tools += extra_tools
     if settings.search_url:
         from ..toolsets import web_fetch, web_search
         tools += web_search(settings.search_url) + web_fetch()

@@ -37,6 +37,8 @@ prompts:
   nacelle "prompt"        run one prompt; the answer alone on stdout
   CMD | nacelle           stdin, when it is not a terminal, is the prompt
   CMD | nacelle "prompt"  the prompt, then the piped text as its material
+  nacelle -a FILE "prompt"
+                          attach an image, a PDF or a text file ('-': stdin)
   nacelle                 an interactive session (on a terminal; /help inside)
 
 backends (--backend NAME; the key is read from the environment, never from settings):

@@ -11,7 +11,8 @@ Input. A line ending in a backslash continues on the next (``... ``), joined wit
 newline, so a pasted block or a numbered list is one prompt. A line starting with
 ``/`` is a command: ``/help``, ``/clear``, ``/cost``, ``/model NAME``, ``/save NAME``,
 ``/load NAME``, ``/skills`` (the skills ``--skills`` loaded), ``/memory`` (the files
-of the ``--memory`` folder), ``/exit``; ``//text`` sends ``/text``. ``/save`` and ``/load`` make
+of the ``--memory`` folder), ``/attach FILE`` (attach a file to the next message, as
+``-a`` does: :mod:`nacelle.cli.attach`; ``/attach`` alone lists what is waiting), ``/exit``; ``//text`` sends ``/text``. ``/save`` and ``/load`` make
 NAME the current session, so later answers are saved there too, as ``--session``
 would; ``/load`` of a name no session has says so, with the nearest saved names, and
 keeps the conversation. ``exit`` and ``quit`` alone still leave.
@@ -57,6 +58,7 @@ HELP = """\
 /load NAME     continue the session saved as NAME
 /skills        the skills loaded with --skills
 /memory        the files in the --memory folder
+/attach FILE   attach an image, a PDF or a text file to the next message (/attach: list)
 /exit          leave (also: exit, quit, Ctrl-D)
 A line ending in \\ continues on the next. Ctrl-C drops the line or cancels the run.
 """
@@ -214,19 +216,21 @@ def interactive(agent: Any, *, make_renderer: Callable[[], Any],
                 sessions_directory: str, switch_model: Callable[[str], Any],
                 settle: Callable[[], Any] = lambda: None,
                 version: str = "nacelle", history_path: Optional[str] = None,
-                skills: Any = None, memory: Any = None) -> int:
+                skills: Any = None, memory: Any = None, attachments: Any = ()) -> int:
     """The session; returns the exit code. ``switch_model(name)`` returns the agent to
     use from now on (or raises a NacelleError saying why not); ``settle()`` returns
     once no approval question is reading the terminal. ``skills`` (a SkillSet) and
-    ``memory`` (the memory tool) are what ``/skills`` and ``/memory`` show."""
+    ``memory`` (the memory tool) are what ``/skills`` and ``/memory`` show;
+    ``attachments`` (parts from ``-a``) go with the first message."""
     from ..events import Kind, Usage
-    from ..messages import user_text
+    from .attach import check, describe, read_attachment, user_message
 
     err = sys.stderr
     history = _History(history_path)
     spinner = Spinner(err) if _isatty(err) else None
     conversation: List[Any] = list(session.messages) if session is not None else []
     total = Usage()
+    pending: List[Any] = list(attachments)
     err.write(f"{version} - /help for commands; /exit or Ctrl-D leaves; Ctrl-C cancels a run.\n")
     if session is not None:
         err.write(f"(session {session.name}: {len(conversation)} messages so far)\n")
@@ -274,6 +278,15 @@ def interactive(agent: Any, *, make_renderer: Callable[[], Any],
                     err.write(_skills(skills))
                 elif word == "memory":
                     err.write(_memory(memory))
+                elif word == "attach" and rest:
+                    part = read_attachment(rest)
+                    check([part], agent.backend)
+                    pending.append(part)
+                    err.write(f"(attached {visible(describe(part))}; {len(pending)} waiting "
+                              "for the next message)\n")
+                elif word == "attach":
+                    err.write("".join(f"  {visible(describe(p))}\n" for p in pending)
+                              or "(nothing attached: /attach FILE)\n")
                 elif word in ("model", "save", "load"):
                     err.write(f"/{word} needs a NAME\n")
                 else:
@@ -285,7 +298,8 @@ def interactive(agent: Any, *, make_renderer: Callable[[], Any],
             text = text.lstrip()[1:]
         renderer = make_renderer()
         cancel = threading.Event()
-        events = agent.stream(conversation + [user_text(text)], cancel=cancel)
+        events = agent.stream(conversation + [user_message(text, pending)], cancel=cancel)
+        pending = []
         done = None
         try:
             if spinner is not None:

@@ -141,10 +141,12 @@ def resume_command(
                         help="where the session was saved (default: as for --session)")
     agent_options(parser)
     from .agent import context_flags, context_options, open_context
+    from .extra_tools import open_tools, tool_flags, tool_options
 
     context_options(parser)
+    tool_options(parser)
     args = vars(parser.parse_args(argv))
-    context = context_flags(args)
+    context, extra_flags = context_flags(args), tool_flags(args)
     name, approve, deny = args.pop("name"), args.pop("approve"), args.pop("deny")
     pause, mode, quiet = args.pop("pause", False), args.pop("mode", "text"), args.pop("quiet", False)
     yes, system, max_cost = args.pop("yes", False), args.pop("system", None), args.pop("max_cost", None)
@@ -178,15 +180,22 @@ def resume_command(
     try:
         decisions = decide(waiting, approve, deny,
                            _asker(terminal, err) if terminal is not None else None)
-        # The same skills, memory and instructions as the paused run was given, so the
-        # agent rebuilt has its tools and its system prompt.
+        # The same skills, memory, instructions, MCP servers and function files as
+        # the paused run was given, so the agent rebuilt has its tools and its prompt.
         extras = open_context(context)
         try:
-            agent, local = build_agent(settings, system=system, max_cost=max_cost,
-                                       approver=approver, **extras)
+            extra = open_tools(extra_flags)
         except BaseException:
             if extras["memory"] is not None:
                 extras["memory"].close()
+            raise
+        try:
+            agent, local = build_agent(settings, system=system, max_cost=max_cost,
+                                       approver=approver, extra_tools=extra.tools, **extras)
+        except BaseException:
+            if extras["memory"] is not None:
+                extras["memory"].close()
+            extra.close()
             raise
     except Undecided as exc:
         return put_back(str(exc), EXIT_USAGE)
@@ -211,6 +220,7 @@ def resume_command(
         return int(code)
     finally:
         local.close()
+        extra.close()
         if extras["memory"] is not None:
             extras["memory"].close()
 

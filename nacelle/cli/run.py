@@ -39,6 +39,8 @@ from .agent import (
 )
 from .approval import Approver
 from .backends import MissingKey
+from .attach import check, read_attachment, user_message
+from .extra_tools import ExtraTools, open_tools, tool_flags, tool_options
 from .help import EPILOG, EXIT_FAILED, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from .terminal import exit_now, fail, isatty, one_line, open_terminal
 
@@ -76,7 +78,11 @@ def prompt_parser() -> argparse.ArgumentParser:
                              "on stdout; needs a prompt)")
     parser.add_argument("--pause", action="store_true", help="calls that would ask pause "
                         "instead (needs --session; see 'nacelle resume')")
+    parser.add_argument("-a", "--attach", metavar="FILE", action="append",
+                        help="attach an image (PNG, JPEG, GIF, WebP), a PDF or a text file "
+                             "to the prompt ('-': stdin); repeatable")
     context_options(parser)
+    tool_options(parser)
     parser.add_argument("--version", action="version", version=version())
     return parser
 
@@ -158,13 +164,18 @@ def command(argv: Sequence[str]) -> int:
     max_cost = args.pop("max_cost", None)
     name, latest = args.pop("session", None), args.pop("continue_", False)
     pause = args.pop("pause", False)
-    context = context_flags(args)
+    context, extra_flags = context_flags(args), tool_flags(args)
+    attached = list(args.pop("attach", None) or [])
+    if "-" in attached and argument in (None, "-"):
+        return fail("--attach - reads stdin, so the prompt is an argument: "
+                    "nacelle -a - \"PROMPT\"", EXIT_USAGE)
     if pause and not (name or latest):
         return fail("--pause needs --session NAME (the paused run is saved there)", EXIT_USAGE)
     if max_cost is not None and not max_cost >= 0:
         return fail("--max-cost must be a number of dollars of at least 0", EXIT_USAGE)
     stdin_is_terminal = isatty(sys.stdin)
-    piped = sys.stdin if not stdin_is_terminal or argument == "-" else None
+    piped = sys.stdin if (not stdin_is_terminal or argument == "-") and "-" not in attached \
+        else None
     from .script import read_prompt
 
     try:
@@ -177,10 +188,17 @@ def command(argv: Sequence[str]) -> int:
     if prompt is None and (schema_file is not None or mode != "text" or pause):
         flag = "--schema" if schema_file else "--pause" if pause else "--" + mode
         return fail(f"{flag} needs a prompt", EXIT_USAGE)
+    try:
+        parts = [read_attachment(spec, stdin=getattr(sys.stdin, "buffer", None))
+                 for spec in attached]
+    except NacelleError as err:
+        return fail(one_line(err))
     terminal = sys.stdin if stdin_is_terminal else (None if yes else open_terminal())
     extras: Dict[str, Any] = {}
+    extra = ExtraTools()
     try:
         extras = open_context(context)
+        extra = open_tools(extra_flags)
         schema = _load_schema(schema_file) if schema_file is not None else None
         recorder = _recorder(args.pop("record", None))
         settings = resolve(args)
@@ -196,11 +214,17 @@ def command(argv: Sequence[str]) -> int:
 
         options: Dict[str, Any] = dict(
             observers=[recorder] if recorder is not None else [], system=system,
-            max_cost=max_cost, approver=approver, **extras)
+            max_cost=max_cost, approver=approver, extra_tools=extra.tools, **extras)
         agent, local = build_agent(settings, **options)
+        try:
+            check(parts, agent.backend)
+        except NacelleError:
+            local.close()
+            raise
     except NacelleError as err:
         if extras.get("memory") is not None:
             extras["memory"].close()
+        extra.close()
         # A missing key is said as what to set, without the library's class name.
         return fail(str(err) if isinstance(err, MissingKey) else one_line(err))
     opened = [local]
@@ -227,11 +251,10 @@ def command(argv: Sequence[str]) -> int:
                 switch_model=switch_model, version=version(),
                 settle=lambda: [a.wait_idle() for a in approvers],
                 history_path=os.path.join(data_dir(), "history"),
-                skills=extras["skills"], memory=extras["memory"]))
+                skills=extras["skills"], memory=extras["memory"], attachments=parts))
         from .sessions import after
-        from ..messages import user_text
-
-        conversation = (session.messages if session is not None else []) + [user_text(prompt)]
+        conversation = (session.messages if session is not None else []) + [
+            user_message(prompt, parts)]
         try:
             events = agent.stream(conversation, output=schema) if schema is not None \
                 else agent.stream(conversation)
@@ -252,6 +275,7 @@ def command(argv: Sequence[str]) -> int:
             tools.close()
         if extras["memory"] is not None:
             extras["memory"].close()
+        extra.close()
         if recorder is not None:
             recorder.close()
         if terminal is not None and terminal is not sys.stdin:
