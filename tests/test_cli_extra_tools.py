@@ -93,7 +93,7 @@ def test_an_mcp_tool_asks_even_when_the_server_says_it_only_reads(server, tmp_pa
     call_then_answer(server, "add", {"a": 2, "b": 3}, "Could not add.")
     out = nacelle("Add", "--mcp", f"{sys.executable} {SDK_SERVER}", "--root", str(tmp_path),
                   server=server, timeout=120)
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 3, out.stderr  # refused for want of a terminal
     assert "Allow add" in out.stderr and "   refused add" in out.stderr
     assert tool_result(server).get("is_error") is True
 
@@ -172,7 +172,7 @@ def test_a_function_call_asks_even_when_the_file_says_it_only_reads(server, tmp_
     call_then_answer(server, "letters", {"text": "abc"}, "Not allowed.")
     out = nacelle("Count", "--functions", str(tmp_path / "counting.py"),
                   "--root", str(tmp_path), server=server)
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 3, out.stderr  # refused for want of a terminal
     assert "Allow letters" in out.stderr and "   refused letters" in out.stderr
 
 
