@@ -30,7 +30,6 @@ Imports the standard library and the core's ``messages``, ``errors`` and ``setti
 
 from __future__ import annotations
 
-import mimetypes
 import os
 from typing import IO, Any, List, Optional, Sequence
 
@@ -77,6 +76,8 @@ def read_attachment(spec: str, *, stdin: Optional[IO[bytes]] = None) -> Part:
     data = _read(spec, stdin)
     name = "stdin" if spec == "-" else os.path.basename(spec.rstrip("/\\")) or spec
     kind = _kind(data)
+    import mimetypes  # here: it reads the system's type tables when first asked
+
     guessed = (mimetypes.guess_type(name)[0] or "") if spec != "-" else ""
     said = "image" if guessed.startswith("image/") else "pdf" if guessed == "application/pdf" \
         else ""

@@ -22,22 +22,18 @@ the file is arbitrary code, so each call asks unless ``--yes``. An exception whi
 file loads is one line naming the file and the line.
 
 Imports the standard library, ``settings`` and ``errors`` at import time; the MCP
-client and ``tools`` when a flag asks for them.
+client, ``tools`` and the heavier standard modules (``inspect``, ``shlex``,
+``urllib``) when a flag asks for them, so a plain prompt starts no slower.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import inspect
 import itertools
 import os
 import re
-import shlex
 import sys
-import traceback
 from typing import Any, Dict, List, Tuple
-from urllib.parse import urlsplit
 
 from ..errors import NacelleError
 from ..settings import SettingsError
@@ -86,6 +82,8 @@ def shown(spec: str) -> str:
     and query (where tokens ride); a command as given."""
     if not spec.startswith(("http://", "https://")):
         return spec
+    from urllib.parse import urlsplit
+
     parts = urlsplit(spec)
     host = parts.hostname or ""
     port = f":{parts.port}" if parts.port else ""
@@ -98,6 +96,8 @@ def _connect(spec: str) -> Any:
     try:
         if spec.startswith(("http://", "https://")):
             return connect_http(spec)
+        import shlex
+
         try:
             argv = shlex.split(spec)
         except ValueError as err:
@@ -139,6 +139,8 @@ def open_tools(flags: Tuple[List[str], List[str]]) -> ExtraTools:
 def _where(path: str, err: BaseException) -> str:
     """``, line N`` for the deepest frame of ``err`` in ``path`` (a SyntaxError's own
     line when it is the file's), or ""."""
+    import traceback
+
     if isinstance(err, SyntaxError) and err.filename == path and err.lineno:
         return f", line {err.lineno}"
     lines = [frame.lineno for frame in traceback.extract_tb(err.__traceback__)
@@ -148,6 +150,9 @@ def _where(path: str, err: BaseException) -> str:
 
 def load_functions(path: str) -> List[Any]:
     """The tools a Python file's public functions make (see the module docstring)."""
+    import importlib.util
+    import inspect
+
     from ..tools import FunctionTool, tool
 
     full = os.path.abspath(os.path.expanduser(path))
