@@ -1,9 +1,7 @@
 """Row 9: the per-turn request build, to the body the transport sends, at 100, 1,000
 and 10,000 messages, on the Anthropic (9a-b), Chat Completions (9c-d), Responses
-(9e-f), Gemini (9g-h), Bedrock (9i-j) and Vertex AI (9k-l) wires. The Responses and
-Gemini backends have no ``encode_body``: what they send is the transport's
-``json.dumps`` of ``to_wire``, and that is what is measured for them. Bedrock and
-Vertex send the Anthropic wire's ``encode_body`` in their own frame.
+(9e-f), Gemini (9g-h), Bedrock (9i-j) and Vertex AI (9k-l) wires: each backend's
+``encode_body`` (Bedrock and Vertex send the Anthropic wire's in their own frame).
 
 What ``Backend.turn`` does before the request leaves: ``encode_body`` with the
 backend's ``WireCache``, in the steady state of a run — the run's earlier turns were
@@ -47,9 +45,6 @@ from measure import Row, Stat, ratio_row  # noqa: E402
 
 SIZES = (100, 1_000, 10_000)
 TURNS = 40  # measured turns per run, each adding two messages
-#: Wires that rebuild the whole body every turn (no encode_body): each turn is as
-#: costly as the last, so a few are measured, which keeps a full run short.
-UNCACHED = {"responses": 4, "gemini": 4}
 SENTENCE = "Here is a sentence of about the length a person types into a chat box."
 
 
@@ -120,9 +115,11 @@ def wires() -> Dict[str, Tuple[Callable[..., Any], Callable[..., bytes]]]:
 
     return {
         "responses": (lambda r, m: responses_wire.to_wire(r, m, model="gpt-5-mini"),
-                      lambda r, m, c: _dumps(responses_wire.to_wire(r, m, model="gpt-5-mini"))),
+                      lambda r, m, c: responses_wire.encode_body(r, m, model="gpt-5-mini",
+                                                                 cache=c)),
         "gemini": (lambda r, m: gemini_wire.to_wire(r, m, model="gemini-2.5-flash"),
-                   lambda r, m, c: _dumps(gemini_wire.to_wire(r, m, model="gemini-2.5-flash"))),
+                   lambda r, m, c: gemini_wire.encode_body(r, m, model="gemini-2.5-flash",
+                                                           cache=c)),
         "bedrock": cloud("bedrock"),
         "vertex": cloud("vertex"),
         "anthropic": (lambda r, m: anthropic_wire.to_wire(r, m, model="claude-opus-5"),
@@ -146,7 +143,7 @@ def one_run(wire: str, size: int) -> Dict[str, float]:
     # The run so far: its earlier turns encoded (the cache warm), checked exactly.
     assert encode(request, messages[:-2], cache) == _dumps(to_wire(request, messages[:-2]))
     grown = [messages]
-    for n in range(UNCACHED.get(wire, TURNS)):
+    for n in range(TURNS):
         grown.append(grown[-1] + _turn(10_000_000 + n))
     gc.collect()
     started = time.perf_counter()

@@ -44,10 +44,12 @@ from __future__ import annotations
 import json
 import threading
 import weakref
-from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tuple, TypeVar
+from typing import (
+    Any, Callable, Dict, FrozenSet, Hashable, List, Optional, Sequence, Tuple, TypeVar,
+)
 
-__all__ = ["Body", "RUNS_PER_REQUEST", "Run", "WireCache", "assemble", "dumps", "grow",
-           "split_frame"]
+__all__ = ["Body", "RUNS_PER_REQUEST", "Run", "WireCache", "assemble", "dumps", "encode_items",
+           "grow", "split_frame"]
 
 #: Runs kept per Request: one per conversation served from it at once.
 RUNS_PER_REQUEST = 4
@@ -244,3 +246,42 @@ def grow(segments: Tuple[bytes, ...], items: Sequence[bytes]) -> Tuple[bytes, ..
         new = out.pop() + b"," + new
     out.append(new)
     return tuple(out)
+
+
+#: A message's items encoded with every result sent, and its results' ids (None: none).
+Plain = Tuple[Tuple[bytes, ...], Optional[FrozenSet[str]]]
+
+
+def encode_items(cache: WireCache, request: Any, messages: Sequence[Any], space: Hashable,
+                 frame: Tuple[bytes, bytes], plain: Callable[[Any, int], Plain],
+                 again: Callable[[Any, int, FrozenSet[str]], Tuple[bytes, ...]],
+                 unfinished: Callable[[Sequence[Any]], FrozenSet[str]]) -> Body:
+    """The body of a wire whose list (``frame``: the bytes before its first item and
+    after its last) holds each message's items, a function of that message alone but
+    for its results whose call is left unfinished (``unfinished``: their ids), which
+    are not sent: the Responses and Gemini wires.
+
+    ``plain(message, position)`` is kept per message; a message with a result named
+    by an unfinished call is encoded ``again(message, position, unsent)`` each turn.
+    Every message of a turn is the next turn's prefix (there is no breakpoint to move),
+    kept with the unfinished ids it holds; a turn adding an unfinished call starts
+    from the per-message table instead, as it may take back a result the prefix sent.
+    """
+    run = cache.resume(request, messages, space)
+    if run is not None and unfinished(messages[run.stable:]):
+        run = None
+    start = run.stable if run is not None else 0
+    unsent: FrozenSet[str] = (run.info if run is not None else frozenset()) | unfinished(
+        messages[start:])
+    table = cache.table(space)
+    added: List[bytes] = []
+    for position in range(start, len(messages)):
+        message = messages[position]
+        encoded, results = cache.encoded(table, message, plain, position)
+        if results is not None and not results.isdisjoint(unsent):
+            encoded = again(message, position, unsent)
+        added.extend(encoded)
+    region = run.region if run is not None else ()
+    cache.keep(request, Run(space, tuple(messages), len(messages), grow(region, added),
+                            (run.count if run is not None else 0) + len(added), unsent), run)
+    return assemble(frame[0], list(region) + added, frame[1])

@@ -1,5 +1,5 @@
 """encode_body and the WireCache: every turn's bytes are exactly ``json.dumps`` of
-``to_wire`` on all three wires (breakpoints moving, merged roles, unfinished calls,
+``to_wire`` on every wire (breakpoints moving, merged roles, unfinished calls,
 images, reasoning replay, random conversations), a turn encodes only what is new,
 runs on threads share one cache safely, and what a conversation left goes with it."""
 
@@ -21,6 +21,8 @@ from nacelle.backend import RunContext
 from nacelle.backends import anthropic, chat, openrouter
 from nacelle.backends.anthropic import wire as anthropic_wire
 from nacelle.backends.chat import wire as chat_wire
+from nacelle.backends.gemini import wire as gemini_wire
+from nacelle.backends.openai import wire as responses_wire
 from nacelle.backends._http import Transport
 from nacelle.backends._wire_cache import RUNS_PER_REQUEST, WireCache, split_frame
 from nacelle.testing import FakeServer, Reply
@@ -75,6 +77,15 @@ WIRES = [
          lambda r, m: chat_wire.to_wire(r, m, model="gpt-5-mini", dialect=chat.OPENAI),
          lambda r, m, c: chat_wire.encode_body(r, m, model="gpt-5-mini", dialect=chat.OPENAI,
                                                cache=c)),
+    Wire("responses",
+         lambda r, m: responses_wire.to_wire(r, m, model="gpt-5-mini"),
+         lambda r, m, c: responses_wire.encode_body(r, m, model="gpt-5-mini", cache=c)),
+    Wire("gemini-3",
+         lambda r, m: gemini_wire.to_wire(r, m, model="gemini-3-pro-preview"),
+         lambda r, m, c: gemini_wire.encode_body(r, m, model="gemini-3-pro-preview", cache=c)),
+    Wire("gemini-2",
+         lambda r, m: gemini_wire.to_wire(r, m, model="gemini-2.5-flash"),
+         lambda r, m, c: gemini_wire.encode_body(r, m, model="gemini-2.5-flash", cache=c)),
     Wire("chat-deepseek",
          lambda r, m: chat_wire.to_wire(r, m, model="deepseek-chat", dialect=chat.DEEPSEEK),
          lambda r, m, c: chat_wire.encode_body(r, m, model="deepseek-chat",
@@ -298,7 +309,8 @@ class CountingCache(WireCache):
 @pytest.mark.parametrize("wire", WIRES, ids=repr)
 def test_a_turn_encodes_only_the_new_messages_and_looks_up_only_the_tail(wire, monkeypatch):
     encoded = []
-    for module, name in ((anthropic_wire, "_encoded_blocks"), (chat_wire, "_plain")):
+    for module, name in ((anthropic_wire, "_encoded_blocks"), (chat_wire, "_plain"),
+                         (responses_wire, "_plain"), (gemini_wire, "_plain")):
         original = getattr(module, name)
 
         def spy(message, *args, _original=original):
@@ -451,4 +463,33 @@ def test_an_agent_run_sends_each_turn_byte_for_byte_what_to_wire_builds():
         conversation = result.messages[:1 + 2 * index]
         assert body == reference(
             Wire("a", lambda r, m: anthropic_wire.to_wire(r, m, model=backend.model), None),
+            request, conversation)
+
+
+def test_a_responses_agent_run_sends_each_turn_byte_for_byte_what_to_wire_builds():
+    import nacelle
+    from nacelle.backends import openai
+    from nacelle.testing.wire import responses_stream
+
+    @nacelle.tool
+    def lookup(q: str) -> str:
+        """Look it up."""
+        return f"found {q} — ünïcode"
+
+    with FakeServer() as server:
+        for n in range(3):
+            server.queue("/responses", Reply(chunks=responses_stream(
+                [], tool_calls=[(f"call_{n}", "lookup", '{"q": "x"}')])))
+        server.queue("/responses", Reply(chunks=responses_stream(["Done."])))
+        backend = openai.Backend("k", model="gpt-5-mini", base_url=server.url)
+        agent = nacelle.Agent(backend, "Be brief.", tools=[lookup])
+        result = agent.run([user_text("go")])
+        request = agent.request([user_text("go")])
+        sent = [r.body for r in server.requests]
+    assert len(sent) == 4
+    assert pickle.loads(pickle.dumps(backend))._wire_cache
+    for index, body in enumerate(sent):
+        conversation = result.messages[:1 + 2 * index]
+        assert body == reference(
+            Wire("r", lambda r, m: responses_wire.to_wire(r, m, model=backend.model), None),
             request, conversation)

@@ -42,8 +42,8 @@ Choices where the contract is silent:
   (``nacelle.native``, without options); no server-side MCP.
 
 Outer ring: imports ``backends._turn`` (and, through it at the first request,
-``requests``), ``nacelle._net.headers``, the two pure halves, ``nacelle.pricing`` and
-the core. Never another backend.
+``requests``), ``backends._wire_cache``, ``nacelle._net.headers``, the two pure halves,
+``nacelle.pricing`` and the core. Never another backend.
 """
 
 from __future__ import annotations
@@ -60,8 +60,9 @@ from ...messages import Message
 from ...pricing import Price, price_for
 from ..._net.headers import read_key
 from .._turn import Endpoint, base_url_from, check_key, check_model, stream_turn
+from .._wire_cache import WireCache
 from .stream import Accumulator
-from .wire import PROTOCOL, media_inside, to_wire
+from .wire import PROTOCOL, encode_body, media_inside, to_wire
 
 __all__ = ["Accumulator", "Backend", "PROTOCOL", "capabilities", "to_wire"]
 
@@ -108,6 +109,7 @@ class Backend:
 
         self._base_path = f"/{urllib.parse.quote(self._resource, safe='/-._~')}"
         self._path = self._base_path + ":streamGenerateContent?alt=sse"
+        self._wire_cache = WireCache()  # each message's entry, encoded once a run
         self._endpoint = Endpoint(
             base_url_from(base_url, "GOOGLE_GEMINI_BASE_URL", DEFAULT_BASE_URL), {},
             max_retries=max_retries, timeout=timeout, stall_timeout=stall_timeout,
@@ -148,7 +150,7 @@ class Backend:
     ) -> Iterator[Union[Event, TurnEnd]]:
         """One model turn: its TEXT / THINKING / TOOL_INPUT / TOOL_CALL events as they
         arrive, then its TurnEnd."""
-        body = to_wire(request, messages, model=self.model)
+        body = encode_body(request, messages, model=self.model, cache=self._wire_cache)
         return stream_turn(self._endpoint, self._path, body, ctx, self._accumulator,
                            request=request, model=self.model)
 

@@ -75,7 +75,8 @@ Choices where the contract is silent:
   ``stopSequences`` and ``seed``; ``maxOutputTokens`` only when the Agent chose a
   cap. ``extra_body`` is merged over the body last.
 
-May import: the standard library and nacelle's core. Never ``requests``.
+May import: the standard library, nacelle's core and ``backends._wire_cache``. Never
+``requests``.
 """
 
 from __future__ import annotations
@@ -84,9 +85,9 @@ import copy
 import json
 import logging
 import re
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import AbstractSet, Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
-from ...backend import DEFAULT_MAX_TOKENS, Effort, Request
+from ...backend import DEFAULT_MAX_TOKENS, CallProfile, Effort, Request
 from ...errors import ConfigError, Unsupported
 from ...messages import (
     Document, Finish, Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
@@ -94,8 +95,10 @@ from ...messages import (
 from ...native import is_native
 from ...sse import parse_json
 from .._media import ALL_DOCUMENTS, Takes, follow_parts, joined, split
+from .._wire_cache import Body, WireCache, encode_items, split_frame
+from .._wire_cache import dumps as _bytes
 
-__all__ = ["PROTOCOL", "TAKES", "contents", "media_inside", "to_wire"]
+__all__ = ["PROTOCOL", "TAKES", "contents", "encode_body", "media_inside", "to_wire"]
 
 logger = logging.getLogger(__name__)
 
@@ -241,21 +244,66 @@ def _thinking(request: Request, model: str) -> Dict[str, Any]:
 def contents(messages: Sequence[Message], takes: Takes = TAKES) -> List[Dict[str, Any]]:
     """The ``contents`` of a conversation (see the module docstring); ``takes`` says
     whether a tool's media go inside its response or after the responses."""
-    unsent: Set[str] = {
-        p.id for m in messages for p in m.parts if isinstance(p, ToolCall) and not p.finished
-    }
+    unsent = _unfinished(messages)
     out: List[Dict[str, Any]] = []
     for position, message in enumerate(messages):
-        if message.role is Role.ASSISTANT:
-            parts = _model(message, position)
-            if parts:
-                out.append({"role": "model", "parts": parts})
-        else:
-            out.append({"role": "user", "parts": _user(message, position, unsent, takes)})
+        out.extend(_content(message, position, unsent, takes))
     return out
 
 
-def _user(message: Message, position: int, unsent: Set[str],
+def _content(message: Message, position: int, unsent: AbstractSet[str],
+             takes: Takes) -> List[Dict[str, Any]]:
+    """The ``contents`` entry of one message (none for a model message with nothing)."""
+    if message.role is Role.ASSISTANT:
+        parts = _model(message, position)
+        return [{"role": "model", "parts": parts}] if parts else []
+    return [{"role": "user", "parts": _user(message, position, unsent, takes)}]
+
+
+def _unfinished(messages: Sequence[Message]) -> FrozenSet[str]:
+    """The ids of the calls left unfinished: their results are not sent."""
+    return frozenset(p.id for m in messages for p in m.parts
+                     if isinstance(p, ToolCall) and not p.finished)
+
+
+# -- the body as bytes, each message encoded once -----------------------------------
+
+def encode_body(request: Request, messages: Sequence[Message], *, model: str = "",
+                cache: Optional[WireCache] = None) -> Body:
+    """:func:`to_wire`'s body as the bytes the transport sends, exactly
+    ``json.dumps(to_wire(...), ensure_ascii=False, separators=(",", ":"))`` in UTF-8,
+    with each message's ``contents`` entry encoded once per ``cache`` and a run's
+    entries so far reused whole (``_wire_cache.encode_items``); without a cache, that
+    very ``json.dumps``. A result whose call was left unfinished is not sent, so a
+    message holding one is encoded again each turn.
+    """
+    extra = request.settings.extra_body
+    if (cache is None or request.profile is not CallProfile.AGENT_TURN
+            or (extra and "contents" in extra)):
+        return Body((_bytes(to_wire(request, messages, model=model)),))
+    takes = TAKES if media_inside(model) else TAKES_AFTER
+    head, _, tail = split_frame(to_wire(request, (), model=model), key="contents")
+    return encode_items(cache, request, messages, (PROTOCOL, takes), (head, tail),
+                        lambda message, position: _plain(message, position, takes),
+                        lambda message, position, unsent: _again(message, position, unsent,
+                                                                 takes),
+                        _unfinished)
+
+
+def _plain(message: Message, position: int,
+           takes: Takes) -> Tuple[Tuple[bytes, ...], Optional[FrozenSet[str]]]:
+    """A message's entry encoded with every result sent, and the ids of its results
+    (None for none): what the per-message table keeps."""
+    results = frozenset(p.id for p in message.parts if isinstance(p, ToolResult))
+    return _again(message, position, frozenset(), takes), results or None
+
+
+def _again(message: Message, position: int, unsent: AbstractSet[str],
+           takes: Takes) -> Tuple[bytes, ...]:
+    return tuple(map(_bytes, _content(message, position, unsent, takes)))
+
+
+def _user(message: Message, position: int, unsent: AbstractSet[str],
           takes: Takes) -> List[Dict[str, Any]]:
     results: List[Dict[str, Any]] = []
     content: List[Dict[str, Any]] = []

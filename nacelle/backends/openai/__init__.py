@@ -59,7 +59,8 @@ Choices where the contract is silent:
   (``reasoning.encrypted`` items among them) replayed.
 
 Outer ring: imports ``backends._turn`` (and, through it at the first request,
-``requests``), ``backends._sampling``, ``nacelle._net.headers``, the two pure halves,
+``requests``), ``backends._sampling``, ``backends._wire_cache``, ``nacelle._net.headers``,
+the two pure halves,
 ``nacelle.pricing`` and the core. Never another backend.
 """
 
@@ -79,8 +80,9 @@ from ...pricing import Price, price_for
 from ..._net.headers import read_key
 from .._sampling import openai_settings
 from .._turn import Endpoint, base_url_from, check_key, check_model, count_tokens, stream_turn
+from .._wire_cache import WireCache
 from .stream import Accumulator
-from .wire import PROTOCOL, count_tokens_body, to_wire
+from .wire import PROTOCOL, count_tokens_body, encode_body, to_wire
 
 __all__ = ["Accumulator", "Backend", "PROTOCOL", "capabilities", "count_tokens_body",
            "to_wire"]
@@ -134,6 +136,7 @@ class Backend:
             secret_headers=functools.partial(_key_header, api_key),
         )
         self.base_url = self._endpoint.base_url
+        self._wire_cache = WireCache()  # each message's items, encoded once a run
         self.capabilities = dataclasses.replace(settings_for(model),
                                                 cost=self.pricing is not None,
                                                 tool_search=_searches_tools(model))
@@ -154,7 +157,7 @@ class Backend:
         self, request: Request, messages: Tuple[Message, ...], ctx: RunContext
     ) -> Iterator[Union[Event, TurnEnd]]:
         """One model turn: its TEXT / THINKING deltas as they arrive, then its TurnEnd."""
-        body = to_wire(request, messages, model=self.model)
+        body = encode_body(request, messages, model=self.model, cache=self._wire_cache)
         return stream_turn(self._endpoint, "/responses", body, ctx, self._accumulator,
                            request=request, model=self.model)
 

@@ -75,16 +75,21 @@ Choices where the contract is silent:
   (``max_tokens`` other than ``DEFAULT_MAX_TOKENS``), as on Chat Completions, and
   never below the spec's minimum of 16.
 
-May import: the standard library and nacelle's core. Never ``requests``.
+:func:`encode_body` is that body as the bytes sent, each message's items encoded once
+a run (``backends._wire_cache``), so a turn's build costs what the turn adds rather
+than the whole conversation again.
+
+May import: the standard library, nacelle's core and ``backends._wire_cache``. Never
+``requests``.
 """
 
 from __future__ import annotations
 
 import copy
 import logging
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import AbstractSet, Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
-from ...backend import DEFAULT_MAX_TOKENS, Request
+from ...backend import DEFAULT_MAX_TOKENS, CallProfile, Request
 from ...errors import ConfigError, Unsupported
 from ...messages import (
     Document, Finish, Image, Message, ProviderBlock, Reasoning, Role, Text, ToolCall, ToolResult,
@@ -93,9 +98,10 @@ from ...native import is_native
 from ...output.schema import for_openai
 from ...sse import parse_json
 from .._media import ALL_DOCUMENTS, Takes, filename, split
+from .._wire_cache import Body, WireCache, dumps, encode_items, split_frame
 
 __all__ = ["INCLUDE", "MCP_HINT", "MIN_OUTPUT_TOKENS", "PROTOCOL", "count_tokens_body",
-           "to_wire"]
+           "encode_body", "to_wire"]
 
 logger = logging.getLogger(__name__)
 
@@ -188,16 +194,60 @@ def _frame(request: Request, messages: Sequence[Message], *, model: str) -> Dict
 
 def items(messages: Sequence[Message]) -> List[Dict[str, Any]]:
     """The ``input`` items of a conversation (see the module docstring)."""
-    unsent: Set[str] = {
-        p.id for m in messages for p in m.parts if isinstance(p, ToolCall) and not p.finished
-    }
+    unsent = _unfinished(messages)
     out: List[Dict[str, Any]] = []
     for position, message in enumerate(messages):
-        if message.role is Role.ASSISTANT:
-            out.extend(_assistant(message, position))
-        else:
-            out.extend(_user(message, position, unsent))
+        out.extend(_message_items(message, position, unsent))
     return out
+
+
+def _message_items(message: Message, position: int,
+                   unsent: AbstractSet[str]) -> List[Dict[str, Any]]:
+    if message.role is Role.ASSISTANT:
+        return _assistant(message, position)
+    return _user(message, position, unsent)
+
+
+def _unfinished(messages: Sequence[Message]) -> FrozenSet[str]:
+    """The ids of the calls left unfinished: their results are not sent."""
+    return frozenset(p.id for m in messages for p in m.parts
+                     if isinstance(p, ToolCall) and not p.finished)
+
+
+# -- the body as bytes, each message encoded once -----------------------------------
+
+def encode_body(request: Request, messages: Sequence[Message], *, model: str,
+                cache: Optional[WireCache] = None) -> Body:
+    """:func:`to_wire`'s body as the bytes the transport sends, exactly
+    ``json.dumps(to_wire(...), ensure_ascii=False, separators=(",", ":"))`` in UTF-8,
+    with each message's items encoded once per ``cache`` and a run's items so far
+    reused whole (see ``_wire_cache``); without a cache, that very ``json.dumps``.
+
+    Each message's items are a function of the message alone, but for results whose
+    call was left unfinished, which a later message can name: such a result is
+    encoded again each turn, and a turn adding an unfinished call starts from the
+    per-message table instead of the run's prefix.
+    """
+    extra = request.settings.extra_body
+    if (cache is None or request.profile is not CallProfile.AGENT_TURN
+            or (extra and "input" in extra)):
+        return Body((dumps(to_wire(request, messages, model=model)),))
+    head, _, tail = split_frame(to_wire(request, (), model=model), key="input")
+    return encode_items(cache, request, messages, PROTOCOL, (head, tail), _plain, _again,
+                        _unfinished)
+
+
+def _plain(message: Message,
+           position: int) -> Tuple[Tuple[bytes, ...], Optional[FrozenSet[str]]]:
+    """A message's items encoded with every result sent, and the ids of its results
+    (None for none): what the per-message table keeps."""
+    results = frozenset(p.id for p in message.parts if isinstance(p, ToolResult))
+    encoded = tuple(map(dumps, _message_items(message, position, frozenset())))
+    return encoded, results or None
+
+
+def _again(message: Message, position: int, unsent: FrozenSet[str]) -> Tuple[bytes, ...]:
+    return tuple(map(dumps, _message_items(message, position, unsent)))
 
 
 def _tool(tool: Any) -> Dict[str, Any]:
@@ -250,7 +300,7 @@ def _reasoning(request: Request) -> Dict[str, Any]:
     return reasoning
 
 
-def _user(message: Message, position: int, unsent: Set[str]) -> List[Dict[str, Any]]:
+def _user(message: Message, position: int, unsent: AbstractSet[str]) -> List[Dict[str, Any]]:
     results: List[Dict[str, Any]] = []
     content: List[Dict[str, Any]] = []
     for part in message.parts:
