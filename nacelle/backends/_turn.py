@@ -259,13 +259,22 @@ def _stream_turn(
     # the stream decides; the iteration must end by itself (no break) for the
     # connection to go back to the pool.
     events = transport.events(response, ctx, keepalive=keepalive, final=lambda _: state.done)
+    feed = state.feed
     try:
         for sse in events:
-            out = state.feed(sse)
-            if out and seen is not None and seen.first is None:
+            out = feed(sse)
+            if not out:
+                continue
+            if seen is not None and seen.first is None:
                 seen.delta(out)
             for event in out:
-                yield clean(event)
+                # A text delta in ASCII is what clean() would return untouched; it is
+                # the event nearly every SSE event makes, so it skips the call.
+                if (type(event) is Event and event.kind is _TEXT and event.tool is None
+                        and event.text.isascii()):
+                    yield event
+                else:
+                    yield clean(event)
         end = clean(state.finish())
     except NacelleError:
         yield from clean(tuple(state.abandon()))
@@ -280,6 +289,7 @@ def _stream_turn(
 
 
 _DELTAS = frozenset({Kind.TEXT, Kind.THINKING, Kind.TOOL_CALL})
+_TEXT = Kind.TEXT
 
 
 class _Seen:
