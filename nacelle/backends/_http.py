@@ -95,7 +95,7 @@ import logging
 import socket
 import threading
 import time
-from typing import Any, Callable, Dict, Generator, Mapping, Optional, Union
+from typing import Any, Callable, Dict, Generator, List, Mapping, Optional, Union
 
 import requests
 import urllib3
@@ -113,7 +113,7 @@ from .._net.sockets import socket_of
 from ._http_session import InFlight, new_session
 from ._wire_cache import Body
 
-__all__ = ["Transport", "iter_sse", "parse_error", "retry_delay"]
+__all__ = ["Transport", "iter_sse", "next_batch", "parse_error", "retry_delay", "sse_batches"]
 
 log = logging.getLogger(__name__)
 
@@ -270,6 +270,14 @@ class Transport:
                         read_timeout=self.timeout, stall_timeout=self.stall_timeout,
                         make_decoder=self.decoder)
 
+    def batches(self, response: requests.Response, ctx: RunContext,
+                keepalive: Optional[Callable[[SSEEvent], bool]] = None,
+                ) -> Generator[List[SSEEvent], bool, None]:
+        """The SSE events of ``response`` a read at a time (see :func:`sse_batches`),
+        with this transport's read and stall timeouts."""
+        return sse_batches(response, ctx, keepalive=keepalive, read_timeout=self.timeout,
+                           stall_timeout=self.stall_timeout, make_decoder=self.decoder)
+
     # -- internals --------------------------------------------------------------------
 
     def _request(self, path: str, body: Any, ctx: RunContext, extra: Mapping[str, str],
@@ -416,6 +424,59 @@ def iter_sse(
     ``make_decoder`` makes the body's decoder when it is not SSE (Bedrock's event-stream
     framing): anything with ``feed(bytes) -> [SSEEvent]``, ``close()`` and
     ``truncated``, as :class:`~nacelle.sse.SSEDecoder` has.
+
+    It is :func:`sse_batches` read one event at a time: the run is looked at before
+    each event (a cancel set while the consumer handled one stops the next).
+    """
+    reads = sse_batches(response, ctx, keepalive=keepalive, read_timeout=read_timeout,
+                        stall_timeout=stall_timeout, max_line=max_line,
+                        make_decoder=make_decoder)
+    is_set, deadline = ctx.cancelled.is_set, ctx.deadline  # a context's deadline is fixed
+    try:
+        batch = next_batch(reads, False)
+        while batch is not None:
+            ended = False
+            for event in batch:
+                if is_set() or (deadline is not None and ctx.expired()):
+                    ctx.check()
+                yield event
+                if final is not None and final(event):
+                    ended = True
+                    break
+            batch = next_batch(reads, ended)
+    finally:
+        reads.close()
+
+
+def next_batch(reads: Generator[List[SSEEvent], bool, None],
+               ended: bool) -> Optional[List[SSEEvent]]:
+    """The next batch of :func:`sse_batches` (None at the end), telling it whether
+    the last one handed out held the stream's final event (``ended``: it then reads
+    the rest of the body and stops)."""
+    try:
+        return reads.send(ended) if ended else next(reads)
+    except StopIteration:
+        return None
+
+
+def sse_batches(
+    response: requests.Response,
+    ctx: RunContext,
+    *,
+    keepalive: Optional[Callable[[SSEEvent], bool]] = None,
+    read_timeout: float = 600.0,
+    stall_timeout: float = 600.0,
+    max_line: int = 16 * 2**20,
+    make_decoder: Optional[Callable[[], Any]] = None,
+) -> Generator[List[SSEEvent], bool, None]:
+    """The SSE events of a streaming response, as :func:`iter_sse` promises, in one
+    list per read that completed any: what arrived together is handed over together,
+    so a reader of many small events resumes this generator once a read, not once
+    an event (a model turn reads it so, through :func:`next_batch`).
+
+    The reader looks at the run before each event of a batch (``ctx.check()``), and
+    sends True once a batch held the stream's final event: the rest of the body is
+    then read, as :func:`iter_sse` says of ``final``, and the generator ends.
     """
     where = _where(response.url or "")
     decoder: Any = SSEDecoder(max_line) if make_decoder is None else make_decoder()
@@ -426,7 +487,6 @@ def iter_sse(
     unregister = ctx.on_cancel(lambda: cutoff.cut("cancelled"))
     read = _reader(response)
     progress = time.monotonic()
-    is_set, deadline = ctx.cancelled.is_set, ctx.deadline  # a context's deadline is fixed
     try:
         while True:
             ctx.check()
@@ -479,20 +539,16 @@ def iter_sse(
                 if keepalive is None or not keepalive(event):
                     progress = time.monotonic()
                     break
-            for event in events:
-                # One read can hold hundreds of events: the run is looked at before
-                # each, so a cancel set while the consumer handled one stops the next.
-                if is_set() or (deadline is not None and ctx.expired()):
-                    ctx.check()
-                yield event
-                if final is not None and final(event):
-                    if _drain(read, sock, cutoff, ctx, read_timeout):
-                        unregister()  # before the pool may hand the socket to another run
-                        _release(response)
-                    else:
-                        log.debug("the body from %s went on after its final event; "
-                                  "closing the connection instead of reusing it", where)
-                    return
+            if not events:
+                continue
+            if (yield events):
+                if _drain(read, sock, cutoff, ctx, read_timeout):
+                    unregister()  # before the pool may hand the socket to another run
+                    _release(response)
+                else:
+                    log.debug("the body from %s went on after its final event; "
+                              "closing the connection instead of reusing it", where)
+                return
     finally:
         unregister()
         response.close()

@@ -255,32 +255,44 @@ def _stream_turn(
     state = accumulator(functools.partial(scrub, headers=transport.secrets()))
     if seen is not None:
         seen.answered(response, state)
-    # ``done`` is asked after each event was fed, so the accumulator's own reading of
-    # the stream decides; the iteration must end by itself (no break) for the
-    # connection to go back to the pool.
-    events = transport.events(response, ctx, keepalive=keepalive, final=lambda _: state.done)
+    # The events come a read at a time (what arrived together), so this generator is
+    # the only one resumed per event. The run is looked at before each event, as
+    # iter_sse does; ``done`` is asked after each event was fed (and its events
+    # consumed), so the accumulator's own reading of the stream decides, and the
+    # transport is then told so: it reads the rest of the body and frees the
+    # connection for the next turn.
+    from ._http import next_batch  # loaded with the transport, which exists by now
+
+    reads = transport.batches(response, ctx, keepalive=keepalive)
     feed = state.feed
+    is_set, deadline = ctx.cancelled.is_set, ctx.deadline  # a context's deadline is fixed
     try:
-        for sse in events:
-            out = feed(sse)
-            if not out:
-                continue
-            if seen is not None and seen.first is None:
-                seen.delta(out)
-            for event in out:
-                # A text delta in ASCII is what clean() would return untouched; it is
-                # the event nearly every SSE event makes, so it skips the call.
-                if (type(event) is Event and event.kind is _TEXT and event.tool is None
-                        and event.text.isascii()):
-                    yield event
-                else:
-                    yield clean(event)
+        batch = next_batch(reads, False)
+        while batch is not None:
+            for sse in batch:
+                if is_set() or (deadline is not None and ctx.expired()):
+                    ctx.check()
+                out = feed(sse)
+                if out:
+                    if seen is not None and seen.first is None:
+                        seen.delta(out)
+                    for event in out:
+                        # A text delta in ASCII is what clean() would return untouched;
+                        # it is the event nearly every SSE event makes: no call.
+                        if (type(event) is Event and event.kind is _TEXT
+                                and event.tool is None and event.text.isascii()):
+                            yield event
+                        else:
+                            yield clean(event)
+                if state.done:
+                    break
+            batch = next_batch(reads, state.done)
         end = clean(state.finish())
     except NacelleError:
         yield from clean(tuple(state.abandon()))
         raise
     finally:
-        events.close()  # at once when the consumer left early or the stream failed
+        reads.close()  # at once when the consumer left early or the stream failed
         response.close()
     log.debug("%s turn ended: %s, %s", endpoint.name, end.stop.value, end.usage)
     if seen is not None:
