@@ -21,6 +21,10 @@ Clients (``URL`` is the server's base URL for the wanted body):
 - ``nacelle-arguments-ignored`` / ``nacelle-arguments-read``: ``Agent.stream`` on the
   Anthropic wire with one tool, for a call whose input streams in many deltas, counting
   TOOL_INPUT events; ``-read`` also reads each one's id, name and delta.
+- ``nacelle-subagent-forwarded`` / ``nacelle-subagent``: a parent ``Agent.stream`` on
+  the Anthropic wire (a ``delegate`` URL) whose model calls a ``subagent_tool`` once,
+  the sub-agent streaming the ``text`` body of the same size; ``-forwarded`` with
+  ``forward=True``, counting and reading the forwarded TEXT events.
 - ``sdk-anthropic``: the anthropic SDK's ``messages.stream`` text iterator.
 - ``sdk-openai``: the openai SDK's ``chat.completions.create(stream=True)``,
   counting chunks with content.
@@ -141,6 +145,37 @@ def nacelle_arguments(read):
                 for event in agent.stream(conversation):
                     if event.kind is written:
                         count += 1
+            return count
+
+        return run, None, None
+    return build
+
+
+def nacelle_subagent(forward):
+    """A parent ``Agent.stream`` on the Anthropic wire whose model calls a sub-agent
+    (``subagent_tool``) once; the sub-agent streams the ``text`` body of the same
+    size. With ``forward``, the child's events come through the parent's stream and
+    each forwarded TEXT is read (its text and ``agent``); without, the parent's
+    stream has only its own events and the child's run is the tool's work."""
+    def build(url):
+        import nacelle
+        from nacelle.backends import anthropic
+
+        child_url = url.replace("/anthropic/delegate/", "/anthropic/text/")
+        child = nacelle.Agent(anthropic.Backend(KEY, base_url=child_url, max_retries=0),
+                              "bench", max_tokens=1024)
+        agent = nacelle.Agent(anthropic.Backend(KEY, base_url=url, max_retries=0), "bench",
+                              tools=[nacelle.subagent_tool(child, forward=forward)],
+                              max_tokens=1024)
+        conversation = [nacelle.user_text("go")]
+        text = nacelle.Kind.TEXT
+
+        def run():
+            count = shown = 0
+            for event in agent.stream(conversation):
+                if event.kind is text and event.agent:
+                    shown += len(event.text) + len(event.agent)
+                    count += 1
             return count
 
         return run, None, None
@@ -325,6 +360,8 @@ CLIENTS = {
     "sdk-openai": sdk_openai,
     "nacelle-arguments-ignored": nacelle_arguments(False),
     "nacelle-arguments-read": nacelle_arguments(True),
+    "nacelle-subagent-forwarded": nacelle_subagent(True),
+    "nacelle-subagent": nacelle_subagent(False),
     "floor-anthropic": floor_client("anthropic"),
     "floor-openrouter": floor_client("openrouter"),
     "floor-chat": floor_client("chat"),

@@ -25,7 +25,9 @@ A client picks what it gets through the path of its ``base_url``,
   2 s before the rest), ``tools`` (``n`` calls of ``sleep_02`` in one turn; a
   request that already carries tool results gets a final text answer) or ``args``
   (Anthropic only: one call of ``note`` whose input streams in ``n`` deltas of 10
-  characters, then a final text answer).
+  characters, then a final text answer) or ``delegate`` (one call of ``subagent``
+  with a task, then a final text answer: a parent whose sub-agent talks to a
+  ``text`` URL).
 
 Bodies are built once per URL and written in 64 KiB HTTP chunks: a benchmark of
 client decoding must not be paced by a server writing one tiny chunk per event.
@@ -155,6 +157,10 @@ def turn_for(kind, n, request):
             return ["All ", "done."], ()
         # {"text": "xx…"}: 12 characters of JSON around the text, n deltas in all
         return [], (("toolu_args", "note", json.dumps({"text": "x" * (ARG_DELTA * n - 12)})),)
+    if kind == "delegate":
+        if has_tool_results(request):
+            return ["All ", "done."], ()
+        return [], (("toolu_delegate", "subagent", json.dumps({"task": "go"})),)
     if kind == "tools":
         if has_tool_results(request):
             return ["All ", "done."], ()

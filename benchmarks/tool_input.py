@@ -12,7 +12,13 @@
   characters (a 200 KB argument), each client in its own process against
   ``server_proc.py``: CPU per delta for a consumer that reads each TOOL_INPUT's id,
   name and delta, over one that ignores them (target within 10%); the same client's
-  CPU per text delta on a 20,000-delta answer is shown beside it.
+  CPU per text delta on a 20,000-delta answer is shown beside it, and the argument
+  delta's CPU over the text delta's is row 12b (a TOOL_INPUT nobody reads should cost
+  what no event costs; a text delta, whose TEXT is also ignored, is the nearest run
+  without one). Rows 12c and 12d: a parent whose model calls a sub-agent once, the
+  sub-agent streaming the same 20,000 text deltas, CPU per child delta over the
+  child's alone: forwarded (``forward=True``) with each forwarded TEXT read, and not
+  forwarded.
 - ``PartialJSON`` (row 13): a structured answer of records fed in 10-character
   deltas, 10× the deltas against 1×; the time's ratio (target: at most 12, i.e.
   linear within noise).
@@ -27,7 +33,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from measure import Row, ServerProcess, Stat, ratio_row, run_client
 
@@ -151,12 +157,12 @@ def eager_rows(runs: int) -> List[Row]:
 # -- row 12: TOOL_INPUT's cost -------------------------------------------------------------
 
 
-def _per_delta(client: str, url: str, runs: int) -> dict:
+def _per_delta(client: str, url: str, runs: int, expected: Optional[int] = DELTAS) -> dict:
     result = run_client("throughput", client, url, runs=runs)
     if "runs" in result:
         got = {r["events"] for r in result["runs"]}
-        if got != {DELTAS}:
-            return {"error": f"{client} received {sorted(got)} deltas, expected {DELTAS}"}
+        if expected is not None and got != {expected}:
+            return {"error": f"{client} received {sorted(got)} deltas, expected {expected}"}
         result["cpu_us"] = Stat.of([r["cpu"] / DELTAS * 1e6 for r in result["runs"]])
     return result
 
@@ -172,11 +178,33 @@ def overhead_rows(server: ServerProcess, runs: int) -> List[Row]:
         stat = result.get("cpu_us")
         figures.append(f"{name}: {stat.show(' µs', 2)} CPU per delta" if stat else
                        f"{name}: {result.get('missing') or result.get('error')}")
-    ratio = (read["cpu_us"].median / ignored["cpu_us"].median
-             if "cpu_us" in read and "cpu_us" in ignored else None)
-    return [ratio_row("12", "CPU per argument delta, TOOL_INPUT read ÷ ignored", ratio,
-                      "≤ 1.10", 1.10, at_least=False, label="TOOL_INPUT read",
-                      figures=figures)]
+    delegate = server.url("anthropic", "delegate", DELTAS)
+    forwarded = _per_delta("nacelle-subagent-forwarded", delegate, runs)
+    kept = _per_delta("nacelle-subagent", delegate, runs, expected=0)
+    for name, result in (("sub-agent, its events forwarded and read", forwarded),
+                         ("sub-agent, not forwarded", kept)):
+        stat = result.get("cpu_us")
+        figures.append(f"{name}: {stat.show(' µs', 2)} CPU per child text delta" if stat
+                       else f"{name}: {result.get('missing') or result.get('error')}")
+
+    def over(top: dict, bottom: dict) -> Optional[float]:
+        return (top["cpu_us"].median / bottom["cpu_us"].median
+                if "cpu_us" in top and "cpu_us" in bottom else None)
+
+    return [
+        ratio_row("12", "CPU per argument delta, TOOL_INPUT read ÷ ignored", over(read, ignored),
+                  "≤ 1.10", 1.10, at_least=False, label="TOOL_INPUT read", figures=figures),
+        # A TOOL_INPUT nobody reads against no event at all: the nearest run without
+        # them is the same number of text deltas, whose TEXT events are ignored too.
+        ratio_row("12b", "CPU per delta, argument (TOOL_INPUT ignored) ÷ text", over(ignored, text),
+                  "≤ 1.05", 1.05, at_least=False, label="TOOL_INPUT ignored", figures=[]),
+        ratio_row("12c", "CPU per child delta, sub-agent forwarded and read ÷ child alone",
+                  over(forwarded, text), "≤ 1.10", 1.10, at_least=False,
+                  label="sub-agent forwarded", figures=[]),
+        ratio_row("12d", "CPU per child delta, sub-agent not forwarded ÷ child alone",
+                  over(kept, text), "≤ 1.05", 1.05, at_least=False,
+                  label="sub-agent not forwarded", figures=[]),
+    ]
 
 
 # -- row 13: PartialJSON stays linear --------------------------------------------------------
