@@ -162,3 +162,14 @@ def test_slash_attach_attaches_to_the_next_message_only(server, terminal, tmp_pa
     second = server.requests[1].json()["messages"]
     assert [block["type"] for block in second[-1]["content"]] == ["text"]
     assert json.dumps(second).count('"image"') == 1  # the first message's, carried over
+
+
+def test_an_image_for_a_backend_without_images_is_one_line_before_any_request(server, tmp_path):
+    (tmp_path / "dot.png").write_bytes(PNG)
+    out = nacelle("What is it?", "-a", str(tmp_path / "dot.png"), "--backend", "deepseek",
+                  "--model", "deepseek-chat", "--base-url", server.url, "--root", str(tmp_path),
+                  server=server, env={"DEEPSEEK_API_KEY": "sk-deepseek-test"})
+    assert out.returncode == 1, out.stderr
+    assert out.stderr.strip().count("\n") == 0, out.stderr
+    assert "the deepseek backend cannot take images (--attach)" in out.stderr
+    assert server.requests == []

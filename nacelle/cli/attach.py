@@ -105,14 +105,15 @@ def read_attachment(spec: str, *, stdin: Optional[IO[bytes]] = None) -> Part:
                 f"\n</document_content>\n</document>")
 
 
-def check(parts: Sequence[Part], backend: Any) -> None:
+def check(parts: Sequence[Part], backend: Any, name: Optional[str] = None) -> None:
     """A SettingsError, before any request, when ``backend`` cannot take the images or
-    PDFs in ``parts`` (what its ``capabilities`` say)."""
-    caps = backend.capabilities
+    PDFs in ``parts`` (what its ``capabilities`` say); ``name`` is the backend as the
+    person chose it (``--backend deepseek``), where ``backend.name`` is its wire's."""
+    caps, name = backend.capabilities, name or backend.name
     if any(isinstance(p, Image) for p in parts) and not caps.images:
-        raise SettingsError(f"the {backend.name} backend cannot take images (--attach)")
+        raise SettingsError(f"the {name} backend cannot take images (--attach)")
     if any(isinstance(p, Document) for p in parts) and not caps.documents:
-        raise SettingsError(f"the {backend.name} backend cannot take PDFs (--attach)")
+        raise SettingsError(f"the {name} backend cannot take PDFs (--attach)")
 
 
 def describe(part: Part) -> str:

@@ -217,7 +217,7 @@ def command(argv: Sequence[str]) -> int:
             max_cost=max_cost, approver=approver, extra_tools=extra.tools, **extras)
         agent, local = build_agent(settings, **options)
         try:
-            check(parts, agent.backend)
+            check(parts, agent.backend, settings.backend)
         except NacelleError:
             local.close()
             raise
