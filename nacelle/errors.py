@@ -24,6 +24,7 @@ happened rather than where::
     ├── mcp.MCPError                    the local MCP client failed
     │   ├── mcp.SessionExpired          an HTTP server no longer knows the session
     │   └── mcp.auth_flows.MCPAuthError  authorizing with an HTTP MCP server failed
+    ├── cli.logdb.LogsError            the log of CLI runs cannot be used (damaged, or newer)
     ├── cli.models.ListingError         a provider's model list could not be read
     ├── cli.resume.Undecided            ``nacelle resume`` was not told what to do with a call
     ├── serve.agui_input.InputError (also ValueError)  a RunAgentInput without AG-UI's shape

@@ -48,6 +48,13 @@ def no_proxies(monkeypatch):
 
 
 @pytest.fixture(autouse=True)
+def private_data_home(monkeypatch, tmp_path_factory):
+    """The nacelle command keeps its log of runs, its history and its sessions in the
+    data directory: a test's runs go to a directory of their own, never the user's."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("data")))
+
+
+@pytest.fixture(autouse=True)
 def network_fence(monkeypatch):
     fence = Fence()
     real_connect = socket.socket.connect

@@ -1,5 +1,7 @@
-"""The suite's network fence refuses non-loopback connections before a packet is sent."""
+"""The suite's fences: non-loopback connections are refused before a packet is sent, and
+the nacelle command's data stays out of the user's home."""
 
+import os
 import socket
 
 import pytest
@@ -25,3 +27,9 @@ def test_the_fence_lets_loopback_through(network_fence):
 def test_an_allowed_address_passes_the_fence(network_fence):
     network_fence.allow("203.0.113.7")
     assert network_fence.permits("203.0.113.7") and not network_fence.permits("203.0.113.8")
+
+
+def test_each_test_keeps_the_commands_data_in_a_directory_of_its_own():
+    data = os.environ["XDG_DATA_HOME"]
+    assert os.path.isdir(data) and os.listdir(data) == []
+    assert not data.startswith(os.path.join(os.path.expanduser("~"), ".local"))

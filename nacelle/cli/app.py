@@ -65,6 +65,11 @@ def _resume(argv: Sequence[str]) -> int:
     return command(argv)
 
 
+def _logs(argv: Sequence[str]) -> int:
+    from .logs import command
+    return command(argv)
+
+
 def _help(argv: Sequence[str]) -> int:
     if argv and argv[0] in COMMANDS and argv[0] != "help":
         return COMMANDS[argv[0]](["--help"])
@@ -76,7 +81,8 @@ def _help(argv: Sequence[str]) -> int:
 
 COMMANDS: Dict[str, Callable[[Sequence[str]], int]] = {
     "demo": _demo, "report": _report, "sessions": _sessions, "models": _models, "serve": _serve,
-    "batch": _batch, "eval": _eval, "resume": _resume, "help": _help,
+    "batch": _batch, "eval": _eval, "resume": _resume, "logs": _logs,
+    "help": _help,
 }
 
 

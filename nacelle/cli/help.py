@@ -30,6 +30,8 @@ subcommands:
                           or regressed (nacelle eval --help)
   resume NAME [--approve ID|all] [--deny ID|all]
                           decide the calls a --pause run left waiting, and go on
+  logs [-n N] [-q TEXT] [--json] [path|status|on|off]
+                          the runs kept in the log (every prompt run; --no-log skips one)
   help [COMMAND]          this help, or a subcommand's
   A prompt that is exactly a subcommand's name is typed after --: nacelle -- demo
 
@@ -77,7 +79,7 @@ environment:
                                             file)
   NACELLE_PROFILE     the settings file's profiles.NAME to use (like --profile)
   NACELLE_CONFIG      the settings file (default ~/.nacelle.yml)
-  XDG_DATA_HOME       sessions and history under $XDG_DATA_HOME/nacelle
+  XDG_DATA_HOME       sessions, history and logs.db under $XDG_DATA_HOME/nacelle
                       (default ~/.local/share/nacelle)
   XDG_CACHE_HOME      the models cache under $XDG_CACHE_HOME/nacelle (default ~/.cache)
   XDG_CONFIG_HOME     your own AGENTS.md / CLAUDE.md in $XDG_CONFIG_HOME/nacelle (default

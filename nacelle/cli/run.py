@@ -41,6 +41,7 @@ from .approval import Approver
 from .backends import MissingKey
 from .attach import check, read_attachment, user_message
 from .extra_tools import ExtraTools, open_tools, tool_flags, tool_options
+from .logs import log_options, run_log
 from .help import EPILOG, EXIT_FAILED, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from .terminal import exit_now, fail, isatty, one_line, open_terminal
 
@@ -83,6 +84,7 @@ def prompt_parser() -> argparse.ArgumentParser:
                              "to the prompt ('-': stdin); repeatable")
     context_options(parser)
     tool_options(parser)
+    log_options(parser)
     parser.add_argument("--version", action="version", version=version())
     return parser
 
@@ -163,7 +165,7 @@ def command(argv: Sequence[str]) -> int:
     schema_file, system = args.pop("schema", None), args.pop("system", None)
     max_cost = args.pop("max_cost", None)
     name, latest = args.pop("session", None), args.pop("continue_", False)
-    pause = args.pop("pause", False)
+    pause, log = args.pop("pause", False), args.pop("log", None)
     context, extra_flags = context_flags(args), tool_flags(args)
     attached = list(args.pop("attach", None) or [])
     if "-" in attached and argument in (None, "-"):
@@ -212,8 +214,10 @@ def command(argv: Sequence[str]) -> int:
                                       no_terminal=terminal is None, pause=pause))
             return approvers[-1]
 
+        logged = run_log(log, session=session.name if session is not None else None,
+                         interactive=prompt is None)
         options: Dict[str, Any] = dict(
-            observers=[recorder] if recorder is not None else [], system=system,
+            observers=[o for o in (recorder, logged) if o is not None], system=system,
             max_cost=max_cost, approver=approver, extra_tools=extra.tools, **extras)
         agent, local = build_agent(settings, **options)
         try:
