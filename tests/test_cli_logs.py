@@ -268,3 +268,14 @@ def test_the_prompts_of_an_interactive_session_share_a_conversation_id(server, d
     assert (first["prompt"], second["prompt"]) == ("My name is Ada.", "What is my name?")
     assert second["response"] == "Your name is Ada."
     assert first["conversation_id"] and first["conversation_id"] == second["conversation_id"]
+
+
+def test_an_attached_file_is_not_logged_as_the_prompt(server, data, tmp_path):
+    (tmp_path / "notes.txt").write_text("the attached material\n", encoding="utf-8")
+    server.queue("/v1/messages", answer("A summary."))
+    out = run("-a", str(tmp_path / "notes.txt"), "Summarise this", server=server, data=data,
+              tmp_path=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "the attached material" in json.dumps(server.requests[0].json())
+    [entry] = json.loads(logs("--json")[1])
+    assert entry["prompt"] == "Summarise this"

@@ -91,9 +91,14 @@ class _Run:
 
 
 def _prompt(messages: Sequence[Any]) -> str:
+    """What the user typed: the last text of the last user message (files attached
+    with ``--attach`` come before it, and are not the prompt)."""
+    from ..messages import Role, Text
+
     for message in reversed(messages):
-        if getattr(message.role, "value", message.role) == "user":
-            return str(message.text)
+        if message.role is Role.USER:
+            texts = [part.text for part in message.parts if isinstance(part, Text)]
+            return texts[-1] if texts else ""
     return ""
 
 
