@@ -62,17 +62,19 @@ def test_the_nacelle_logger_has_a_null_handler():
 # What only some features need, kept out of the imports a program pays for before it
 # does anything: checkpoints sign with hashlib/hmac, observers name a run with uuid,
 # notebook views escape with html, Retry's jitter and made-up call ids draw from
-# random/secrets, the AWS files need configparser, base URLs urllib.parse (the
+# random/secrets, the AWS files need configparser, prices decimal and datetime (read
+# where a backend is made), base URLs urllib.parse (the
 # transport loads it with requests at the first request). benchmarks/imports.py (row 4)
 # measures what the imports cost; this only keeps each of these out of them.
-DEFERRED = {"base64", "configparser", "hashlib", "hmac", "html", "random", "secrets",
-            "urllib.parse", "uuid", "zlib"}
+DEFERRED = {"base64", "configparser", "datetime", "decimal", "hashlib", "hmac", "html",
+            "random", "secrets", "urllib.parse", "uuid", "zlib"}
 IMPORTS = {
     "import nacelle": set(),
     # Bedrock's event stream (re-exported by the anthropic backend) decodes each chunk
-    # with base64 and checks each frame with zlib's CRC-32, per event.
-    "from nacelle.backends import anthropic": {"base64", "zlib"},
-    "import nacelle.backends.anthropic.clouds": {"base64", "zlib"},
+    # with base64 and checks each frame with zlib's CRC-32, per event; anthropic.Pricing
+    # is nacelle.pricing.Price, whose module holds the price table (decimal, datetime).
+    "from nacelle.backends import anthropic": {"base64", "datetime", "decimal", "zlib"},
+    "import nacelle.backends.anthropic.clouds": {"base64", "datetime", "decimal", "zlib"},
     "import nacelle.backends.chat": set(),
     "import nacelle.backends.openai": set(),
     "import nacelle.backends.openrouter": set(),

@@ -85,7 +85,6 @@ from ...context import RunContext
 from ...errors import APIError, ConfigError, Unsupported
 from ...events import Event
 from ...messages import Message
-from ...pricing import Price, price_for
 from ...sse import SSEEvent
 from ..._net.headers import read_key
 from ..._net.secrets import scrub
@@ -100,6 +99,8 @@ from .wire import CHAT_SETTINGS, PROTOCOL, Dialect, encode_body, to_wire
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # checkers only: the core is stdlib + requests
+
+    from ...pricing import Price
 
 __all__ = [
     "Accumulator", "Backend", "Dialect", "PROTOCOL", "deepseek", "gemini", "groq",
@@ -140,6 +141,10 @@ class Backend:
         variable = key_env or dialect.key_env
         check_model(model, f"a model {dialect.name} serves", "gpt-5-mini")
         check_key(api_key, variable)
+        # The price table (and decimal, datetime) is read where a backend is made, not
+        # when the module is imported (benchmarks/README.md, row 4).
+        from ...pricing import Price, price_for
+
         if pricing is not None and not isinstance(pricing, Price):
             raise ConfigError(f"pricing must be a nacelle.pricing.Price, got "
                               f"{type(pricing).__name__}")

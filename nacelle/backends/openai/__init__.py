@@ -69,20 +69,22 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from typing import Callable, Dict, Iterator, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Dict, Iterator, Optional, Tuple, Union
 
 from ...backend import Capabilities, Request, TurnEnd
 from ...context import RunContext
 from ...errors import ConfigError
 from ...events import Event
 from ...messages import Message
-from ...pricing import Price, price_for
 from ..._net.headers import read_key
 from .._sampling import openai_settings
 from .._turn import Endpoint, base_url_from, check_key, check_model, count_tokens, stream_turn
 from .._wire_cache import WireCache
 from .stream import Accumulator
 from .wire import PROTOCOL, count_tokens_body, encode_body, to_wire
+
+if TYPE_CHECKING:
+    from ...pricing import Price
 
 __all__ = ["Accumulator", "Backend", "PROTOCOL", "capabilities", "count_tokens_body",
            "to_wire"]
@@ -125,6 +127,10 @@ class Backend:
     ) -> None:
         check_model(model, "an OpenAI model", "gpt-5-mini")
         check_key(api_key, KEY_VARIABLE)
+        # The price table (and decimal, datetime) is read where a backend is made, not
+        # when the module is imported (benchmarks/README.md, row 4).
+        from ...pricing import Price, price_for
+
         if pricing is not None and not isinstance(pricing, Price):
             raise ConfigError(f"pricing must be a nacelle.pricing.Price, got "
                               f"{type(pricing).__name__}")
