@@ -232,3 +232,21 @@ def test_the_help_lists_the_three_flags():
     out = nacelle("resume", "--help")
     assert "--mcp COMMAND_OR_URL" in out.stdout and "--functions FILE.py" in out.stdout
 
+
+
+def test_a_paused_function_call_runs_when_resume_is_given_the_same_file(server, tmp_path):
+    (tmp_path / "counting.py").write_text(FUNCTIONS, encoding="utf-8")
+    env = {"NACELLE_SESSIONS_DIR": str(tmp_path / "sessions")}
+    server.queue("/v1/messages", Reply(chunks=anthropic_stream([], tool_calls=[
+        ("toolu_1", "word_count", '{"text": "a b c d"}')])))
+    functions = ("--functions", str(tmp_path / "counting.py"))
+    out = nacelle("--session", "job", "--pause", "Count", *functions, "--root", str(tmp_path),
+                  server=server, env=env)
+    assert out.returncode == 3, out.stderr
+    assert "paused for approval of toolu_1 (word_count)" in out.stderr
+    server.queue("/v1/messages", Reply(chunks=anthropic_stream(["Four words."])))
+    resumed = nacelle("resume", "job", "--approve", "all", *functions, "--root", str(tmp_path),
+                      server=server, env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout == "Four words.\n"
+    assert tool_result(server)["content"] in ("4", [{"type": "text", "text": "4"}])
