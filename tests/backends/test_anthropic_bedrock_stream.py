@@ -61,7 +61,7 @@ def test_a_chunk_that_is_not_base64_utf8_is_a_stream_error(payload):
 def test_a_chunk_reads_the_same_however_its_json_is_spelled(spelling):
     event = '{"type":"ping"}'
     payload = spelling.format(base64.b64encode(event.encode()).decode()).encode()
-    assert [e.data for e in BedrockEvents().feed(eventstream_message(CHUNK, payload))] == [event]
+    assert BedrockEvents().feed(eventstream_message(CHUNK, payload)) == [SSEEvent(data=event)]
 
 
 @pytest.mark.parametrize("payload", [

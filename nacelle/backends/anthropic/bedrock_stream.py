@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import re
+import sys
 from typing import Any, Dict, List, Optional
 
 from ...errors import StreamError
@@ -49,6 +51,14 @@ _PLAIN_CHUNK = re.compile(rb'[ \t\n\r]*\{[ \t\n\r]*"bytes"[ \t\n\r]*:[ \t\n\r]*"
                           rb'\}[ \t\n\r]*').fullmatch
 
 
+_new_event = object.__new__
+if sys.version_info >= (3, 11):
+    # What b64decode(validate=True) calls on 3.11 and later, without its wrapper.
+    _b64decode = functools.partial(binascii.a2b_base64, strict_mode=True)
+else:
+    _b64decode = functools.partial(base64.b64decode, validate=True)
+
+
 class BedrockEvents:
     """Bedrock's event-stream body as the SSE events of the Anthropic stream it carries;
     the transport's decoder (``feed``, ``close``, ``truncated``)."""
@@ -68,11 +78,19 @@ class BedrockEvents:
         out = []
         for headers, payload in self._decoder.feed_pairs(data):
             if headers.get(":message-type") == "event" and headers.get(":event-type") == "chunk":
-                out.append(SSEEvent(data=_chunk(payload)))
+                # SSEEvent(data=...), made as the SSE decoder makes its events: the
+                # new instance's dict filled, not a frozen __init__'s four setattr calls.
+                chunk = _new_event(SSEEvent)
+                fields = chunk.__dict__
+                fields["event"] = "message"
+                fields["data"] = _chunk(payload)
+                fields["id"] = ""
+                fields["retry"] = None
+                out.append(chunk)
                 continue
-            event = _event(headers, payload)
-            if event is not None:
-                out.append(event)
+            other = _event(headers, payload)
+            if other is not None:
+                out.append(other)
         return out
 
 
@@ -94,7 +112,7 @@ def _chunk(payload: bytes) -> str:
             encoded = parsed.get("bytes") if isinstance(parsed, dict) else None
             if not isinstance(encoded, str):
                 raise ValueError("no bytes")
-        return base64.b64decode(encoded, validate=True).decode("utf-8")
+        return _b64decode(encoded).decode("utf-8")
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise StreamError("Bedrock sent a chunk whose payload is not the base64 of a "
                           "UTF-8 event") from None

@@ -37,9 +37,10 @@ Choices where the format leaves room, each as botocore's parser makes it:
 Cost: the bytes are kept in one ``bytearray`` and each feed decodes every whole message
 in it before dropping them at once, so a body fed a byte at a time is linear. A
 stream repeats a few header blocks (every Bedrock chunk carries the same three
-headers), so a decoder keeps what its first 16 distinct blocks read as and gives a
-copy of that for the same bytes again: every message's two CRCs are still checked,
-and a block is only ever remembered after it was read and checked whole.
+headers), so a decoder keeps what its first 16 distinct blocks read as and reads the
+same bytes again from that (each :class:`Message` gets its own copy): every message's
+two CRCs are still checked, and a block is only ever remembered after it was read and
+checked whole.
 
 Outer ring (beside the Bedrock backend that reads it), but held to a leaf's rules:
 imports the standard library and ``nacelle.errors`` only.
@@ -104,12 +105,14 @@ class EventStreamDecoder:
 
     def feed(self, data: bytes) -> List[Message]:
         """Decode ``data`` and return the messages it completed, in order."""
-        return [Message(headers, payload) for headers, payload in self.feed_pairs(data)]
+        return [Message(dict(headers), payload) for headers, payload in self.feed_pairs(data)]
 
     def feed_pairs(self, data: bytes) -> List[Tuple[Dict[str, HeaderValue], bytes]]:
         """:meth:`feed`, each message as a ``(headers, payload)`` pair: what a reader
         that makes its own value of every message (``bedrock_stream``) takes, without
-        a :class:`Message` made per message only to be read once."""
+        a :class:`Message` made per message only to be read once. The headers dict
+        may be shared by the messages of the same header block: read it, do not
+        change it."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"EventStreamDecoder.feed() takes bytes, not {type(data).__name__}")
         if self._closed:
@@ -148,7 +151,7 @@ class EventStreamDecoder:
         """The headers and payload of the whole message at ``whole[start:end]``, its
         prelude already checked. A header block seen before (a stream repeats the same
         few: every Bedrock chunk carries the same three) is read from what it gave
-        then, as a copy; it was checked whole when first read."""
+        then (the same dict); it was checked whole when first read."""
         crc = _U32.unpack_from(whole, end - 4)[0]
         if zlib.crc32(whole[start:end - 4]) != crc:
             raise StreamError("an event-stream message's CRC does not match: the stream is "
@@ -161,7 +164,7 @@ class EventStreamDecoder:
             known = _headers(block, 0, len(block))
             if len(self._known) < _KNOWN_BLOCKS:
                 self._known[block] = known
-        return dict(known), whole[headers_end:end - 4]
+        return known, whole[headers_end:end - 4]
 
     def close(self) -> List[Message]:
         """End the stream; ``truncated`` then tells whether a message was cut off."""
