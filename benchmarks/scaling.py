@@ -50,6 +50,14 @@ class ReplayTransport:
     def request_headers(self) -> Dict[str, str]:
         return {}  # nothing secret for the scrubber to look for
 
+    def secrets(self) -> Dict[str, str]:
+        return {}
+
+    def batches(self, response: "Replay", ctx: Any, keepalive: Any = None) -> Iterator[list]:
+        """The recorded events as one read (``_http.sse_batches``' shape): a replayed
+        body arrives whole."""
+        yield list(response.events)
+
     def events(self, response: "Replay", ctx: Any, keepalive: Any = None,
                final: Any = None) -> Iterator[Any]:
         for event in response.events:
