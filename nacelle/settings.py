@@ -89,6 +89,9 @@ class Settings:
     #: Where ``--session`` keeps conversations; empty means the CLI's default,
     #: ``$XDG_DATA_HOME/nacelle/sessions`` or ``~/.local/share/nacelle/sessions``.
     sessions_dir: str = ""
+    #: The tools offered: "" (the CLI's default for the backend), "none", or a
+    #: comma-separated list of names (:mod:`nacelle.cli.tool_choice`).
+    tools: str = ""
     #: The ``profiles.NAME`` table of the file layered under flags and the environment.
     profile: str = ""
     sources: Tuple[Tuple[str, str], ...] = ()
@@ -154,6 +157,17 @@ def _as_effort(value: Any, where: str) -> str:
     return text
 
 
+def _as_tools(value: Any, where: str) -> str:
+    names = [name.strip() for name in _as_text(value, where).split(",")]
+    if names == [""]:
+        return ""
+    if not all(re.fullmatch(r"[a-z][a-z0-9_]{0,63}", name) for name in names) \
+            or len(names) > 64:
+        raise SettingsError(f"{where}: expected none or tool names separated by commas "
+                            f"(read_file,list_directory), got {value!r}")
+    return ",".join(names)
+
+
 def _as_profile(value: Any, where: str) -> str:
     text = _as_text(value, where)
     if text and not _PROFILE.match(text):
@@ -173,6 +187,7 @@ _CONVERT: Dict[str, Callable[[Any, str], Any]] = {
     "search_url": _as_text,
     "base_url": _as_text,
     "sessions_dir": _as_text,
+    "tools": _as_tools,
     "profile": _as_profile,
 }
 

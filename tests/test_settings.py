@@ -257,3 +257,17 @@ def test_a_file_holds_a_bounded_number_of_profiles():
     assert len(parse_file(text)["profiles"]) == MAX_PROFILES
     with pytest.raises(SettingsError, match=f"more than {MAX_PROFILES} profiles"):
         parse_file(text + "  one-more:\n")
+
+
+@pytest.mark.parametrize("value", ["Read_File", "read_file;rm", "a,,b", "-x"])
+def test_a_malformed_tools_setting_names_where_it_came_from(value):
+    with pytest.raises(SettingsError, match="environment variable NACELLE_TOOLS: expected "
+                                            "none or tool names"):
+        resolve({}, {"NACELLE_TOOLS": value}, "")
+
+
+def test_the_tools_setting_is_none_or_names_separated_by_commas():
+    assert resolve({}, {}, "tools: none\n").tools == "none"
+    assert resolve({"tools": " read_file , list_directory"}, {}, "").tools == \
+        "read_file,list_directory"
+    assert resolve({}, {}, "").tools == ""

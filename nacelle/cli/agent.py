@@ -70,6 +70,13 @@ def agent_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--effort", help="none, minimal, low, medium, high, xhigh or max")
     parser.add_argument("--show-thinking", action=argparse.BooleanOptionalAction,
                         dest="show_thinking", help="show the model's thinking")
+    offered = parser.add_mutually_exclusive_group()
+    offered.add_argument("--tools", metavar="LIST",
+                         help="offer only these tools, comma-separated (read_file,"
+                              "list_directory,...; default: all, or read_file and "
+                              "list_directory on a local server)")
+    offered.add_argument("--no-tools", action="store_const", const="none", dest="tools",
+                         help="offer the model no tools")
     parser.add_argument("--search-url", dest="search_url",
                         help="a SearXNG instance for web_search (also enables web_fetch)")
     parser.add_argument("--yes", action="store_true",
@@ -145,7 +152,8 @@ def build_agent(settings: Settings, *, yes: bool = False, observers: Sequence[An
     from ..retry import Retry
 
     from ..toolsets import LocalTools
-    from .backends import make_backend
+    from .backends import LOCAL, make_backend
+    from .tool_choice import choose_tools
 
     backend = make_backend(settings)
 
@@ -157,13 +165,19 @@ def build_agent(settings: Settings, *, yes: bool = False, observers: Sequence[An
         found = layered(root)
         prompt = f"{prompt}\n\n{found}" if found else prompt
     local = LocalTools(root, allow_bash=settings.bash)
-    tools: List[Any] = list(local.tools())
+    offered: List[Any] = list(local.tools())
+    if settings.search_url:
+        from ..toolsets import web_fetch, web_search
+        offered += web_search(settings.search_url) + web_fetch()
+    try:
+        tools = choose_tools(offered, settings.tools, local=settings.backend in LOCAL)
+    except NacelleError:
+        local.close()
+        raise
+    # What the user named (--memory, --mcp, --functions) comes whatever --tools says.
     if memory is not None:
         tools.append(memory)
     tools += extra_tools
-    if settings.search_url:
-        from ..toolsets import web_fetch, web_search
-        tools += web_search(settings.search_url) + web_fetch()
     thinking = Thinking(effort=Effort(settings.effort) if settings.effort else None,
                         show=settings.show_thinking)
     if max_cost is not None and not backend.capabilities.cost:

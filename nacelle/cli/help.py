@@ -75,7 +75,7 @@ environment:
   ANTHROPIC_BASE_URL, OPENROUTER_BASE_URL   point a backend elsewhere (a proxy)
   NACELLE_BACKEND, NACELLE_MODEL, NACELLE_BASE_URL, NACELLE_ROOT, NACELLE_BASH,
   NACELLE_MAX_ITERATIONS, NACELLE_EFFORT, NACELLE_SHOW_THINKING, NACELLE_SEARCH_URL,
-  NACELLE_SESSIONS_DIR                      settings (flag > environment > profile >
+  NACELLE_TOOLS, NACELLE_SESSIONS_DIR       settings (flag > environment > profile >
                                             file)
   NACELLE_PROFILE     the settings file's profiles.NAME to use (like --profile)
   NACELLE_CONFIG      the settings file (default ~/.nacelle.yml)
@@ -88,5 +88,6 @@ environment:
   NO_COLOR            no colour
 
 defaults: backend anthropic (its default model), root ., max iterations 50, no bash,
-no web tools; write, command and web tools ask y/n/always/never before they run.
+no web tools, every file tool (read_file and list_directory on a local server);
+write, command and web tools ask y/n/always/never before they run.
 """

@@ -44,6 +44,7 @@ from .extra_tools import ExtraTools, open_tools, tool_flags, tool_options
 from .logs import log_options, run_log
 from .help import EPILOG, EXIT_FAILED, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from .terminal import exit_now, fail, isatty, one_line, open_terminal
+from .tool_choice import UnknownTool
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -230,7 +231,8 @@ def command(argv: Sequence[str]) -> int:
             extras["memory"].close()
         extra.close()
         # A missing key is said as what to set, without the library's class name.
-        return fail(str(err) if isinstance(err, MissingKey) else one_line(err))
+        return fail(str(err) if isinstance(err, (MissingKey, UnknownTool)) else one_line(err),
+                    EXIT_USAGE if isinstance(err, UnknownTool) else EXIT_FAILED)
     opened = [local]
 
     def switch_model(name: str) -> "Agent":
