@@ -103,7 +103,8 @@ def per_turn_seconds(size: int, turns: int) -> Dict[str, float]:
         [_decoded(anthropic_stream([], tool_calls=[(f"toolu_{n:02d}", "noop", "{}")]))
          for n in range(turns - 1)] + [_decoded(anthropic_stream(["Done", "."]))])
     backend._endpoint._transport = transport
-    agent = nacelle.Agent(backend, "bench", max_tokens=1024, tools=[noop])
+    # loop_guard=0: every turn calls noop with the same (empty) input, on purpose.
+    agent = nacelle.Agent(backend, "bench", max_tokens=1024, tools=[noop], loop_guard=0)
     gc.collect()
     started = time.perf_counter()
     result = agent.run(history)

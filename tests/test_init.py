@@ -71,10 +71,9 @@ DEFERRED = {"base64", "configparser", "datetime", "decimal", "hashlib", "hmac", 
 IMPORTS = {
     "import nacelle": set(),
     # Bedrock's event stream (re-exported by the anthropic backend) decodes each chunk
-    # with base64 and checks each frame with zlib's CRC-32, per event; anthropic.Pricing
-    # is nacelle.pricing.Price, whose module holds the price table (decimal, datetime).
-    "from nacelle.backends import anthropic": {"base64", "datetime", "decimal", "zlib"},
-    "import nacelle.backends.anthropic.clouds": {"base64", "datetime", "decimal", "zlib"},
+    # with base64 and checks each frame with zlib's CRC-32, per event.
+    "from nacelle.backends import anthropic": {"base64", "zlib"},
+    "import nacelle.backends.anthropic.clouds": {"base64", "zlib"},
     "import nacelle.backends.chat": set(),
     "import nacelle.backends.openai": set(),
     "import nacelle.backends.openrouter": set(),

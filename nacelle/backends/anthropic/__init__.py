@@ -83,7 +83,6 @@ from ...context import RunContext
 from ...errors import ConfigError
 from ...events import Event
 from ...messages import Message
-from ...pricing import price_for
 from ..._net.headers import read_key
 from .._sampling import claude_exclusive
 from .._turn import Endpoint, base_url_from, check_key, check_model, count_tokens, stream_turn
@@ -131,6 +130,10 @@ class Backend:
                 f" in dollars per million tokens, got {type(pricing).__name__}"
             )
         if pricing is None:
+            # The price table (and decimal, datetime) is read where a backend is made,
+            # not when the module is imported (benchmarks/README.md, row 4).
+            from ...pricing import price_for
+
             pricing = price_for("anthropic", model)
         self._endpoint = Endpoint(
             base_url_from(base_url, "ANTHROPIC_BASE_URL", DEFAULT_BASE_URL),

@@ -37,11 +37,13 @@ Outer ring, held to a leaf's rules: imports the standard library and ``nacelle.e
 
 from __future__ import annotations
 
-import datetime
 import os
-from typing import Dict, Iterable, List, Mapping, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 from ...errors import ConfigError
+
+if TYPE_CHECKING:
+    import datetime
 
 __all__ = ["Credentials", "canonical_request", "credentials", "region", "sign"]
 
@@ -84,7 +86,8 @@ def sign(method: str, url: str, headers: Headers, body: bytes, creds: Credential
     ``headers`` are the ones that will be sent (``Host`` is taken from ``url`` when
     absent); each is signed. ``now`` defaults to the current UTC time.
     """
-    import hashlib  # SigV4 only: not loaded with the backends
+    import datetime  # SigV4 only: not loaded with the backends
+    import hashlib
     import hmac
 
     moment = (now or datetime.datetime.now(datetime.timezone.utc)).astimezone(

@@ -111,7 +111,6 @@ from ...errors import ConfigError, StreamError
 from ...events import Event, _wire_count
 from ...messages import Message
 from ...native import is_native
-from ...pricing import price_for
 from .._sampling import claude_exclusive
 from .._turn import Endpoint, check_model, count_tokens, stream_turn
 from .._wire_cache import WireCache
@@ -169,6 +168,8 @@ class _Cloud:
                 f" in dollars per million tokens, got {type(pricing).__name__}")
         claude = claude_name(model)
         if pricing is None:
+            from ...pricing import price_for  # the table: where a backend is made
+
             pricing = price_for(self.name, model) or price_for("anthropic", claude)
         self.model = model
         self.pricing = pricing

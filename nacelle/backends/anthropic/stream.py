@@ -101,7 +101,7 @@ from ...compaction.strategies import Compacted
 from ...errors import StreamError, StreamTruncated
 from ...events import Event, Kind, Stop, ToolEvent, Usage, _delta as _delta_event, _wire_count
 from ...messages import Citation, Part, ProviderBlock, Reasoning, Text, ToolCall
-from ...pricing import Price
+from ..._price import Price  # nacelle.pricing.Price, without the price table
 from ...sse import SSEEvent, parse_json
 from .._stream import Deltas, ToolInput, ToolInputs, complete_json, well_formed
 
