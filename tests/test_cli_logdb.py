@@ -56,7 +56,7 @@ def test_a_run_is_read_back_with_every_field(tmp_path):
         "usage": {"input_tokens": 10, "output_tokens": 5, "cache_read_tokens": 3,
                   "cache_creation_tokens": 2, "reasoning_tokens": 1},
         "cost": 0.25, "duration_ms": 1500, "stop": "end", "error": None, "session": "work",
-        "conversation_id": "c1", "tool_calls": [
+        "conversation_id": "c1", "resumed": False, "tool_calls": [
             {"call_id": "t1", "name": "read_file", "input": '{"path": "a"}', "result": "text",
              "failed": False},
             {"call_id": "t2", "name": "run_command", "input": "{}", "result": "denied",
@@ -99,6 +99,7 @@ def test_a_version_1_log_is_migrated_and_keeps_its_runs(tmp_path):
             old["conversation_id"], old["cost"]) == ("old prompt", 7, 0, None, None)
     assert old["tool_calls"][0]["name"] == "read_file"
     assert (new["prompt"], new["usage"]["cache_read_tokens"]) == ("new prompt", 4)
+    assert old["resumed"] is False
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == len(logdb.MIGRATIONS)
 

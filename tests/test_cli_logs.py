@@ -80,7 +80,7 @@ def test_a_logged_run_keeps_its_model_usage_cost_and_tool_calls(server, data, tm
     [entry] = json.loads(text)
     assert sorted(entry) == sorted([
         "id", "datetime_utc", "prompt", "response", "backend", "model", "usage", "cost",
-        "duration_ms", "stop", "error", "session", "conversation_id", "tool_calls"])
+        "duration_ms", "stop", "error", "session", "conversation_id", "resumed", "tool_calls"])
     assert entry["prompt"] == "What do the notes say?"
     assert entry["response"] == "Let me look.\n\nIt says 42."
     assert entry["backend"] == "anthropic" and entry["model"]
@@ -279,3 +279,23 @@ def test_an_attached_file_is_not_logged_as_the_prompt(server, data, tmp_path):
     assert "the attached material" in json.dumps(server.requests[0].json())
     [entry] = json.loads(logs("--json")[1])
     assert entry["prompt"] == "Summarise this"
+
+
+def test_a_paused_run_and_its_resumption_are_both_logged(server, data, tmp_path):
+    env = {"XDG_DATA_HOME": str(data), "NACELLE_SESSIONS_DIR": str(tmp_path / "sessions")}
+    server.queue("/v1/messages",
+                 answer("Writing.", tool_calls=[
+                     ("toolu_1", "write_file", '{"path": "a.txt", "content": "one"}')]),
+                 answer("Wrote a."))
+    out = nacelle("--session", "job", "--pause", "write a", "--root", str(tmp_path),
+                  server=server, env=env)
+    assert out.returncode == 3, out.stderr
+    out = nacelle("resume", "job", "--approve", "all", "--root", str(tmp_path), server=server,
+                  env=env)
+    assert out.returncode == 0, out.stderr
+    paused, resumed = json.loads(logs("--json")[1])
+    assert (paused["prompt"], paused["stop"], paused["resumed"]) == ("write a", "paused", False)
+    assert (resumed["prompt"], resumed["response"], resumed["stop"]) == ("", "Wrote a.", "end")
+    assert resumed["resumed"] is True and resumed["session"] == paused["session"] == "job"
+    assert resumed["tool_calls"][0]["name"] == "write_file"
+    assert "(a paused run, resumed with 'nacelle resume')" in logs()[1]

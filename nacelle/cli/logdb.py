@@ -7,7 +7,8 @@ prompt (the text the user sent), the answer's text, the backend and model, the
 tokens (input, output, cache read, cache write, reasoning), the cost when the model
 is priced (NULL when it is not, so an unknown cost never reads as free), the
 duration, why the run stopped (or the error that ended it), the session name and,
-for an interactive session, an id shared by its prompts. Each tool call is a row of
+for an interactive session, an id shared by its prompts; a run ``nacelle resume``
+went on with is marked ``resumed`` and has no prompt of its own. Each tool call is a row of
 ``tool_calls``: its name, its input (cut at 10,000 characters), the first 1,000
 characters of its result and whether the model read a failure. Nothing of a request
 is kept but what the user wrote and the model answered: no headers, no keys.
@@ -108,8 +109,13 @@ def _v2(db: "sqlite3.Connection") -> None:
     db.execute("CREATE TABLE state (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
 
 
+def _v3(db: "sqlite3.Connection") -> None:
+    # ``nacelle resume`` goes on with a paused run: a row with no prompt of its own.
+    db.execute("ALTER TABLE responses ADD COLUMN resumed INTEGER NOT NULL DEFAULT 0")
+
+
 #: The schema's history: the function at index i takes a file from version i to i+1.
-MIGRATIONS: Tuple[Callable[["sqlite3.Connection"], None], ...] = (_v1, _v2)
+MIGRATIONS: Tuple[Callable[["sqlite3.Connection"], None], ...] = (_v1, _v2, _v3)
 
 _fts5: Optional[bool] = None
 
@@ -160,6 +166,7 @@ class Entry:
     session: Optional[str] = None
     conversation_id: Optional[str] = None
     tool_calls: Tuple[Call, ...] = field(default=())
+    resumed: bool = False
 
 
 def _damaged(path: str, err: BaseException) -> LogsError:
@@ -266,13 +273,13 @@ def record(path: str, entry: Entry) -> int:
             cursor = db.execute(
                 "INSERT INTO responses (datetime_utc, prompt, response, backend, model, "
                 "input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, "
-                "reasoning_tokens, cost, duration_ms, stop, error, session, conversation_id) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "reasoning_tokens, cost, duration_ms, stop, error, session, conversation_id, "
+                "resumed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (entry.datetime_utc, entry.prompt, entry.response, entry.backend, entry.model,
                  entry.input_tokens, entry.output_tokens, entry.cache_read_tokens,
                  entry.cache_creation_tokens, entry.reasoning_tokens, entry.cost,
                  entry.duration_ms, entry.stop, entry.error, entry.session,
-                 entry.conversation_id))
+                 entry.conversation_id, int(entry.resumed)))
             row = int(cursor.lastrowid or 0)
             db.executemany(
                 "INSERT INTO tool_calls (response_id, call_id, name, input, result, failed) "
@@ -363,7 +370,8 @@ def _shape(row: Any, calls: List[Dict[str, Any]]) -> Dict[str, Any]:
             "reasoning_tokens")},
         "cost": row["cost"], "duration_ms": row["duration_ms"], "stop": row["stop"],
         "error": row["error"], "session": row["session"],
-        "conversation_id": row["conversation_id"], "tool_calls": calls}
+        "conversation_id": row["conversation_id"], "resumed": bool(row["resumed"]),
+        "tool_calls": calls}
 
 
 def count(path: str) -> int:

@@ -1,7 +1,7 @@
 """``nacelle logs``, and the observer that keeps every CLI run in it.
 
-Every prompt the command runs — one prompt and exit, or each prompt of an
-interactive session — is written to ``logs.db`` in the data directory
+Every prompt the command runs — one prompt and exit, each prompt of an
+interactive session, and a paused run ``nacelle resume`` goes on with — is written to ``logs.db`` in the data directory
 (:mod:`nacelle.cli.logdb` says what a row holds) by :class:`RunLog`, an observer the
 CLI gives its agent; the library itself never writes a log. A run that cannot be
 logged (a damaged file, a full disk) still succeeds: one warning line on stderr says
@@ -85,6 +85,7 @@ class _Run:
     prompt: str
     backend: str
     model: str
+    resumed: bool = False
     turns: List[str] = field(default_factory=list)
     text: List[str] = field(default_factory=list)
     calls: Dict[str, Any] = field(default_factory=dict)
@@ -129,10 +130,12 @@ class RunLog:
             if kind == "event" and run is not None:
                 self._event(run, data["event"])
             elif kind == "run.start" and "parent_run" not in data:
+                resumed = bool(data.get("resumed"))
                 self._runs[observation.run_id] = _Run(
                     started=time.monotonic(), at=observation.time,
-                    prompt=_prompt(data.get("messages", ())),
-                    backend=str(data.get("backend", "")), model=str(data.get("model", "")))
+                    prompt="" if resumed else _prompt(data.get("messages", ())),
+                    backend=str(data.get("backend", "")), model=str(data.get("model", "")),
+                    resumed=resumed)
             elif kind == "request.start" and run is not None and not run.model:
                 run.model = str(data.get("model") or "")  # a wrapper (Retry) names none
             elif kind == "run.end" and run is not None:
@@ -181,7 +184,7 @@ class RunLog:
                 duration_ms=int((time.monotonic() - run.started) * 1000),
                 stop=getattr(stop, "value", None),
                 error=_one_line(error) if error is not None else None,
-                session=self.session, conversation_id=self.conversation,
+                session=self.session, conversation_id=self.conversation, resumed=run.resumed,
                 tool_calls=tuple(Call(call_id, name, text, result, failed)
                                  for call_id, (name, text, result, failed) in run.calls.items()))
             record(self.path, entry)
@@ -228,7 +231,8 @@ def render(entry: Dict[str, Any]) -> str:
         ("session", "session"), ("conversation", "conversation_id")) if entry[key])
     lines = [f"# {entry['datetime_utc']}  id {entry['id']}{where}", "",
              f"Model: {entry['backend']} {entry['model']}".rstrip(), "",
-             "## Prompt", "", entry["prompt"], ""]
+             "## Prompt", "", entry["prompt"] if not entry.get("resumed") else
+             "(a paused run, resumed with 'nacelle resume')", ""]
     if entry["tool_calls"]:
         lines += ["## Tool calls", ""]
         for call in entry["tool_calls"]:
@@ -260,7 +264,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true",
                         help="a JSON array of the runs (id, datetime_utc, prompt, response, "
                              "backend, model, usage, cost, duration_ms, stop, error, session, "
-                             "conversation_id, tool_calls)")
+                             "conversation_id, resumed, tool_calls)")
     return parser
 
 

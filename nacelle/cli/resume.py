@@ -142,14 +142,17 @@ def resume_command(
     agent_options(parser)
     from .agent import context_flags, context_options, open_context
     from .extra_tools import open_tools, tool_flags, tool_options
+    from .logs import log_options, run_log
 
     context_options(parser)
     tool_options(parser)
+    log_options(parser)
     args = vars(parser.parse_args(argv))
     context, extra_flags = context_flags(args), tool_flags(args)
     name, approve, deny = args.pop("name"), args.pop("approve"), args.pop("deny")
     pause, mode, quiet = args.pop("pause", False), args.pop("mode", "text"), args.pop("quiet", False)
     yes, system, max_cost = args.pop("yes", False), args.pop("system", None), args.pop("max_cost", None)
+    log = args.pop("log", None)
     try:
         settings = resolve(args)
         store = FileStore(sessions_dir(settings.sessions_dir))
@@ -190,8 +193,11 @@ def resume_command(
                 extras["memory"].close()
             raise
         try:
+            logged = run_log(log, session=name, err=err)
             agent, local = build_agent(settings, system=system, max_cost=max_cost,
-                                       approver=approver, extra_tools=extra.tools, **extras)
+                                       approver=approver, extra_tools=extra.tools,
+                                       observers=[logged] if logged is not None else [],
+                                       **extras)
         except BaseException:
             if extras["memory"] is not None:
                 extras["memory"].close()
