@@ -18,10 +18,16 @@ connecting) is shut down as soon as it does.
 
 One daemon thread serves every cutoff of the process. It is started by the first
 ``arm``, sleeps until the earliest armed deadline, and is woken early only when an
-earlier one is armed. Arming and disarming cost a lock and a dict operation, cheap
-enough around every read of a stream. A cutoff acts under the watchdog's lock, so
-once ``disarm()`` has returned it can no longer act. After a fork the child starts
-its own thread on its first ``arm``.
+earlier one is armed. Arming and disarming are one dict operation each and take no
+lock shared between cutoffs: they run around every read of every stream, and a
+process holding a thousand streams would otherwise queue its threads on one lock
+(a thread that loses the interpreter while holding it stalls every other reader).
+Only an arm earlier than the watchdog's next look takes the watchdog's lock, to wake
+it. The watchdog claims an expired cutoff by removing it from the armed dict, under
+that cutoff's own lock, and acts there; ``disarm`` removes it too, and when the
+watchdog got there first it waits on that lock for the cause — so once ``disarm()``
+has returned, the cutoff can no longer act. After a fork the child starts its own
+thread on its first ``arm``.
 
 Framing. :func:`content_length` reads a ``Content-Length`` field value as RFC 9112
 tells a recipient to: ASCII digits (optional whitespace around them is not part of
@@ -111,7 +117,11 @@ class Cutoff:
 
     def disarm(self) -> Optional[str]:
         """Cancel the limit; returns the cause if the socket was cut meanwhile."""
-        _WATCHDOG.disarm(self)
+        if _ARMED.pop(self, None) is None:
+            # Not armed, or the watchdog claimed it first: it acts (or puts back a
+            # limit that had moved) under this lock; wait for that and look again.
+            with self._lock:
+                _ARMED.pop(self, None)
         return self._cause
 
     def cut(self, cause: str) -> None:
@@ -127,9 +137,20 @@ class Cutoff:
         if self._cause is not None:
             self._shutdown()
 
-    def _expire(self) -> None:
-        log.debug("cutting a socket off: %s", self._armed_cause)
-        self.cut(self._armed_cause)
+    def _expire(self, now: float) -> None:
+        """The watchdog found this cutoff's limit passed: act, unless it was disarmed
+        or moved meanwhile (then its new limit is put back)."""
+        with self._lock:
+            at = _ARMED.pop(self, None)
+            if at is None:
+                return  # disarmed: the reader has its data
+            if at > now:  # moved later since the watchdog looked: put it back, unless
+                _ARMED.setdefault(self, at)  # the owner armed again meanwhile
+                return
+            log.debug("cutting a socket off: %s", self._armed_cause)
+            if self._cause is None:
+                self._cause = self._armed_cause
+            self._shutdown()
 
     def _shutdown(self) -> None:
         sock = self._find()
@@ -138,6 +159,11 @@ class Cutoff:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass  # already closed: nothing is blocked on it
+
+
+#: Every armed cutoff and its limit. Written without a lock (a dict's single
+#: operations are atomic), read by the watchdog.
+_ARMED: Dict[Cutoff, float] = {}
 
 
 class _Watchdog:
@@ -149,21 +175,21 @@ class _Watchdog:
 
     def _reset(self) -> None:
         self._cond = threading.Condition(threading.Lock())
-        self._armed: Dict[Cutoff, float] = {}
-        self._wake = math.inf  # when the thread will look next
+        _ARMED.clear()
+        # When the thread looks next; +inf while it is looking, so an arm meanwhile
+        # takes the lock and wakes it again.
+        self._wake = math.inf
         self._thread: Optional[threading.Thread] = None
 
     def arm(self, cutoff: Cutoff, at: float) -> None:
-        with self._cond:
-            self._armed[cutoff] = at
-            if self._thread is None or not self._thread.is_alive():
-                self._start()
-            elif at < self._wake:
+        _ARMED[cutoff] = at
+        # Written before _wake is read: the thread sets _wake to +inf before it looks
+        # at the dict, so either it sees this limit or this sees +inf and wakes it.
+        if at < self._wake or self._thread is None:
+            with self._cond:
+                if self._thread is None or not self._thread.is_alive():
+                    self._start()
                 self._cond.notify()
-
-    def disarm(self, cutoff: Cutoff) -> None:
-        with self._cond:
-            self._armed.pop(cutoff, None)
 
     def _start(self) -> None:
         if not self._fork_hook and hasattr(os, "register_at_fork"):
@@ -171,23 +197,33 @@ class _Watchdog:
             # held by it at the fork: the child starts afresh.
             os.register_at_fork(after_in_child=self._reset)
             self._fork_hook = True
-        self._wake = -math.inf  # until the new thread has looked
         self._thread = threading.Thread(target=self._run, name="nacelle-watchdog", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
+        try:
+            self._watch()
+        finally:  # never expected; the next arm starts another thread
+            self._thread = None
+
+    def _watch(self) -> None:
         with self._cond:
             while True:
+                self._wake = math.inf
                 now = time.monotonic()
-                for cutoff in [c for c, at in self._armed.items() if at <= now]:
-                    del self._armed[cutoff]
-                    try:  # under the lock: a cutoff disarmed before this never acts
-                        cutoff._expire()
-                    except Exception:  # noqa: BLE001 - the watchdog must outlive a bad socket
-                        log.debug("a cutoff failed to act", exc_info=True)
-                self._wake = min(self._armed.values(), default=math.inf)
+                limits = list(_ARMED.values())
+                if limits and min(limits) <= now:
+                    for cutoff, at in list(_ARMED.items()):
+                        if at <= now:
+                            try:
+                                cutoff._expire(now)
+                            except Exception:  # noqa: BLE001 - the watchdog must outlive a bad socket
+                                log.debug("a cutoff failed to act", exc_info=True)
+                    limits = list(_ARMED.values())
+                wake = min(limits, default=math.inf)
                 # An hour at most: a wait longer than threading.TIMEOUT_MAX would raise.
-                wait = None if self._wake == math.inf else min(max(self._wake - now, 0.0), 3600.0)
+                wait = None if wake == math.inf else min(max(wake - now, 0.0), 3600.0)
+                self._wake = wake
                 self._cond.wait(wait)
 
 

@@ -77,8 +77,9 @@ What it promises:
   ``ConfigError`` naming the header. Both happen before anything is sent.
 - One ``requests.Session`` per transport and thread (requests does not promise a
   Session is thread-safe, and an Agent is shared between threads). Sessions are
-  dropped when pickling and made again on first use. Each reads the environment's
-  proxies and CA bundle once, when it is made, rather than on every request.
+  dropped when pickling and made again on first use. The environment's proxies and
+  CA bundle are read once, when the transport makes its first session, rather than
+  on every request (or for every thread of a thousand).
 
 Outer ring: imports ``requests``, ``urllib3``, the standard library, ``nacelle.errors``,
 ``nacelle.sse``, ``nacelle.bounded_json`` (its ``TooDeep``), ``nacelle.read_limits``,
@@ -110,7 +111,7 @@ from ._http_errors import (
 )
 from .._net.headers import checked as _checked, checked_settings, read_key as read_key
 from .._net.sockets import socket_of
-from ._http_session import InFlight, new_session
+from ._http_session import Environment, InFlight, environment, new_session
 from ._wire_cache import Body
 
 __all__ = ["Transport", "iter_sse", "next_batch", "parse_error", "retry_delay", "sse_batches"]
@@ -179,6 +180,7 @@ class Transport:
         self._all_headers: Optional[Dict[str, str]] = None
         self._headers_lock = threading.Lock()
         self._local = threading.local()
+        self._environ: Optional[Environment] = None
 
     def __repr__(self) -> str:
         return (f"Transport({self.name!r}, {self.base_url!r}, headers={sorted(self.headers)}, "
@@ -189,6 +191,7 @@ class Transport:
         del state["_local"]  # sessions hold sockets and locks; made again on use
         del state["_headers_lock"]
         state["_all_headers"] = None  # the key read from this environment stays here
+        state["_environ"] = None  # and so do its proxies
         return state
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
@@ -217,10 +220,13 @@ class Transport:
 
     @property
     def session(self) -> requests.Session:
-        """This thread's session, made on first use."""
+        """This thread's session, made on first use, with the proxies and CA bundle
+        the environment named when the transport made its first one."""
         session = getattr(self._local, "session", None)
         if session is None:
-            session = self._local.session = new_session(self.base_url)
+            if self._environ is None:
+                self._environ = environment(self.base_url)
+            session = self._local.session = new_session(self.base_url, self._environ)
         return session
 
     # -- requests -------------------------------------------------------------------
@@ -486,6 +492,12 @@ def sse_batches(
     cutoff = Cutoff(lambda: sock)
     unregister = ctx.on_cancel(lambda: cutoff.cut("cancelled"))
     read = _reader(response)
+    if sock is not None and sock.fileno() != -1:
+        # Each recv waits at most the read timeout, set once: the cutoff armed around
+        # each read is the limit that counts. Setting it per read would cost a system
+        # call that lets go of the interpreter lock, a thread switch per read when
+        # many streams share the process.
+        sock.settimeout(max(read_timeout, 0.001))
     progress = time.monotonic()
     try:
         while True:
@@ -502,7 +514,6 @@ def sse_batches(
                 limit, cause = left, "deadline"
             try:
                 if sock is not None and sock.fileno() != -1:  # closed: the body is read
-                    sock.settimeout(max(limit, 0.001))
                     cutoff.arm(now + limit, cause)
                 data = read(_READ_SIZE)
             except Exception as exc:  # noqa: BLE001 - sorted out below

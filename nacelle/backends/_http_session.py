@@ -34,7 +34,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import requests
 import urllib3
@@ -42,7 +42,7 @@ from requests.adapters import HTTPAdapter
 
 from ..read_limits import Cutoff
 
-__all__ = ["InFlight", "new_session"]
+__all__ = ["Environment", "InFlight", "environment", "new_session"]
 
 _current = threading.local()  # .flight: the InFlight of this thread's request, if any
 
@@ -150,20 +150,32 @@ class _Adapter(HTTPAdapter):
         return manager
 
 
-def new_session(base_url: str) -> requests.Session:
-    """A session for the one host ``base_url`` names, its pools watched."""
+Environment = Tuple[Dict[str, str], Optional[str]]
+
+
+def environment(base_url: str) -> Environment:
+    """The proxies the environment names for ``base_url`` and the CA bundle it names
+    (or None), as requests would read them on every request with ``trust_env`` on:
+    proxies from HTTP(S)_PROXY, ALL_PROXY and NO_PROXY, the bundle from
+    REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE. A .netrc is not read: its credentials have
+    no business beside an API key. Reading them costs a pass over ``os.environ``
+    (about a millisecond on loopback, most of our time to the first byte), so the
+    transport does it once, for its first session, and every thread's session shares
+    what it found."""
+    proxies = requests.utils.get_environ_proxies(base_url)
+    return proxies, os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+
+
+def new_session(base_url: str, environ: Optional[Environment] = None) -> requests.Session:
+    """A session for the one host ``base_url`` names, its pools watched, with the
+    proxies and CA bundle of ``environ`` (read now when not given: see
+    :func:`environment`)."""
     session = requests.Session()
     adapter = _Adapter()  # urllib3 retries nothing: the transport's rule is the one rule
     session.mount("http://", adapter)
     session.mount("https://", adapter)
-    # The environment is read once, here, for the one host this session talks to:
-    # with trust_env on, requests scans os.environ for proxies on every request
-    # (about a millisecond each, most of our time to the first byte on loopback).
-    # Proxies (HTTP(S)_PROXY, ALL_PROXY, NO_PROXY) and a CA bundle named by
-    # REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE are honoured as requests would; a .netrc
-    # is not, since its credentials have no business beside an API key.
-    session.proxies.update(requests.utils.get_environ_proxies(base_url))
-    bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+    proxies, bundle = environment(base_url) if environ is None else environ
+    session.proxies.update(proxies)
     if bundle:
         session.verify = bundle
     session.trust_env = False

@@ -69,7 +69,8 @@ import os
 import pickle
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
+import queue
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import (Any, Callable, Deque, Dict, Generator, Iterable, List, Optional, Sequence,
                     Set, Tuple, Union)
@@ -264,15 +265,22 @@ def _batch(agent: Agent, conversations: Iterable[Conversation], executor: Option
                                 cost.cost, batch=batched.status))
 
         pool.attach(sink, provider_round(results) if results is not None else {}, show)
+    # Each future puts itself here when it finishes. (``concurrent.futures.wait`` would
+    # visit every pending future, under its lock, at each wake-up: a thousand runs at
+    # once made that a million lock round trips.)
+    finished: "queue.SimpleQueue[Future[BatchItem]]" = queue.SimpleQueue()
     try:
-        _burst(pool, pending, agent, itertools.islice(source, window), cancel, not threads)
+        _burst(pool, pending, agent, itertools.islice(source, window), cancel, not threads,
+               finished.put)
         while pending or ready:
             if not ready:
-                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                woken = [finished.get()]
+                while not finished.empty():
+                    woken.append(finished.get())
                 # Index order within one wake-up, so a rerun's file reads in a stable order.
-                ready.extend(sorted((pending.pop(f), f) for f in finished))
-                _burst(pool, pending, agent, itertools.islice(source, len(finished)), cancel,
-                       not threads)
+                ready.extend(sorted((pending.pop(f), f) for f in woken))
+                _burst(pool, pending, agent, itertools.islice(source, len(woken)), cancel,
+                       not threads, finished.put)
             index, future = ready.popleft()
             item = _item(future, index)
             if sink is not None:
@@ -303,14 +311,17 @@ def _batch(agent: Agent, conversations: Iterable[Conversation], executor: Option
 
 def _burst(pool: Executor, pending: Dict["Future[BatchItem]", int], agent: Agent,
            runs: Iterable[Tuple[int, Any]], cancel: Optional[CancelEvent],
-           portable: bool) -> None:
-    """Submit ``runs``; a provider batch is held meanwhile, so they share a round."""
+           portable: bool, done: Callable[["Future[BatchItem]"], None]) -> None:
+    """Submit ``runs``, each future calling ``done`` when it finishes; a provider batch
+    is held meanwhile, so they share a round."""
     held = pool if isinstance(pool, ProviderBatch) else None
     if held is not None:
         held.hold()
     try:
         for index, conversation in runs:
-            pending[_submit(pool, agent, index, conversation, cancel, portable)] = index
+            future = _submit(pool, agent, index, conversation, cancel, portable)
+            pending[future] = index
+            future.add_done_callback(done)
     finally:
         if held is not None:
             held.release()
