@@ -11,8 +11,9 @@ The tool phase is timed the same way for both, from inside the tool: the first
 call's start to the last call's end. The whole run's wall time (two HTTP turns
 included) is shown beside it.
 
-Run as a script, the module measures N simultaneous streaming runs instead (see the
-section below); ``run.py`` imports only the row-6 functions.
+Rows 18 and 19 (``streams_rows``) and the module run as a script measure N
+simultaneous streaming runs instead (see the section below), each client in a
+process of its own.
 
 Benchmark-only: imports the standard library, ``measure``, nacelle and the
 anthropic SDK (when installed), in this process — only sleeping is timed here.
@@ -133,27 +134,32 @@ def concurrency_rows(server: ServerProcess, runs: int) -> List[Row]:
     ]
 
 
-# -- Simultaneous streaming runs ------------------------------------------------------
+# -- Simultaneous streaming runs (rows 18 and 19) -------------------------------------
 #
-#     benchmarks/.env/bin/python benchmarks/concurrency.py --n 100,500,1000
+#     benchmarks/.env/bin/python benchmarks/concurrency.py --n 100,500,1000 [--server timer]
 #
 # N runs start at once against a loopback server in its own process (``--serve``,
-# asyncio) that streams each of them 100 text deltas 10 ms apart (one ticker writes
-# the next delta to every open stream, so the server's cost stays flat in N). Each
-# contender runs in a fresh process: the floor (threads + requests, ``raw.read1``,
-# split on newlines, ``json.loads`` of every data line), nacelle (``batch.run_many``
-# on N threads), and, where installed, the anthropic SDK's AsyncAnthropic under
-# asyncio and its sync client on N threads. Wall, client CPU, peak RSS, runs
-# completed, and "open": the most streams the server had open at once (a client that
-# starts its runs more slowly holds fewer at a time, and so less memory; RSS is
-# comparable between rows whose "open" is). The median of ``--repeat`` (default 3)
-# with its [min–max]. The ideal wall is 1 s (100 × 10 ms).
+# asyncio) that streams each of them 100 text deltas 10 ms apart, in one of two ways:
+# ``tick`` (one ticker writes the next delta to every open stream, so the server's
+# cost stays flat in N and the deltas of all streams arrive together) or ``timer``
+# (each stream has its own timer and gets a delta per wake-up: what many clients
+# talking to many provider connections look like). Each contender runs in a fresh
+# process, its imports done before its clock starts: the floor (threads +
+# requests, ``raw.read1``, split on newlines, ``json.loads`` of every data line),
+# nacelle (``batch.run_many`` on N threads), and, where installed, the anthropic
+# SDK's AsyncAnthropic under asyncio and its sync client on N threads. Wall, client
+# CPU, peak RSS, runs completed, and "open": the most streams the server had open at
+# once (a client that starts its runs more slowly holds fewer at a time, and so less
+# memory; RSS is comparable between rows whose "open" is). The median of
+# ``--repeat`` (default 3) with its [min–max]. The ideal wall is 1 s (100 × 10 ms);
+# on two cores no client holds 100,000 events a second, so every wall is longer, and
+# the CPU an event costs depends on how many arrive per read.
 
-DELTAS = 100
+DELTAS = int(os.environ.get("BENCH_DELTAS", "100"))
 GAP = 0.01
 
 
-def _serve() -> None:
+def _serve(mode: str = "tick") -> None:
     import asyncio
     import json as _json
 
@@ -167,7 +173,11 @@ def _serve() -> None:
     peak = [0]  # the most streams open at once since the last GET /peak
 
     async def handle(reader: "asyncio.StreamReader", writer: "asyncio.StreamWriter") -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()  # a connection that left without a request
+            return
         if head.startswith(b"GET /peak "):
             answer = str(peak[0]).encode()
             peak[0] = 0
@@ -182,8 +192,22 @@ def _serve() -> None:
         await reader.readexactly(length)
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                      b"Connection: close\r\n\r\n" + head_events)
-        streams.append([writer, 0])
+        stream = [writer, 0]
+        streams.append(stream)
         peak[0] = max(peak[0], len(streams))
+        if mode == "timer":
+            await own_timer(stream)
+
+    async def own_timer(stream: list) -> None:
+        # This stream's own clock: a delta per wake-up, GAP after the last one.
+        writer = stream[0]
+        for delta in deltas:
+            await asyncio.sleep(GAP)
+            writer.write(delta)
+        await asyncio.sleep(GAP)
+        writer.write(tail)
+        writer.close()
+        streams.remove(stream)
 
     async def tick() -> None:
         while True:
@@ -201,7 +225,8 @@ def _serve() -> None:
     async def main() -> None:
         server = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=4096)
         print(server.sockets[0].getsockname()[1], flush=True)
-        asyncio.ensure_future(tick())
+        if mode == "tick":
+            asyncio.ensure_future(tick())
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, sys.stdin.read)  # until stdin closes
         server.close()
@@ -296,12 +321,22 @@ CLIENTS = {"floor": _floor, "nacelle": _nacelle, "sdk-async": _sdk_async,
            "sdk-threads": _sdk_threads}
 
 
+#: What each client imports, done before its clock starts.
+IMPORTS = {"floor": ("requests",),
+           "nacelle": ("requests", "nacelle", "nacelle.batch", "nacelle.backends.anthropic",
+                       "nacelle.backends._http"),
+           "sdk-async": ("anthropic", "httpx"), "sdk-threads": ("anthropic", "httpx")}
+
+
 def _client(kind: str, url: str, n: int) -> None:
+    import importlib
     import json as _json
     import resource
 
     try:
         run = CLIENTS[kind]
+        for module in IMPORTS[kind]:  # imports are row 4's business, not this one's
+            importlib.import_module(module)
         before = os.times()
         started = time.perf_counter()
         completed = run(url, n)
@@ -323,6 +358,108 @@ def _peak_open(url: str) -> float:
         return float(answer.read())
 
 
+STREAMS = 1000
+
+
+def _one_client(kind: str, url: str, n: int, env: dict) -> dict:
+    """One client process's figures (or ``{"missing"|"error": ...}``)."""
+    import json as _json
+    import subprocess
+
+    try:
+        done = subprocess.run([sys.executable, os.path.abspath(__file__), "--client", kind, url,
+                               str(n)], capture_output=True, text=True, env=env, timeout=300)
+        lines = done.stdout.strip().splitlines()
+        if not lines:
+            said = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            return {"error": f"exit {done.returncode}: {said}"[:160]}
+        out: dict = _json.loads(lines[-1])
+    except Exception as exc:  # noqa: BLE001 - a failed contender is reported
+        return {"error": f"{type(exc).__name__}: {exc}"[:160]}
+    if "wall" in out:
+        out["open"] = _peak_open(url)
+    return out
+
+
+class _Server:
+    """This module's ``--serve`` in a process of its own, for ``with``."""
+
+    def __init__(self, mode: str) -> None:
+        import subprocess
+
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        self.env = dict(os.environ, PYTHONPATH=root)
+        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve",
+                                      "--server", mode], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, env=self.env)
+        self.url = f"http://127.0.0.1:{int(self.proc.stdout.readline())}"
+
+    def __enter__(self) -> "_Server":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        import subprocess
+
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def streams_rows(repeat: int) -> List[Row]:
+    """Rows 18 (one tick) and 19 (a timer per stream): 1,000 simultaneous streaming
+    runs, nacelle against the threaded floor (CPU, wall) and AsyncAnthropic (RSS,
+    from at most two of its runs: it takes four times the floor's wall, and its
+    memory holds still)."""
+    rows: List[Row] = []
+    for number, mode, name in (("18", "tick", "one tick"), ("19", "timer", "timer per stream")):
+        samples: dict = {kind: [] for kind in ("floor", "nacelle", "sdk-async")}
+        notes = []
+        with _Server(mode) as server:
+            for round_ in range(repeat):  # interleaved, so load from elsewhere falls on all
+                for kind, got in samples.items():
+                    if kind == "sdk-async" and round_ >= 2:
+                        continue  # only its memory is compared, and that holds still
+                    out = _one_client(kind, server.url, STREAMS, server.env)
+                    if "wall" in out:
+                        got.append(out)
+                    else:
+                        notes.append(f"{kind}: {out.get('missing') or out.get('error')}")
+        stats = {kind: {key: Stat.of([s[key] for s in got])
+                        for key in ("wall", "cpu", "rss", "open")}
+                 for kind, got in samples.items() if got}
+        figures = [f"server: {mode} ({'one ticker writes every stream its next delta' if mode == 'tick' else 'each stream its own timer, a delta per wake-up'}), {DELTAS} deltas {GAP * 1e3:g} ms apart per stream"]
+        for kind, stat in stats.items():
+            events = STREAMS * DELTAS
+            figures.append(
+                f"{kind}: CPU {stat['cpu'].show(' s', 2)} ({stat['cpu'].median / events * 1e6:.0f} µs "
+                f"an event), wall {stat['wall'].show(' s', 2)}, peak RSS {stat['rss'].show(' MB', 0)}, "
+                f"runs completed {min(s['completed'] for s in samples[kind])} of {STREAMS}, "
+                f"most open at once {stat['open'].show('', 0)}")
+        figures += sorted(set(notes))
+        ours, floor, sdk = stats.get("nacelle"), stats.get("floor"), stats.get("sdk-async")
+        both = ours is not None and floor is not None
+        rows.append(ratio_row(
+            f"{number}a", f"{STREAMS:,} streams, {name}: CPU, nacelle ÷ threaded floor",
+            ours["cpu"].median / floor["cpu"].median if both else None,
+            "≤ 1.2×", 1.2, at_least=False, figures=figures, label=f"{STREAMS:,} streams ({mode}): CPU ÷ floor"))
+        rows.append(ratio_row(
+            f"{number}b", f"{STREAMS:,} streams, {name}: wall, nacelle ÷ threaded floor",
+            ours["wall"].median / floor["wall"].median if both else None,
+            "≤ 1.1×", 1.1, at_least=False, figures=[], label=f"{STREAMS:,} streams ({mode}): wall ÷ floor"))
+        rows.append(ratio_row(
+            f"{number}c", f"{STREAMS:,} streams, {name}: peak RSS, nacelle ÷ AsyncAnthropic",
+            ours["rss"].median / sdk["rss"].median if ours and sdk else None,
+            "≤ 0.5×", 0.5, at_least=False, figures=[], label=f"{STREAMS:,} streams ({mode}): RSS ÷ AsyncAnthropic"))
+        completed = min((s["completed"] for s in samples["nacelle"]), default=None)
+        rows.append(Row(f"{number}d", f"{STREAMS:,} streams, {name}: runs nacelle completed "
+                        "(fewest of the repeats)", completed, f"{STREAMS:,}",
+                        None if completed is None else completed == STREAMS, []))
+    return rows
+
+
 def _main(argv: List[str]) -> None:
     import argparse
     import json as _json
@@ -332,15 +469,19 @@ def _main(argv: List[str]) -> None:
     parser.add_argument("--n", default="100,500")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--serve", action="store_true")
+    parser.add_argument("--server", choices=("tick", "timer"), default="tick",
+                        help="tick: one ticker writes every stream's next delta; timer: "
+                             "each stream has its own timer")
+    parser.add_argument("--clients", default=",".join(CLIENTS))
     parser.add_argument("--client", nargs=3, metavar=("KIND", "URL", "N"))
     args = parser.parse_args(argv)
     if args.serve:
-        return _serve()
+        return _serve(args.server)
     if args.client:
         return _client(args.client[0], args.client[1], int(args.client[2]))
     here = os.path.abspath(__file__)
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(here)))
-    server = subprocess.Popen([sys.executable, here, "--serve"], stdin=subprocess.PIPE,
+    server = subprocess.Popen([sys.executable, here, "--serve", "--server", args.server], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True, env=env)
     try:
         url = f"http://127.0.0.1:{int(server.stdout.readline())}"
@@ -348,7 +489,7 @@ def _main(argv: List[str]) -> None:
               f"{'done':>5} {'open':>18} {'CPU ÷ floor':>11}")
         for n in (int(x) for x in args.n.split(",")):
             floor_cpu = None
-            for kind in CLIENTS:
+            for kind in args.clients.split(","):
                 samples = []
                 for _ in range(args.repeat):
                     try:

@@ -141,6 +141,8 @@ def main() -> None:
         step("15,16,17", "Responses, Gemini and Bedrock wire streaming",
              lambda: streaming.wire_rows(server, runs))
         step("12", "TOOL_INPUT's cost", lambda: tool_input.overhead_rows(server, runs))
+    step("18,19", "1,000 simultaneous streams (one tick; a timer per stream)",
+         lambda: concurrency.streams_rows(2 if args.quick else 3))
     step("11", "eager tool start", lambda: tool_input.eager_rows(runs))
     step("13", "PartialJSON stays linear", lambda: tool_input.partial_rows(runs))
     step("14", "tool search", tool_search.tool_search_rows)
