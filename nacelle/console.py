@@ -146,16 +146,23 @@ class Renderer:
     itself, dimmed, as it comes (the CLI does, so a person about to be asked to
     approve a call has read it being written); ``"off"`` shows the call only once its
     input is whole.
+
+    ``text`` formats the run's own text on its way out: an object with ``feed(delta)
+    -> str`` (what to write now) and ``end() -> str`` (what it still holds, called
+    before anything else is written), such as the CLI's Markdown renderer. It is
+    handed the raw delta and must make it safe itself (``visible``). None writes the
+    text as it came, made visible. A sub-agent's text is always written as it came.
     """
 
     def __init__(self, out: Optional[IO[str]] = None, *, color: Optional[bool] = None,
-                 arguments: str = "progress") -> None:
+                 arguments: str = "progress", text: Any = None) -> None:
         if arguments not in _ARGUMENTS:
             raise ValueError(f"arguments must be one of {', '.join(_ARGUMENTS)}; got "
                              f"{arguments!r:.40}")
         self.out = out if out is not None else sys.stdout
         self.color = _wants_color(self.out) if color is None else color
         self.arguments = arguments
+        self.text = text
         self._at_line_start = True
         self._in_thinking = False
         self._turns = 0
@@ -179,8 +186,21 @@ class Renderer:
             self._write("\n")
         self._write(self._indent + text + "\n")
 
+    def _end_text(self) -> None:
+        """Write what the text formatter holds (a line it has not drawn yet)."""
+        if self.text is not None:
+            self._write(self.text.end())
+
     def _text(self, event: Event) -> None:
         """A text delta; a sub-agent's opens a line of its own, indented, named."""
+        if self.text is not None and not event.agent:
+            if self._speaker:  # back from a sub-agent's line
+                self._speaker = ()
+                if not self._at_line_start:
+                    self._write("\n")
+            self._write(self.text.feed(event.text))
+            return
+        self._end_text()
         text = visible(event.text)
         if event.agent != self._speaker or (event.agent and self._at_line_start):
             self._speaker = event.agent
@@ -238,6 +258,8 @@ class Renderer:
         """Show one event."""
         kind = event.kind
         self._indent = "  " * len(event.agent)
+        if kind is not Kind.TEXT:
+            self._end_text()
         if kind is Kind.TOOL_INPUT and event.tool is not None:
             self._tool_input(event, event.tool)
             self._flush()

@@ -441,3 +441,31 @@ def test_a_spinner_turns_on_the_terminal_until_the_first_token(server, terminal)
     term.expect("> ")
     term.send("/exit\r")
     assert term.wait() == 0
+
+
+MARKDOWN = ["# Plan\n", "Some **bold** and `code`.\n", "```\n", "**raw**\n", "```\n"]
+
+
+def test_markdown_is_drawn_on_a_terminal_line_by_line(server, terminal):
+    server.queue("/v1/messages", Reply(chunks=anthropic_stream(MARKDOWN)))
+    term = terminal(env={"NO_COLOR": ""})
+    term.expect("> ")
+    term.send("plan it\r")
+    term.expect("raw")
+    term.expect("> ")
+    term.send("/exit\r")
+    assert term.wait() == 0
+    shown = term.raw.decode()
+    assert "\x1b[1m\x1b[4mPlan\x1b[0m" in shown and "# Plan" not in shown
+    assert "\x1b[1mbold" in shown and "\x1b[36mcode\x1b[0m" in shown
+    assert "\x1b[36m**raw**\x1b[0m" in shown  # a code block's lines are shown as written
+
+
+def test_a_one_prompt_run_draws_markdown_on_a_terminal_and_not_with_no_color(server, terminal):
+    server.queue("/v1/messages", *[Reply(chunks=anthropic_stream(MARKDOWN)) for _ in range(2)])
+    term = terminal("plan it", env={"NO_COLOR": ""})
+    assert term.wait() == 0
+    assert "\x1b[1m\x1b[4mPlan\x1b[0m" in term.raw.decode()
+    term = terminal("plan it")  # NO_COLOR=1: the text as the model wrote it
+    assert term.wait() == 0
+    assert "# Plan" in term.text and "Some **bold** and `code`." in term.text

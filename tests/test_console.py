@@ -56,6 +56,40 @@ def test_plain_output_is_the_golden_text():
     assert done is EVENTS[-1]
 
 
+class Upper:
+    """A text formatter that holds its text until the line ends, as a Markdown one does."""
+
+    def __init__(self):
+        self.held, self.fed = [], []
+
+    def feed(self, delta):
+        self.fed.append(delta)
+        self.held.append(delta.upper())
+        return ""
+
+    def end(self):
+        text, self.held = "".join(self.held), []
+        return text
+
+
+def test_a_text_formatter_gets_the_runs_own_text_and_is_ended_before_anything_else():
+    out, upper = io.StringIO(), Upper()
+    Renderer(out, color=False, text=upper).render(EVENTS)
+    assert out.getvalue() == PLAIN.replace("Reading it.", "READING IT.").replace(
+        "Done.", "DONE.")
+    assert upper.fed == ["Reading", " it.", "Done."]
+
+
+def test_a_sub_agents_text_bypasses_the_text_formatter():
+    out, upper = io.StringIO(), Upper()
+    renderer = Renderer(out, color=False, text=upper)
+    for event in [Event(Kind.TEXT, text="mine "), Event(Kind.TEXT, text="child", agent=("r",)),
+                  Event(Kind.TEXT, text="back")]:
+        renderer.event(event)
+    renderer.event(Event(Kind.DONE, usage=Usage(1, 1), stop=Stop.END))
+    assert out.getvalue().startswith("MINE \n  r: child\nBACK\n")
+
+
 def test_coloured_output_is_the_plain_text_plus_ansi_codes():
     text, _ = rendered(EVENTS, color=True)
     assert "\x1b[2mthinking: \x1b[0m" in text

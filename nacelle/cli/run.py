@@ -1,7 +1,8 @@
 """The command without a subcommand: ``nacelle "prompt"`` runs one prompt and exits;
 with stdin piped and no prompt, stdin is the prompt; with both, the piped text follows
 the prompt as its material (:mod:`nacelle.cli.script`). The answer alone goes to
-stdout, everything else to stderr; ``--json`` / ``--jsonl`` encode the run instead
+stdout (Markdown drawn on a terminal, :mod:`nacelle.cli.markdown`; as written on a
+pipe), everything else to stderr; ``--json`` / ``--jsonl`` encode the run instead
 (``result.schema.json`` in this package). ``nacelle`` alone, on a terminal, is an
 interactive session (:mod:`nacelle.cli.interactive`).
 
@@ -122,6 +123,7 @@ def _load_schema(path: str) -> Any:
 def run_events(events: Iterator[Any], *, mode: str, quiet: bool, schema: Any,
                 session: Any) -> Tuple[int, Any]:
     """Show one run for a script; returns (exit code, the DONE event or None)."""
+    from .markdown import for_stream
     from .script import ScriptOutput
     from ..console import Renderer
     from ..events import Kind
@@ -130,8 +132,9 @@ def run_events(events: Iterator[Any], *, mode: str, quiet: bool, schema: Any,
     # to approve a long write has read it come in; a log gets each call once, whole.
     narrate = None if quiet else Renderer(
         sys.stderr, arguments="stream" if isatty(sys.stderr) else "progress").event
-    output = ScriptOutput(sys.stdout, sys.stderr, mode=mode, narrate=narrate,
-                          live=mode == "text" and isatty(sys.stdout),
+    live = mode == "text" and isatty(sys.stdout)
+    output = ScriptOutput(sys.stdout, sys.stderr, mode=mode, narrate=narrate, live=live,
+                          text=for_stream(sys.stdout) if live else None,
                           structured=schema is not None,
                           session=session.name if session is not None else None)
     done = None
@@ -247,11 +250,13 @@ def command(argv: Sequence[str]) -> int:
     try:
         if prompt is None:
             from .interactive import interactive
+            from .markdown import for_stream
             from .sessions import data_dir
             from ..console import Renderer, describe_usage
 
             return exit_now(interactive(
-                agent, make_renderer=lambda: Renderer(arguments="stream"),
+                agent, make_renderer=lambda: Renderer(arguments="stream",
+                                                      text=for_stream(sys.stdout)),
                 describe_usage=describe_usage, session=session,
                 sessions_directory=sessions_dir(settings.sessions_dir),
                 switch_model=switch_model, version=version(),
