@@ -7,8 +7,17 @@ many threads. Agents and conversations also pickle (``pickle.dumps(agent)``,
 way ``concurrent.futures`` ships them to threads here.
 
     ANTHROPIC_API_KEY=... python examples/best_of_n.py
+    python examples/best_of_n.py --offline
+
+``--offline`` needs no key and no network: the example runs unchanged against
+``nacelle.testing.FakeServer``, a loopback server speaking the Anthropic Messages
+wire, which plays the scripted answers below (four drafts, then the judge's pick).
 """
 
+import contextlib
+import os
+import sys
+from typing import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import nacelle
@@ -34,5 +43,27 @@ def main() -> None:
     print(f"spent {spent.total} tokens")
 
 
+@contextlib.contextmanager
+def offline() -> Iterator[None]:
+    """A loopback Anthropic server playing this example's script, named to the backend
+    through ``ANTHROPIC_BASE_URL`` as a proxy would be."""
+    from nacelle.testing import FakeServer, Reply
+    from nacelle.testing.wire import anthropic_stream
+
+    with FakeServer() as server:
+        server.queue("/v1/messages", *[Reply(chunks=c) for c in [
+            *[anthropic_stream([f"Draft number {i}."]) for i in range(N)],
+            anthropic_stream(["3"])]])
+        os.environ.update(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="offline-example")
+        yield
+
+
 if __name__ == "__main__":
-    main()
+    if "--offline" in sys.argv[1:]:
+        with offline():
+            main()
+    elif not os.environ.get("ANTHROPIC_API_KEY"):
+        sys.exit(f"{sys.argv[0]}: set ANTHROPIC_API_KEY to run this against Anthropic, "
+                 "or pass --offline to run it against a scripted loopback server")
+    else:
+        main()

@@ -2,11 +2,19 @@
 uses its context to stop when cancelled, and a class-based tool.
 
     ANTHROPIC_API_KEY=... python examples/custom_tool.py
+    python examples/custom_tool.py --offline
+
+``--offline`` needs no key and no network: the example runs unchanged against
+``nacelle.testing.FakeServer``, a loopback server speaking the Anthropic Messages
+wire, which plays the scripted answers below (three tool calls, then the answer).
 """
 
+import contextlib
 import enum
+import os
+import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 import nacelle
 from nacelle.backends import anthropic
@@ -73,5 +81,30 @@ def main() -> None:
     print(result.usage)
 
 
+@contextlib.contextmanager
+def offline() -> Iterator[None]:
+    """A loopback Anthropic server playing this example's script, named to the backend
+    through ``ANTHROPIC_BASE_URL`` as a proxy would be."""
+    from nacelle.testing import FakeServer, Reply
+    from nacelle.testing.wire import anthropic_stream
+
+    with FakeServer() as server:
+        server.queue("/v1/messages", *[Reply(chunks=c) for c in [
+            anthropic_stream([], tool_calls=[
+                ("toolu_1", "glossary", '{"term": "Nacelle"}'),
+                ("toolu_2", "forecast", '{"city": "Lisbon", "days": 2, "unit": "fahrenheit"}'),
+                ("toolu_3", "slow_count", '{"to": 3}')]),
+            anthropic_stream(["An engine housing; warm in Lisbon."])]])
+        os.environ.update(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="offline-example")
+        yield
+
+
 if __name__ == "__main__":
-    main()
+    if "--offline" in sys.argv[1:]:
+        with offline():
+            main()
+    elif not os.environ.get("ANTHROPIC_API_KEY"):
+        sys.exit(f"{sys.argv[0]}: set ANTHROPIC_API_KEY to run this against Anthropic, "
+                 "or pass --offline to run it against a scripted loopback server")
+    else:
+        main()

@@ -1,6 +1,10 @@
-"""The examples run as written, against a scripted Anthropic server on loopback."""
+"""The examples run as written, against a scripted Anthropic server on loopback: in
+this process, and as a user runs them, ``python examples/X.py --offline``."""
 
+import os
 import runpy
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -65,6 +69,38 @@ def test_best_of_n_runs_the_drafts_concurrently_and_keeps_the_judged_best(server
     listing = out.split("\n\nbest:")[0].splitlines()
     assert best == listing[2].split(". ", 1)[1]
     assert len(server.requests) == 5
+
+
+def run_offline(name, *args):
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    environ["PYTHONPATH"] = str(EXAMPLES.parent)
+    return subprocess.run([sys.executable, str(EXAMPLES / name), *args], capture_output=True,
+                          text=True, env=environ, timeout=60, cwd=str(EXAMPLES.parent))
+
+
+OFFLINE = {
+    "quickstart.py": ['[calling word_count {"text": "to be or not to be"}]', "Six words.",
+                      "[end; "],
+    "custom_tool.py": ["An engine housing; warm in Lisbon.", "Usage(input_tokens="],
+    "best_of_n.py": ["best: Draft number ", "spent "],
+}
+
+
+@pytest.mark.parametrize("name", sorted(OFFLINE))
+def test_each_example_runs_offline_against_the_loopback_fake_with_no_key(name):
+    out = run_offline(name, "--offline")
+    assert out.returncode == 0, out.stderr
+    for wanted in OFFLINE[name]:
+        assert wanted in out.stdout, out.stdout
+    assert "--offline" in (EXAMPLES / name).read_text().split('"""')[1]  # the docstring says how
+
+
+@pytest.mark.parametrize("name", sorted(OFFLINE))
+def test_without_a_key_an_example_says_so_in_one_line_naming_the_offline_option(name):
+    out = run_offline(name)
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+    assert "ANTHROPIC_API_KEY" in out.stderr and "--offline" in out.stderr
 
 
 @pytest.mark.slow
