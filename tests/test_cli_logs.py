@@ -299,3 +299,8 @@ def test_a_paused_run_and_its_resumption_are_both_logged(server, data, tmp_path)
     assert resumed["resumed"] is True and resumed["session"] == paused["session"] == "job"
     assert resumed["tool_calls"][0]["name"] == "write_file"
     assert "(a paused run, resumed with 'nacelle resume')" in logs()[1]
+
+
+def test_a_negative_count_is_a_usage_error(data):
+    code, out, err = logs("-n", "-1")
+    assert (code, out) == (2, "") and err == "nacelle: error: -n must be 0 (all) or more\n"

@@ -216,7 +216,7 @@ def _usage_line(entry: Dict[str, Any]) -> str:
     if usage["reasoning_tokens"]:
         parts.append(f"reasoning {usage['reasoning_tokens']:,}")
     cost = "cost unknown" if entry["cost"] is None else f"${entry['cost']:.4f}"
-    ended = f"error: {entry['error']}" if entry["error"] else f"stop: {entry['stop']}"
+    ended = f"error: {entry['error']}" if entry["error"] else f"stop: {entry['stop'] or 'unknown'}"
     return f"{', '.join(parts)} tokens; {cost}; {_seconds(entry['duration_ms'])}; {ended}"
 
 
