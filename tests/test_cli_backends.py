@@ -267,3 +267,14 @@ def test_a_profile_in_the_settings_file_picks_the_backend_end_to_end(
     assert server.requests[0].json()["model"] == "qwen3"
     code, _, err = nacelle(capsys, tmp_path, "--profile", "lokal", "hi")
     assert code == 1 and "unknown profile 'lokal'" in err and "defines local" in err
+
+
+def test_every_command_that_builds_the_agent_says_a_missing_key_the_same_way(
+        capsys, tmp_path):
+    prompts = tmp_path / "in.jsonl"
+    prompts.write_text('{"prompt": "hi"}\n', encoding="utf-8")
+    code = app.main(["batch", str(prompts), "-o", str(tmp_path / "out.jsonl"), "--root",
+                     str(tmp_path), "--backend", "groq", "--model", "m"])
+    assert code == 1
+    assert capsys.readouterr().err == ("nacelle: error: no API key: set GROQ_API_KEY (or "
+                                       "pick another --backend)\n")

@@ -123,3 +123,18 @@ def test_a_providers_model_names_are_shown_with_their_escapes_visible(server):
     assert models_command(["--provider", "openrouter"], lambda: "anthropic", out, err) == 0
     assert out.getvalue().startswith("m\\x1b]52;c;eA==\\x07\tx\\x1b[2J\\x9b2J\\u202e")
     assert not {"\x1b", "\x07", "\x9b", "\u202e"} & set(out.getvalue())
+
+
+def test_the_default_provider_follows_the_backend_setting_or_asks_for_one(
+        server, monkeypatch, capsys):
+    from nacelle.cli.models import command
+
+    monkeypatch.setenv("NACELLE_CONFIG", "/dev/null")
+    monkeypatch.setenv("NACELLE_BACKEND", "openai-chat")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-models-0123456789")
+    server.queue("/models", Reply.json({"data": [{"id": "gpt-5-mini"}]}))
+    assert command([]) == 0
+    assert capsys.readouterr().out.startswith("gpt-5-mini\t")  # listed as openai
+    monkeypatch.setenv("NACELLE_BACKEND", "groq")
+    assert command([]) == 1
+    assert "cannot list the groq backend's models; pass --provider" in capsys.readouterr().err

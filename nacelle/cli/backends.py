@@ -67,6 +67,8 @@ __all__ = ["CHOICES", "LOCAL", "Choice", "MissingKey", "make_backend", "models_p
 class MissingKey(SettingsError):
     """No key (or credentials) for the chosen backend; the message says what to set."""
 
+    for_the_command_line = True  # shown without its class name (terminal.one_line)
+
 
 @dataclass(frozen=True)
 class Choice:

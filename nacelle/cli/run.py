@@ -39,7 +39,6 @@ from .agent import (
     version,
 )
 from .approval import Approver
-from .backends import MissingKey
 from .attach import check, read_attachment, user_message
 from .extra_tools import ExtraTools, open_tools, tool_flags, tool_options
 from .logs import log_options, run_log
@@ -233,9 +232,7 @@ def command(argv: Sequence[str]) -> int:
         if extras.get("memory") is not None:
             extras["memory"].close()
         extra.close()
-        # A missing key is said as what to set, without the library's class name.
-        return fail(str(err) if isinstance(err, (MissingKey, UnknownTool)) else one_line(err),
-                    EXIT_USAGE if isinstance(err, UnknownTool) else EXIT_FAILED)
+        return fail(one_line(err), EXIT_USAGE if isinstance(err, UnknownTool) else EXIT_FAILED)
     opened = [local]
 
     def switch_model(name: str) -> "Agent":

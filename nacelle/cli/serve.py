@@ -114,7 +114,7 @@ def command(argv: Sequence[str]) -> int:
         # The serve command's longer advice where it has one, else the one line.
         message = missing_key(resolve(settings).backend)
         if message is None:
-            return fail(str(err))
+            return fail(one_line(err))
         sys.stderr.write(message)
         return EXIT_FAILED
     except NacelleError as err:

@@ -29,6 +29,8 @@ def fail(message: str, code: int = EXIT_FAILED) -> int:
 
 def one_line(err: BaseException) -> str:
     text = str(err).strip().splitlines()
+    if text and getattr(err, "for_the_command_line", False):
+        return text[0]  # worded for a person at a prompt: the class name would be noise
     return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
 
 

@@ -17,8 +17,9 @@ about 4,500 characters of JSON, some 1,100 tokens.
   models also choose among fewer tools more reliably. Those two tools let a model look
   around the project and read it, which is what most questions need; nothing it does
   can change a file. ``--tools`` asks for more.
-- ``none`` (``--no-tools``): no tools at all, so the request carries none (the
-  ``--skills`` and ``--memory`` tools, asked for by name, still come).
+- ``none`` (``--no-tools``): none of these, so the request carries no tools (what is
+  asked for by its own flag — ``--skills``, ``--memory``, ``--mcp``, ``--functions``
+  — still comes).
 - ``a,b,c`` (``--tools read_file,search_content``): those; a name not
   among the tools the flags enable is a usage error listing the ones that are (and
   saying that ``run_command`` needs ``--bash``, the web tools ``--search-url``).
@@ -42,6 +43,8 @@ _NEEDS = {"run_command": "--bash", "web_search": "--search-url", "web_fetch": "-
 
 class UnknownTool(SettingsError):
     """A name in ``--tools`` that is not one of the run's tools: a usage error."""
+
+    for_the_command_line = True  # shown without its class name (terminal.one_line)
 
 
 def choose_tools(available: Sequence[Any], wanted: str, *, local: bool) -> List[Any]:
