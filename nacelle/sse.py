@@ -314,8 +314,10 @@ def parse_json(text: Union[str, bytes, bytearray]) -> Any:
         if not isinstance(text, (bytes, bytearray)):
             raise TypeError(f"parse_json() takes str or bytes, not {type(text).__name__}")
         text = text.decode(json.detect_encoding(text), "surrogatepass")
-    # No text shorter than the cap can nest past it, and most event data is short.
-    if len(text) > MAX_JSON_DEPTH and depth_exceeds(text, MAX_JSON_DEPTH):
+    # No text with fewer brackets than the cap can nest past it (most event data is
+    # shorter than the cap, or holds a handful): depth_exceeds scans only the rest.
+    if (len(text) > MAX_JSON_DEPTH and text.count("[") + text.count("{") > MAX_JSON_DEPTH
+            and depth_exceeds(text, MAX_JSON_DEPTH)):
         raise TooDeep("JSON", MAX_JSON_DEPTH)
     # An event's data is one value with nothing around it: the scanner reads it at
     # once, without decode()'s two whitespace matches. Anything else (whitespace

@@ -55,6 +55,7 @@ from ..backend import Request, TurnEnd
 from ..context import RunContext
 from ..errors import Cancelled, ConfigError, NacelleError, StreamError
 from ..events import Event, Kind, Usage, _wire_count
+from ..messages import _SURROGATE as _SURROGATES
 from ..observe import new_span
 from ..sse import SSEEvent
 from .._net.headers import checked, checked_settings
@@ -277,10 +278,11 @@ def _stream_turn(
                     if seen is not None and seen.first is None:
                         seen.delta(out)
                     for event in out:
-                        # A text delta in ASCII is what clean() would return untouched;
-                        # it is the event nearly every SSE event makes: no call.
-                        if (type(event) is Event and event.kind is _TEXT
-                                and event.tool is None and event.text.isascii()):
+                        # A text delta with no surrogate in it is what clean() would
+                        # return untouched (its test, inline); it is the event nearly
+                        # every SSE event makes.
+                        if type(event) is Event and event.kind is _TEXT and event.tool is None \
+                                and (event.text.isascii() or not _SURROGATE(event.text)):
                             yield event
                         else:
                             yield clean(event)
@@ -302,6 +304,7 @@ def _stream_turn(
 
 _DELTAS = frozenset({Kind.TEXT, Kind.THINKING, Kind.TOOL_CALL})
 _TEXT = Kind.TEXT
+_SURROGATE = _SURROGATES.search
 
 
 class _Seen:
