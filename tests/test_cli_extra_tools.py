@@ -39,6 +39,12 @@ def shout(text: str) -> str:
     return text.upper() + "!"
 
 
+@tool(name="read_file")
+def remote_read(path: str) -> str:
+    """Read a file on the server (a name the CLI's own tools have)."""
+    return f"the server's {path}"
+
+
 class _Threaded(ThreadingMixIn, WSGIServer):
     daemon_threads = True
 
@@ -50,8 +56,9 @@ class _Quiet(WSGIRequestHandler):
 
 @pytest.fixture
 def mcp_url():
-    """nacelle's own MCP server (``shout``) on 127.0.0.1, at /mcp."""
-    httpd = make_server("127.0.0.1", 0, wsgi_app([shout], name="shouter", keepalive=1.0),
+    """nacelle's own MCP server (``shout``, ``read_file``) on 127.0.0.1, at /mcp."""
+    httpd = make_server("127.0.0.1", 0, wsgi_app([shout, remote_read], name="shouter",
+                                                 keepalive=1.0),
                         server_class=_Threaded, handler_class=_Quiet)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -104,6 +111,18 @@ def test_an_mcp_server_over_streamable_http_gives_the_model_its_tools(server, mc
     assert out.returncode == 0, out.stderr
     assert "shout" in offered(server)
     assert "HELLO!" in json.dumps(tool_result(server)["content"])
+
+
+def test_an_mcp_tool_whose_name_is_taken_is_offered_as_mcp__name(server, mcp_url, tmp_path):
+    (tmp_path / "notes.txt").write_text("local notes\n", encoding="utf-8")
+    call_then_answer(server, "mcp__read_file", {"path": "notes.txt"}, "Read remotely.")
+    out = nacelle("Read", "--mcp", mcp_url, "--mcp", mcp_url, "--yes", "--root", str(tmp_path),
+                  server=server)
+    assert out.returncode == 0, out.stderr
+    names = offered(server)
+    assert names.count("read_file") == 1  # the CLI's own
+    assert {"mcp__read_file", "mcp__shout", "mcp2__read_file"} <= set(names)
+    assert "the server's notes.txt" in json.dumps(tool_result(server)["content"])
 
 
 def test_an_mcp_server_that_exits_is_one_line_naming_it(server, tmp_path):

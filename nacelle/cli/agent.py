@@ -177,7 +177,10 @@ def build_agent(settings: Settings, *, yes: bool = False, observers: Sequence[An
     # What the user named (--memory, --mcp, --functions) comes whatever --tools says.
     if memory is not None:
         tools.append(memory)
-    tools += extra_tools
+    if extra_tools:
+        from .extra_tools import joined
+
+        tools = joined(tools, extra_tools)
     thinking = Thinking(effort=Effort(settings.effort) if settings.effort else None,
                         show=settings.show_thinking)
     if max_cost is not None and not backend.capabilities.cost:

@@ -7,8 +7,11 @@ endpoint (:func:`nacelle.mcp.connect_http`); anything else is a command line, sp
 a POSIX shell would (:func:`shlex.split`) and started over stdio
 (:func:`nacelle.mcp.connect_stdio`, which gives the child a minimal environment: the
 host's API keys are not a server's business; ``--mcp "env NAME=VALUE server"`` passes
-one on purpose). The tools keep the server's names (two tools of one name, from two
-servers or a server and the local tools, are a one-line error naming it). Every call
+one on purpose). The tools keep the server's names, but for a name already taken —
+``read_file`` from a filesystem server beside the CLI's own, or a second server's
+``search`` — which becomes ``mcp__NAME`` (``mcp2__NAME``, … if that is taken too), as
+Claude Code names MCP tools ``mcp__server__tool``: both tools stay usable, and the
+call still goes out under the server's name. Every call
 asks, as a write does: a server's ``readOnlyHint`` is a claim about somebody else's
 code, and :func:`nacelle.policy.secure`, which the approval prompt follows, trusts
 such claims only when told to. The connections close when the run ends.
@@ -29,16 +32,18 @@ client, ``tools`` and the heavier standard modules (``inspect``, ``shlex``,
 from __future__ import annotations
 
 import argparse
+import copy
 import itertools
 import os
 import re
 import sys
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 from ..errors import NacelleError
 from ..settings import SettingsError
 
-__all__ = ["ExtraTools", "load_functions", "open_tools", "tool_flags", "tool_options"]
+__all__ = ["ExtraTools", "joined", "load_functions", "open_tools", "tool_flags",
+           "tool_options"]
 
 _modules = itertools.count(1)
 
@@ -75,6 +80,24 @@ class ExtraTools:
             except Exception:  # a server that died already: nothing left to close
                 pass
         self.clients = []
+
+
+def joined(tools: Sequence[Any], extra: Sequence[Any]) -> List[Any]:
+    """``tools`` then ``extra``, each MCP tool of ``extra`` whose name is taken by then
+    under a new name (see the module docstring); a function's name taken is left for
+    the Agent to refuse, naming it, since the file is the user's to rename."""
+    from ..mcp import MCPTool
+
+    result, taken = list(tools), {getattr(t, "name", None) for t in tools}
+    for item in extra:
+        if isinstance(item, MCPTool) and item.name in taken:
+            prefixes = ("mcp" if n == 1 else f"mcp{n}" for n in itertools.count(1))
+            name = next(n for n in (f"{p}__{item.name}"[:64] for p in prefixes) if n not in taken)
+            item = copy.copy(item)  # the copy alone renamed: run() calls remote_name
+            item.name = name
+        taken.add(getattr(item, "name", None))
+        result.append(item)
+    return result
 
 
 def shown(spec: str) -> str:
