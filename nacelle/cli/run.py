@@ -15,6 +15,9 @@ attaches a :class:`nacelle.observe.Recorder`. ``--skills DIR`` (repeatable) load
 Skills (:mod:`nacelle.skills`), ``--memory DIR`` adds the memory tool
 (:mod:`nacelle.toolsets.memory`), and the AGENTS.md / CLAUDE.md layers
 (:mod:`nacelle.instructions`) follow the system prompt unless ``--no-instructions``.
+``-a/--attach FILE`` puts an image, a PDF or a text file before the prompt
+(:mod:`nacelle.cli.attach`); ``--mcp`` and ``--functions`` add an MCP server's tools
+and a Python file's functions (:mod:`nacelle.cli.extra_tools`).
 
 Ctrl-C during a one-prompt run cancels it and exits 130, without waiting for tool
 threads that ignore cancellation.
