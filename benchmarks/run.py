@@ -150,7 +150,7 @@ def main() -> None:
     step("9", "per-turn request build", lambda: request_build.request_build_rows(runs))
     step("4", "import cost", lambda: imports.import_rows(args.quick))
     step("5", "installed footprint", footprint.footprint_rows)
-    rows.sort(key=lambda r: (int(r.number.rstrip("abcdefghij")), r.number))
+    rows.sort(key=lambda r: (int(r.number.rstrip("abcdefghijklmnopqrstuvwxyz")), r.number))
 
     command = "python benchmarks/run.py" + (" --quick" if args.quick else "")
     print(f"nacelle benchmarks, {datetime.date.today().isoformat()}")
