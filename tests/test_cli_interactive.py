@@ -469,3 +469,22 @@ def test_a_one_prompt_run_draws_markdown_on_a_terminal_and_not_with_no_color(ser
     term = terminal("plan it")  # NO_COLOR=1: the text as the model wrote it
     assert term.wait() == 0
     assert "# Plan" in term.text and "Some **bold** and `code`." in term.text
+
+
+def test_ctrl_c_on_a_terminal_keeps_the_line_held_for_drawing(server, terminal):
+    chunks = anthropic_stream(["**Half** a li", "ne."])
+    stall = next(i for i, c in enumerate(chunks) if b'"ne."' in c)
+    server.queue("/v1/messages", Reply(chunks=[(c, 60.0 if i == stall else 0.0)
+                                               for i, c in enumerate(chunks)]))
+    term = terminal("say it", env={"NO_COLOR": ""})
+    deadline = time.monotonic() + 30
+    while not server.requests and time.monotonic() < deadline:
+        time.sleep(0.1)
+    until = time.monotonic() + 2
+    while time.monotonic() < until:  # the first delta arrives and is held: no newline yet
+        term._read(0.2)
+    assert "Half" not in term.text
+    term.send("\x03")
+    term.expect("Half a li")
+    term.expect("(cancelled)")
+    assert term.wait() == 130

@@ -67,6 +67,29 @@ def test_every_turns_text_is_on_stdout_each_turn_on_its_own_line_ending_in_one_n
     assert [e.kind for e in narrated][:2] == [Kind.TOOL_CALL, Kind.TURN]
 
 
+@pytest.mark.parametrize("quiet", [False, True])
+def test_on_a_terminal_markdown_lines_of_one_turn_never_run_into_the_next(quiet):
+    from nacelle.cli.markdown import Markdown
+
+    out = io.StringIO()
+    script = ScriptOutput(out, io.StringIO(), narrate=None if quiet else (lambda e: None),
+                          live=True, text=Markdown())
+    for event in events():
+        script.event(event)
+    assert out.getvalue() == "Reading.\nThe answer.\n"
+
+
+def test_an_interrupted_run_writes_the_line_held_for_drawing():
+    from nacelle.cli.markdown import Markdown
+
+    out = io.StringIO()
+    script = ScriptOutput(out, io.StringIO(), live=True, text=Markdown())
+    script.event(Event(Kind.TEXT, text="half a line"))
+    assert out.getvalue() == ""
+    script.interrupted()
+    assert out.getvalue() == "half a line"
+
+
 def test_with_a_schema_text_is_narration_and_stdout_holds_the_value():
     out, narrated = io.StringIO(), []
     script = ScriptOutput(out, io.StringIO(), narrate=narrated.append, structured=True)

@@ -140,10 +140,14 @@ def run_events(events: Iterator[Any], *, mode: str, quiet: bool, schema: Any,
                           structured=schema is not None,
                           session=session.name if session is not None else None)
     done = None
-    for event in events:
-        output.event(event)
-        if event.kind is Kind.DONE:
-            done = event
+    try:
+        for event in events:
+            output.event(event)
+            if event.kind is Kind.DONE:
+                done = event
+    except KeyboardInterrupt:
+        output.interrupted()  # what was streamed stays, a line held for drawing too
+        raise
     if done is None or done.stop is None:
         return EXIT_FAILED, done
     if schema is not None and done.output is None:

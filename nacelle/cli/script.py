@@ -221,6 +221,8 @@ class ScriptOutput:
             self._new_turn = False
             self._emit(self.text.feed(event.text))
             return
+        if self.mode == "text" and not self.structured:
+            self._end_text()  # a line held for drawing ends with the text it belonged to
         if kind in (Kind.TOOL_CALL, Kind.TURN):
             self._new_turn = True
         if kind is Kind.TURN:
@@ -228,6 +230,11 @@ class ScriptOutput:
         if kind is Kind.DONE:
             self._finish(event)
         self._show(event)
+
+    def interrupted(self) -> None:
+        """The run was cancelled (Ctrl-C): write what the text formatter still holds,
+        so everything the model wrote before it stays on the screen."""
+        self._end_text()
 
     def _finish(self, done: Event) -> None:
         if self.mode == "json":
