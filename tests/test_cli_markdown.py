@@ -30,6 +30,7 @@ def plain(drawn):
 def test_headings_are_bold_and_a_first_level_one_underlined_without_their_hashes():
     assert render_line("# Title #")[0] == B + U + "Title" + R
     assert render_line("### Part three")[0] == B + "Part three" + R
+    assert render_line(" * * *")[0] == D + "-" * 40 + R and render_line("--")[0] == "--"
     assert render_line("#hashtag")[0] == "#hashtag"
 
 
@@ -102,13 +103,16 @@ def test_escape_sequences_from_the_model_are_shown_and_only_our_sgr_codes_remain
     lambda n: "~~a" * (n // 3), lambda n: "- " * (n // 2) + "x"])
 def test_a_long_hostile_line_is_drawn_in_linear_time(make):
     def took(text):
-        start = time.perf_counter()
-        render_line(text)
-        return time.perf_counter() - start
+        best = float("inf")
+        for _ in range(3):  # the best of three: a loaded machine only ever adds time
+            start = time.perf_counter()
+            render_line(text)
+            best = min(best, time.perf_counter() - start)
+        return best
 
     small, large = took(make(25_000)), took(make(100_000))
     assert large < 5.0
-    assert large < 12 * max(small, 0.005)  # four times the text: not sixteen times the work
+    assert large < 12 * max(small, 0.01)  # four times the text: not sixteen times the work
 
 
 class Tty(io.StringIO):

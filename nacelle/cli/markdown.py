@@ -42,7 +42,6 @@ _MARK = "\x1b[33m"  # yellow: list markers
 
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
 _HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*))?")
-_RULE = re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*")
 _QUOTE = re.compile(r" {0,3}> ?(.*)")
 _BULLET = re.compile(r"([ \t]*)([-*+]|\d{1,9}[.)])([ \t]+)(.*)")
 # [text](url): neither part may hold the bracket that ends it, so each attempt reads
@@ -229,6 +228,14 @@ def _heading_text(text: str) -> str:
     return text
 
 
+def _is_rule(line: str) -> bool:
+    """``---``, ``* * *`` or ``___``: three or more of one of them, spaces between."""
+    if len(line) - len(line.lstrip(" ")) > 3:
+        return False
+    marks = line.replace(" ", "").replace("\t", "")
+    return len(marks) >= 3 and marks[0] in "-*_" and marks == marks[0] * len(marks)
+
+
 def render_line(line: str, fence: str = "") -> Tuple[str, str]:
     """One line (without its newline) drawn for a terminal, and the code fence open
     after it ("" outside a code block). ``line`` must already be visible."""
@@ -244,7 +251,7 @@ def render_line(line: str, fence: str = "") -> Tuple[str, str]:
     if heading:
         style = _BOLD + _UNDERLINE if len(heading.group(1)) == 1 else _BOLD
         return _inline(_heading_text(heading.group(2) or ""), style), ""
-    if _RULE.fullmatch(line):
+    if _is_rule(line):
         return _DIM + "-" * 40 + _RESET, ""
     quote = _QUOTE.fullmatch(line)
     if quote:
