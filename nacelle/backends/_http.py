@@ -492,11 +492,13 @@ def sse_batches(
     cutoff = Cutoff(lambda: sock)
     unregister = ctx.on_cancel(lambda: cutoff.cut("cancelled"))
     read = _reader(response)
-    if sock is not None and sock.fileno() != -1:
-        # Each recv waits at most the read timeout, set once: the cutoff armed around
-        # each read is the limit that counts. Setting it per read would cost a system
-        # call that lets go of the interpreter lock, a thread switch per read when
-        # many streams share the process.
+    if sock is not None and sock.fileno() != -1 and _too_short(sock, ctx, read_timeout,
+                                                               stall_timeout):
+        # The cutoff armed around each read is the limit that counts; the socket's own
+        # timeout only backs it up, so it is set (at most) once, never per read: it is
+        # a system call that lets go of the interpreter lock, a thread switch per read
+        # when many streams share the process. The request already set it to its read
+        # timeout, which no later limit exceeds.
         sock.settimeout(max(read_timeout, 0.001))
     progress = time.monotonic()
     try:
@@ -633,7 +635,6 @@ def _drain(read: Callable[[int], bytes], sock: Optional[socket.socket], cutoff: 
             return False
         try:
             if sock.fileno() != -1:  # closed: the body is read
-                sock.settimeout(wait)
                 cutoff.arm(give_up, "drain")  # a trailer sent a byte at a time ends here too
             data = read(_READ_SIZE)
         except Exception:  # noqa: BLE001 - any failure only means "do not reuse"
@@ -645,6 +646,18 @@ def _drain(read: Callable[[int], bytes], sock: Optional[socket.socket], cutoff: 
             return not ctx.cancelled.is_set()
         drained += len(data)
     return False
+
+
+def _too_short(sock: socket.socket, ctx: RunContext, read_timeout: float,
+               stall_timeout: float) -> bool:
+    """True when the socket's timeout would end a read before the stream's first
+    limit (the cutoff's) does: a timeout error would then name the wrong limit."""
+    now = sock.gettimeout()
+    if now is None:
+        return False  # blocking: the cutoff alone ends a read
+    first = min(read_timeout, stall_timeout)
+    left = ctx.remaining()
+    return now < (first if left is None else min(first, left))
 
 
 def _release(response: requests.Response) -> None:
