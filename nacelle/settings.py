@@ -11,7 +11,7 @@ The file is ``~/.nacelle.yml`` (or the path in ``NACELLE_CONFIG``), a flat
 ``key: value`` subset of YAML parsed here rather than by a YAML library, to keep the
 dependency list at two: comments, quoted strings, booleans, integers and unquoted
 strings, and one nested block, ``profiles:`` (below); anything else is an error
-naming the line. Environment variables are
+naming the line. The file is read as UTF-8, at most ``MAX_FILE`` bytes. Environment variables are
 ``NACELLE_<KEY>`` (``NACELLE_MODEL``, ``NACELLE_MAX_ITERATIONS``, …). Other
 ``NACELLE_`` variables are left alone — the library's own (``NACELLE_CASSETTE``) and a
 user's are no settings — unless the name is a near miss of a setting's
@@ -110,6 +110,7 @@ _FALSE = {"false", "no", "off", "0"}
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PROFILE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 MAX_PROFILES = 100  # a file is a person's; more than this is a mistake, not a need
+MAX_FILE = 256 * 1024  # bytes; a hand-written settings file is a few hundred
 
 
 def _as_bool(value: Any, where: str) -> bool:
@@ -335,6 +336,25 @@ def parse_file(text: str, name: str = "settings") -> Dict[str, Any]:
     return values
 
 
+def _read_file(path: Path) -> str:
+    """The settings file's text ("" when there is none), read under :data:`MAX_FILE`
+    bytes (``NACELLE_CONFIG=/dev/zero`` must not fill the memory) and decoded as
+    UTF-8, or a SettingsError saying why not."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_FILE + 1)
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        raise SettingsError(f"cannot read {path}: {exc.strerror}") from None
+    if len(data) > MAX_FILE:
+        raise SettingsError(f"{path}: a settings file is at most {MAX_FILE // 1024} KiB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SettingsError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+
+
 def _profile(flags: Mapping[str, Any], env: Mapping[str, Any], top: Mapping[str, Any],
              profiles: Mapping[str, Dict[str, Any]], name: str,
              ) -> Tuple[str, Dict[str, Any]]:
@@ -371,13 +391,7 @@ def resolve(
         _check_key(key, f"flag --{key.replace('_', '-')}")
     if file_text is None:
         path = config_path(env)
-        try:
-            file_text = path.read_text(encoding="utf-8")
-            name = str(path)
-        except FileNotFoundError:
-            file_text, name = "", str(path)
-        except OSError as exc:
-            raise SettingsError(f"cannot read {path}: {exc.strerror}") from None
+        file_text, name = _read_file(path), str(path)
     else:
         name = "settings"
     from_file = parse_file(file_text, name)

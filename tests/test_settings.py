@@ -1,6 +1,7 @@
 """Settings: flag > environment > file > default, key by key, with clear refusals."""
 
 import itertools
+import os
 
 import pytest
 
@@ -271,3 +272,20 @@ def test_the_tools_setting_is_none_or_names_separated_by_commas():
     assert resolve({"tools": " read_file , list_directory"}, {}, "").tools == \
         "read_file,list_directory"
     assert resolve({}, {}, "").tools == ""
+
+
+def test_a_settings_file_that_is_too_big_or_not_text_is_a_one_line_error(tmp_path):
+    from nacelle.settings import MAX_FILE
+
+    big = tmp_path / "big.yml"
+    big.write_text("# padding\n" * (MAX_FILE // 10 + 1), encoding="utf-8")
+    with pytest.raises(SettingsError, match="a settings file is at most 256 KiB"):
+        resolve({}, {"NACELLE_CONFIG": str(big)})
+    binary = tmp_path / "binary.yml"
+    binary.write_bytes(b"model: \xff\xfe\n")
+    with pytest.raises(SettingsError, match="not UTF-8 text"):
+        resolve({}, {"NACELLE_CONFIG": str(binary)})
+    if os.path.exists("/dev/zero"):
+        with pytest.raises(SettingsError, match="at most"):
+            resolve({}, {"NACELLE_CONFIG": "/dev/zero"})
+    assert resolve({}, {"NACELLE_CONFIG": str(tmp_path / "absent.yml")}).backend == "anthropic"
