@@ -196,3 +196,15 @@ def test_other_backends_get_it_as_a_plain_tool_with_a_schema(server, tool):
     assert sent["function"]["name"] == "memory"
     assert sent["function"]["parameters"]["properties"]["command"]["enum"] == [
         "view", "create", "str_replace", "insert", "delete", "rename"]
+
+
+def test_toolsets_memory_stays_the_function_after_its_module_is_imported_by_name():
+    import subprocess
+    import sys
+
+    code = ("import nacelle.toolsets.memory, importlib; "
+            "importlib.import_module('nacelle.toolsets.memory'); "
+            "from nacelle.toolsets import memory; import nacelle.toolsets as t; "
+            "print(callable(memory), t.memory is memory, memory.__module__)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["True", "True", "nacelle.toolsets.memory"]
