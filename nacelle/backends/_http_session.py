@@ -34,7 +34,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import requests
 import urllib3
@@ -53,11 +53,15 @@ class InFlight:
     ``deadline`` is the run's, in ``time.monotonic()`` seconds, or None.
     """
 
-    __slots__ = ("conn", "cutoff", "_connect", "_read", "_deadline")
+    __slots__ = ("_conn", "cutoff", "_connect", "_read", "_deadline")
 
     def __init__(self, connect: float, read: float, deadline: Optional[float]) -> None:
-        self.conn: Any = None
-        self.cutoff = Cutoff(self._socket)
+        # The connection is held in a list the cutoff's lookup shares, not reached
+        # through self: a bound method would make a reference cycle of every request,
+        # keeping its connection (socket, buffers) alive until the collector ran.
+        conn: List[Any] = [None]
+        self._conn = conn
+        self.cutoff = Cutoff(lambda: getattr(conn[0], "sock", None))
         self._connect = connect
         self._read = read
         self._deadline = deadline
@@ -80,8 +84,10 @@ class InFlight:
         _current.flight = None
         self.cutoff.disarm()
 
-    def _socket(self) -> Any:
-        return getattr(self.conn, "sock", None)
+    @property
+    def conn(self) -> Any:
+        """The connection the request took, once it has one."""
+        return self._conn[0]
 
     def _arm(self, seconds: float, cause: str) -> None:
         at = time.monotonic() + seconds
@@ -90,7 +96,7 @@ class InFlight:
         self.cutoff.arm(at, cause)
 
     def _taken(self, conn: Any) -> None:
-        self.conn = conn
+        self._conn[0] = conn
         self.cutoff.enforce()
 
     def _sent(self) -> None:

@@ -1029,6 +1029,31 @@ def test_no_proxy_in_the_environment_is_honoured(server, monkeypatch):
     assert proxy.requests == [] and len(server.requests) == 1
 
 
+def test_a_streamed_request_leaves_no_reference_cycle_holding_its_connection(server):
+    # A thousand runs at once would otherwise keep a thousand connections (sockets,
+    # buffers) alive until the collector came round.
+    import gc
+
+    transport = make(server)
+    server.queue(PATH, *[Reply(chunks=[b"data: a\n\n"]) for _ in range(3)])
+    ctx = RunContext()
+    list(transport.events(transport.post_stream(PATH, {}, ctx), ctx))  # warm: the session
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        for _ in range(2):
+            list(transport.events(transport.post_stream(PATH, {}, ctx), ctx))
+        gc.collect()
+        ours = [type(o).__name__ for o in gc.garbage
+                if type(o).__module__.startswith(("nacelle", "urllib3", "requests"))]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert ours == []
+
+
 def test_the_environment_is_read_once_per_session_not_per_request(server, monkeypatch):
     transport = make(server)
     server.queue(PATH, Reply.json({}), Reply.json({}))
