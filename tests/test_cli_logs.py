@@ -304,3 +304,29 @@ def test_a_paused_run_and_its_resumption_are_both_logged(server, data, tmp_path)
 def test_a_negative_count_is_a_usage_error(data):
     code, out, err = logs("-n", "-1")
     assert (code, out) == (2, "") and err == "nacelle: error: -n must be 0 (all) or more\n"
+
+
+def test_after_save_or_load_an_interactive_prompt_is_logged_under_the_new_session(
+        server, data, tmp_path):
+    server.queue("/v1/messages", answer("One."), answer("Two."), answer("Three."))
+    environ = {"PYTHONPATH": str(ROOT), "NO_COLOR": "1", "ANTHROPIC_API_KEY": KEY,
+               "NACELLE_CONFIG": "/dev/null", "ANTHROPIC_BASE_URL": server.url,
+               "HOME": str(tmp_path / "home"), "XDG_DATA_HOME": str(data), "TERM": "dumb",
+               "INPUTRC": "/dev/null", "PATH": "/usr/bin:/bin"}
+    term = Terminal("--root", str(tmp_path), "--session", "first", env=environ)
+    try:
+        for line, expected in (("prompt one", "One."), ("/save second", "(saved as second"),
+                               ("prompt two", "Two."), ("/load first", "(session first:"),
+                               ("prompt three", "Three.")):
+            term.expect("> ")
+            term.send(line + "\r")
+            term.expect(expected)
+        term.expect("> ")
+        term.send("exit\r")
+        assert term.wait() == 0
+    finally:
+        term.close()
+    code, text, _ = logs("--json", "-n", "0")
+    assert code == 0
+    assert [(e["prompt"], e["session"]) for e in json.loads(text)] == [
+        ("prompt one", "first"), ("prompt two", "second"), ("prompt three", "first")]

@@ -216,12 +216,15 @@ def interactive(agent: Any, *, make_renderer: Callable[[], Any],
                 sessions_directory: str, switch_model: Callable[[str], Any],
                 settle: Callable[[], Any] = lambda: None,
                 version: str = "nacelle", history_path: Optional[str] = None,
-                skills: Any = None, memory: Any = None, attachments: Any = ()) -> int:
+                skills: Any = None, memory: Any = None, attachments: Any = (),
+                logged: Any = None) -> int:
     """The session; returns the exit code. ``switch_model(name)`` returns the agent to
     use from now on (or raises a NacelleError saying why not); ``settle()`` returns
     once no approval question is reading the terminal. ``skills`` (a SkillSet) and
     ``memory`` (the memory tool) are what ``/skills`` and ``/memory`` show;
-    ``attachments`` (parts from ``-a``) go with the first message."""
+    ``attachments`` (parts from ``-a``) go with the first message. ``logged`` (the
+    run log, if any) is told the session ``/save`` and ``/load`` switch to, so the
+    prompts after them are logged under the session they are saved in."""
     from ..events import Kind, Usage
     from .attach import check, describe, read_attachment, user_message
 
@@ -267,6 +270,8 @@ def interactive(agent: Any, *, make_renderer: Callable[[], Any],
                     from ..sessions import FileStore
 
                     session = Session(FileStore(sessions_directory), rest)
+                    if logged is not None:
+                        logged.session = rest
                     if word == "save":
                         session.store.save(rest, conversation)
                         session.messages = list(conversation)

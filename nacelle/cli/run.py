@@ -266,7 +266,8 @@ def command(argv: Sequence[str]) -> int:
                 switch_model=switch_model, version=version(),
                 settle=lambda: [a.wait_idle() for a in approvers],
                 history_path=os.path.join(data_dir(), "history"),
-                skills=extras["skills"], memory=extras["memory"], attachments=parts))
+                skills=extras["skills"], memory=extras["memory"], attachments=parts,
+                logged=logged))
         from .sessions import after
         conversation = (session.messages if session is not None else []) + [
             user_message(prompt, parts)]
