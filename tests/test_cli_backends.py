@@ -278,3 +278,28 @@ def test_every_command_that_builds_the_agent_says_a_missing_key_the_same_way(
     assert code == 1
     assert capsys.readouterr().err == ("nacelle: error: no API key: set GROQ_API_KEY (or "
                                        "pick another --backend)\n")
+
+
+#: The backends with a test of their own above; every other name is a Chat Completions preset.
+OWN_TESTS = {"anthropic", "openai", "gemini", "openrouter", "vertex", "bedrock", "chat"}
+
+
+@pytest.mark.parametrize("backend", sorted(set(CHOICES) - OWN_TESTS))
+def test_every_chat_completions_preset_runs_end_to_end_with_its_own_key(
+        server, monkeypatch, capsys, tmp_path, backend):
+    keys = CHOICES[backend].keys
+    for variable in keys:
+        monkeypatch.setenv(variable, f"key-{backend}-0123456789")
+    server.queue("/v1/chat/completions",
+                 Reply(chunks=openrouter_stream([f"Hi from {backend}."], keepalives=0)))
+    model = () if backend == "llamacpp" else ("--model", "some-model")
+    code, out, err = nacelle(capsys, tmp_path, "--backend", backend, *model,
+                             "--base-url", server.url + "/v1", "hi")
+    assert (code, out) == (0, f"Hi from {backend}.\n"), err
+    headers = server.requests[0].headers
+    if keys:
+        assert headers["authorization"] == f"Bearer key-{backend}-0123456789"
+    else:
+        assert "authorization" not in headers
+    if model:
+        assert server.requests[0].json()["model"] == "some-model"

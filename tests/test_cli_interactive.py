@@ -488,3 +488,11 @@ def test_ctrl_c_on_a_terminal_keeps_the_line_held_for_drawing(server, terminal):
     term.expect("Half a li")
     term.expect("(cancelled)")
     assert term.wait() == 130
+
+
+def test_slash_help_lists_every_command_the_session_takes():
+    from nacelle.cli.interactive import HELP
+
+    for command in ("/help", "/clear", "/cost", "/model NAME", "/save NAME", "/load NAME",
+                    "/skills", "/memory", "/attach FILE", "/exit"):
+        assert f"\n{command} " in "\n" + HELP, command
