@@ -4,7 +4,10 @@ others (request bodies read from a loopback FakeServer)."""
 
 import os
 import stat
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -149,6 +152,39 @@ def test_concurrent_writers_lose_no_edit(tmp_path):
     text = (tmp_path / "mem" / "log.md").read_text()
     assert errors == []
     for tag in "abcd":
+        for i in range(25):
+            assert f"\n{tag}{i}!\n" in text
+    assert not [n for n in os.listdir(tmp_path / "mem") if n.endswith(".tmp")]
+
+
+#: One writer process: a read-then-insert and a str_replace per edit, each its own
+#: call, so two processes interleave their calls between each other's reads and writes.
+WRITER = """
+import sys
+from nacelle.toolsets import memory
+tool, tag = memory(sys.argv[1]), sys.argv[2]
+for i in range(25):
+    lines = tool.run({"command": "view", "path": "/memories/log.md"}, None).count("\\n")
+    tool.run({"command": "insert", "path": "/memories/log.md", "insert_line": lines,
+              "insert_text": f"{tag}{i}"}, None)
+    tool.run({"command": "str_replace", "path": "/memories/log.md",
+              "old_str": f"{tag}{i}\\n", "new_str": f"{tag}{i}!\\n"}, None)
+tool.close()
+"""
+
+
+def test_writers_in_separate_processes_lose_no_edit(tmp_path):
+    first = memory(tmp_path / "mem")
+    run(first, command="create", path="/memories/log.md", file_text="start\n")
+    first.close()
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path / "mem"), tag],
+                                env=env, stderr=subprocess.PIPE) for tag in "ab"]
+    for writer in writers:
+        _, err = writer.communicate(timeout=120)
+        assert writer.returncode == 0, err.decode()
+    text = (tmp_path / "mem" / "log.md").read_text()
+    for tag in "ab":
         for i in range(25):
             assert f"\n{tag}{i}!\n" in text
     assert not [n for n in os.listdir(tmp_path / "mem") if n.endswith(".tmp")]
