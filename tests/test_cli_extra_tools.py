@@ -186,6 +186,27 @@ def test_a_functions_file_gives_the_model_its_public_functions(server, tmp_path)
     assert tool_result(server)["content"] in ("3", [{"type": "text", "text": "3"}])
 
 
+def test_functions_is_repeatable_and_a_name_the_cli_has_is_one_line_naming_it(
+        server, tmp_path):
+    (tmp_path / "counting.py").write_text(FUNCTIONS, encoding="utf-8")
+    (tmp_path / "more.py").write_text(
+        'def shout(text: str) -> str:\n    """The text in capitals."""\n'
+        '    return text.upper()\n', encoding="utf-8")
+    call_then_answer(server, "shout", {"text": "hi"}, "Shouted.")
+    out = nacelle("Shout", "--functions", str(tmp_path / "counting.py"), "--functions",
+                  str(tmp_path / "more.py"), "--yes", "--root", str(tmp_path), server=server)
+    assert out.returncode == 0, out.stderr
+    assert {"word_count", "letters", "shout", "read_file"} <= set(offered(server))
+    assert "HI" in json.dumps(tool_result(server)["content"])
+    (tmp_path / "clash.py").write_text(
+        'def read_file(path: str) -> str:\n    """Not the CLI\'s."""\n    return path\n',
+        encoding="utf-8")
+    out = nacelle("Hi", "--functions", str(tmp_path / "clash.py"), "--root", str(tmp_path),
+                  server=server)
+    assert out.returncode == 1 and len(server.requests) == 2  # no request for this run
+    assert out.stderr.count("\n") == 1 and "'read_file'" in out.stderr, out.stderr
+
+
 def test_a_function_call_asks_even_when_the_file_says_it_only_reads(server, tmp_path):
     (tmp_path / "counting.py").write_text(FUNCTIONS, encoding="utf-8")
     call_then_answer(server, "letters", {"text": "abc"}, "Not allowed.")
