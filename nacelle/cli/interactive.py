@@ -14,7 +14,7 @@ newline, so a pasted block or a numbered list is one prompt. A line starting wit
 of the ``--memory`` folder), ``/attach FILE`` (attach a file to the next message, as
 ``-a`` does: :mod:`nacelle.cli.attach`; ``/attach`` alone lists what is waiting), ``/exit``; ``//text`` sends ``/text``. ``/save`` and ``/load`` make
 NAME the current session, so later answers are saved there too, as ``--session``
-would; ``/load`` of a name no session has says so, with the nearest saved names, and
+would, and later prompts are logged (``nacelle logs``) under that name; ``/load`` of a name no session has says so, with the nearest saved names, and
 keeps the conversation. ``exit`` and ``quit`` alone still leave.
 
 Ctrl-C is one thing at a time and always leaves a prompt: at the prompt it drops the
