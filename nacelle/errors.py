@@ -7,7 +7,8 @@ happened rather than where::
     ├── ConfigError (also ValueError)   the caller asked for something invalid
     │   ├── settings.SettingsError      a settings file, variable or flag that cannot be used
     │   │   ├── cli.backends.MissingKey  no key for the backend the command was asked for
-    │   │   └── cli.tool_choice.UnknownTool  a --tools name that is not one of the run's tools
+    │   │   ├── cli.tool_choice.UnknownTool  a --tools name that is not one of the run's tools
+    │   │   └── cli.extra_tools.NameTaken  a --functions function named like another tool
     │   └── skills.FrontMatterError     a SKILL.md whose front matter cannot be read
     ├── ConversationError (also ValueError)  saved conversation JSON that cannot be read
     ├── bounded_json.TooDeep (also ValueError)  JSON nested past its reader's depth cap

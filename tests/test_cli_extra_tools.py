@@ -204,7 +204,9 @@ def test_functions_is_repeatable_and_a_name_the_cli_has_is_one_line_naming_it(
     out = nacelle("Hi", "--functions", str(tmp_path / "clash.py"), "--root", str(tmp_path),
                   server=server)
     assert out.returncode == 1 and len(server.requests) == 2  # no request for this run
-    assert out.stderr.count("\n") == 1 and "'read_file'" in out.stderr, out.stderr
+    assert out.stderr == ("nacelle: error: --functions: a tool is already named 'read_file' "
+                          "(one of the command's own, or an earlier file's or server's); "
+                          "rename the function, or leave the other tool out with --tools\n")
 
 
 def test_a_function_call_asks_even_when_the_file_says_it_only_reads(server, tmp_path):

@@ -180,7 +180,11 @@ def build_agent(settings: Settings, *, yes: bool = False, observers: Sequence[An
     if extra_tools:
         from .extra_tools import joined
 
-        tools = joined(tools, extra_tools)
+        try:
+            tools = joined(tools, extra_tools)
+        except NacelleError:
+            local.close()
+            raise
     thinking = Thinking(effort=Effort(settings.effort) if settings.effort else None,
                         show=settings.show_thinking)
     if max_cost is not None and not backend.capabilities.cost:

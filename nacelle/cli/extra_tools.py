@@ -42,7 +42,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 from ..errors import NacelleError
 from ..settings import SettingsError
 
-__all__ = ["ExtraTools", "joined", "load_functions", "open_tools", "tool_flags",
+__all__ = ["ExtraTools", "NameTaken", "joined", "load_functions", "open_tools", "tool_flags",
            "tool_options"]
 
 _modules = itertools.count(1)
@@ -66,6 +66,12 @@ def tool_flags(args: Dict[str, Any]) -> Tuple[List[str], List[str]]:
     return list(args.pop("mcp", None) or []), list(args.pop("functions", None) or [])
 
 
+class NameTaken(SettingsError):
+    """A ``--functions`` function named like a tool the run already has."""
+
+    for_the_command_line = True  # shown without its class name (terminal.one_line)
+
+
 class ExtraTools:
     """The tools the flags gave, and the MCP connections to close after the run."""
 
@@ -84,8 +90,9 @@ class ExtraTools:
 
 def joined(tools: Sequence[Any], extra: Sequence[Any]) -> List[Any]:
     """``tools`` then ``extra``, each MCP tool of ``extra`` whose name is taken by then
-    under a new name (see the module docstring); a function's name taken is left for
-    the Agent to refuse, naming it, since the file is the user's to rename."""
+    under a new name (see the module docstring); a function whose name is taken is a
+    :class:`NameTaken` saying how to resolve it, since the file is the user's to
+    rename."""
     from ..mcp import MCPTool
 
     result, taken = list(tools), {getattr(t, "name", None) for t in tools}
@@ -95,6 +102,10 @@ def joined(tools: Sequence[Any], extra: Sequence[Any]) -> List[Any]:
             name = next(n for n in (f"{p}__{item.name}"[:64] for p in prefixes) if n not in taken)
             item = copy.copy(item)  # the copy alone renamed: run() calls remote_name
             item.name = name
+        elif not isinstance(item, MCPTool) and item.name in taken:
+            raise NameTaken(f"--functions: a tool is already named {item.name!r} (one of the "
+                            "command's own, or an earlier file's or server's); rename the "
+                            "function, or leave the other tool out with --tools")
         taken.add(getattr(item, "name", None))
         result.append(item)
     return result
