@@ -510,8 +510,7 @@ class Agent(Generic[OutputT]):
             settings = dataclasses.replace(settings, toolsets=(searching,))
         observer = _observers(self.observers, parent)
         ctx = RunContext(observer=observer)
-        ended = threading.Event()
-        unwatch = _watch(cancel, ctx, ended) if cancel is not None else None
+        unwatch = _watch(cancel, ctx) if cancel is not None else None
         if observer is not None:
             backend = self.backend
             ctx.observe("run.start", backend=backend.name, model=getattr(backend, "model", ""),
@@ -557,7 +556,6 @@ class Agent(Generic[OutputT]):
                 ctx.observe("run.end", stop=done.stop if done is not None else None,
                             usage=done.usage if done is not None else Usage(), turns=turns,
                             error=failure if done is None else None)
-            ended.set()
             if unwatch is not None:
                 unwatch()
             # Whatever ended the run, nothing may keep working for it: the response
@@ -665,14 +663,19 @@ class Agent(Generic[OutputT]):
         return count
 
 
-def _watch(cancel: threading.Event, ctx: RunContext, ended: threading.Event) -> Callable[[], None]:
-    """Cancel ``ctx`` when the caller's ``cancel`` is set; returns what stops watching."""
+def _watch(cancel: threading.Event, ctx: RunContext) -> Callable[[], None]:
+    """Cancel ``ctx`` when the caller's ``cancel`` is set; returns what stops watching.
+
+    Only a plain Event (no ``add_callback``) needs a polling thread and its ``ended``
+    Event: a run watching a CancelEvent allocates neither (eight objects the
+    collector would track for every run of a thousand at once)."""
     if cancel.is_set():
         raise Cancelled("the run was cancelled before it started")
     add_callback: Optional[Callable[[Callable[[], None]], Callable[[], None]]] = getattr(
         cancel, "add_callback", None)
     if add_callback is not None:
         return add_callback(ctx.cancel)
+    ended = threading.Event()
     threading.Thread(target=_poll, args=(cancel, ctx, ended),
                      name="nacelle-cancel-watch", daemon=True).start()
     return ended.set
