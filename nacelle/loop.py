@@ -172,7 +172,7 @@ class _Run:
         self.backend = backend
         self.tools = tools_by_name(request.tools)
         self.sink = ToolSink(settings.approve, settings.hooks,
-                             max_result_chars=settings.max_result_chars)
+                             max_result_chars=settings.max_result_chars, _policy_only=True)
         self.conversation: List[Message] = list(request.messages)
         self.total = Usage()
         self.iterations = 0

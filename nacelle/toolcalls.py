@@ -74,7 +74,8 @@ class ToolSink:
 
     def __init__(self, approve: Optional[Callable[..., Any]] = None,
                  hooks: Optional[Mapping[Any, Sequence[Callable[..., Any]]]] = None,
-                 *, max_result_chars: int = 0, _denied: Optional[_DeniedNames] = None) -> None:
+                 *, max_result_chars: int = 0, _denied: Optional[_DeniedNames] = None,
+                 _policy_only: bool = False) -> None:
         if approve is not None and not callable(approve):
             raise TypeError(f"approve must be callable, got {type(approve).__name__}")
         self.approve = approve
@@ -82,11 +83,16 @@ class ToolSink:
         self.hooks = normalize_hooks(hooks)
         self.before = self.hooks.get(HookPoint.BEFORE_TOOL_CALL, ())
         self.after = self.hooks.get(HookPoint.AFTER_TOOL_CALL, ())
+        self._denied = _denied if _denied is not None else _DeniedNames()
+        if _policy_only:
+            # The run's own sink only hands its policy to each round's (for_round):
+            # a run that calls no tool then allocates no lock, condition, lists and
+            # dicts it never uses (a dozen objects the collector would track per run).
+            return
         self._ready = threading.Condition(threading.Lock())
         self._events: List[Event] = []
         self._forwarded: List[Event] = []  # events that close no call (see forward)
         self._closed: Set[str] = set()
-        self._denied = _denied if _denied is not None else _DeniedNames()
         # Calls whose approval paused them, by id: the before-hooks' injects.
         self.paused: Dict[str, Tuple[str, ...]] = {}
         # Paused calls whose pause came from inside (a sub-agent's approval), by id:
@@ -106,6 +112,8 @@ class ToolSink:
                         _denied=self._denied)
 
     def __repr__(self) -> str:
+        if not hasattr(self, "_ready"):
+            return "<ToolSink policy>"
         return f"<ToolSink {len(self._events)} waiting, {len(self._closed)} closed>"
 
     def report(self, event: Event) -> bool:
