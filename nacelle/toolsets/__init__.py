@@ -25,12 +25,11 @@ if TYPE_CHECKING:  # what a type checker sees; at run time each loads on first u
 
 _HOMES = {
     "LocalTools": "files",
-    "memory": "memory",
     "web_fetch": "web",
     "web_search": "web",
 }
 
-__all__ = sorted(_HOMES)
+__all__ = sorted([*_HOMES, "memory"])
 
 from .memory import memory as memory  # noqa: E402  (see the docstring: the function owns the name)
 
