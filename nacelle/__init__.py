@@ -10,8 +10,6 @@ nothing appears unless the application configures logging).
 package is cheap to import and works when vendored as a bare folder.
 """
 
-import logging as _logging
-
 from .agent import Agent as Agent
 from .agent import Result as Result
 from .backend import DEFAULT_MAX_TOKENS as DEFAULT_MAX_TOKENS
@@ -166,4 +164,10 @@ __all__ = [
     "with_timeout",
 ]
 
-_logging.getLogger(__name__).addHandler(_logging.NullHandler())
+# The NullHandler goes on now when logging is loaded anyway; else at the first lookup of
+# a nacelle logger, before any record (nacelle/_loggers.py), so importing the package
+# does not import logging.
+from ._loggers import install_null_handler_if_loaded as _install_null_handler_if_loaded
+
+_install_null_handler_if_loaded()
+del _install_null_handler_if_loaded

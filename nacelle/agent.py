@@ -75,7 +75,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import threading
 from dataclasses import dataclass
 from typing import (
@@ -83,6 +82,7 @@ from typing import (
     Sequence, Tuple, Type, TypedDict, TypeVar, Union, cast, overload,
 )
 
+from ._loggers import get_logger
 from .backend import (
     DEFAULT_MAX_TOKENS, Backend, Cache, CallProfile, Effort, MCPServer, ModelSettings, Request,
     Thinking, refused_settings,
@@ -104,7 +104,12 @@ from .tools import ToolLike, Toolset, expand_tools, is_toolset, tools_by_name
 
 __all__ = ["Agent", "Result"]
 
+if not TYPE_CHECKING:
+    # logging.Logger appears in annotations only; get_type_hints still resolves it.
+    from ._loggers import logging_for_annotations as logging
 if TYPE_CHECKING:
+    import logging
+
     import typing_extensions
 
     # The type of a run's structured output. Its default (a PEP 696 TypeVar default,
@@ -374,7 +379,7 @@ class Agent(Generic[OutputT]):
         self.cache = cache
         self.tool_search = _tool_search(tool_search, held)
         self.observers = checked_observers(observers)
-        self.logger = logger if logger is not None else logging.getLogger(__name__)
+        self.logger = logger if logger is not None else get_logger(__name__)
         self.skills = skills
         self._check_capabilities()
         self.output = output

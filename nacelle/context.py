@@ -35,18 +35,18 @@ Value module: imports the standard library and ``errors`` only.
 
 from __future__ import annotations
 
-import logging
 import math
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Tuple, Type
 
+from ._loggers import get_logger
 from .errors import Cancelled
 
 __all__ = ["Budget", "CancelEvent", "RunContext", "ToolContext"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 class CancelEvent(threading.Event):

@@ -31,10 +31,10 @@ Core module: imports the standard library and nacelle's core modules, never ``lo
 from __future__ import annotations
 
 import functools
-import logging
 from dataclasses import fields
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Tuple, Union
 
+from ._loggers import get_logger
 from .backend import Backend, Capabilities, Request, TurnEnd
 from .context import RunContext
 from .errors import Cancelled, ConfigError, RetryBudgetExceeded, retryable
@@ -43,7 +43,7 @@ from .messages import Message
 
 __all__ = ["Fallback"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 class Fallback:

@@ -23,11 +23,11 @@ Core module: imports the standard library, ``errors``.
 from __future__ import annotations
 
 import enum
-import logging
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
 
+from ._loggers import get_logger
 from .errors import ConfigError
 
 __all__ = [
@@ -40,7 +40,7 @@ __all__ = [
     "with_timeout",
 ]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 MAX_INJECT = 10_000
 

@@ -86,11 +86,11 @@ Core module: imports the standard library and nacelle's core modules only.
 from __future__ import annotations
 
 import dataclasses
-import logging
 from dataclasses import dataclass
 from typing import (Any, Callable, Dict, Generator, Iterator, List, Mapping, Optional,
                     Sequence, Set, Tuple)
 
+from ._loggers import get_logger
 from .backend import Request, TurnEnd, TurnFunction
 from .checkpoint import Checkpoint, PendingCall, Resume, fingerprint
 from .compaction import Compacted, is_context_overflow
@@ -104,7 +104,7 @@ from .tools import expand_tools, tools_by_name
 
 __all__ = ["RunSettings", "run"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 _TEXT, _THINKING, _TOOL_CALL = Kind.TEXT, Kind.THINKING, Kind.TOOL_CALL
 _TOOL_RESULT, _TURN, _DONE = Kind.TOOL_RESULT, Kind.TURN, Kind.DONE

@@ -94,7 +94,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-import logging
 import os
 import threading
 import time
@@ -102,6 +101,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, TextIO, Tuple
 
+from ._loggers import get_logger
 from . import bounded_json
 from .errors import ConfigError, NacelleError
 from .events import Event, Kind, Usage
@@ -110,7 +110,8 @@ from .messages import _PART_TYPES, Document, Image, Message, Text, _part_to_json
 __all__ = ["KINDS", "Observation", "Observer", "Observers", "Recorder", "checked", "load",
            "media_summary", "new_span"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
+_DEBUG = 10  # logging.DEBUG, without importing logging to name it
 
 #: Every ``Observation.kind`` the library emits, in the table's order.
 KINDS = ("run.start", "request.start", "request.first_byte", "request.retry", "request.end",
@@ -169,7 +170,7 @@ class Observers:
 
     @classmethod
     def make(cls, observers: Sequence[Observer], run_id: Optional[str] = None) -> Optional["Observers"]:
-        debug = log.isEnabledFor(logging.DEBUG)
+        debug = log.isEnabledFor(_DEBUG)
         if not observers and not debug:
             return None
         import uuid  # only a run that is observed needs an id: not loaded with the core

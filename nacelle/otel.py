@@ -87,7 +87,6 @@ never loads it.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
 import threading
@@ -95,6 +94,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
+from ._loggers import get_logger
 from . import bounded_json
 from .errors import ConfigError
 from .events import Kind, Stop
@@ -107,7 +107,7 @@ if TYPE_CHECKING:  # typing only: the extra is imported when an Instrumentation 
 
 __all__ = ["Instrumentation"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 CAPTURE_VARIABLE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 _PROVIDERS = {"anthropic": "anthropic", "openai": "openai", "groq": "groq",

@@ -32,10 +32,10 @@ Core module: imports the standard library, ``checkpoint`` (for ``PAUSE``), ``err
 from __future__ import annotations
 
 import json
-import logging
 import threading
 from typing import Any, Callable, Dict, Iterable, Optional, Tuple, Union, cast
 
+from ._loggers import get_logger
 from .checkpoint import PAUSE
 from .errors import ConfigError
 from .terminal_text import visible
@@ -43,7 +43,7 @@ from .tools import ToolLike, Toolset, expand_tools, is_toolset, metadata
 
 __all__ = ["ask", "first", "remembering", "secure"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 Policy = Callable[[str, Dict[str, Any], Any], Any]
 

@@ -39,20 +39,26 @@ Outer ring, but pure logic: imports the standard library and the core only, neve
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, Optional, Tuple, Union
 
+from ._loggers import get_logger
 from .backend import Backend, Capabilities, Request, TurnEnd
 from .context import RunContext
 from .errors import ConfigError, RetryBudgetExceeded, _set_attempt, attempt, retryable
 from .events import Event
 from .messages import Message
 
+if not TYPE_CHECKING:
+    # logging.Logger appears in annotations only; get_type_hints still resolves it.
+    from ._loggers import logging_for_annotations as logging
 if TYPE_CHECKING:
+    import logging
     import random
 
 __all__ = ["Retry", "RetryOptions"]
+
+_log = get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -127,7 +133,7 @@ class Retry:
         """Yield what ``start()`` yields, starting it again on a retryable failure for
         as long as it has yielded nothing and attempts and budget are left."""
         options = self.options
-        log = options.logger or logging.getLogger(__name__)
+        log = options.logger or _log
         number = 0
         while True:
             number += 1

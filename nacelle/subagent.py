@@ -62,9 +62,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 from typing import Any, Callable, Dict, Optional, Tuple
 
+from ._loggers import get_logger
 from .agent import Agent
 from .checkpoint import NestedPause
 from .errors import ConfigError
@@ -76,7 +76,7 @@ from .tools import NAME_PATTERN
 
 __all__ = ["SubagentTool", "subagent_tool"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 DEFAULT_DESCRIPTION = (
     "Hand a self-contained task to a sub-agent that works on it with its own fresh "

@@ -21,11 +21,11 @@ Core module: imports the standard library and nacelle's core modules only.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
+from ._loggers import get_logger
 from .checkpoint import PAUSE, Checkpoint, NestedPause
 from .context import Budget, ToolContext
 from .errors import Cancelled
@@ -37,7 +37,7 @@ from .tools import parse_input, tool_output
 
 __all__ = ["ToolSink", "run_tool", "unique_call_ids"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 _TOOL_RESULT = Kind.TOOL_RESULT
 

@@ -34,10 +34,10 @@ Core module: imports the standard library and nacelle's core modules only.
 from __future__ import annotations
 
 import collections
-import logging
 import threading
 from typing import Any, Deque, Dict, Iterator, List, Optional, Sequence, Set
 
+from ._loggers import get_logger
 from .context import RunContext, ToolContext
 from .errors import Cancelled
 from .events import Event, Kind
@@ -46,7 +46,7 @@ from .toolcalls import ToolSink, closing, run_tool
 
 __all__ = ["Call", "Round"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 _TOOL_RESULT = Kind.TOOL_RESULT
 

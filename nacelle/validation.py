@@ -57,17 +57,17 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
 import re
 import threading
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
+from ._loggers import get_logger
 from .backtracking import search_cost
 from .errors import NacelleError
 
 __all__ = ["UnusableSchema", "builtin_check", "compile_schema", "input_check", "jsonschema_check"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 Check = Callable[[Any], Optional[str]]
 

@@ -65,9 +65,11 @@ def test_the_nacelle_logger_has_a_null_handler():
 # random/secrets, the AWS files need configparser, prices decimal and datetime (read
 # where a backend is made), base URLs urllib.parse (the
 # transport loads it with requests at the first request). benchmarks/imports.py (row 4)
-# measures what the imports cost; this only keeps each of these out of them.
+# measures what the imports cost; this only keeps each of these out of them. Module
+# loggers import logging at their first use (nacelle/_loggers.py), and pathlib comes
+# with the settings, files and tools that read paths.
 DEFERRED = {"base64", "configparser", "datetime", "decimal", "hashlib", "hmac", "html",
-            "random", "secrets", "urllib.parse", "uuid", "zlib"}
+            "logging", "pathlib", "random", "secrets", "urllib.parse", "uuid", "zlib"}
 IMPORTS = {
     "import nacelle": set(),
     # Bedrock's event stream (re-exported by the anthropic backend) decodes each chunk

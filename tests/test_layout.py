@@ -42,7 +42,7 @@ RINGS = {
     "nacelle": "front",
     # leaves: the standard library only
     "nacelle.errors": "leaf", "nacelle.sse": "leaf", "nacelle.bounded_json": "leaf",
-    "nacelle.terminal_text": "leaf", "nacelle._files": "leaf",
+    "nacelle.terminal_text": "leaf", "nacelle._files": "leaf", "nacelle._loggers": "leaf",
     "nacelle.backtracking": "leaf",
     # core folders (top-level modules are core unless listed)
     "nacelle.output": "core", "nacelle.compaction": "core",

@@ -92,7 +92,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import logging
 import socket
 import threading
 import time
@@ -101,6 +100,7 @@ from typing import Any, Callable, Dict, Generator, List, Mapping, Optional, Unio
 import requests
 import urllib3
 
+from .._loggers import get_logger
 from ..bounded_json import TooDeep
 from ..context import RunContext
 from ..errors import APIError, Cancelled, StreamError, StreamTruncated, TransportError
@@ -116,7 +116,7 @@ from ._wire_cache import Body
 
 __all__ = ["Transport", "iter_sse", "next_batch", "parse_error", "retry_delay", "sse_batches"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 _ERROR_BODY_LIMIT = 64 * 1024
 _READ_SIZE = 64 * 1024

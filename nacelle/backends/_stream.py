@@ -48,10 +48,10 @@ Outer ring: imports the standard library and nacelle's core only.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import re
 from typing import Any, Dict, List, Mapping, Optional, TypeVar, cast
 
+from .._loggers import get_logger
 from ..events import Event, Kind, ToolEvent, _input_so_far, _wire_count
 from ..messages import REPLACEMENT, well_formed
 from ..sse import parse_json
@@ -59,7 +59,7 @@ from ..sse import parse_json
 __all__ = ["REPLACEMENT", "TRANSIENT_CODES", "Deltas", "ToolInput", "ToolInputs", "clean",
            "complete_json", "token_count", "transient_code", "well_formed"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 #: In-band error codes that mean "the same request may well succeed later".
 TRANSIENT_CODES = frozenset({

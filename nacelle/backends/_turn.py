@@ -44,13 +44,13 @@ checks and ``scrub``), ``_stream`` beside it and, lazily, ``_http``.
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import threading
 from typing import (
     TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Protocol, Union,
 )
 
+from .._loggers import get_logger
 from ..backend import Request, TurnEnd
 from ..context import RunContext
 from ..errors import Cancelled, ConfigError, NacelleError, StreamError
@@ -67,7 +67,7 @@ if TYPE_CHECKING:  # typing only: the import costs requests
 
 __all__ = ["Accumulator", "Endpoint", "base_url_from", "check_key", "check_model", "count_tokens", "stream_turn"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 class Accumulator(Protocol):

@@ -70,9 +70,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
-import logging
 from typing import Any, Callable, Dict, FrozenSet, Iterator, Optional, Sequence, Tuple, Union
 
+from .._loggers import get_logger
 from ..backend import Capabilities, Request, TurnEnd
 from ..context import RunContext
 from ..errors import ConfigError, Unsupported
@@ -90,7 +90,7 @@ from .chat import wire as chat_wire
 __all__ = ["Accumulator", "Backend", "DIALECT", "PROTOCOL", "capabilities", "to_wire",
            "usage_from"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 KEY_VARIABLE = "OPENROUTER_API_KEY"
 DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"

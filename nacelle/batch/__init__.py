@@ -64,7 +64,6 @@ import collections
 import importlib
 import itertools
 import json
-import logging
 import os
 import pickle
 import threading
@@ -75,6 +74,7 @@ from dataclasses import dataclass
 from typing import (Any, Callable, Deque, Dict, Generator, Iterable, List, Optional, Sequence,
                     Set, Tuple, Union)
 
+from .._loggers import get_logger
 from .. import bounded_json
 from ..agent import Agent, Result
 from ..context import CancelEvent
@@ -88,7 +88,7 @@ from .results import ResultsFile, finished_indexes, provider_round
 __all__ = ["BatchItem", "Progress", "ProgressLine", "ProviderBatch", "Summary", "best_of",
            "main_batch", "ray_executor", "run_many", "summary"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 #: what ``conversations`` may hold: a list of Messages, or a prompt for ``user_text``
 Conversation = Union[str, Sequence[Message]]

@@ -60,11 +60,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import logging
 import threading
 from concurrent.futures import Executor, Future
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
+from .._loggers import get_logger
 from ..backend import Request, TurnEnd
 from ..context import CancelEvent, RunContext
 from ..errors import Cancelled, ConfigError, NacelleError, StreamError
@@ -76,7 +76,7 @@ from .wires import Outcome, Wire
 
 __all__ = ["ProviderBatch"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 class _Ask:

@@ -28,17 +28,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import os
 import threading
 from typing import IO, Any, Dict, Optional, Set, Union
 
+from .._loggers import get_logger
 from .. import bounded_json
 from ..events import Usage
 
 __all__ = ["ResultsFile", "finished_indexes", "provider_round", "record"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 def record(index: int, result: Any, error: Any) -> Dict[str, Any]:

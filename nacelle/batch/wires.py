@@ -37,10 +37,10 @@ Chat backends (their wire builders and accumulators) and, through their transpor
 from __future__ import annotations
 
 import json
-import logging
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from .._loggers import get_logger
 from ..backend import Request, TurnEnd
 from ..context import RunContext
 from ..errors import APIError, StreamError
@@ -50,7 +50,7 @@ from ..sse import SSEEvent, parse_json
 
 __all__ = ["Outcome", "Status", "Wire", "error_of", "lines", "retry_after"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 #: How many HTTP attempts one batch call makes (honouring Retry-After between them).
 ATTEMPTS = 4

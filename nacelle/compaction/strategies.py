@@ -78,10 +78,10 @@ Core: imports the standard library and nacelle's core modules only.
 from __future__ import annotations
 
 import dataclasses
-import logging
 from dataclasses import dataclass, field
 from typing import Any, Iterable, List, Optional, Protocol, Set, Tuple, Union
 
+from .._loggers import get_logger
 from ..backend import Backend, CallProfile, Request, Thinking, TurnEnd, TurnFunction
 from ..context import RunContext
 from ..errors import ConfigError
@@ -102,7 +102,7 @@ __all__ = [
     "summarize",
 ]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 #: what a cleared tool result says instead
 CLEARED = "[result cleared to save context]"

@@ -31,11 +31,11 @@ Imports the standard library, ``batch`` and the other ``evals`` modules.
 from __future__ import annotations
 
 import json
-import logging
 import os
 from concurrent.futures import Executor
 from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
+from .._loggers import get_logger
 from .. import bounded_json
 from ..batch import BatchItem, Progress, run_many
 from ..batch.results import finished_indexes, record
@@ -46,7 +46,7 @@ from .report import EvalReport, case_report
 
 __all__ = ["evaluate"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 _TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens")
 

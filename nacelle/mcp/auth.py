@@ -76,13 +76,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import secrets
 import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple
 
+from .._loggers import get_logger
 from .. import bounded_json
 from ..errors import ConfigError
 from .._files import file_lock, private_directory, write_atomic
@@ -95,7 +95,7 @@ from .auth_metadata import Discovery, check_client_metadata_url, discover
 
 __all__ = ["FileTokenStore", "MCPAuthError", "MemoryTokenStore", "OAuth", "TokenStore"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 FLOWS = ("authorization_code", "client_credentials")
 

@@ -66,13 +66,13 @@ import hashlib
 import hmac
 import http.server
 import ipaddress
-import logging
 import re
 import secrets
 import threading
 from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Tuple, Type
 from urllib.parse import parse_qsl, quote, urlencode, urljoin, urlsplit, urlunsplit
 
+from .._loggers import get_logger
 from .._net.secrets import hide as scrub
 from .._net.secrets import safe_url as safe_url
 from ..errors import NacelleError
@@ -87,7 +87,7 @@ __all__ = [
     "pkce_pair", "register", "resource_metadata_urls", "safe_url", "scrub", "token_request",
 ]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 MAX_BODY = 2**20
 MAX_REDIRECTS = 5

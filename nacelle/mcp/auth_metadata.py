@@ -50,10 +50,10 @@ Outer ring: imports the standard library, ``nacelle.errors`` and
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 from urllib.parse import urlsplit, urlunsplit
 
+from .._loggers import get_logger
 from ..errors import ConfigError
 from .auth_flows import (
     MCPAuthError, check_destination, covers, fetch_json, metadata_urls,
@@ -62,7 +62,7 @@ from .auth_flows import (
 
 __all__ = ["Discovery", "check_client_metadata_url", "discover", "legacy_endpoints"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 
 class Discovery(NamedTuple):

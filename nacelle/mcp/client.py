@@ -59,6 +59,7 @@ import threading
 import time
 from typing import Any, Dict, List, Mapping, Optional, Union
 
+from .._loggers import get_logger
 from ..errors import Cancelled, ConfigError, NacelleError
 from ..messages import Message, Part, ToolMedia
 from . import protocol
@@ -73,7 +74,7 @@ from .toolset import PREFIX, LiveTools, MCPTool, resource_tools, tool_name
 
 __all__ = ["MCPClient", "Transport", "is_request_id"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 _LOG_LEVELS = {
     "debug": logging.DEBUG, "info": logging.INFO, "notice": logging.INFO,

@@ -67,12 +67,12 @@ the methods that need it (so importing ``nacelle.mcp`` loads no third-party modu
 from __future__ import annotations
 
 import json
-import logging
 import threading
 import time
 from typing import Any, Callable, Dict, Mapping, Optional, Set, Tuple
 from urllib.parse import urlsplit
 
+from .._loggers import get_logger
 from .._net.headers import checked
 from .._net.secrets import safe_url
 from .._net.sockets import shut
@@ -86,7 +86,7 @@ from .session import Workers
 
 __all__ = ["HTTPTransport", "connect_http"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 MAX_BODY = 64 * 2**20
 #: How much longer than the client's timeout a request's HTTP read may wait.

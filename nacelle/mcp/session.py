@@ -39,11 +39,11 @@ from __future__ import annotations
 
 import collections
 import itertools
-import logging
 import threading
 import time
 from typing import Any, Callable, Deque, Dict, Mapping, Optional, Protocol, Tuple
 
+from .._loggers import get_logger
 from ..errors import Cancelled
 from .content import preview as _preview
 from .errors import MCPError, copy_error
@@ -51,7 +51,7 @@ from .errors import MCPError, copy_error
 __all__ = ["ANSWERING", "BUSY", "Progress", "Session", "Transport", "WAITING", "Workers",
            "is_request_id"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 _POLL = 0.05  # how often a waiting call looks at a plain threading.Event
 #: Requests the protocol forbids cancelling, or that are sent before there is a

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import collections
 import json
-import logging
 import os
 import queue
 import re
@@ -56,6 +55,7 @@ import threading
 import time
 from typing import Any, Callable, Deque, Dict, Mapping, Optional, Sequence, Union
 
+from .._loggers import get_logger
 from ..errors import ConfigError
 from ..sse import parse_json
 from .client import MCPClient
@@ -66,8 +66,8 @@ from .session import is_request_id
 __all__ = ["StdioTransport", "connect_stdio", "decode_line", "default_environment",
            "readable_id"]
 
-logger = logging.getLogger(__name__)
-stderr_logger = logging.getLogger(__name__ + ".stderr")
+logger = get_logger(__name__)
+stderr_logger = get_logger(__name__ + ".stderr")
 
 MAX_LINE = 64 * 2**20
 GRACE = 2.0  # seconds to wait after closing stdin, and again after SIGTERM

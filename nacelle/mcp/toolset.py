@@ -41,12 +41,12 @@ client only by the :class:`ToolSource` protocol, so the client may import it.
 from __future__ import annotations
 
 import json
-import logging
 import re
 import threading
 import time
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Protocol, Union
 
+from .._loggers import get_logger
 from ..context import ToolContext
 from ..messages import Document, Image, Part, Text, ToolMedia
 from ..tools import from_hints
@@ -54,7 +54,7 @@ from .errors import MCPError
 
 __all__ = ["LiveTools", "MCPTool", "ToolSource", "resource_tools", "tool_name"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 # A prefix joins the tool name with two underscores; both must stay inside the
 # names every backend accepts.

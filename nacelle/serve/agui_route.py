@@ -50,11 +50,11 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import logging
 from typing import (
     Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple,
 )
 
+from .._loggers import get_logger
 from ..agent import Agent
 from ..checkpoint import PAUSE, Checkpoint
 from ..context import CancelEvent, ToolContext
@@ -67,7 +67,7 @@ from .agui_input import ClientToolSpec, InputError, ResumeEntry, RunInput, parse
 
 __all__ = ["ClientTool", "Refusal", "start", "thread_name"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 class Refusal(Exception):

@@ -25,9 +25,9 @@ Outer ring: imports the standard library and nacelle's core.
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Any, Awaitable, Callable, Dict, List, Mapping, MutableMapping, Optional, Sequence
 
+from .._loggers import get_logger
 from ..read_limits import content_length
 from ..sessions import Store
 from .encode import END, KEEPALIVE, Pump
@@ -35,7 +35,7 @@ from .routes import MakeAgent, Reply, Routes, error
 
 __all__ = ["asgi_app"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Dict[str, Any]]]

@@ -20,10 +20,10 @@ Outer ring: imports the standard library and nacelle's core.
 from __future__ import annotations
 
 import hashlib
-import logging
 import secrets
 from typing import Any, Callable, Dict, Iterator, Mapping, Tuple
 
+from .._loggers import get_logger
 from ..agent import Agent
 from ..context import CancelEvent
 from ..errors import ConfigError, ConversationError, Unsupported
@@ -33,7 +33,7 @@ from .uimessages import read_chat
 
 __all__ = ["Refusal", "decisions", "start"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 class Refusal(Exception):

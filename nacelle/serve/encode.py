@@ -78,11 +78,11 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-import logging
 import queue
 import threading
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Union
 
+from .._loggers import get_logger
 from ..errors import NacelleError
 from ..events import Event, Kind, Usage
 from ..messages import Role, _part_to_json
@@ -90,7 +90,7 @@ from ..messages import dumps as dump_messages
 
 __all__ = ["KEEPALIVE", "SCHEMA_VERSION", "encode", "error_json", "event_json", "sse"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 #: The ``v`` of every event's JSON.
 SCHEMA_VERSION = 1

@@ -99,7 +99,6 @@ from __future__ import annotations
 import hashlib
 import inspect
 import ipaddress
-import logging
 import re
 import secrets
 import threading
@@ -109,6 +108,7 @@ from typing import (
     Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union,
 )
 
+from .._loggers import get_logger
 from ..agent import Agent
 from ..checkpoint import signing_key
 from ..context import CancelEvent
@@ -122,7 +122,7 @@ from .encode import Item, event_json
 
 __all__ = ["Reply", "RequestInfo", "Routes", "host_allowed"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 _DECISIONS = re.compile(r"/runs/([^/]+)/decisions\Z")
 #: Where ``useChat``'s DefaultChatTransport posts by default (its ``api`` option).

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import os
 import queue
 import sys
@@ -52,6 +51,7 @@ import time
 from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, cast
 from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer
 
+from .._loggers import get_logger
 from ..errors import ConfigError
 from ..read_limits import Cutoff, content_length
 from ..sessions import FileStore, Store
@@ -60,7 +60,7 @@ from .wsgi import wsgi_app
 
 __all__ = ["default_store_dir", "main", "make_server", "run_server", "serve"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 _LOOPBACK = ("127.0.0.1", "::1", "localhost")
 

@@ -63,9 +63,9 @@ the standard library and nacelle's core.
 from __future__ import annotations
 
 import json
-import logging
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Set
 
+from .._loggers import get_logger
 from ..bounded_json import loads as bounded_loads
 from ..errors import NacelleError
 from ..events import Event, Kind, Stop, ToolEvent
@@ -74,7 +74,7 @@ from .encode import usage_json
 
 __all__ = ["HEADER", "encode"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 #: The header a UI message stream response carries, and its value.
 HEADER = ("x-vercel-ai-ui-message-stream", "v1")

@@ -38,12 +38,12 @@ Outer ring: imports the standard library and nacelle's core.
 
 from __future__ import annotations
 
-import logging
 import selectors
 import socket
 import threading
 from typing import Any, Callable, Dict, Iterable, Iterator, Mapping, Optional, Sequence
 
+from .._loggers import get_logger
 from ..read_limits import content_length
 from ..sessions import Store
 from .encode import sse
@@ -51,7 +51,7 @@ from .routes import REASONS, MakeAgent, Reply, Routes, error
 
 __all__ = ["wsgi_app"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 _CHUNK = 65536
 

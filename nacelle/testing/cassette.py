@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any, Callable, Collection, Deque, Dict, List, Optional, Sequence, Set, Tuple, Union
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from .._loggers import get_logger
 from .. import bounded_json
 from .._files import write_atomic
 from ._cassette_secrets import (
@@ -63,7 +64,7 @@ from .server import RecordedRequest, _shutdown
 
 __all__ = ["Cassette"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 VERSION = 1
 ENVIRONMENT = "NACELLE_CASSETTE"

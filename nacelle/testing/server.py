@@ -72,11 +72,12 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union, cast
 
+from .._loggers import get_logger
 from .batches import FakeBatches
 
 __all__ = ["FakeServer", "RecordedRequest", "Reply"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 Chunk = Union[bytes, Tuple[bytes, float]]
 

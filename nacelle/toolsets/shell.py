@@ -44,7 +44,6 @@ Outer ring: imports the standard library, ``nacelle.errors`` and the sibling
 
 from __future__ import annotations
 
-import logging
 import os
 import selectors
 import signal
@@ -53,13 +52,14 @@ import threading
 import time
 from typing import Any, Dict, List, Optional
 
+from .._loggers import get_logger
 from ..errors import Cancelled, NacelleError
 from .confine import ConfinedTool, Root
 from .interpreter import helper_command, helper_environment
 
 __all__ = ["CommandTimedOut", "RunCommand", "SupervisorLost"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 POLL_SECONDS = 0.05
 DRAIN_SECONDS = 2.0

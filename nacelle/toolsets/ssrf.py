@@ -50,7 +50,6 @@ from __future__ import annotations
 import functools
 import http.client
 import ipaddress
-import logging
 import socket
 import ssl
 import threading
@@ -58,6 +57,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 from urllib.parse import quote, urljoin, urlsplit
 
+from .._loggers import get_logger
 from ..errors import Cancelled, NacelleError, TransportError
 from ..read_limits import Cutoff
 
@@ -70,7 +70,7 @@ __all__ = [
     "resolve_checked",
 ]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 MAX_REDIRECTS = 5
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})

@@ -49,7 +49,6 @@ modules; ``requests`` only inside the search call.
 from __future__ import annotations
 
 import http.client
-import logging
 import re
 import socket
 import time
@@ -57,6 +56,7 @@ import zlib
 from typing import Any, Dict, List, Optional, Set, Tuple, Union
 from urllib.parse import urlsplit, urlunsplit
 
+from .._loggers import get_logger
 from ..errors import Cancelled, ConfigError, TransportError
 from ..read_limits import content_length
 from ..context import ToolContext
@@ -66,7 +66,7 @@ from .ssrf import FetchError, Opened, open_url
 
 __all__ = ["WebFetch", "WebSearch", "web_fetch", "web_search"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 ACCEPT = "text/markdown, text/html;q=0.9, text/plain;q=0.8, */*;q=0.1"
 USER_AGENT = "nacelle-web-fetch"

@@ -75,9 +75,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import logging
 from typing import Dict, Iterator, Optional, Tuple, Union
 
+from ..._loggers import get_logger
 from ...backend import Request, TurnEnd
 from ...context import RunContext
 from ...errors import ConfigError
@@ -100,7 +100,7 @@ __all__ = [
     "count_tokens_body", "settings_for", "to_wire", "vertex",
 ]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 KEY_VARIABLE = "ANTHROPIC_API_KEY"
 DEFAULT_BASE_URL = "https://api.anthropic.com"

@@ -93,9 +93,9 @@ Outer-ring module: imports the standard library, nacelle's core and
 from __future__ import annotations
 
 import json
-import logging
 from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
+from ..._loggers import get_logger
 from ...backend import TurnEnd
 from ...compaction.strategies import Compacted
 from ...errors import StreamError, StreamTruncated
@@ -107,7 +107,7 @@ from .._stream import Deltas, ToolInput, ToolInputs, complete_json, well_formed
 
 __all__ = ["Accumulator", "Pricing"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 PROTOCOL = "anthropic"
 

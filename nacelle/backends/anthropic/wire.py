@@ -110,9 +110,9 @@ Outer-ring module: imports the standard library, nacelle's core and
 from __future__ import annotations
 
 import copy
-import logging
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from ..._loggers import get_logger
 from ...backend import CallProfile, Effort, MCPServer, Request, Thinking
 from ...errors import ConfigError
 from ...native import is_native
@@ -134,7 +134,7 @@ __all__ = [
     "to_wire",
 ]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 PROTOCOL = "anthropic"
 MCP_BETA = "mcp-client-2025-11-20"

@@ -73,13 +73,13 @@ Outer ring: imports ``backends._turn``, ``backends._stream``, ``backends._wire_c
 from __future__ import annotations
 
 import functools
-import logging
 import re
 from typing import (
     TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Iterator, List, Optional, Tuple, TypedDict,
     Union,
 )
 
+from ..._loggers import get_logger
 from ...backend import Capabilities, Request, TurnEnd
 from ...context import RunContext
 from ...errors import APIError, ConfigError, Unsupported
@@ -108,7 +108,7 @@ __all__ = [
     "xai",
 ]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 #: How servers word their refusal to stream a request with tools.
 _NO_STREAMED_TOOLS = re.compile(r"(?i)(tools?\b.*\bstream|stream\w*\b.*\btools?\b)")

@@ -66,10 +66,10 @@ beside it. Never ``requests``.
 from __future__ import annotations
 
 import json
-import logging
 import re
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ..._loggers import get_logger
 from ...backend import TurnEnd
 from ...errors import StreamError, StreamTruncated
 from ...events import Event, Kind, Stop, ToolEvent, Usage, _delta as _delta_event
@@ -80,7 +80,7 @@ from .wire import PROTOCOL, dumps
 
 __all__ = ["Accumulator", "stop_for", "usage_from"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 _TEXT = Kind.TEXT
 

@@ -83,10 +83,10 @@ from __future__ import annotations
 
 import copy
 import json
-import logging
 import re
 from typing import AbstractSet, Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
+from ..._loggers import get_logger
 from ...backend import DEFAULT_MAX_TOKENS, CallProfile, Effort, Request
 from ...errors import ConfigError, Unsupported
 from ...messages import (
@@ -100,7 +100,7 @@ from .._wire_cache import dumps as _bytes
 
 __all__ = ["PROTOCOL", "TAKES", "contents", "encode_body", "media_inside", "to_wire"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 #: The ``Reasoning.protocol`` / ``ProviderBlock.protocol`` of this backend.
 PROTOCOL = "gemini"

@@ -76,10 +76,10 @@ May import: the standard library, nacelle's core, ``backends._stream`` and ``wir
 from __future__ import annotations
 
 import json
-import logging
 import re
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ..._loggers import get_logger
 from ...backend import TurnEnd
 from ...errors import StreamError, StreamTruncated
 from ...events import Event, Kind, Stop, Usage, _delta as _delta_event
@@ -92,7 +92,7 @@ from .wire import PROTOCOL
 
 __all__ = ["Accumulator", "usage_from"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 _TEXT = Kind.TEXT
 

@@ -86,9 +86,9 @@ May import: the standard library, nacelle's core and ``backends._wire_cache``. N
 from __future__ import annotations
 
 import copy
-import logging
 from typing import AbstractSet, Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
+from ..._loggers import get_logger
 from ...backend import DEFAULT_MAX_TOKENS, CallProfile, Request
 from ...errors import ConfigError, Unsupported
 from ...messages import (
@@ -103,7 +103,7 @@ from .._wire_cache import Body, WireCache, dumps, encode_items, split_frame
 __all__ = ["INCLUDE", "MCP_HINT", "MIN_OUTPUT_TOKENS", "PROTOCOL", "count_tokens_body",
            "encode_body", "to_wire"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 #: The ``Reasoning.protocol`` / ``ProviderBlock.protocol`` of this backend.
 PROTOCOL = "openai-responses"

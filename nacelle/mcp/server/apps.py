@@ -25,17 +25,17 @@ Outer ring (with the rest of ``nacelle.mcp``); imports the standard library,
 from __future__ import annotations
 
 import asyncio
-import logging
 import threading
 from typing import Any, Awaitable, Callable, Dict, Iterable, List, MutableMapping, Optional
 
+from ..._loggers import get_logger
 from ...read_limits import content_length
 from ...serve.wsgi import _WATCHER, _client_socket, read_body
 from .http import Endpoint, Reply, _refusal
 
 __all__ = ["asgi", "wsgi"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 _REASONS = {200: "OK", 202: "Accepted", 204: "No Content", 400: "Bad Request",
             401: "Unauthorized", 403: "Forbidden", 404: "Not Found",

@@ -42,13 +42,13 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import logging
 import queue
 import threading
 import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
+from ..._loggers import get_logger
 from ... import bounded_json
 from ...context import CancelEvent
 from ...errors import ConfigError
@@ -64,7 +64,7 @@ from .sessions import Session, Sessions
 
 __all__ = ["Endpoint", "Reply"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 #: The stateless wire's HTTP status per JSON-RPC error code (``mcp/shared/inbound.py``).
 STATUS = {PARSE_ERROR: 400, INVALID_REQUEST: 400, INVALID_PARAMS: 400, HEADER_MISMATCH: 400,

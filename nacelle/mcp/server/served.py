@@ -42,11 +42,11 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import logging
 import threading
 import urllib.parse
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from ..._loggers import get_logger
 from ...agent import Agent
 from ...context import CancelEvent, RunContext
 from ...errors import ConfigError
@@ -58,7 +58,7 @@ from ..errors import MCPError
 
 __all__ = ["INVALID_PARAMS", "Progress", "ServedTools", "content_blocks", "tool_entry"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 INVALID_PARAMS = -32602
 

@@ -25,10 +25,10 @@ modules.
 from __future__ import annotations
 
 import json
-import logging
 import threading
 from typing import Any, BinaryIO, Dict, Optional
 
+from ..._loggers import get_logger
 from ... import bounded_json
 from ..errors import MCPError
 from ..protocol import PROTOCOL_KEY
@@ -39,7 +39,7 @@ from .dispatch import (
 
 __all__ = ["serve_lines"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 def serve_lines(dispatcher: Dispatcher, stdin: BinaryIO, stdout: BinaryIO, *,
