@@ -330,11 +330,35 @@ IMPORTS = {"floor": ("requests",),
            "sdk-async": ("anthropic", "httpx"), "sdk-threads": ("anthropic", "httpx")}
 
 
+def _reset_peak() -> None:
+    try:
+        with open("/proc/self/clear_refs", "w") as clear:
+            clear.write("5")  # resets VmHWM to the current RSS
+    except OSError:
+        pass  # not Linux: ru_maxrss below is the fallback
+
+
+def _peak_mb() -> float:
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def _client(kind: str, url: str, n: int) -> None:
     import importlib
     import json as _json
-    import resource
 
+    # The peak is the kernel's high-water mark, reset first: getrusage's ru_maxrss
+    # keeps the high-water mark of the process image before exec, so a client started
+    # by a large parent (run.py after the request-build rows) reported the parent's peak.
+    _reset_peak()
     try:
         run = CLIENTS[kind]
         for module in IMPORTS[kind]:  # imports are row 4's business, not this one's
@@ -347,7 +371,7 @@ def _client(kind: str, url: str, n: int) -> None:
     except ImportError as exc:
         print(_json.dumps({"missing": str(exc)}))
         return
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rss = _peak_mb()
     print(_json.dumps({"wall": wall, "cpu": (after.user - before.user) +
                        (after.system - before.system), "rss": rss, "completed": completed}))
 
