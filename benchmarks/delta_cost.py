@@ -167,8 +167,10 @@ def readers(wire: str, url: str) -> Dict[str, Callable[[], None]]:
             "nacelle: Agent.stream": stream}
 
 
-def measure(wire: str, server: ServerProcess, runs: int) -> Dict[str, List[float]]:
-    stages = readers(wire, server.url(wire, "text", DELTAS))
+def measure(readers_of: Callable[[str, str], Dict[str, Callable[[], None]]], wire: str,
+            server: ServerProcess, runs: int) -> Dict[str, List[float]]:
+    """µs of CPU per delta for each stage ``readers_of(wire, url)`` returns, interleaved."""
+    stages = readers_of(wire, server.url(wire, "text", DELTAS))
     for read in stages.values():  # warm: imports, the pool, caches (http fills the chunks)
         read()
     spent: Dict[str, List[float]] = {name: [] for name in stages}
@@ -180,6 +182,24 @@ def measure(wire: str, server: ServerProcess, runs: int) -> Dict[str, List[float
     return spent
 
 
+def print_layers(wire: str, runs: int, spent: Dict[str, List[float]], aside: str,
+                 width: int = 28) -> None:
+    """Each stage's median and what it adds to the one before. The stage named ``aside``
+    (a decoder fed from memory) stands apart; the first stage of each client adds
+    nothing to anything before it."""
+    print(f"\n{wire} wire, µs of CPU per text delta, median [min–max] of {runs}")
+    print(f"{'stage':<{width}} {'µs':>6} {'range':>14} {'layer':>7}")
+    previous = 0.0
+    for name, samples in spent.items():
+        median = statistics.median(samples)
+        first = name in (aside, "floor: http", "nacelle: iter_sse")
+        layer = "" if first else f"{median - previous:+.2f}"
+        print(f"{name:<{width}} {median:>6.2f} [{min(samples):5.2f}–{max(samples):5.2f}] "
+              f"{layer:>7}", flush=True)
+        if name != aside:
+            previous = median
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--wire", default="anthropic,openrouter")
@@ -187,19 +207,8 @@ def main() -> None:
     args = parser.parse_args()
     with ServerProcess() as server:
         for wire in args.wire.split(","):
-            spent = measure(wire, server, args.runs)
-            print(f"\n{wire} wire, µs of CPU per text delta, median [min–max] of {args.runs}")
-            print(f"{'stage':<28} {'µs':>6} {'range':>14} {'layer':>7}")
-            previous = 0.0
-            for name, samples in spent.items():
-                median = statistics.median(samples)
-                layer = "" if name.startswith("nacelle: sse") else f"{median - previous:+.2f}"
-                if name in ("floor: http", "nacelle: iter_sse"):
-                    layer = ""
-                print(f"{name:<28} {median:>6.2f} [{min(samples):5.2f}–{max(samples):5.2f}] "
-                      f"{layer:>7}", flush=True)
-                if not name.startswith("nacelle: sse"):
-                    previous = median
+            spent = measure(readers, wire, server, args.runs)
+            print_layers(wire, args.runs, spent, aside="nacelle: sse (in memory)")
 
 
 if __name__ == "__main__":

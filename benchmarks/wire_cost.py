@@ -34,7 +34,6 @@ import argparse
 import os
 import statistics
 import sys
-import time
 from typing import Any, Callable, Dict, List
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -47,6 +46,7 @@ from nacelle.context import RunContext  # noqa: E402
 from nacelle.sse import SSEDecoder  # noqa: E402
 
 import clients  # noqa: E402
+from delta_cost import measure, print_layers  # noqa: E402
 from measure import ServerProcess  # noqa: E402
 
 DELTAS = 20_000
@@ -133,19 +133,6 @@ def readers(wire: str, url: str) -> Dict[str, Callable[[], None]]:
             "nacelle: backend.turn": turn, "nacelle: Agent.stream": stream}
 
 
-def measure(wire: str, server: ServerProcess, runs: int) -> Dict[str, List[float]]:
-    stages = readers(wire, server.url(wire, "text", DELTAS))
-    for read in stages.values():  # warm: imports, the pool, caches (http fills the chunks)
-        read()
-    spent: Dict[str, List[float]] = {name: [] for name in stages}
-    for _ in range(runs):
-        for name, read in stages.items():
-            started = time.thread_time()
-            read()
-            spent[name].append((time.thread_time() - started) / DELTAS * 1e6)
-    return spent
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--wire", default="chat,responses,gemini,bedrock")
@@ -153,18 +140,8 @@ def main() -> None:
     args = parser.parse_args()
     with ServerProcess() as server:
         for wire in args.wire.split(","):
-            spent = measure(wire, server, args.runs)
-            print(f"\n{wire} wire, µs of CPU per text delta, median [min–max] of {args.runs}")
-            print(f"{'stage':<30} {'µs':>6} {'range':>14} {'layer':>7}")
-            previous = 0.0
-            for name, samples in spent.items():
-                median = statistics.median(samples)
-                layer = "" if name in ("floor: http", "nacelle: decode (in memory)",
-                                       "nacelle: iter_sse") else f"{median - previous:+.2f}"
-                print(f"{name:<30} {median:>6.2f} [{min(samples):5.2f}–{max(samples):5.2f}] "
-                      f"{layer:>7}", flush=True)
-                if name != "nacelle: decode (in memory)":
-                    previous = median
+            spent = measure(readers, wire, server, args.runs)
+            print_layers(wire, args.runs, spent, aside="nacelle: decode (in memory)", width=30)
             floor = statistics.median(spent["floor"])
             print(f"Agent.stream ÷ floor: {statistics.median(spent['nacelle: Agent.stream']) / floor:.2f}×")
 
