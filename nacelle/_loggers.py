@@ -77,7 +77,8 @@ class _DeferredLogger:
         value = getattr(self._resolve(), attr)
         if callable(value) and getattr(value, "__self__", None) is self._logger:
             # A bound method never changes: keep it so the next read skips this hook.
-            self.__dict__[attr] = value
+            kept = self.__dict__
+            kept[attr] = value
         return value
 
     def __setattr__(self, attr: str, value: Any) -> None:
