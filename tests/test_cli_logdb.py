@@ -235,3 +235,19 @@ def test_processes_writing_at_once_all_land(tmp_path):
     assert [w.wait(timeout=120) for w in writers] == [0, 0, 0]
     assert logdb.count(path) == 30
     assert len(logdb.entries(path, query="process", limit=0)) == 30
+
+
+def test_processes_opening_a_new_log_at_once_all_get_it(tmp_path):
+    # Each new file switched to WAL by several processes at once: SQLite refuses all but
+    # one without waiting (a lock deadlock), and the others must open it again.
+    import subprocess
+
+    code = ("import sys; from nacelle.cli.logdb import connect; "
+            "connect(sys.argv[1]).close()")
+    for n in range(8):
+        path = str(tmp_path / f"logs{n}.db")
+        runs = [subprocess.Popen([sys.executable, "-c", code, path], stderr=subprocess.PIPE)
+                for _ in range(4)]
+        for run in runs:
+            _, err = run.communicate(timeout=60)
+            assert run.returncode == 0, err.decode()

@@ -48,6 +48,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -171,7 +172,7 @@ class Entry:
 
 def _damaged(path: str, err: BaseException) -> LogsError:
     reason = " ".join(str(err).split()) or type(err).__name__
-    if "locked" in reason or "busy" in reason:
+    if _busy(err):
         return LogsError(f"the log database {path} is busy ({reason}); try again")
     aside = f"mv {shlex.quote(path)} {shlex.quote(path + '.damaged')}"
     return LogsError(f"the log database {path} cannot be used ({reason}); move it aside "
@@ -223,23 +224,44 @@ def connect(path: str, *, create: bool = True) -> "sqlite3.Connection":
         private_directory(os.path.dirname(os.path.abspath(path)))
         if not os.path.exists(path):
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
-    db: Optional[sqlite3.Connection] = None
-    try:
-        db = sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
-        _migrate(db, path)
-        for table in ("responses", "tool_calls", "state"):  # a table dropped since
-            db.execute(f"SELECT 1 FROM {table} LIMIT 0")
-        return db
-    except sqlite3.Error as err:
-        if db is not None:
-            db.close()
-        raise _damaged(path, err) from None
-    except BaseException:
-        if db is not None:
-            db.close()
-        raise
+    # Two runs opening a new file at once both ask to switch it to WAL, each holding a
+    # shared lock and wanting the exclusive one: SQLite answers one of them "database
+    # is locked" at once, without the busy handler, since waiting could not help
+    # (https://www.sqlite.org/c3ref/busy_handler.html, on deadlock). The loser opens
+    # again a moment later, within the same busy timeout.
+    deadline = time.monotonic() + BUSY_SECONDS
+    pause = 0.01
+    while True:
+        db: Optional[sqlite3.Connection] = None
+        try:
+            db = sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            _migrate(db, path)
+            for table in ("responses", "tool_calls", "state"):  # a table dropped since
+                db.execute(f"SELECT 1 FROM {table} LIMIT 0")
+            return db
+        except sqlite3.OperationalError as err:
+            if db is not None:
+                db.close()
+            if _busy(err) and time.monotonic() + pause < deadline:
+                time.sleep(pause)
+                pause = min(pause * 2, 0.5)
+                continue
+            raise _damaged(path, err) from None
+        except sqlite3.Error as err:
+            if db is not None:
+                db.close()
+            raise _damaged(path, err) from None
+        except BaseException:
+            if db is not None:
+                db.close()
+            raise
+
+
+def _busy(err: BaseException) -> bool:
+    reason = str(err)
+    return "locked" in reason or "busy" in reason
 
 
 def _fts_table(db: "sqlite3.Connection") -> bool:
