@@ -286,7 +286,28 @@ def _ensure_index(db: "sqlite3.Connection") -> None:
 
 
 def record(path: str, entry: Entry) -> int:
-    """Append ``entry`` to the log at ``path`` (made if missing); its id."""
+    """Append ``entry`` to the log at ``path`` (made if missing); its id. A write SQLite
+    refuses without waiting (busy or locked; see :func:`connect`) is made again, whole,
+    within the busy timeout: its transaction was rolled back, so nothing is written twice."""
+    deadline = time.monotonic() + BUSY_SECONDS
+    pause = 0.01
+    while True:
+        try:
+            return _record_once(path, entry)
+        except _Busy as busy:
+            if time.monotonic() + pause >= deadline:
+                raise _damaged(path, busy.err) from None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
+
+
+class _Busy(Exception):
+    def __init__(self, err: BaseException) -> None:
+        super().__init__(str(err))
+        self.err = err
+
+
+def _record_once(path: str, entry: Entry) -> int:
     import sqlite3
 
     db = connect(path)
@@ -316,6 +337,10 @@ def record(path: str, entry: Entry) -> int:
             elif _fts_table(db):  # an index this SQLite cannot update: rebuilt later
                 db.execute("INSERT OR REPLACE INTO state VALUES ('fts_stale', '1')")
         return row
+    except sqlite3.OperationalError as err:
+        if _busy(err):
+            raise _Busy(err) from None
+        raise _damaged(path, err) from None
     except sqlite3.Error as err:
         raise _damaged(path, err) from None
     finally:
