@@ -769,6 +769,19 @@ def test_report_writes_an_html_page_beside_the_recording(server, tmp_path):
     assert out.returncode == 0 and (tmp_path / "other.html").is_file()
 
 
+def test_report_prints_the_page_s_path_through_the_sanitiser(server, tmp_path):
+    pytest.importorskip("nacelle.report")
+    server.queue("/v1/messages", Reply(chunks=anthropic_stream(["Hi."])))
+    run = tmp_path / "run.jsonl"
+    assert nacelle("hi", "--record", str(run), "--root", str(tmp_path),
+                   server=server).returncode == 0
+    page = tmp_path / "x\x1b[2Jy.html"
+    out = nacelle("report", str(run), "-o", str(page))
+    assert out.returncode == 0, out.stderr
+    assert page.is_file() and "\x1b" not in out.stdout
+    assert out.stdout.startswith(str(tmp_path / "x"))
+
+
 def test_report_of_a_missing_or_malformed_recording_exits_one_with_one_line(tmp_path):
     pytest.importorskip("nacelle.report")
     bad = tmp_path / "bad.jsonl"

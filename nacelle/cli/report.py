@@ -11,6 +11,7 @@ import os
 from typing import Sequence
 
 from ..errors import NacelleError
+from ..terminal_text import visible
 from .help import EXIT_OK
 from .terminal import fail, one_line
 
@@ -35,6 +36,6 @@ def command(argv: Sequence[str]) -> int:
         report.write(args.run, out)
     except (OSError, NacelleError) as err:
         return fail(f"{args.run}: {one_line(err)}")
-    print(out)
+    print(visible(out))  # a path can hold any byte a file name can, escapes included
     return EXIT_OK
 
