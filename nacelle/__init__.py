@@ -10,6 +10,8 @@ nothing appears unless the application configures logging).
 package is cheap to import and works when vendored as a bare folder.
 """
 
+from typing import TYPE_CHECKING
+
 from .agent import Agent as Agent
 from .agent import Result as Result
 from .backend import DEFAULT_MAX_TOKENS as DEFAULT_MAX_TOKENS
@@ -25,7 +27,6 @@ from .backend import Thinking as Thinking
 from .tool_search import ToolSearch as ToolSearch
 from .checkpoint import PAUSE as PAUSE
 from .checkpoint import Checkpoint as Checkpoint
-from .compaction import Compaction as Compaction
 from .context import Budget as Budget
 from .context import CancelEvent as CancelEvent
 from .context import RunContext as RunContext
@@ -45,7 +46,6 @@ from .errors import attempt as attempt
 from .errors import retryable as retryable
 from .errors import transient as transient
 from .events import Event as Event
-from .fallback import Fallback as Fallback
 from .events import Kind as Kind
 from .events import Stop as Stop
 from .events import ToolEvent as ToolEvent
@@ -75,15 +75,50 @@ from .messages import loads as loads
 from .messages import trim as trim
 from .messages import user_text as user_text
 from .output import Schema as Schema
-from .partial import PartialJSON as PartialJSON
-from .partial import partial_json as partial_json
-from .retry import Retry as Retry
-from .retry import RetryOptions as RetryOptions
-from .subagent import subagent_tool as subagent_tool
-from .token_estimate import estimate_tokens as estimate_tokens
 from .tools import Tool as Tool
 from .tools import tool as tool
 from .tools import tools_by_name as tools_by_name
+
+# What a plain Agent run does not use is imported at its first use, by name
+# (``nacelle.Retry``, ``from nacelle import Retry``), so ``import nacelle`` does not pay
+# for it (PEP 562, https://peps.python.org/pep-0562/); ``__all__`` and ``dir(nacelle)``
+# still list it, and type checkers read the imports below.
+if TYPE_CHECKING:
+    from .compaction import Compaction as Compaction
+    from .fallback import Fallback as Fallback
+    from .partial import PartialJSON as PartialJSON
+    from .partial import partial_json as partial_json
+    from .retry import Retry as Retry
+    from .retry import RetryOptions as RetryOptions
+    from .subagent import subagent_tool as subagent_tool
+    from .token_estimate import estimate_tokens as estimate_tokens
+
+_LAZY = {
+    "Compaction": "compaction",
+    "Fallback": "fallback",
+    "PartialJSON": "partial",
+    "partial_json": "partial",
+    "Retry": "retry",
+    "RetryOptions": "retry",
+    "subagent_tool": "subagent",
+    "estimate_tokens": "token_estimate",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module("." + module, __name__), name)
+    globals()[name] = value  # looked up once
+    return value
+
+
+def __dir__() -> "list[str]":
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.1.0"
 

@@ -89,7 +89,6 @@ from .backend import (
 )
 from .checkpoint import Checkpoint, Resume
 from . import native
-from .compaction import Compaction
 from .context import Budget, RunContext, ToolContext
 from .errors import Cancelled, CheckpointError, ConfigError, StreamError, Unsupported
 from .events import Event, Kind, Stop, Usage
@@ -104,11 +103,36 @@ from .tools import ToolLike, Toolset, expand_tools, is_toolset, tools_by_name
 
 __all__ = ["Agent", "Result"]
 
+
+class _ModuleAtFirstUse:
+    """A module imported at the first read of one of its names, for a module that
+    names it in annotations only: ``typing.get_type_hints`` evaluates them in this
+    module's globals and finds the real class then."""
+
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        from importlib import import_module
+
+        return getattr(import_module(self._name), attr)
+
+    def __repr__(self) -> str:
+        return f"<module {self._name!r}, imported at first use>"
+
+
 if not TYPE_CHECKING:
     # logging.Logger appears in annotations only; get_type_hints still resolves it.
     from ._loggers import logging_for_annotations as logging
+    # nacelle.compaction: loaded when an Agent is given a Compaction (the check below)
+    # or get_type_hints reads the annotations; a run without one never needs it.
+    _compaction = _ModuleAtFirstUse("nacelle.compaction")
 if TYPE_CHECKING:
     import logging
+
+    from . import compaction as _compaction
 
     import typing_extensions
 
@@ -133,7 +157,7 @@ _WATCH_INTERVAL = 0.05
 _AGENT_OUTPUT: Any = object()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)  # its own __repr__ below
 class Result(Generic[OutputT]):
     """What ``Agent.run`` returns: the final assistant text, the whole conversation
     after the run, the total usage, why it stopped, and how many model requests it
@@ -249,7 +273,7 @@ class _Options(TypedDict, total=False):
     output_mode: str
     output_retries: int
     profile: CallProfile
-    compaction: Optional[Compaction]
+    compaction: Optional[_compaction.Compaction]
     loop_guard: int
     eager_tools: bool
     model_settings: Optional[ModelSettings]
@@ -297,7 +321,7 @@ class Agent(Generic[OutputT]):
         output_mode: str = "auto",
         output_retries: int = 2,
         profile: CallProfile = CallProfile.AGENT_TURN,
-        compaction: Optional[Compaction] = None,
+        compaction: Optional[_compaction.Compaction] = None,
         loop_guard: int = 3,
         eager_tools: bool = False,
         model_settings: Optional[ModelSettings] = None,
@@ -336,7 +360,7 @@ class Agent(Generic[OutputT]):
                               "knows none: give it pricing= or budget by tokens")
         if not isinstance(profile, CallProfile):
             raise ConfigError(f"profile must be a nacelle.CallProfile, got {profile!r:.60}")
-        if compaction is not None and not isinstance(compaction, Compaction):
+        if compaction is not None and not _is_compaction(compaction):
             raise ConfigError(f"compaction must be a nacelle.Compaction, got "
                               f"{type(compaction).__name__}")
         _check_edits(compaction, backend, thinking)
@@ -820,7 +844,13 @@ def _parent_data(parent: ToolContext) -> Dict[str, Any]:
             "agent": parent.name}
 
 
-def _check_edits(compaction: Optional[Compaction], backend: Backend,
+def _is_compaction(given: object) -> bool:
+    """``given`` is a nacelle.Compaction (the compaction package is imported here, when
+    an Agent is given one, not with the core)."""
+    return isinstance(given, _compaction.Compaction)
+
+
+def _check_edits(compaction: Optional[_compaction.Compaction], backend: Backend,
                  thinking: Thinking) -> None:
     """Refuse context edits the backend does not make (``compaction.context_edits``),
     and clearing thinking for a model told not to think."""

@@ -207,7 +207,7 @@ def _number(name: str, value: Any, low: float, high: float) -> Optional[float]:
     return float(value)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)  # its own __repr__ below
 class ModelSettings:
     """How the model samples and calls tools, sent on every request of a run.
 
@@ -426,7 +426,7 @@ def refused_settings(caps: Capabilities, settings: ModelSettings, cache: Optiona
     return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)  # its own __repr__ below
 class MCPServer:
     """A remote MCP server the *provider* calls (server-side MCP).
 

@@ -148,7 +148,7 @@ class NestedPause(Exception):
         self.checkpoint = checkpoint
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)  # its own __repr__ below
 class Checkpoint:
     """A paused run; see the module docstring for each field and why it is kept."""
 

@@ -427,7 +427,7 @@ _TOOL_EVENT_DEFAULTS = {f.name: f.default for f in dataclasses.fields(ToolEvent)
                         if f.default is not dataclasses.MISSING}
 
 
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True, init=False, repr=False)  # its own __repr__ below
 class Event:
     """One item of a run's stream; switch on :attr:`kind`.
 

@@ -87,13 +87,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import (Any, Callable, Dict, Generator, Iterator, List, Mapping, Optional,
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Generator, Iterator, List, Mapping, Optional,
                     Sequence, Set, Tuple)
 
 from ._loggers import get_logger
 from .backend import Request, TurnEnd, TurnFunction
 from .checkpoint import Checkpoint, PendingCall, Resume, fingerprint
-from .compaction import Compacted, is_context_overflow
 from .context import Budget, RunContext
 from .errors import Cancelled, StreamError
 from .events import Event, Kind, Stop, ToolEvent, Usage
@@ -101,6 +100,9 @@ from .messages import Finish, Message, Role, Text, ToolCall, ToolResult
 from .toolcalls import ToolSink, as_result, closing, unique_call_ids
 from .toolround import Call, Round
 from .tools import expand_tools, tools_by_name
+
+if TYPE_CHECKING:
+    from .compaction import Compacted  # a Compaction's result; annotations only
 
 __all__ = ["RunSettings", "run"]
 
@@ -307,6 +309,8 @@ class _Run:
         try:
             end = yield from self._one_turn()
         except Exception as exc:
+            # Loaded with the Compaction the run was given, not with the core.
+            from .compaction import is_context_overflow
             if self.ctx.cancelled.is_set() or not is_context_overflow(exc):
                 raise
             log.debug("the provider said the context is full (%s); compacting", exc)

@@ -273,7 +273,7 @@ def _encode(data: Union[bytes, bytearray]) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)  # its own __repr__ below
 class Image:
     """An image: its media type (``image/png``) and base64 data without a ``data:`` prefix."""
 
@@ -298,7 +298,7 @@ class Image:
         return cls.from_bytes(_read_capped(path, MAX_IMAGE_BYTES, "Image"))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)  # its own __repr__ below
 class Document:
     """A document: ``application/pdf`` or ``text/plain``, base64 data without a ``data:``
     prefix, and a ``title`` the providers that take one show the model."""

@@ -118,7 +118,7 @@ KINDS = ("run.start", "request.start", "request.first_byte", "request.retry", "r
          "tool.start", "tool.progress", "tool.end", "compaction", "pause", "fallback", "event", "run.end")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)  # its own __repr__ below
 class Observation:
     """One moment of a run: ``kind`` (see the module docstring), the run's id, the
     wall-clock ``time`` (seconds since the epoch, for placing it on a timeline) and

@@ -68,14 +68,23 @@ def test_the_nacelle_logger_has_a_null_handler():
 # measures what the imports cost; this only keeps each of these out of them. Module
 # loggers import logging at their first use (nacelle/_loggers.py), and pathlib comes
 # with the settings, files and tools that read paths.
+# nacelle's own feature modules that a plain Agent run does not use (compaction,
+# Retry, Fallback, partial JSON, sub-agents, the token estimate) are exported by name
+# and imported at the first access to one (the package's ``__getattr__``).
 DEFERRED = {"base64", "configparser", "datetime", "decimal", "hashlib", "hmac", "html",
-            "logging", "pathlib", "random", "secrets", "urllib.parse", "uuid", "zlib"}
+            "logging", "pathlib", "random", "secrets", "urllib.parse", "uuid", "zlib",
+            "nacelle.compaction", "nacelle.fallback", "nacelle.partial", "nacelle.retry",
+            "nacelle.subagent", "nacelle.token_estimate", "nacelle.backends.anthropic.clouds"}
+# Before 3.11 binascii.a2b_base64 has no strict mode: Bedrock's chunks are decoded with
+# base64.b64decode(validate=True) there.
+BEDROCK = {"nacelle.backends.anthropic.clouds"} | ({"base64"} if sys.version_info < (3, 11) else set())
 IMPORTS = {
     "import nacelle": set(),
-    # Bedrock's event stream (re-exported by the anthropic backend) decodes each chunk
-    # with base64 and checks each frame with zlib's CRC-32, per event.
-    "from nacelle.backends import anthropic": {"base64", "zlib"},
-    "import nacelle.backends.anthropic.clouds": {"base64", "zlib"},
+    "from nacelle import Agent": set(),
+    # The anthropic backend re-exports bedrock and vertex, loading their module (and the
+    # AWS, Google and event-stream ones) at the first use of either name.
+    "from nacelle.backends import anthropic": set(),
+    "import nacelle.backends.anthropic.clouds": BEDROCK,
     "import nacelle.backends.chat": set(),
     "import nacelle.backends.openai": set(),
     "import nacelle.backends.openrouter": set(),
@@ -90,3 +99,54 @@ def test_importing_the_core_or_a_backend_leaves_feature_only_modules_unloaded(st
     out = subprocess.run([sys.executable, "-c", code], cwd=str(ROOT), capture_output=True,
                          text=True, check=True)
     assert out.stdout.strip() == repr(sorted(IMPORTS[statement]))
+
+
+LAZY = {"Compaction": "nacelle.compaction", "Fallback": "nacelle.fallback",
+        "PartialJSON": "nacelle.partial", "partial_json": "nacelle.partial",
+        "Retry": "nacelle.retry", "RetryOptions": "nacelle.retry",
+        "subagent_tool": "nacelle.subagent", "estimate_tokens": "nacelle.token_estimate"}
+
+
+@pytest.mark.parametrize("name", sorted(LAZY))
+def test_a_name_imported_at_first_use_is_its_module_s_object_in_a_fresh_interpreter(name):
+    code = (f"import sys, nacelle; assert {LAZY[name]!r} not in sys.modules; "
+            f"from nacelle import {name}; import {LAZY[name]} as m; "
+            f"assert {name} is m.{name} is nacelle.{name}; print({name!r} in dir(nacelle))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=str(ROOT), capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == "True"
+
+
+def test_an_unknown_name_is_an_attribute_error():
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchThing'"):
+        nacelle.NoSuchThing  # noqa: B018
+
+
+def test_every_public_dataclass_compares_by_fields_and_has_a_repr_of_its_own_or_generated():
+    # A class that writes its own __repr__ is made with repr=False (the generated one
+    # would be built, then discarded); equality stays the generated one on every class.
+    import dataclasses
+
+    for name in nacelle.__all__:
+        value = getattr(nacelle, name)
+        if not (isinstance(value, type) and dataclasses.is_dataclass(value)):
+            continue
+        params = value.__dataclass_params__
+        assert params.eq, name
+        assert value.__eq__ is not object.__eq__, name
+        assert value.__repr__ is not object.__repr__, name
+        if not params.repr:
+            assert "__repr__" in vars(value), name
+
+
+def test_bedrock_and_vertex_are_the_clouds_functions_when_first_named():
+    code = ("import sys; from nacelle.backends import anthropic; "
+            "assert 'nacelle.backends.anthropic.clouds' not in sys.modules; "
+            "assert {'bedrock', 'vertex'} <= set(dir(anthropic)); "
+            "from nacelle.backends.anthropic import bedrock; "
+            "from nacelle.backends.anthropic import clouds; "
+            "assert bedrock is clouds.bedrock and anthropic.vertex is clouds.vertex; "
+            "print(hasattr(anthropic, 'nothing'))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=str(ROOT), capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == "False"

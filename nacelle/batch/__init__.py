@@ -94,7 +94,7 @@ log = get_logger(__name__)
 Conversation = Union[str, Sequence[Message]]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)  # its own __repr__ below
 class BatchItem:
     """One finished run: its ``index`` in the conversations, and either its ``result``
     or its ``error`` (the exception, or ``"TypeName: message"`` when the exception did

@@ -115,7 +115,7 @@ def _none(messages: Tuple[Any, ...], **_: Any) -> Optional[Compacted]:
 _NEVER = 1 << 62  # a threshold no request reaches: the provider does the work
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)  # its own __repr__ below
 class ContextEdits(Compaction):
     """A Compaction made by :func:`context_edits`: ``edits`` the provider applies."""
 

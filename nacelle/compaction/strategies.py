@@ -132,7 +132,7 @@ that is not in the transcript."""
 _INSTRUCTION = "Summarize the transcript above as your instructions say."
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)  # its own __repr__ below
 class Compacted:
     """What one compaction did: the new conversation, how many messages it removed or
     rewrote, the estimated tokens it saved, the summary that replaced them ("" for the

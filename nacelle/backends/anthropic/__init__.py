@@ -64,7 +64,9 @@ Choices where the contract is silent:
 
 What Claude takes (``capabilities``, ``settings_for``, the output-format rule) lives in
 ``claude.py``, shared with the clouds that serve the same wire; ``anthropic.vertex``
-and ``anthropic.bedrock`` (``clouds.py``) are re-exported here.
+and ``anthropic.bedrock`` (``clouds.py``) are re-exported here, ``clouds.py`` (with
+the AWS, Google and event-stream modules it needs) imported at the first use of either
+name, so the Anthropic API alone does not load them.
 
 Outer ring: imports ``backends._turn`` (and, through it at the first request,
 ``requests``), ``backends._wire_cache``, ``nacelle._net.headers``, the two pure halves,
@@ -75,7 +77,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Dict, Iterator, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional, Tuple, Union
 
 from ..._loggers import get_logger
 from ...backend import Request, TurnEnd
@@ -91,9 +93,12 @@ from .claude import (
     beta_header as _beta_header, capabilities, has_output_format as _has_output_format,
     is_ping as _is_ping, open_server_calls as _open_server_calls, settings_for,
 )
-from .clouds import bedrock, vertex
 from .stream import Accumulator, Pricing
 from .wire import DEFAULT_MODEL, PROTOCOL, count_tokens_body, encode_body, to_wire
+
+if TYPE_CHECKING:
+    from .clouds import bedrock as bedrock
+    from .clouds import vertex as vertex
 
 __all__ = [
     "Accumulator", "Backend", "PROTOCOL", "Pricing", "bedrock", "capabilities",
@@ -177,3 +182,17 @@ class Backend:
 def _key_header(api_key: Optional[str]) -> Dict[str, str]:
     """The header carrying the key, asked for by the transport at the first request."""
     return {"x-api-key": read_key(api_key, KEY_VARIABLE, "Anthropic", "anthropic")}
+
+
+def __getattr__(name: str) -> Any:
+    """``bedrock`` and ``vertex``, from ``clouds.py`` imported now (PEP 562,
+    https://peps.python.org/pep-0562/)."""
+    if name in ("bedrock", "vertex"):
+        from . import clouds
+
+        return getattr(clouds, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> "list[str]":
+    return sorted(set(globals()) | {"bedrock", "vertex"})

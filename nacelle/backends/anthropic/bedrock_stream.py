@@ -23,7 +23,6 @@ Outer ring: imports the standard library, nacelle's core (``errors``, ``events``
 
 from __future__ import annotations
 
-import base64
 import binascii
 import functools
 import json
@@ -56,6 +55,8 @@ if sys.version_info >= (3, 11):
     # What b64decode(validate=True) calls on 3.11 and later, without its wrapper.
     _b64decode = functools.partial(binascii.a2b_base64, strict_mode=True)
 else:
+    import base64  # before 3.11, a2b_base64 has no strict mode: b64decode checks
+
     _b64decode = functools.partial(base64.b64decode, validate=True)
 
 

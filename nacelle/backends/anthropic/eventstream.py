@@ -48,8 +48,8 @@ imports the standard library and ``nacelle.errors`` only.
 
 from __future__ import annotations
 
+import binascii
 import struct
-import zlib
 from dataclasses import dataclass, field
 from typing import Dict, List, Tuple, Union
 
@@ -153,7 +153,7 @@ class EventStreamDecoder:
         few: every Bedrock chunk carries the same three) is read from what it gave
         then (the same dict); it was checked whole when first read."""
         crc = _U32.unpack_from(whole, end - 4)[0]
-        if zlib.crc32(whole[start:end - 4]) != crc:
+        if binascii.crc32(whole[start:end - 4]) != crc:
             raise StreamError("an event-stream message's CRC does not match: the stream is "
                               "corrupt")
         at = start + _PRELUDE
@@ -178,7 +178,7 @@ class EventStreamDecoder:
     def _prelude(buffer: Union[bytes, bytearray], start: int) -> int:
         """The total length of the message at ``start``, its prelude checked."""
         total, headers, crc = _PRELUDE_FIELDS.unpack_from(buffer, start)
-        if zlib.crc32(buffer[start:start + 8]) != crc:
+        if binascii.crc32(buffer[start:start + 8]) != crc:
             raise StreamError("an event-stream message's prelude CRC does not match: the "
                               "stream is corrupt")
         if total < _EMPTY:

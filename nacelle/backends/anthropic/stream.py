@@ -97,7 +97,6 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 from ..._loggers import get_logger
 from ...backend import TurnEnd
-from ...compaction.strategies import Compacted
 from ...errors import StreamError, StreamTruncated
 from ...events import Event, Kind, Stop, ToolEvent, Usage, _delta as _delta_event, _wire_count
 from ...messages import Citation, Part, ProviderBlock, Reasoning, Text, ToolCall
@@ -425,6 +424,8 @@ class Accumulator:
         said = [f"{counts[key]} {what}" for key, what in (
             ("cleared_tool_uses", "tool uses"), ("cleared_thinking_turns", "thinking turns"))
             if counts[key]]
+        # Only a run with context edits gets here: the compaction package loads now.
+        from ...compaction.strategies import Compacted
         done = Compacted(messages=(), removed=counts["cleared_tool_uses"]
                          + counts["cleared_thinking_turns"],
                          tokens=counts["cleared_input_tokens"],
