@@ -634,18 +634,17 @@ class _Run:
         self.current = current
         out_of_time = False
         try:
-            for event in current.results():
-                if event.via:  # a sub-agent's event, forwarded: it closes none of ours
-                    yield event
-                    continue
-                tool = _tool(event)
-                results[tool.id] = as_result(tool)
-                if tool.paused:
-                    paused.append(next(c for c in calls if c.id == tool.id))
-                yield event
+            # A sub-agent's forwarded events (tens of thousands) pass through here in C;
+            # the round keeps the results it yielded, recorded below.
+            yield from current.results()
         except _OutOfTime:
             # The round closed its open calls (and yielded them) before raising.
             out_of_time = True
+        for event in current.handed:
+            tool = _tool(event)
+            results[tool.id] = as_result(tool)
+            if tool.paused:
+                paused.append(next(c for c in calls if c.id == tool.id))
         # Left as it is on any other exit, so the run's clean-up tells its calls to stop.
         self.current = None
         self.total += sink.spent  # the calls' own model requests (sub-agents') count too
@@ -734,10 +733,10 @@ class _Eager:
     def landed(self) -> Iterator[Event]:
         """Yield what the started calls have made so far (results, forwarded events)."""
         assert self.round is not None
-        for event in self.round.landed():
-            if event.kind is _TOOL_RESULT and not event.via:
-                self.results.append(event)
-            yield event
+        forwarded, closed = self.round.taken()
+        yield from forwarded
+        self.results.extend(e for e in closed if e.kind is _TOOL_RESULT and not e.via)
+        yield from closed
 
     def close(self, exc: Optional[BaseException]) -> Iterator[Event]:
         """The turn failed after calls started: stop them and yield a result for each

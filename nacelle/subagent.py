@@ -78,6 +78,9 @@ __all__ = ["SubagentTool", "subagent_tool"]
 
 log = get_logger(__name__)
 
+_DONE, _TURN = Kind.DONE, Kind.TURN
+_new = object.__new__
+
 DEFAULT_DESCRIPTION = (
     "Hand a self-contained task to a sub-agent that works on it with its own fresh "
     "context and tools, and returns only its final answer. Describe the task fully: "
@@ -134,17 +137,29 @@ class SubagentTool:
             events = self.agent._stream(request, settings, ctx.cancelled, ctx)
         own = Usage()  # the child's own turns, for a run that ends without DONE
         done: Optional[Event] = None
+        # Forwarding is on the path of every event of the child's run: the names it
+        # needs are looked up once, and each event is re-tagged inline, as
+        # ``dataclasses.replace(event, agent=..., via=...)`` would without its
+        # ``__init__`` (an Event has no ``__post_init__``, and the two fields are
+        # right by construction): a new instance whose dict is the event's, updated.
+        forward, emit, name, call_id = self.forward, ctx.emit, (self.name,), ctx.call_id
         try:
             for event in events:
                 kind = event.kind
-                if kind is Kind.DONE:
+                if kind is _DONE:
                     done = event
                     continue
-                if kind is Kind.TURN and not event.agent:
+                fields = event.__dict__
+                if kind is _TURN and not fields["agent"]:
                     own += event.usage
-                if self.forward:
-                    ctx.emit(_retagged(event, (self.name,) + event.agent,
-                                       event.via or ctx.call_id))
+                if forward:
+                    copy = _new(event.__class__)
+                    tagged = copy.__dict__
+                    tagged.update(fields)
+                    agent = fields["agent"]
+                    tagged["agent"] = name + agent if agent else name
+                    tagged["via"] = fields["via"] or call_id
+                    emit(copy)
         finally:
             events.close()
             spent = own if done is None else _less(done.usage, base)
@@ -196,18 +211,6 @@ def _less(total: Usage, base: Usage) -> Usage:
                                            - base.cache_creation_tokens),
                  reasoning_tokens=max(0, total.reasoning_tokens - base.reasoning_tokens),
                  cost=max(0.0, total.cost - base.cost), priced=total.priced)
-
-
-def _retagged(event: Event, agent: Tuple[str, ...], via: str) -> Event:
-    """``dataclasses.replace(event, agent=agent, via=via)`` without its ``__init__``
-    (an Event has no ``__post_init__``, and these two fields are checked here by
-    construction): a quarter of the cost, paid on every forwarded event."""
-    copy = object.__new__(type(event))
-    fields = copy.__dict__
-    fields.update(event.__dict__)
-    fields["agent"] = agent
-    fields["via"] = via
-    return copy
 
 
 def subagent_tool(

@@ -91,7 +91,9 @@ class ToolSink:
             return
         self._ready = threading.Condition(threading.Lock())
         self._events: List[Event] = []
-        self._forwarded: List[Event] = []  # events that close no call (see forward)
+        # Events that close no call (see forward): appended and taken without the lock.
+        self._forwarded: List[Event] = []
+        self._sleeping = False  # the generator waits for a wake-up (see forward)
         self._closed: Set[str] = set()
         # Calls whose approval paused them, by id: the before-hooks' injects.
         self.paused: Dict[str, Tuple[str, ...]] = {}
@@ -137,13 +139,31 @@ class ToolSink:
 
         A forwarded event says which call it came through (``via``): that is how the
         round and the loop tell it from a result of their own, so one without is a
-        ValueError raised to the tool that forwarded it."""
+        ValueError raised to the tool that forwarded it.
+
+        A sub-agent forwards every event of its run, so this is on the path of each
+        (tens of thousands a run): the event is appended without taking the lock —
+        ``list.append``, and the slice and ``del`` of a slice :meth:`take` uses, are
+        each atomic in CPython
+        (https://docs.python.org/3/faq/library.html#what-kinds-of-global-value-mutation-are-thread-safe)
+        — and the generator is notified only when it waits, once: ``wait`` sets
+        ``_sleeping`` (under the lock) before it looks at the list, and this looks at
+        ``_sleeping`` after appending, so one of the two always sees the other and no
+        event is left waiting for a wake-up that does not come; the first event after
+        the generator went to sleep clears it and notifies. Notifying on every event
+        until the woken generator runs again (which takes the GIL's switch interval,
+        5 ms, while this thread holds it) cost more than the rest of forwarding."""
         if not isinstance(event, Event) or not event.via:
             raise ValueError("a forwarded event must be an Event whose via names the call "
                              "it came through")
-        with self._ready:
-            self._forwarded.append(event)
-            self._ready.notify_all()
+        self._forwarded.append(event)
+        if self._sleeping:
+            with self._ready:
+                if self._sleeping:
+                    # Once: the events forwarded until the generator runs again need
+                    # no wake-up of their own (nor the lock the woken waiter takes).
+                    self._sleeping = False
+                    self._ready.notify_all()
 
     def spend(self, usage: Usage) -> None:
         """Add what a running call spent on model requests of its own (a sub-agent's
@@ -162,18 +182,41 @@ class ToolSink:
     def drain(self) -> List[Event]:
         """Take every forwarded event, in order, then every result that has landed,
         sorted by index."""
+        forwarded, results = self.take()
+        return forwarded + results if forwarded and results else forwarded or results
+
+    def take(self) -> Tuple[List[Event], List[Event]]:
+        """What :meth:`drain` takes, as two lists: the forwarded events, in order, and
+        the results, sorted by index. The sink has one reader (the round's generator):
+        the forwarded events are taken without the lock, as :meth:`forward` appends them.
+
+        The results are taken first: a call forwards its events before its result is
+        reported, so every event forwarded before a result taken here is taken too,
+        and comes before it."""
         with self._ready:
             events, self._events = self._events, []
-            forwarded, self._forwarded = self._forwarded, []
-        events.sort(key=_by_index)
-        return forwarded + events if forwarded else events
+        forwarded = self._forwarded
+        count = len(forwarded)
+        if count:
+            taken = forwarded[:count]
+            del forwarded[:count]  # what was appended since the len stays for next time
+        else:
+            taken = []
+        if len(events) > 1:
+            events.sort(key=_by_index)
+        return taken, events
 
     def wait(self, timeout: Optional[float], cancelled: Optional[threading.Event] = None) -> None:
         """Block until a result or a forwarded event lands, ``cancelled`` is set, or
         ``timeout`` passes."""
         with self._ready:
-            if not self._events and not self._forwarded and not (cancelled is not None and cancelled.is_set()):
-                self._ready.wait(timeout)
+            self._sleeping = True
+            try:
+                if not self._events and not self._forwarded and not (
+                        cancelled is not None and cancelled.is_set()):
+                    self._ready.wait(timeout)
+            finally:
+                self._sleeping = False
 
     def wake(self) -> None:
         """Wake a waiting generator (the run was cancelled)."""

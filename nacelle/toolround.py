@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import collections
 import threading
-from typing import Any, Deque, Dict, Iterator, List, Optional, Sequence, Set
+from typing import Any, Deque, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from ._loggers import get_logger
 from .context import RunContext, ToolContext
@@ -101,6 +101,8 @@ class Round:
         self._waiting: Deque[Call] = collections.deque()
         self._chain_at = 0
         self._yielded = 0  # results handed to the generator so far
+        # The results :meth:`results` yielded, in order (not those of landed()).
+        self.handed: List[Event] = []
         self._begun = False
         for call in calls:
             self._admit(call)
@@ -115,10 +117,17 @@ class Round:
 
     def landed(self) -> List[Event]:
         """Take the results (and forwarded events) that have landed, without waiting."""
-        batch = self.sink.drain()
-        # A forwarded event (``via`` set: a sub-agent's own TOOL_RESULT) closes nothing.
-        self._yielded += sum(1 for event in batch if event.kind is _TOOL_RESULT and not event.via)
-        return batch
+        forwarded, closed = self.taken()
+        if forwarded:
+            return forwarded + closed if closed else forwarded
+        return closed
+
+    def taken(self) -> Tuple[List[Event], List[Event]]:
+        """What :meth:`landed` takes, as two lists: the events forwarded (in order),
+        which close nothing, and the results of the round's calls (by index)."""
+        forwarded, closed = self.sink.take()
+        self._yielded += sum(1 for event in closed if event.kind is _TOOL_RESULT and not event.via)
+        return forwarded, closed
 
     def results(self) -> Iterator[Event]:
         """Start the calls; yield their results as they land, until all are closed.
@@ -173,27 +182,44 @@ class Round:
             call.ctx.release()
 
     def _until_closed(self) -> Iterator[Event]:
-        run_ctx, sink = self.run_ctx, self.sink
+        """The loop of :meth:`results`. The forwarded events of a batch are handed on
+        with one ``yield from`` of their list, so each passes the generators above
+        (the loop's, the Agent's) in C, with no Python code of the round's or the
+        loop's per event; the results yielded are kept in :attr:`handed`, for the loop
+        to record once the round is over."""
+        run_ctx, sink, handed = self.run_ctx, self.sink, self.handed
         while True:
-            batch = self.landed()
+            forwarded, closed = self.taken()
             open_calls = len(self.calls) - self._yielded
-            yield from batch
+            if forwarded:
+                yield from forwarded
+            if closed:
+                handed.extend(e for e in closed if e.kind is _TOOL_RESULT and not e.via)
+                yield from closed
             if open_calls <= 0:
                 return
             if run_ctx.cancelled.is_set():
                 log.debug("the run was cancelled with %d calls open", open_calls)
-                yield from self.close_open("the run was cancelled", verb="cancelled")
+                yield from self._handing(self.close_open("the run was cancelled",
+                                                         verb="cancelled"))
                 raise Cancelled("the run was cancelled")
             now = self.clock()
             if run_ctx.deadline is not None and now >= run_ctx.deadline:
                 log.debug("the run's deadline passed with %d calls open", open_calls)
-                yield from self.close_open("the run's deadline passed")
+                yield from self._handing(self.close_open("the run's deadline passed"))
                 run_ctx.check()
             if self._time_out(now):
                 self._dispatch()
                 continue
-            if not batch:
+            if not forwarded and not closed:
                 sink.wait(self._wait_for(now), run_ctx.cancelled)
+
+    def _handing(self, events: Iterator[Event]) -> Iterator[Event]:
+        """``events``, keeping the results among them in :attr:`handed`."""
+        for event in events:
+            if event.kind is _TOOL_RESULT and not event.via:
+                self.handed.append(event)
+            yield event
 
     def close_open(self, reason: str, *, verb: str = "stopped") -> Iterator[Event]:
         """Close every open call because of ``reason`` (a call that never started as

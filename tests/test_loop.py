@@ -803,3 +803,46 @@ def test_an_agent_with_a_toolset_checks_its_tools_and_names_it_in_its_repr():
     assert "ChangingToolset" in repr(agent)
     with pytest.raises(nacelle.ConfigError, match="two tools are named 'echo'"):
         agent_for([], tools=[ChangingToolset([]), echo])
+
+
+def test_events_forwarded_from_another_thread_are_taken_whole_and_in_order_before_the_result():
+    sink = ToolSink()
+    count = 20_000
+
+    def call():
+        for n in range(count):
+            sink.forward(Event(Kind.TEXT, text=str(n), via="c0"))
+        sink.report(Event(Kind.TOOL_RESULT, tool=ToolEvent("c0", 0, "t", "{}")))
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    taken, batches = [], 0
+    while True:
+        forwarded, results = sink.take()
+        taken += forwarded
+        batches += bool(forwarded)
+        if results:
+            assert [e.tool.id for e in results] == ["c0"]
+            break
+        if not forwarded:
+            sink.wait(5)
+    thread.join()
+    assert [e.text for e in taken] == [str(n) for n in range(count)]
+    assert sink.take() == ([], [])
+    assert batches < count  # handed over in batches, not one wake-up per event
+
+
+def test_a_forwarded_event_wakes_a_waiting_reader_at_once_and_drain_keeps_its_order():
+    sink = ToolSink()
+    threading.Timer(0.05, lambda: sink.forward(Event(Kind.TEXT, text="x", via="c0"))).start()
+    started = time.monotonic()
+    sink.wait(10)
+    assert time.monotonic() - started < 5
+    sink.report(Event(Kind.TOOL_RESULT, tool=ToolEvent("c1", 1, "t", "{}")))
+    sink.forward(Event(Kind.TEXT, text="y", via="c0"))
+    assert [e.text or e.tool.id for e in sink.drain()] == ["x", "y", "c1"]
+
+
+def test_an_event_forwarded_without_via_is_refused():
+    with pytest.raises(ValueError):
+        ToolSink().forward(Event(Kind.TEXT, text="x"))

@@ -1,6 +1,7 @@
 """subagent_tool: a fresh run per call, the recursion guard, approvals, usage and
 the final text only."""
 
+import dataclasses
 import pickle
 import threading
 
@@ -406,3 +407,50 @@ def test_two_waiting_calls_under_one_id_are_decided_by_their_paths():
     assert result.text == "all done"
     answers = sorted(r.result for r in result.messages[-2].parts)
     assert answers == ["a done", "b done"]
+
+
+def test_a_long_forwarded_run_arrives_whole_in_order_and_identical_to_its_replace_before_the_result():
+    deltas = [Text(f"d{i} ") for i in range(3000)]
+    script = ScriptedBackend([
+        assistant(ToolCall("p1", "subagent", '{"task": "t"}')),
+        assistant(*deltas),
+        assistant(Text("end")),
+    ])
+    helper = subagent_tool(Agent(script, "sys"), forward=True)
+    events = list(Agent(script, "sys", tools=[helper]).stream([user_text("go")]))
+    forwarded = [e for e in events if e.via]
+    assert [e.text for e in forwarded if e.kind is nacelle.Kind.TEXT] == [d.text for d in deltas]
+    # Every forwarded event comes before the result of the call it came through.
+    closing = next(i for i, e in enumerate(events)
+                   if e.kind is nacelle.Kind.TOOL_RESULT and not e.via)
+    assert all(i < closing for i, e in enumerate(events) if e.via)
+    # Each is the child's event with agent and via replaced, and nothing else.
+    for event in forwarded:
+        assert type(event) is nacelle.Event and event.agent == ("subagent",)
+        untagged = {**vars(event), "agent": (), "via": ""}
+        assert nacelle.Event(**untagged) == dataclasses.replace(event, agent=(), via="")
+        assert vars(event) == vars(dataclasses.replace(event))
+    assert len(forwarded) == 3000 + 1  # the deltas and the child's TURN
+
+
+def test_cancelling_while_forwarded_events_wait_stops_the_run_and_closes_the_call_once():
+    script = ScriptedBackend([
+        assistant(ToolCall("p1", "subagent", '{"task": "t"}')),
+        Turn(assistant(*[Text(f"d{i} ") for i in range(200)]), gap=0.001),
+    ])
+    helper = subagent_tool(Agent(script, "sys"), forward=True)
+    cancel = nacelle.CancelEvent()
+    seen = []
+    with pytest.raises(nacelle.Cancelled):
+        for event in Agent(script, "sys", tools=[helper]).stream([user_text("go")],
+                                                                 cancel=cancel):
+            seen.append(event)
+            if event.via and len([e for e in seen if e.via]) == 5:
+                cancel.set()
+    texts = [e.text for e in seen if e.via and e.kind is nacelle.Kind.TEXT]
+    assert texts == [f"d{i} " for i in range(len(texts))]  # in order, none lost between
+    assert len(texts) < 200
+    opened = [e.tool.id for e in seen if e.kind is nacelle.Kind.TOOL_CALL and not e.via]
+    closed = [e.tool for e in seen if e.kind is nacelle.Kind.TOOL_RESULT and not e.via]
+    assert opened == ["p1"] and [t.id for t in closed] == ["p1"]
+    assert closed[0].error and "cancelled" in closed[0].error
