@@ -25,8 +25,7 @@ from .backend import ModelSettings as ModelSettings
 from .backend import Request as Request
 from .backend import Thinking as Thinking
 from .tool_search import ToolSearch as ToolSearch
-from .checkpoint import PAUSE as PAUSE
-from .checkpoint import Checkpoint as Checkpoint
+from ._pause import PAUSE as PAUSE
 from .context import Budget as Budget
 from .context import CancelEvent as CancelEvent
 from .context import RunContext as RunContext
@@ -84,6 +83,7 @@ from .tools import tools_by_name as tools_by_name
 # for it (PEP 562, https://peps.python.org/pep-0562/); ``__all__`` and ``dir(nacelle)``
 # still list it, and type checkers read the imports below.
 if TYPE_CHECKING:
+    from .checkpoint import Checkpoint as Checkpoint
     from .compaction import Compaction as Compaction
     from .fallback import Fallback as Fallback
     from .partial import PartialJSON as PartialJSON
@@ -94,6 +94,7 @@ if TYPE_CHECKING:
     from .token_estimate import estimate_tokens as estimate_tokens
 
 _LAZY = {
+    "Checkpoint": "checkpoint",
     "Compaction": "compaction",
     "Fallback": "fallback",
     "PartialJSON": "partial",

@@ -87,7 +87,6 @@ from .backend import (
     DEFAULT_MAX_TOKENS, Backend, Cache, CallProfile, Effort, MCPServer, ModelSettings, Request,
     Thinking, refused_settings,
 )
-from .checkpoint import Checkpoint, Resume
 from . import native
 from .context import Budget, RunContext, ToolContext
 from .errors import Cancelled, CheckpointError, ConfigError, StreamError, Unsupported
@@ -129,9 +128,13 @@ if not TYPE_CHECKING:
     # nacelle.compaction: loaded when an Agent is given a Compaction (the check below)
     # or get_type_hints reads the annotations; a run without one never needs it.
     _compaction = _ModuleAtFirstUse("nacelle.compaction")
+    # nacelle.checkpoint: loaded when a run pauses or is resumed; a run that never
+    # pauses does not need its classes.
+    _checkpoint = _ModuleAtFirstUse("nacelle.checkpoint")
 if TYPE_CHECKING:
     import logging
 
+    from . import checkpoint as _checkpoint
     from . import compaction as _compaction
 
     import typing_extensions
@@ -180,7 +183,7 @@ class Result(Generic[OutputT]):
     stop: Stop
     turns: int
     output: Optional[OutputT] = None
-    checkpoint: Optional[Checkpoint] = None
+    checkpoint: Optional[_checkpoint.Checkpoint] = None
 
     def __repr__(self) -> str:
         text = self.text if len(self.text) <= 60 else self.text[:57] + "..."
@@ -507,7 +510,7 @@ class Agent(Generic[OutputT]):
                        profile=self.profile, settings=self.model_settings, cache=self.cache,
                        context_edits=getattr(self.compaction, "edits", ()))
 
-    def _settings(self, resume: Optional[Resume] = None) -> RunSettings:
+    def _settings(self, resume: Optional[_checkpoint.Resume] = None) -> RunSettings:
         """The loop's policy for a run of this Agent (``resume``: from ``resume``)."""
         return RunSettings(
             max_iterations=self.max_iterations, approve=self.approve, hooks=self.hooks,
@@ -594,7 +597,7 @@ class Agent(Generic[OutputT]):
             if close is not None:
                 close()
 
-    def resume(self, checkpoint: Checkpoint, decisions: Mapping[str, Decision], *,
+    def resume(self, checkpoint: _checkpoint.Checkpoint, decisions: Mapping[str, Decision], *,
                cancel: Optional[threading.Event] = None) -> Generator[Event, None, None]:
         """Go on with a paused run: its pending calls as decided, then the next turn.
 
@@ -613,24 +616,24 @@ class Agent(Generic[OutputT]):
         """
         return self._resumed(checkpoint, decisions, cancel)
 
-    def _resumed(self, checkpoint: Checkpoint, decisions: Mapping[str, Decision],
+    def _resumed(self, checkpoint: _checkpoint.Checkpoint, decisions: Mapping[str, Decision],
                  cancel: Optional[threading.Event],
                  parent: Optional[ToolContext] = None,
                  budget: Optional[Budget] = None) -> Generator[Event, None, None]:
         """:meth:`resume`, for a sub-agent's run also given the ``parent`` call's context."""
-        if not isinstance(checkpoint, Checkpoint):
+        if not isinstance(checkpoint, _checkpoint.Checkpoint):
             raise ConfigError(f"resume takes a nacelle.Checkpoint (Checkpoint.loads(text)), "
                               f"got {type(checkpoint).__name__}")
         if cancel is not None and not (hasattr(cancel, "is_set") and hasattr(cancel, "wait")):
             raise ConfigError(f"cancel must be a threading.Event, got {type(cancel).__name__}")
         checkpoint.verify()
         request, verdicts, nested = self._resume_request(checkpoint, decisions)
-        settings = self._settings(Resume(checkpoint, verdicts, nested))
+        settings = self._settings(_checkpoint.Resume(checkpoint, verdicts, nested))
         if budget is not None:  # a sub-agent's, held to what its parent has left
             settings = dataclasses.replace(settings, budget=budget)
         return self._stream(request, settings, cancel, parent)
 
-    def _resume_request(self, checkpoint: Checkpoint, decisions: Mapping[str, Decision],
+    def _resume_request(self, checkpoint: _checkpoint.Checkpoint, decisions: Mapping[str, Decision],
                         ) -> Tuple[Request, Dict[str, Any], Dict[str, Dict[str, Any]]]:
         """The resumed run's request, the verdicts on its own pending calls and the
         decisions for each nested run; raises as :meth:`resume` says."""
@@ -642,7 +645,7 @@ class Agent(Generic[OutputT]):
         messages, verdicts, nested = _decided(checkpoint, decisions, have)
         return dataclasses.replace(request, messages=messages), verdicts, nested
 
-    def resume_run(self, checkpoint: Checkpoint, decisions: Mapping[str, Decision], *,
+    def resume_run(self, checkpoint: _checkpoint.Checkpoint, decisions: Mapping[str, Decision], *,
                    cancel: Optional[threading.Event] = None) -> Result[OutputT]:
         """The blocking form of :meth:`resume`: run to the end, return a Result."""
         return self._result(self.resume(checkpoint, decisions, cancel=cancel))
@@ -718,7 +721,8 @@ def _poll(cancel: threading.Event, ctx: RunContext, ended: threading.Event) -> N
             return
 
 
-def _decided(checkpoint: Checkpoint, decisions: Mapping[str, Any], tools: Mapping[str, Any],
+def _decided(checkpoint: _checkpoint.Checkpoint, decisions: Mapping[str, Any],
+             tools: Mapping[str, Any],
              ) -> Tuple[Tuple[Message, ...], Dict[str, Any], Dict[str, Dict[str, Any]]]:
     """The conversation with edited inputs in place, per pending id True or the
     refusal's text, and per pending call that paused from inside (a sub-agent's) the
@@ -783,7 +787,7 @@ def _decided(checkpoint: Checkpoint, decisions: Mapping[str, Any], tools: Mappin
     return messages, verdicts, nested
 
 
-def _paths(checkpoint: Checkpoint, above: str = "") -> List[Tuple[str, str]]:
+def _paths(checkpoint: _checkpoint.Checkpoint, above: str = "") -> List[Tuple[str, str]]:
     """(path, id) of every call ``checkpoint`` waits on, at any depth."""
     found: List[Tuple[str, str]] = []
     for p in checkpoint.pending:
@@ -794,7 +798,7 @@ def _paths(checkpoint: Checkpoint, above: str = "") -> List[Tuple[str, str]]:
     return found
 
 
-def _by_path(checkpoint: Checkpoint, decisions: Mapping[str, Any]) -> Dict[str, Any]:
+def _by_path(checkpoint: _checkpoint.Checkpoint, decisions: Mapping[str, Any]) -> Dict[str, Any]:
     """``decisions`` keyed by each waiting call's path (see :func:`_decided`)."""
     paths = _paths(checkpoint)
     by_id: Dict[str, List[str]] = {}

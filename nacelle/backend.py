@@ -191,9 +191,9 @@ RESERVED_BODY = frozenset({"model", "messages", "input", "system", "instructions
 # A header name is an HTTP token; one that looks like a credential is refused, since
 # the key travels in the backend's own header (api_key= or its variable) and a
 # header given here would be logged nowhere but also hidden nowhere.
-_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-_CREDENTIAL = re.compile(r"authorization|api[-_]?key|token|secret|cookie|password",
-                         re.IGNORECASE)
+# Patterns as text, compiled (and cached by ``re``) when extra_headers are first given.
+_TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+_CREDENTIAL = r"(?i)authorization|api[-_]?key|token|secret|cookie|password"
 _TOOL_CHOICES = ("auto", "required", "none")
 
 
@@ -345,10 +345,10 @@ def _extra_headers(headers: Any) -> Optional[Dict[str, str]]:
     out: Dict[str, str] = {}
     seen = set()
     for name, value in headers.items():
-        if not isinstance(name, str) or not _TOKEN.fullmatch(name):
+        if not isinstance(name, str) or not re.fullmatch(_TOKEN, name):
             raise ConfigError("an extra_headers name is not an HTTP token (letters, digits "
                               "and !#$%&'*+-.^_`|~)")
-        if _CREDENTIAL.search(name):
+        if re.search(_CREDENTIAL, name):
             raise ConfigError(f"extra_headers may not carry {name!r}: credentials go in the "
                               "backend's api_key= (or its environment variable), whose "
                               "header is never logged or recorded")

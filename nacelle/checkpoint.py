@@ -71,56 +71,17 @@ from .events import Usage
 from .messages import Message, Role, ToolCall, ToolResult, dumps as dump_messages
 from .messages import _part_from_json as part_from_json, _part_to_json as part_to_json
 from .messages import loads as load_messages
+from ._pause import PAUSE as PAUSE
+from ._pause import NestedPause as NestedPause
+from ._pause import _Pause as _Pause
+from ._pause import canonical as canonical
+from ._pause import fingerprint as fingerprint
 
 __all__ = ["PAUSE", "Checkpoint", "NestedPause", "PendingCall", "fingerprint"]
 
 VERSION = 2
 #: The versions :meth:`Checkpoint.loads` reads.
 READS = (1, 2)
-
-
-class _Pause:
-    """The type of :data:`PAUSE`; one instance, which pickles as itself."""
-
-    _instance: Optional["_Pause"] = None
-
-    def __new__(cls) -> "_Pause":
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "nacelle.PAUSE"
-
-    def __bool__(self) -> bool:
-        # A pause is not a yes: code that tests ``if approve(...)`` must not run the call.
-        return False
-
-    def __reduce__(self) -> str:
-        return "PAUSE"
-
-
-#: What ``approve`` returns to stop the run until a person decides on the call.
-PAUSE = _Pause()
-
-
-def canonical(value: Any) -> str:
-    """The canonical JSON of ``value``: sorted keys, no spaces, non-ASCII kept."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def fingerprint(name: str, input: Any) -> str:
-    """sha256 of the tool name, a NUL and the canonical JSON of its input (a dict, or
-    the raw JSON text the model wrote)."""
-    if isinstance(input, str):
-        try:
-            input = bounded_json.loads(input, what="tool input") if input.strip() else {}
-        except ValueError:
-            pass  # fingerprint the raw text: the call's input never parsed (or nests too deep)
-    import hashlib  # checkpoints only: not loaded with the core
-
-    text = input if isinstance(input, str) else canonical(input)
-    return hashlib.sha256(f"{name}\0{text}".encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -135,17 +96,6 @@ class PendingCall:
     fingerprint: str
     inject: Tuple[str, ...] = ()
     child: Optional["Checkpoint"] = None
-
-
-class NestedPause(Exception):
-    """Raised by a tool whose own nested run paused for a person's approval (a
-    sub-agent's): the call pauses as if ``approve`` had paused it, and the run's
-    checkpoint carries ``checkpoint`` under the call's id. Caught by the loop; a
-    tool that is not a run of its own has no reason to raise it."""
-
-    def __init__(self, checkpoint: "Checkpoint") -> None:
-        super().__init__("a nested run paused for a person's approval")
-        self.checkpoint = checkpoint
 
 
 @dataclass(frozen=True, repr=False)  # its own __repr__ below

@@ -92,7 +92,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Generator, Iterator, Lis
 
 from ._loggers import get_logger
 from .backend import Request, TurnEnd, TurnFunction
-from .checkpoint import Checkpoint, PendingCall, Resume, fingerprint
+from ._pause import fingerprint
 from .context import Budget, RunContext
 from .errors import Cancelled, StreamError
 from .events import Event, Kind, Stop, ToolEvent, Usage
@@ -102,7 +102,10 @@ from .toolround import Call, Round
 from .tools import expand_tools, tools_by_name
 
 if TYPE_CHECKING:
-    from .compaction import Compacted  # a Compaction's result; annotations only
+    # Annotations only: the checkpoint module is loaded when a run pauses or resumes,
+    # compaction with the Compaction a run is given.
+    from .checkpoint import Checkpoint, Resume
+    from .compaction import Compacted
 
 __all__ = ["RunSettings", "run"]
 
@@ -652,6 +655,8 @@ class _Run:
             # The checkpoint's conversation ends with the assistant message; DONE's
             # carries the round's results too (paused ones as failed, saying so), so it
             # stays a valid conversation for a caller who sends it on without resuming.
+            from .checkpoint import Checkpoint, PendingCall  # a run that pauses only
+
             ids = {c.id for c in paused}
             self.checkpoint = Checkpoint(
                 messages=tuple(self.conversation),

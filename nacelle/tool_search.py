@@ -268,12 +268,12 @@ def _loaded_before(messages: Sequence[Message]) -> List[str]:
     return names
 
 
-_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+_WORD = r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+"  # compiled (and cached by re) at first use
 
 
 def _words(text: str) -> List[str]:
     """Lower-cased words, camelCase, snake_case and kebab-case split apart."""
-    return [w.lower() for w in _WORD.findall(text)]
+    return [w.lower() for w in re.findall(_WORD, text)]
 
 
 class BM25:

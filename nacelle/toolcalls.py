@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ._loggers import get_logger
-from .checkpoint import PAUSE, Checkpoint, NestedPause
+from ._pause import PAUSE, NestedPause
 from .context import Budget, ToolContext
 from .errors import Cancelled
 from .events import Event, Kind, ToolEvent, Usage
@@ -34,6 +34,9 @@ from .hooks import HookEvent, HookPoint, cut_inject, normalize_hooks, run_after,
 from .messages import Part, Text, ToolCall, ToolMedia, ToolResult, well_formed
 from .observe import new_span
 from .tools import parse_input, tool_output
+
+if TYPE_CHECKING:
+    from .checkpoint import Checkpoint  # loaded when a run pauses, not with the core
 
 __all__ = ["ToolSink", "run_tool", "unique_call_ids"]
 

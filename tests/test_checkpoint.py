@@ -559,3 +559,19 @@ def test_nested_pause_then_resume_in_another_process_runs_each_call_once(effects
     assert sorted(line[1] for line in effects_by_process) == [
         "lookup address", "lookup ann", "send ann hi"]
     assert effects_by_process[-1][0] != str(os.getpid())  # send ran in the other process
+
+
+def test_pause_nested_pause_and_fingerprint_are_the_checkpoint_module_s_names():
+    # They live in nacelle._pause (a run that never pauses does not load this module)
+    # and keep the names they had here, for reprs, pickles and tracebacks.
+    import pickle
+
+    import nacelle._pause
+    import nacelle.checkpoint as checkpoint
+
+    for name in ("PAUSE", "NestedPause", "fingerprint", "canonical"):
+        assert getattr(checkpoint, name) is getattr(nacelle._pause, name)
+    assert checkpoint.NestedPause.__module__ == checkpoint.fingerprint.__module__ == \
+        "nacelle.checkpoint"
+    assert pickle.loads(pickle.dumps(checkpoint.PAUSE)) is nacelle.PAUSE
+    assert repr(nacelle.PAUSE) == "nacelle.PAUSE"

@@ -68,12 +68,13 @@ def test_the_nacelle_logger_has_a_null_handler():
 # measures what the imports cost; this only keeps each of these out of them. Module
 # loggers import logging at their first use (nacelle/_loggers.py), and pathlib comes
 # with the settings, files and tools that read paths.
-# nacelle's own feature modules that a plain Agent run does not use (compaction,
-# Retry, Fallback, partial JSON, sub-agents, the token estimate) are exported by name
-# and imported at the first access to one (the package's ``__getattr__``).
+# nacelle's own feature modules that a plain Agent run does not use (checkpoints,
+# compaction, Retry, Fallback, partial JSON, sub-agents, the token estimate) are
+# exported by name and imported at the first access to one (the package's
+# ``__getattr__``); a run loads the checkpoint module when it pauses.
 DEFERRED = {"base64", "configparser", "datetime", "decimal", "hashlib", "hmac", "html",
             "logging", "pathlib", "random", "secrets", "urllib.parse", "uuid", "zlib",
-            "nacelle.compaction", "nacelle.fallback", "nacelle.partial", "nacelle.retry",
+            "nacelle.checkpoint", "nacelle.compaction", "nacelle.fallback", "nacelle.partial", "nacelle.retry",
             "nacelle.subagent", "nacelle.token_estimate", "nacelle.backends.anthropic.clouds"}
 # Before 3.11 binascii.a2b_base64 has no strict mode: Bedrock's chunks are decoded with
 # base64.b64decode(validate=True) there.
@@ -101,7 +102,7 @@ def test_importing_the_core_or_a_backend_leaves_feature_only_modules_unloaded(st
     assert out.stdout.strip() == repr(sorted(IMPORTS[statement]))
 
 
-LAZY = {"Compaction": "nacelle.compaction", "Fallback": "nacelle.fallback",
+LAZY = {"Checkpoint": "nacelle.checkpoint", "Compaction": "nacelle.compaction", "Fallback": "nacelle.fallback",
         "PartialJSON": "nacelle.partial", "partial_json": "nacelle.partial",
         "Retry": "nacelle.retry", "RetryOptions": "nacelle.retry",
         "subagent_tool": "nacelle.subagent", "estimate_tokens": "nacelle.token_estimate"}

@@ -26,12 +26,13 @@ CLAUDE_SAMPLING = frozenset({"temperature", "top_p", "top_k"})
 CLAUDE_NOT_WHILE_THINKING = CLAUDE_SAMPLING | {"forced_tool_choice"}
 OPENAI_SAMPLING = frozenset({"temperature", "top_p"})
 
-_CLAUDE = re.compile(r"claude-(opus|sonnet|haiku|fable|mythos)-(\d+)(?:[-.](\d{1,2})(?!\d))?")
+# Patterns as text, compiled (and cached by re) at the first model name checked.
+_CLAUDE = r"claude-(opus|sonnet|haiku|fable|mythos)-(\d+)(?:[-.](\d{1,2})(?!\d))?"
 #: The first version of each family that refuses sampling on every request (Fable
 #: and Mythos from their first).
 _CLAUDE_FROM = {"opus": (4, 7), "sonnet": (5, 0), "haiku": (5, 0), "fable": (0, 0),
                 "mythos": (0, 0)}
-_GPT = re.compile(r"gpt-(\d+)(?:\.(\d+))?")
+_GPT = r"gpt-(\d+)(?:\.(\d+))?"
 
 
 #: The first version of each family that takes ``temperature`` or ``top_p`` but not both.
@@ -41,7 +42,7 @@ _TEMPERATURE_OR_TOP_P = (frozenset({"temperature", "top_p"}),)
 
 
 def _claude_version(model: str, since: Dict[str, Tuple[int, int]]) -> bool:
-    found = _CLAUDE.search(model)
+    found = re.search(_CLAUDE, model)
     if found is None:
         return False
     version = (int(found.group(2)), int(found.group(3) or 0))
@@ -86,7 +87,7 @@ def openai_settings(caps: Capabilities, model: str) -> Capabilities:
     without = caps.settings - OPENAI_SAMPLING
     if re.match(r"o\d", name):
         return dataclasses.replace(caps, settings=without)
-    found = _GPT.match(name)
+    found = re.match(_GPT, name)
     if found is None or int(found.group(1)) < 5:
         return caps
     if int(found.group(1)) == 5 and not found.group(2):

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import threading
 from typing import (
     TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Protocol, Union,
@@ -55,7 +56,7 @@ from ..backend import Request, TurnEnd
 from ..context import RunContext
 from ..errors import Cancelled, ConfigError, NacelleError, StreamError
 from ..events import Event, Kind, Usage, _wire_count
-from ..messages import _SURROGATE as _SURROGATES
+from ..messages import _SURROGATES
 from ..observe import new_span
 from ..sse import SSEEvent
 from .._net.headers import checked, checked_settings
@@ -304,7 +305,7 @@ def _stream_turn(
 
 _DELTAS = frozenset({Kind.TEXT, Kind.THINKING, Kind.TOOL_CALL})
 _TEXT = Kind.TEXT
-_SURROGATE = _SURROGATES.search
+_SURROGATE = re.compile(_SURROGATES).search  # per text delta: compiled with the backend
 
 
 class _Seen:

@@ -67,7 +67,7 @@ __all__ = ["FINAL_ANSWER", "MODES", "FinalAnswerTool", "Output", "Schema", "chec
 
 FINAL_ANSWER = "final_answer"
 MODES = ("auto", "native", "tool", "prompted")
-_NAME = re.compile(r"[^a-zA-Z0-9_-]+")
+_NAME = r"[^a-zA-Z0-9_-]+"  # compiled (and cached by re) at first use
 
 
 @dataclass(frozen=True)
@@ -260,7 +260,7 @@ def _same(value: Any) -> Any:
 
 def _name_of(target: Any) -> str:
     name = getattr(target, "__name__", "") if isinstance(target, type) else ""
-    name = _NAME.sub("_", name).strip("_")[:64]
+    name = re.sub(_NAME, "_", name).strip("_")[:64]
     return name or "output"
 
 

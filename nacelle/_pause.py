@@ -1,0 +1,82 @@
+"""What every run needs of checkpoints: :data:`PAUSE` (an ``approve`` answer the tool
+round compares with), :class:`NestedPause` (what a paused sub-agent raises) and the
+call :func:`fingerprint` the loop guard counts repeats by.
+
+They live apart from :mod:`nacelle.checkpoint`, which re-exports them under the same
+names (their ``__module__`` says ``nacelle.checkpoint``: reprs, pickles and tracebacks
+name them there as before), so a run that never pauses does not build the Checkpoint,
+PendingCall and Resume classes when nacelle is imported.
+
+Core module: imports the standard library and ``nacelle.bounded_json`` only.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Optional
+
+from . import bounded_json
+
+if TYPE_CHECKING:
+    from .checkpoint import Checkpoint
+
+__all__ = ["PAUSE", "NestedPause", "canonical", "fingerprint"]
+
+
+class _Pause:
+    """The type of :data:`PAUSE`; one instance, which pickles as itself."""
+
+    _instance: Optional["_Pause"] = None
+
+    def __new__(cls) -> "_Pause":
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "nacelle.PAUSE"
+
+    def __bool__(self) -> bool:
+        # A pause is not a yes: code that tests ``if approve(...)`` must not run the call.
+        return False
+
+    def __reduce__(self) -> str:
+        return "PAUSE"
+
+
+#: What ``approve`` returns to stop the run until a person decides on the call.
+PAUSE = _Pause()
+
+
+def canonical(value: Any) -> str:
+    """The canonical JSON of ``value``: sorted keys, no spaces, non-ASCII kept."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def fingerprint(name: str, input: Any) -> str:
+    """sha256 of the tool name, a NUL and the canonical JSON of its input (a dict, or
+    the raw JSON text the model wrote)."""
+    if isinstance(input, str):
+        try:
+            input = bounded_json.loads(input, what="tool input") if input.strip() else {}
+        except ValueError:
+            pass  # fingerprint the raw text: the call's input never parsed (or nests too deep)
+    import hashlib  # checkpoints only: not loaded with the core
+
+    text = input if isinstance(input, str) else canonical(input)
+    return hashlib.sha256(f"{name}\0{text}".encode("utf-8")).hexdigest()
+
+
+class NestedPause(Exception):
+    """Raised by a tool whose own nested run paused for a person's approval (a
+    sub-agent's): the call pauses as if ``approve`` had paused it, and the run's
+    checkpoint carries ``checkpoint`` under the call's id. Caught by the loop; a
+    tool that is not a run of its own has no reason to raise it."""
+
+    def __init__(self, checkpoint: "Checkpoint") -> None:
+        super().__init__("a nested run paused for a person's approval")
+        self.checkpoint = checkpoint
+
+
+_Pause.__module__ = NestedPause.__module__ = "nacelle.checkpoint"
+canonical.__module__ = fingerprint.__module__ = "nacelle.checkpoint"
