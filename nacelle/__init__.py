@@ -24,7 +24,6 @@ from .backend import MCPServer as MCPServer
 from .backend import ModelSettings as ModelSettings
 from .backend import Request as Request
 from .backend import Thinking as Thinking
-from .tool_search import ToolSearch as ToolSearch
 from ._pause import PAUSE as PAUSE
 from .context import Budget as Budget
 from .context import CancelEvent as CancelEvent
@@ -92,6 +91,7 @@ if TYPE_CHECKING:
     from .retry import RetryOptions as RetryOptions
     from .subagent import subagent_tool as subagent_tool
     from .token_estimate import estimate_tokens as estimate_tokens
+    from .tool_search import ToolSearch as ToolSearch
 
 _LAZY = {
     "Checkpoint": "checkpoint",
@@ -103,6 +103,7 @@ _LAZY = {
     "RetryOptions": "retry",
     "subagent_tool": "subagent",
     "estimate_tokens": "token_estimate",
+    "ToolSearch": "tool_search",
 }
 
 

@@ -97,7 +97,6 @@ from .messages import Document, Image, Message, Role, ToolCall
 from .observe import Observer, Observers
 from .observe import checked as checked_observers
 from .output import FINAL_ANSWER, Output, check_options, make_output
-from .tool_search import ToolSearch, searching_of
 from .tools import ToolLike, Toolset, expand_tools, is_toolset, tools_by_name
 
 __all__ = ["Agent", "Result"]
@@ -131,11 +130,15 @@ if not TYPE_CHECKING:
     # nacelle.checkpoint: loaded when a run pauses or is resumed; a run that never
     # pauses does not need its classes.
     _checkpoint = _ModuleAtFirstUse("nacelle.checkpoint")
+    # nacelle.tool_search: loaded when an Agent is given a ToolSearch or holds a
+    # deferred tool.
+    _searches = _ModuleAtFirstUse("nacelle.tool_search")
 if TYPE_CHECKING:
     import logging
 
     from . import checkpoint as _checkpoint
     from . import compaction as _compaction
+    from . import tool_search as _searches
 
     import typing_extensions
 
@@ -281,7 +284,7 @@ class _Options(TypedDict, total=False):
     eager_tools: bool
     model_settings: Optional[ModelSettings]
     cache: Optional[Cache]
-    tool_search: Optional[ToolSearch]
+    tool_search: Optional[_searches.ToolSearch]
     observers: Sequence[Observer]
     logger: Optional[logging.Logger]
     skills: Any
@@ -329,7 +332,7 @@ class Agent(Generic[OutputT]):
         eager_tools: bool = False,
         model_settings: Optional[ModelSettings] = None,
         cache: Optional[Cache] = None,
-        tool_search: Optional[ToolSearch] = None,
+        tool_search: Optional[_searches.ToolSearch] = None,
         observers: Sequence[Observer] = (),
         logger: Optional[logging.Logger] = None,
         skills: Any = None,
@@ -537,7 +540,7 @@ class Agent(Generic[OutputT]):
     def _stream(self, request: Request, settings: RunSettings,
                 cancel: Optional[threading.Event],
                 parent: Optional[ToolContext] = None) -> Generator[Event, None, None]:
-        searching = searching_of(request.tools)
+        searching = _searching_of(request.tools)
         if searching is not None:  # the run's tool search lists its tools of now
             settings = dataclasses.replace(settings, toolsets=(searching,))
         observer = _observers(self.observers, parent)
@@ -869,14 +872,22 @@ def _check_edits(compaction: Optional[_compaction.Compaction], backend: Backend,
                               "compaction.clear_tool_results()")
 
 
-def _tool_search(given: Any, held: Sequence[Any]) -> Optional[ToolSearch]:
+def _searching_of(tools: Sequence[Any]) -> Optional[_searches.Searching]:
+    """``tool_search.searching_of``, loading that module only when a tool has a
+    ``searching`` (a run without a tool search never does)."""
+    if any(getattr(tool, "searching", None) is not None for tool in tools):
+        return _searches.searching_of(tools)
+    return None
+
+
+def _tool_search(given: Any, held: Sequence[Any]) -> Optional[_searches.ToolSearch]:
     """The Agent's tool search: ``given``, or the default one when a tool it holds
     now asks to be deferred (``@tool(defer=True)``) — such a tool is found only by a
     search. A toolset's tools are read when a run starts."""
-    if given is not None and not isinstance(given, ToolSearch):
+    if given is not None and not isinstance(given, _searches.ToolSearch):
         raise ConfigError(f"tool_search must be a nacelle.ToolSearch, got {type(given).__name__}")
     if given is None and any(getattr(t, "defer", False) is True for t in held):
-        return ToolSearch()
+        return _searches.ToolSearch()
     return given
 
 

@@ -69,13 +69,13 @@ def test_the_nacelle_logger_has_a_null_handler():
 # loggers import logging at their first use (nacelle/_loggers.py), and pathlib comes
 # with the settings, files and tools that read paths.
 # nacelle's own feature modules that a plain Agent run does not use (checkpoints,
-# compaction, Retry, Fallback, partial JSON, sub-agents, the token estimate) are
-# exported by name and imported at the first access to one (the package's
-# ``__getattr__``); a run loads the checkpoint module when it pauses.
+# compaction, tool search, Retry, Fallback, partial JSON, sub-agents, the token
+# estimate) are exported by name and imported at the first access to one (the
+# package's ``__getattr__``); a run loads the checkpoint module when it pauses.
 DEFERRED = {"base64", "configparser", "datetime", "decimal", "hashlib", "hmac", "html",
             "logging", "pathlib", "random", "secrets", "urllib.parse", "uuid", "zlib",
             "nacelle.checkpoint", "nacelle.compaction", "nacelle.fallback", "nacelle.partial", "nacelle.retry",
-            "nacelle.subagent", "nacelle.token_estimate", "nacelle.backends.anthropic.clouds"}
+            "nacelle.subagent", "nacelle.token_estimate", "nacelle.tool_search", "nacelle.backends.anthropic.clouds"}
 # Before 3.11 binascii.a2b_base64 has no strict mode: Bedrock's chunks are decoded with
 # base64.b64decode(validate=True) there.
 BEDROCK = {"nacelle.backends.anthropic.clouds"} | ({"base64"} if sys.version_info < (3, 11) else set())
@@ -105,7 +105,8 @@ def test_importing_the_core_or_a_backend_leaves_feature_only_modules_unloaded(st
 LAZY = {"Checkpoint": "nacelle.checkpoint", "Compaction": "nacelle.compaction", "Fallback": "nacelle.fallback",
         "PartialJSON": "nacelle.partial", "partial_json": "nacelle.partial",
         "Retry": "nacelle.retry", "RetryOptions": "nacelle.retry",
-        "subagent_tool": "nacelle.subagent", "estimate_tokens": "nacelle.token_estimate"}
+        "subagent_tool": "nacelle.subagent", "estimate_tokens": "nacelle.token_estimate",
+        "ToolSearch": "nacelle.tool_search"}
 
 
 @pytest.mark.parametrize("name", sorted(LAZY))
@@ -151,3 +152,29 @@ def test_bedrock_and_vertex_are_the_clouds_functions_when_first_named():
     out = subprocess.run([sys.executable, "-c", code], cwd=str(ROOT), capture_output=True,
                          text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_plain_run_with_a_tool_call_loads_none_of_the_modules_left_to_first_use():
+    # What is deferred is what a plain run does not use: an Agent with a tool, run
+    # through a tool call to its answer, still leaves these modules unloaded.
+    code = """
+import sys
+import nacelle
+from nacelle.messages import Message, Role, Text, ToolCall
+from nacelle.testing import ScriptedBackend
+
+@nacelle.tool
+def add(a: int, b: int) -> int:
+    '''Add two numbers.'''
+    return a + b
+
+turns = [Message(Role.ASSISTANT, (ToolCall("c1", "add", '{"a": 2, "b": 3}'),)), "Five."]
+result = nacelle.Agent(ScriptedBackend(turns), "Be brief.", tools=[add]).run(
+    [nacelle.user_text("2+3?")])
+assert result.text == "Five.", result.text
+print(sorted(m for m in sys.modules if m in %r))
+""" % (sorted(set(LAZY.values())),)
+    out = subprocess.run([sys.executable, "-c", code], cwd=str(ROOT), capture_output=True,
+                         text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
