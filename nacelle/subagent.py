@@ -149,10 +149,10 @@ class SubagentTool:
                 if kind is _DONE:
                     done = event
                     continue
-                fields = event.__dict__
-                if kind is _TURN and not fields["agent"]:
+                if kind is _TURN and not event.agent:
                     own += event.usage
                 if forward:
+                    fields = event.__dict__
                     copy = _new(event.__class__)
                     tagged = copy.__dict__
                     tagged.update(fields)
