@@ -318,3 +318,33 @@ def test_a_tool_inputs_text_so_far_is_its_own_prefix_joined_only_when_read():
     assert pickle.loads(pickle.dumps(early)) == plain
     assert dataclasses.replace(early, input="{}").input == "{}"
     assert dataclasses.asdict(later)["input"] == '{"path": "a.txt"}'
+
+
+def test_every_defaulted_field_of_an_event_and_a_tool_event_is_its_class_attribute():
+    # A TOOL_INPUT and its ToolEvent are made holding only the fields that differ
+    # from these defaults (backends/_stream.ToolInput): the rest is read here.
+    for cls in (Event, ToolEvent):
+        for f in dataclasses.fields(cls):
+            if f.default is not dataclasses.MISSING:
+                assert getattr(cls, f.name) is f.default, (cls, f.name)
+
+
+def test_a_tool_input_made_from_its_calls_fields_reads_as_the_one_built_in_full():
+    import copy
+    import pickle
+
+    from nacelle.backends._stream import ToolInputs
+
+    call = ToolInputs().start("c1", "write_file")
+    made = call.add('{"pa')
+    built = Event(Kind.TOOL_INPUT, text='{"pa', tool=ToolEvent("c1", 0, "write_file", '{"pa'))
+    assert set(made.__dict__) == {"kind", "text", "tool"}  # the rest is the class's
+    assert made == built and hash(made) == hash(built) and repr(made) == repr(built)
+    assert (made.usage, made.stop, made.messages, made.agent, made.via) == (
+        Usage(), None, (), (), "")
+    tool = made.tool
+    assert (tool.result, tool.error, tool.duration, tool.server, tool.content) == (
+        "", None, 0.0, "", ())
+    assert dataclasses.asdict(made) == dataclasses.asdict(built)
+    assert dataclasses.replace(made, via="t1") == dataclasses.replace(built, via="t1")
+    assert pickle.loads(pickle.dumps(made)) == built and copy.copy(made) == built

@@ -52,7 +52,7 @@ import re
 from typing import Any, Dict, List, Mapping, Optional, TypeVar, cast
 
 from .._loggers import get_logger
-from ..events import Event, Kind, ToolEvent, _input_so_far, _wire_count
+from ..events import Event, Kind, ToolEvent, _input_fields, _input_so_far, _InputSoFar, _wire_count
 from ..messages import REPLACEMENT, well_formed
 from ..sse import parse_json
 
@@ -175,8 +175,6 @@ def clean(value: T) -> T:
 
 
 _new = object.__new__
-# Every field of a TOOL_INPUT Event but its text and tool, as __init__ would set them.
-_INPUT_FIELDS = dict(Event(_TOOL_INPUT).__dict__)
 
 
 class ToolInput:
@@ -187,27 +185,29 @@ class ToolInput:
     ``settled`` is true once :meth:`ToolInputs.whole` said it finished, with ``final``
     its input as the turn's ToolCall will hold it (None: not to be announced early);
     ``announced`` is true once its TOOL_CALL was given, after which its input may not
-    change; :attr:`text` is the arguments shown so far.
+    change; :attr:`text` is the arguments shown so far. :attr:`raw` is the call's
+    arguments as a :class:`Deltas` whose pieces are the call's: an accumulator that
+    feeds the provider's deltas through it (:meth:`take`) keeps no second copy.
 
     :meth:`add` makes one TOOL_INPUT per delta, at a cost that does not grow with the
     input: the delta is appended to the call's list of pieces, and the event's
     ``tool.input`` (the input so far) is that list's prefix, joined only when a reader
     asks for it (``events._input_so_far``). A reader that joins every event's input
     pays for those joins (the square of the input's length over a long argument); one
-    that follows ``event.text`` pays nothing. The Event is filled from a template
-    rather than by the dataclass's ``__init__`` (about a third of its cost, on the
-    path every delta takes); the value is equal to one built the usual way. Measured
-    end to end (a turn read through ``Backend.turn`` from a loopback server), a tool
-    argument's delta costs about what a text delta does (within 15 % on each wire),
-    where with no event it cost a quarter to a third less.
+    that follows ``event.text`` pays nothing. The Event and its ToolEvent are made
+    by writing into new instances' dicts the fields that differ from the defaults
+    (the kind, the delta, the ToolEvent; the call's id, index and name from a
+    template kept per call, the pieces) rather than by the dataclasses' ``__init__``
+    (most of their cost, on the path every delta takes); the values are equal to
+    ones built the usual way.
     """
 
-    __slots__ = ("index", "id", "name", "announced", "settled", "final", "_parts")
+    __slots__ = ("index", "id", "name", "announced", "settled", "final", "raw", "_tool")
 
     def __init__(self, index: int, call_id: str, name: str) -> None:
         self.index = index
         self.announced = False
-        self._parts: List[str] = []
+        self.raw = Deltas()
         self.settled = False
         self.final: Optional[str] = None
         self.id = self.name = ""
@@ -217,22 +217,73 @@ class ToolInput:
         """Take the call's id and name (a provider may send them after its first
         delta, or make the id only at the end)."""
         self.id, self.name = well_formed(call_id), well_formed(name)
+        # The fields every TOOL_INPUT of the call shares from now on (the events
+        # already made keep the id and name they were made with).
+        self._tool = _input_fields(self.id, self.index, self.name)
 
     @property
     def text(self) -> str:
         """The arguments shown so far."""
-        return "".join(self._parts)
+        return "".join(self.raw._parts)
 
     def add(self, shown: str) -> Event:
         """The TOOL_INPUT of one non-empty delta, already made well-formed
         (:meth:`Deltas.add`'s answer)."""
-        parts = self._parts
+        parts = self.raw._parts
         parts.append(shown)
+        tool = _new(_InputSoFar)  # as in _event, inline: the path of every delta
+        held = tool.__dict__
+        held.update(self._tool)
+        held["_source"] = (parts, len(parts))
         event = _new(Event)
         fields = event.__dict__
-        fields.update(_INPUT_FIELDS)
+        fields["kind"] = _TOOL_INPUT
         fields["text"] = shown
-        fields["tool"] = _input_so_far(self.id, self.index, self.name, parts, len(parts))
+        fields["tool"] = tool
+        return event
+
+    def take(self, delta: str) -> List[Event]:
+        """One delta of the arguments as the provider sent it, through :attr:`raw`:
+        the TOOL_INPUT of what it shows, or none (empty, or half a character held
+        for the next delta)."""
+        raw = self.raw
+        shown = raw.add(delta)  # appended to the pieces when not empty
+        if not shown:
+            return []
+        parts = raw._parts
+        tool = _new(_InputSoFar)  # as in _event, inline: the path of every delta
+        held = tool.__dict__
+        held.update(self._tool)
+        held["_source"] = (parts, len(parts))
+        event = _new(Event)
+        fields = event.__dict__
+        fields["kind"] = _TOOL_INPUT
+        fields["text"] = shown
+        fields["tool"] = tool
+        return [event]
+
+    def end(self) -> List[Event]:
+        """Close :attr:`raw`: the TOOL_INPUT of the U+FFFD a half held at the end
+        becomes (:meth:`Deltas.end`, which appends it), or none."""
+        raw = self.raw
+        held = raw.end()
+        return [self._event(held, raw._parts)] if held else []
+
+    def _event(self, shown: str, parts: List[str]) -> Event:
+        # Event(TOOL_INPUT, text=shown, tool=events._input_so_far(...)) where the
+        # pieces already end with ``shown``, each filled from its class's defaults:
+        # the fields left at them are read from the class, where the dataclass keeps
+        # them, so only what differs is written (the values are equal to those built
+        # the usual way; the tests hold them so).
+        tool = _new(_InputSoFar)
+        held = tool.__dict__
+        held.update(self._tool)
+        held["_source"] = (parts, len(parts))
+        event = _new(Event)
+        fields = event.__dict__
+        fields["kind"] = _TOOL_INPUT
+        fields["text"] = shown
+        fields["tool"] = tool
         return event
 
 

@@ -279,11 +279,13 @@ def _stream_turn(
                     if seen is not None and seen.first is None:
                         seen.delta(out)
                     for event in out:
-                        # A text delta with no surrogate in it is what clean() would
-                        # return untouched (its test, inline); it is the event nearly
-                        # every SSE event makes.
+                        # A text delta with no surrogate in it, and a TOOL_INPUT, are
+                        # what clean() would return untouched (its tests, inline); they
+                        # are the events nearly every SSE event makes.
                         if type(event) is Event and event.kind is _TEXT and event.tool is None \
                                 and (event.text.isascii() or not _SURROGATE(event.text)):
+                            yield event
+                        elif type(event) is Event and event.kind is _TOOL_INPUT:
                             yield event
                         else:
                             yield clean(event)
@@ -304,7 +306,7 @@ def _stream_turn(
 
 
 _DELTAS = frozenset({Kind.TEXT, Kind.THINKING, Kind.TOOL_CALL})
-_TEXT = Kind.TEXT
+_TEXT, _TOOL_INPUT = Kind.TEXT, Kind.TOOL_INPUT
 _SURROGATE = re.compile(_SURROGATES).search  # per text delta: compiled with the backend
 
 

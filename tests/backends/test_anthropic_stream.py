@@ -1013,3 +1013,35 @@ def test_a_block_of_any_shape_is_read_or_is_a_stream_error(kind, fields, delta_k
     except NacelleError:
         out.extend(acc.abandon())
     assert_sound(out, end)
+
+
+def test_a_calls_input_takes_the_same_checks_and_gives_the_same_events_named_or_not():
+    # Named content_block_delta events take the short path; the same data with no
+    # event name (``message``) takes the long one: both give the same stream.
+    events = [start(), block_start(0, {"type": "text", "text": ""}), text(0, "Hi"),
+              block_stop(0),
+              block_start(1, {"type": "tool_use", "id": "t", "name": "f", "input": {}}),
+              partial(1, '{"face": "' + HIGH), partial(1, ""), partial(1, LOW + '"}'),
+              block_stop(1),
+              block_start(2, {"type": "server_tool_use", "id": "srvtoolu_1",
+                              "name": "web_search", "input": {}}),
+              partial(2, '{"query": "x"}'), block_stop(2), message_delta("tool_use"), STOP]
+    named, named_end = run(events)
+    unnamed, unnamed_end = run([("message", data) for _, data in events])
+    assert named == unnamed and named_end == unnamed_end
+    assert [(e.kind, e.text, e.tool.input) for e in named if e.kind is Kind.TOOL_INPUT] == [
+        (Kind.TOOL_INPUT, '{"face": "', '{"face": "'),
+        (Kind.TOOL_INPUT, EMOJI + '"}', '{"face": "' + EMOJI + '"}')]
+    assert named_end.parts[1] == ToolCall("t", "f", '{"face": "' + EMOJI + '"}')
+    assert json.loads(named_end.parts[2].data)["input"] == {"query": "x"}  # no TOOL_INPUT
+
+
+@pytest.mark.parametrize("late", [
+    partial(0, '"}'),
+    delta(0, type="input_json_delta", partial_json=None),
+])
+def test_a_piece_of_input_for_a_call_already_closed_is_a_stream_error(late):
+    opening = [start(), block_start(0, {"type": "tool_use", "id": "t", "name": "f", "input": {}}),
+               partial(0, '{"a": "'), block_stop(0)]
+    with pytest.raises(StreamError, match="after it was closed"):
+        feed_all(opening + [late])

@@ -93,3 +93,24 @@ def test_rename_gives_later_tool_inputs_the_id_a_provider_sent_late():
     assert call.add("{").tool.id == ""
     call.rename("call_1", "f")
     assert (call.add("}").tool.id, call.text) == ("call_1", "{}")
+
+
+def test_take_feeds_a_calls_raw_deltas_and_its_pieces_are_the_calls_input():
+    call = ToolInputs().start("c", "n")
+    first = call.take('{"face": "' + HIGH)  # the half waits for its partner
+    assert [(e.text, e.tool.input) for e in first] == [('{"face": "', '{"face": "')]
+    assert call.take("") == []
+    [second] = call.take(LOW + '"}')
+    assert second == Event(Kind.TOOL_INPUT, text=EMOJI + '"}', tool=ToolEvent(
+        "c", 0, "n", '{"face": "' + EMOJI + '"}'))
+    assert call.text == call.raw.text == '{"face": "' + EMOJI + '"}'  # one list of pieces
+    assert call.end() == []
+
+
+def test_end_gives_the_u_fffd_a_held_half_becomes_as_one_more_tool_input():
+    call = ToolInputs().start("c", "n")
+    assert [e.text for e in call.take('{"a": 1}' + HIGH)] == ['{"a": 1}']
+    [last] = call.end()
+    assert last == Event(Kind.TOOL_INPUT, text="\ufffd", tool=ToolEvent(
+        "c", 0, "n", '{"a": 1}\ufffd'))
+    assert call.raw.text == '{"a": 1}\ufffd' and call.end() == []

@@ -218,18 +218,28 @@ class Accumulator:
     def feed_event(self, event: str, data: Any) -> List[Event]:
         """Take one SSE event (its name and parsed JSON data); return what to yield."""
         if event == "content_block_delta" and type(data) is dict and not self._stopped:
-            # Nearly every event of a stream is a text delta: it takes the shortest
-            # path through the checks below (the same checks, in the same order), and
-            # anything else about it goes the long way, to _delta and its errors.
+            # Nearly every event of a stream is a text delta or a piece of a call's
+            # input: each takes the shortest path through the checks below (the same
+            # checks, in the same order), and anything else about it goes the long
+            # way, to _delta and its errors.
             index = data.get("index")
             block = self._blocks.get(index) if type(index) is int else None
             delta = data.get("delta")
-            if (block is not None and not block.closed and type(delta) is dict
-                    and delta.get("type") == "text_delta"):
-                text = delta.get("text")
-                if type(text) is str:
-                    shown = block.text.add(text)
-                    return [_delta_event(_TEXT, shown)] if shown else []
+            if block is not None and not block.closed and type(delta) is dict:
+                kind = delta.get("type")
+                if kind == "text_delta":
+                    text = delta.get("text")
+                    if type(text) is str:
+                        shown = block.text.add(text)
+                        return [_delta_event(_TEXT, shown)] if shown else []
+                elif kind == "input_json_delta":
+                    piece = delta.get("partial_json")
+                    if type(piece) is str:
+                        call = block.call
+                        if call is not None:
+                            return call.take(piece)  # its raw is the block's
+                        block.raw.add(piece)
+                        return []
             return self._delta(data)
         kind = event if event and event != "message" else ""
         if isinstance(data, dict) and not kind:
@@ -345,6 +355,7 @@ class Accumulator:
             self._check_call(block)
             if kind == "tool_use":
                 block.call = self._inputs.start(start["id"], start["name"])
+                block.raw = block.call.raw  # one copy of the input: the call's
         elif "tool_use_id" in start and not isinstance(start["tool_use_id"], str):
             raise self._error(f"Anthropic sent a {kind} block whose tool_use_id is not a string")
         self._blocks[index] = block
@@ -404,9 +415,10 @@ class Accumulator:
         elif kind == "citations_delta":
             block.citations.append(_citation(delta.get("citation")))
         elif kind == "input_json_delta":
-            shown = block.raw.add(self._text(delta, "partial_json", kind, required=True))
-            if shown and block.call is not None:
-                return [block.call.add(shown)]
+            piece = self._text(delta, "partial_json", kind, required=True)
+            if block.call is not None:
+                return block.call.take(piece)
+            block.raw.add(piece)
         return []
 
     def _edited(self, management: Any) -> List[Event]:
@@ -454,7 +466,12 @@ class Accumulator:
         if block.closed:
             return []
         block.closed = True
-        held_input = block.raw.end()
+        call = block.call
+        if call is not None:
+            held_input = call.end()  # its raw is the block's
+        else:
+            block.raw.end()
+            held_input = []
         held = block.text.end()  # half a character the block ended on
         if held:
             return [Event(Kind.TEXT if block.type == "text" else Kind.THINKING, text=held)]
@@ -462,8 +479,8 @@ class Accumulator:
             block.cut = cut
             if cut:
                 return []
-            if block.call is not None:
-                return self._local_call(block.call, block.raw.text, held_input)
+            if call is not None:
+                return self._local_call(call, block.raw.text, held_input)
             return self._server_call(block)
         if "tool_use_id" in block.start:
             return self._server_result(block)
@@ -484,10 +501,11 @@ class Accumulator:
                 events.extend(self._close(block, cut=cut))
         return events
 
-    def _local_call(self, call: ToolInput, raw: str, held: str) -> List[Event]:
-        """A closed ``tool_use`` block: the U+FFFD its input ended on, if any, and its
-        TOOL_CALL when its input is JSON or blank (as :meth:`_part` will hold it)."""
-        events = [call.add(held)] if held else []
+    def _local_call(self, call: ToolInput, raw: str, held: List[Event]) -> List[Event]:
+        """A closed ``tool_use`` block: the TOOL_INPUT of the U+FFFD its input ended
+        on, if any, and its TOOL_CALL when its input is JSON or blank (as
+        :meth:`_part` will hold it)."""
+        events = held
         final = raw if complete_json(raw) else (None if raw.strip() else "{}")
         return events + self._inputs.whole(call, final)
 
