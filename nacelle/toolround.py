@@ -135,11 +135,43 @@ class Round:
         On cancellation the open calls are closed as cancelled, those results yielded,
         and ``Cancelled`` raised; at the run's deadline likewise, raising the
         deadline's error.
+
+        The forwarded events of a batch are handed on with one ``yield from`` of their
+        list, so each passes the generators above (the loop's, the Agent's) in C, with
+        no Python code of the round's or the loop's per event; the results yielded are
+        kept in :attr:`handed`, for the loop to record once the round is over. (The
+        loop is here, not in a generator of its own this one delegates to: every
+        generator in the chain is resumed once per forwarded event.)
         """
         if not self._begun:
             self.start()
         try:
-            yield from self._until_closed()
+            run_ctx, sink, handed = self.run_ctx, self.sink, self.handed
+            while True:
+                forwarded, closed = self.taken()
+                open_calls = len(self.calls) - self._yielded
+                if forwarded:
+                    yield from forwarded
+                if closed:
+                    handed.extend(e for e in closed if e.kind is _TOOL_RESULT and not e.via)
+                    yield from closed
+                if open_calls <= 0:
+                    return
+                if run_ctx.cancelled.is_set():
+                    log.debug("the run was cancelled with %d calls open", open_calls)
+                    yield from self._handing(self.close_open("the run was cancelled",
+                                                             verb="cancelled"))
+                    raise Cancelled("the run was cancelled")
+                now = self.clock()
+                if run_ctx.deadline is not None and now >= run_ctx.deadline:
+                    log.debug("the run's deadline passed with %d calls open", open_calls)
+                    yield from self._handing(self.close_open("the run's deadline passed"))
+                    run_ctx.check()
+                if self._time_out(now):
+                    self._dispatch()
+                    continue
+                if not forwarded and not closed:
+                    sink.wait(self._wait_for(now), run_ctx.cancelled)
         finally:
             for call in self.calls:
                 if call.started is None:  # closed before it ran: stop listening to the run
@@ -180,39 +212,6 @@ class Round:
         if call.tool is None:
             run_tool(None, call.call, call.index, self.sink, call.ctx)
             call.ctx.release()
-
-    def _until_closed(self) -> Iterator[Event]:
-        """The loop of :meth:`results`. The forwarded events of a batch are handed on
-        with one ``yield from`` of their list, so each passes the generators above
-        (the loop's, the Agent's) in C, with no Python code of the round's or the
-        loop's per event; the results yielded are kept in :attr:`handed`, for the loop
-        to record once the round is over."""
-        run_ctx, sink, handed = self.run_ctx, self.sink, self.handed
-        while True:
-            forwarded, closed = self.taken()
-            open_calls = len(self.calls) - self._yielded
-            if forwarded:
-                yield from forwarded
-            if closed:
-                handed.extend(e for e in closed if e.kind is _TOOL_RESULT and not e.via)
-                yield from closed
-            if open_calls <= 0:
-                return
-            if run_ctx.cancelled.is_set():
-                log.debug("the run was cancelled with %d calls open", open_calls)
-                yield from self._handing(self.close_open("the run was cancelled",
-                                                         verb="cancelled"))
-                raise Cancelled("the run was cancelled")
-            now = self.clock()
-            if run_ctx.deadline is not None and now >= run_ctx.deadline:
-                log.debug("the run's deadline passed with %d calls open", open_calls)
-                yield from self._handing(self.close_open("the run's deadline passed"))
-                run_ctx.check()
-            if self._time_out(now):
-                self._dispatch()
-                continue
-            if not forwarded and not closed:
-                sink.wait(self._wait_for(now), run_ctx.cancelled)
 
     def _handing(self, events: Iterator[Event]) -> Iterator[Event]:
         """``events``, keeping the results among them in :attr:`handed`."""
