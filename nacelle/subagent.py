@@ -152,13 +152,15 @@ class SubagentTool:
                 if kind is _TURN and not event.agent:
                     own += event.usage
                 if forward:
-                    fields = event.__dict__
                     copy = _new(event.__class__)
                     tagged = copy.__dict__
-                    tagged.update(fields)
-                    agent = fields["agent"]
+                    # A field an event leaves at its default may be absent from its
+                    # dict (read from the class, as a stream's TOOL_INPUT does): the
+                    # copy's is too, and so reads the same.
+                    tagged.update(event.__dict__)
+                    agent = event.agent
                     tagged["agent"] = name + agent if agent else name
-                    tagged["via"] = fields["via"] or call_id
+                    tagged["via"] = event.via or call_id
                     emit(copy)
         finally:
             events.close()

@@ -454,3 +454,35 @@ def test_cancelling_while_forwarded_events_wait_stops_the_run_and_closes_the_cal
     closed = [e.tool for e in seen if e.kind is nacelle.Kind.TOOL_RESULT and not e.via]
     assert opened == ["p1"] and [t.id for t in closed] == ["p1"]
     assert closed[0].error and "cancelled" in closed[0].error
+
+
+def test_a_child_on_a_real_wire_forwards_its_tool_input_and_every_field_reads_as_replace_gives():
+    # The Anthropic stream's TOOL_INPUT keeps the fields it leaves at their defaults
+    # out of its own dict (they are read from the class): the forwarded copy must
+    # read the same, with only agent and via replaced.
+    from nacelle.backends import anthropic
+    from nacelle.testing.server import FakeServer, Reply
+    from nacelle.testing.wire import anthropic_stream
+
+    with FakeServer() as server:
+        server.queue("/v1/messages",
+                     Reply(chunks=anthropic_stream(["Looking."], tool_calls=[
+                         ("toolu_c1", "fetch", '{"key": "k"}')])),
+                     Reply(chunks=anthropic_stream(["k is 7."])))
+        child = Agent(anthropic.Backend(api_key="sk-test", base_url=server.url,
+                                        max_retries=0), "sys", tools=[fetch])
+        helper = subagent_tool(child, approve=lambda *a: True, forward=True)
+        script = ScriptedBackend([assistant(ToolCall("p1", "subagent", '{"task": "t"}')),
+                                  assistant(Text("done"))])
+        events = list(Agent(script, "sys", tools=[helper]).stream([user_text("go")]))
+    forwarded = [e for e in events if e.via]
+    kinds = [e.kind for e in forwarded]
+    assert nacelle.Kind.TOOL_INPUT in kinds and nacelle.Kind.TOOL_RESULT in kinds
+    for event in forwarded:
+        assert (event.agent, event.via) == (("subagent",), "p1")
+        fields = {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
+        assert dataclasses.replace(event) == nacelle.Event(**fields)
+    inputs = [e for e in forwarded if e.kind is nacelle.Kind.TOOL_INPUT]
+    assert "".join(e.text for e in inputs) == '{"key": "k"}'
+    assert inputs[-1].tool.input == '{"key": "k"}' and inputs[-1].tool.id == "toolu_c1"
+    assert events[-1].messages[2].parts[0].result == "k is 7."
