@@ -94,8 +94,6 @@ from .events import Event, Kind, Stop, Usage
 from .hooks import Hook, HookPoint, normalize_hooks
 from .loop import RunSettings, run
 from .messages import Document, Image, Message, Role, ToolCall
-from .observe import Observer, Observers
-from .observe import checked as checked_observers
 from .output import FINAL_ANSWER, Output, check_options, make_output
 from .tools import ToolLike, Toolset, expand_tools, is_toolset, tools_by_name
 
@@ -133,9 +131,12 @@ if not TYPE_CHECKING:
     # nacelle.tool_search: loaded when an Agent is given a ToolSearch or holds a
     # deferred tool.
     _searches = _ModuleAtFirstUse("nacelle.tool_search")
+    # nacelle.observe: loaded when an Agent is given observers or its logger logs DEBUG.
+    _observe = _ModuleAtFirstUse("nacelle.observe")
 if TYPE_CHECKING:
     import logging
 
+    from . import observe as _observe
     from . import checkpoint as _checkpoint
     from . import compaction as _compaction
     from . import tool_search as _searches
@@ -285,7 +286,7 @@ class _Options(TypedDict, total=False):
     model_settings: Optional[ModelSettings]
     cache: Optional[Cache]
     tool_search: Optional[_searches.ToolSearch]
-    observers: Sequence[Observer]
+    observers: Sequence[_observe.Observer]
     logger: Optional[logging.Logger]
     skills: Any
 
@@ -333,7 +334,7 @@ class Agent(Generic[OutputT]):
         model_settings: Optional[ModelSettings] = None,
         cache: Optional[Cache] = None,
         tool_search: Optional[_searches.ToolSearch] = None,
-        observers: Sequence[Observer] = (),
+        observers: Sequence[_observe.Observer] = (),
         logger: Optional[logging.Logger] = None,
         skills: Any = None,
     ) -> None:
@@ -408,7 +409,8 @@ class Agent(Generic[OutputT]):
         self.model_settings = model_settings if model_settings is not None else ModelSettings()
         self.cache = cache
         self.tool_search = _tool_search(tool_search, held)
-        self.observers = checked_observers(observers)
+        self.observers = (  # an Agent given no observers does not load the observe module
+            () if isinstance(observers, tuple) and not observers else _observe.checked(observers))
         self.logger = logger if logger is not None else get_logger(__name__)
         self.skills = skills
         self._check_capabilities()
@@ -832,15 +834,24 @@ def _by_path(checkpoint: _checkpoint.Checkpoint, decisions: Mapping[str, Any]) -
     return resolved
 
 
-def _observers(observers: Sequence[Observer], parent: Optional[ToolContext]) -> Optional[Observers]:
+_observe_log = get_logger("nacelle.observe")  # whose DEBUG level observes every request
+_DEBUG = 10  # logging.DEBUG, without importing logging to name it
+
+
+def _observers(observers: Sequence[_observe.Observer], parent: Optional[ToolContext],
+               ) -> Optional[_observe.Observers]:
     """A run's observers: its own, and for a sub-agent's run also those of the run
     whose call started it (under a run id of its own), so one trace and one
-    recording hold the whole tree."""
+    recording hold the whole tree. None, as ``Observers.make`` says, for a run with
+    none and no DEBUG logging of ``nacelle.observe``: such a run does not load the
+    observe module."""
     above = getattr(parent, "observer", None) if parent is not None else None
-    if isinstance(above, Observers):
-        return Observers.make(tuple(above.observers) + tuple(
+    if not observers and above is None and not _observe_log.isEnabledFor(_DEBUG):
+        return None
+    if isinstance(above, _observe.Observers):
+        return _observe.Observers.make(tuple(above.observers) + tuple(
             o for o in observers if o not in above.observers))
-    return Observers.make(observers)
+    return _observe.Observers.make(observers)
 
 
 def _parent_data(parent: ToolContext) -> Dict[str, Any]:

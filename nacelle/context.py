@@ -394,3 +394,20 @@ class Budget:
                                       not math.isfinite(value) or value <= 0):
                 raise ValueError(f"Budget.{name} must be a positive finite number, "
                                  f"got {value!r}")
+
+
+_spans = iter(range(1, 2**63))
+_spans_lock = threading.Lock()
+
+
+def new_span() -> int:
+    """A fresh id pairing a start observation with its end (unique in the process).
+
+    ``nacelle.observe.new_span`` (its name there): it lives here, with
+    :meth:`RunContext.observe`, because every model request and observed tool call
+    takes one, and a run without observers need not load the observe module."""
+    with _spans_lock:
+        return next(_spans)
+
+
+new_span.__module__ = "nacelle.observe"

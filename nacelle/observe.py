@@ -106,6 +106,7 @@ from . import bounded_json
 from .errors import ConfigError, NacelleError
 from .events import Event, Kind, Usage
 from .messages import _PART_TYPES, Document, Image, Message, Text, _part_to_json, decoded_size
+from .context import new_span as new_span  # lives there: every request takes a span
 
 __all__ = ["KINDS", "Observation", "Observer", "Observers", "Recorder", "checked", "load",
            "media_summary", "new_span"]
@@ -136,16 +137,6 @@ class Observation:
 Observer = Callable[[Observation], Any]
 
 _COUNTED = frozenset({"request.start", "request.end", "request.retry", "fallback"})
-
-_spans = iter(range(1, 2**63))
-_spans_lock = threading.Lock()
-
-
-def new_span() -> int:
-    """A fresh id pairing a start observation with its end (unique in the process)."""
-    with _spans_lock:
-        return next(_spans)
-
 
 class Observers:
     """One run's observers behind one call, ``observers(kind, data)``: the callable a

@@ -27,12 +27,11 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 
 from ._loggers import get_logger
 from ._pause import PAUSE, NestedPause
-from .context import Budget, ToolContext
+from .context import Budget, ToolContext, new_span
 from .errors import Cancelled
 from .events import Event, Kind, ToolEvent, Usage
 from .hooks import HookEvent, HookPoint, cut_inject, normalize_hooks, run_after, run_before
 from .messages import Part, Text, ToolCall, ToolMedia, ToolResult, well_formed
-from .observe import new_span
 from .tools import parse_input, tool_output
 
 if TYPE_CHECKING:

@@ -71,14 +71,18 @@ def test_the_nacelle_logger_has_a_null_handler():
 # nacelle's own feature modules that a plain Agent run does not use (checkpoints,
 # compaction, tool search, Retry, Fallback, partial JSON, sub-agents, the token
 # estimate) are exported by name and imported at the first access to one (the
-# package's ``__getattr__``); a run loads the checkpoint module when it pauses.
+# package's ``__getattr__``); a run loads the checkpoint module when it pauses, the
+# observe module when it has observers (or logs them at DEBUG).
 DEFERRED = {"base64", "configparser", "datetime", "decimal", "hashlib", "hmac", "html",
             "logging", "pathlib", "random", "secrets", "urllib.parse", "uuid", "zlib",
-            "nacelle.checkpoint", "nacelle.compaction", "nacelle.fallback", "nacelle.partial", "nacelle.retry",
-            "nacelle.subagent", "nacelle.token_estimate", "nacelle.tool_search", "nacelle.backends.anthropic.clouds"}
+            "nacelle.checkpoint", "nacelle.compaction", "nacelle.fallback",
+            "nacelle.observe", "nacelle.partial", "nacelle.retry", "nacelle.subagent",
+            "nacelle.token_estimate", "nacelle.tool_search",
+            "nacelle.backends.anthropic.clouds"}
 # Before 3.11 binascii.a2b_base64 has no strict mode: Bedrock's chunks are decoded with
 # base64.b64decode(validate=True) there.
-BEDROCK = {"nacelle.backends.anthropic.clouds"} | ({"base64"} if sys.version_info < (3, 11) else set())
+BEDROCK = ({"nacelle.backends.anthropic.clouds"}
+           | ({"base64"} if sys.version_info < (3, 11) else set()))
 IMPORTS = {
     "import nacelle": set(),
     "from nacelle import Agent": set(),
@@ -173,7 +177,7 @@ result = nacelle.Agent(ScriptedBackend(turns), "Be brief.", tools=[add]).run(
     [nacelle.user_text("2+3?")])
 assert result.text == "Five.", result.text
 print(sorted(m for m in sys.modules if m in %r))
-""" % (sorted(set(LAZY.values())),)
+""" % (sorted(set(LAZY.values()) | {"nacelle.observe"}),)
     out = subprocess.run([sys.executable, "-c", code], cwd=str(ROOT), capture_output=True,
                          text=True)
     assert out.returncode == 0, out.stderr

@@ -53,11 +53,10 @@ from typing import (
 
 from .._loggers import get_logger
 from ..backend import Request, TurnEnd
-from ..context import RunContext
+from ..context import RunContext, new_span
 from ..errors import Cancelled, ConfigError, NacelleError, StreamError
 from ..events import Event, Kind, Usage, _wire_count
 from ..messages import _SURROGATES
-from ..observe import new_span
 from ..sse import SSEEvent
 from .._net.headers import checked, checked_settings
 from .._net.secrets import scrub
