@@ -1,6 +1,7 @@
 """Row 4: import cost, each statement in a fresh interpreter.
 
-The statements (``import nacelle``, ``from nacelle.backends import anthropic``, the
+The statements (``import nacelle``, ``from nacelle import Agent`` (a figure only),
+``from nacelle.backends import anthropic``, the
 same for ``chat``, ``openrouter``, ``openai`` (Responses), ``gemini`` and
 ``anthropic.clouds`` (Bedrock and Vertex), ``import requests``, ``import anthropic``,
 ``import openai``) and a bare start
@@ -32,6 +33,9 @@ STATEMENTS = {
     "bare start": "pass",
     "import requests": "import requests",
     "import nacelle": "import nacelle",
+    # A figure, not a row: what a program that names only the Agent pays (the package
+    # loads its core either way; features are imported at their first use).
+    "from nacelle import Agent": "from nacelle import Agent",
     "nacelle + backend": "from nacelle.backends import anthropic",
     "nacelle + chat backend": "import nacelle.backends.chat",
     "nacelle + openrouter backend": "import nacelle.backends.openrouter",
