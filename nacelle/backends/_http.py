@@ -120,6 +120,8 @@ log = get_logger(__name__)
 
 _ERROR_BODY_LIMIT = 64 * 1024
 _READ_SIZE = 64 * 1024
+#: A request body in pieces (``Body``) no longer than this is joined and sent at once.
+_JOIN_BODY = 64 * 1024
 #: After the final event, at most this much of the body is read to free the connection
 #: for the next request, and for at most this long; past either it is closed instead.
 DRAIN_BYTES = 64 * 1024
@@ -294,6 +296,10 @@ class Transport:
         # are, a Body piece by piece after its Content-Length.
         data: Union[bytes, Body] = body if isinstance(body, (bytes, Body)) else json.dumps(
             body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        if isinstance(data, Body) and len(data) <= _JOIN_BODY:
+            # http.client sends each piece with a system call of its own; a short body
+            # costs less copied once than sent in pieces (a long one the other way).
+            data = bytes(data)
         headers = {"Content-Type": "application/json", **self.request_headers(), **extra}
         where = _where(url)
         retries = 0
@@ -492,14 +498,14 @@ def sse_batches(
     cutoff = Cutoff(lambda: sock)
     unregister = ctx.on_cancel(lambda: cutoff.cut("cancelled"))
     read = _reader(response)
-    if sock is not None and sock.fileno() != -1 and _too_short(sock, ctx, read_timeout,
-                                                               stall_timeout):
-        # The cutoff armed around each read is the limit that counts; the socket's own
-        # timeout only backs it up, so it is set (at most) once, never per read: it is
-        # a system call that lets go of the interpreter lock, a thread switch per read
-        # when many streams share the process. The request already set it to its read
-        # timeout, which no later limit exceeds.
-        sock.settimeout(max(read_timeout, 0.001))
+    if sock is not None and sock.fileno() != -1:
+        # The cutoff armed around each read is the limit on it, so the socket is made
+        # blocking, once, for the body: a socket with a timeout polls before every
+        # recv (CPython's sock_call), a second system call per read that lets go of
+        # the interpreter lock — a thread switch per read when many streams share the
+        # process. A pooled connection gets its timeout back with its next request
+        # (urllib3 sets it as it sends), and that request's own cutoffs bound it.
+        sock.settimeout(None)
     progress = time.monotonic()
     try:
         while True:
@@ -646,18 +652,6 @@ def _drain(read: Callable[[int], bytes], sock: Optional[socket.socket], cutoff: 
             return not ctx.cancelled.is_set()
         drained += len(data)
     return False
-
-
-def _too_short(sock: socket.socket, ctx: RunContext, read_timeout: float,
-               stall_timeout: float) -> bool:
-    """True when the socket's timeout would end a read before the stream's first
-    limit (the cutoff's) does: a timeout error would then name the wrong limit."""
-    now = sock.gettimeout()
-    if now is None:
-        return False  # blocking: the cutoff alone ends a read
-    first = min(read_timeout, stall_timeout)
-    left = ctx.remaining()
-    return now < (first if left is None else min(first, left))
 
 
 def _release(response: requests.Response) -> None:

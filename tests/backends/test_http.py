@@ -1062,3 +1062,57 @@ def test_the_environment_is_read_once_per_session_not_per_request(server, monkey
         monkeypatch.setenv("HTTP_PROXY", proxy.url)  # too late for this session
         transport.post_json(PATH, {}, RunContext())
     assert proxy.requests == [] and len(server.requests) == 2
+
+
+def test_a_stream_is_read_on_a_blocking_socket_and_still_cut_at_the_read_timeout(server):
+    # A socket with a timeout polls before every recv: a second system call per read,
+    # each letting go of the interpreter lock. The cutoff armed around each read is
+    # the limit instead.
+    from nacelle._net.sockets import socket_of
+
+    server.queue(PATH, Reply(chunks=[b"data: a\n\n", (b"data: b\n\n", 5)]))
+    transport = make(server, timeout=0.3, max_retries=0)
+    ctx = RunContext()
+    response = transport.post_stream(PATH, {}, ctx)
+    sock = socket_of(response)
+    assert sock is not None and sock.gettimeout() is not None  # the request's own
+    events = transport.events(response, ctx)
+    assert next(events).data == "a"
+    assert sock.gettimeout() is None
+    started = time.monotonic()
+    with pytest.raises(TransportError, match=r"no data from 127\.0\.0\.1:\d+ for 0\.3s"):
+        next(events)
+    assert time.monotonic() - started < 2.0
+
+
+def test_a_connection_reused_after_a_blocking_stream_has_its_timeout_again(server):
+    server.queue(PATH, Reply(chunks=[b"data: a\n\n"]),
+                 Reply(chunks=[(b"x", 5)], drop_after=0))
+    transport = make(server, timeout=0.3, max_retries=0)
+    assert [e.data for e in stream(transport)] == ["a"]
+    started = time.monotonic()
+    with pytest.raises(TransportError, match=r"no response from 127\.0\.0\.1:\d+ within 0\.3s"):
+        transport.post_stream(PATH, {}, RunContext())
+    assert time.monotonic() - started < 2.0
+    assert server.connections == 1
+
+
+def test_a_short_body_in_pieces_is_sent_joined_and_a_long_one_in_its_pieces(server):
+    # http.client sends each piece of an iterable body with a system call of its own.
+    sent = []
+    transport = make(server)
+    session = transport.session
+    post = session.post
+
+    def spy(url, data=None, **kwargs):
+        sent.append(type(data).__name__)
+        return post(url, data=data, **kwargs)
+
+    session.post = spy
+    short = Body([b'{"a":', b'"b"}'])
+    long = Body([b'{"a":"', b"x" * (_http._JOIN_BODY + 1), b'"}'])
+    server.queue("/count", Reply.json({"ok": 1}), Reply.json({"ok": 2}))
+    assert transport.post_json("/count", short, RunContext()) == {"ok": 1}
+    assert transport.post_json("/count", long, RunContext()) == {"ok": 2}
+    assert sent == ["bytes", "Body"]
+    assert [r.body for r in server.requests] == [bytes(short), bytes(long)]
