@@ -493,3 +493,22 @@ def test_a_responses_agent_run_sends_each_turn_byte_for_byte_what_to_wire_builds
         assert body == reference(
             Wire("r", lambda r, m: responses_wire.to_wire(r, m, model=backend.model), None),
             request, conversation)
+
+
+@pytest.mark.parametrize("wire", WIRES, ids=repr)
+def test_a_long_conversation_keeps_one_collected_object_per_message_in_the_cache(wire):
+    # Each live message's entry is one object the collector tracks (a weak reference
+    # carrying the id and the encoded value), not a tuple, a closure and its cells:
+    # a 10,000-message conversation's first turn made enough of those to start a
+    # full collection of the whole heap within the turn.
+    cache = WireCache()
+    conversation = tuple(user_text(f"message {n}") if n % 2 == 0 else assistant_text("ok")
+                         for n in range(2001))
+    check(wire, request(), conversation[:1], cache)  # the wire's modules and frame made
+    gc.collect()
+    before = len(gc.get_objects())
+    check(wire, request(), conversation, cache)
+    gc.collect()  # a value whose items are all untracked is untracked here
+    kept = len(gc.get_objects()) - before
+    assert len(conversation) <= kept <= len(conversation) + 200, kept
+    assert all(len(table) <= len(conversation) for table in cache._tables.values())
