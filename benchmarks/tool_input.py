@@ -172,9 +172,15 @@ def overhead_rows(server: ServerProcess, runs: int) -> List[Row]:
     read = _per_delta("nacelle-arguments-read", arguments, runs)
     ignored = _per_delta("nacelle-arguments-ignored", arguments, runs)
     text = _per_delta("nacelle-anthropic", server.url("anthropic", "text", DELTAS), runs)
+    # The floor (requests, split, json.loads) on both bodies: 12b compares nacelle on
+    # two bodies, so whether one is dearer to read for anyone is shown beside it.
+    floor_arguments = _per_delta("floor-anthropic", arguments, runs, expected=None)
+    floor_text = _per_delta("floor-anthropic", server.url("anthropic", "text", DELTAS), runs,
+                            expected=None)
     figures = []
     for name, result in (("TOOL_INPUT read", read), ("TOOL_INPUT ignored", ignored),
-                         ("text deltas", text)):
+                         ("text deltas", text), ("floor, argument body", floor_arguments),
+                         ("floor, text body", floor_text)):
         stat = result.get("cpu_us")
         figures.append(f"{name}: {stat.show(' µs', 2)} CPU per delta" if stat else
                        f"{name}: {result.get('missing') or result.get('error')}")
