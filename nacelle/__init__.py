@@ -48,12 +48,6 @@ from .events import Kind as Kind
 from .events import Stop as Stop
 from .events import ToolEvent as ToolEvent
 from .events import Usage as Usage
-from .hooks import MAX_INJECT as MAX_INJECT
-from .hooks import HookEvent as HookEvent
-from .hooks import HookPoint as HookPoint
-from .hooks import HookResult as HookResult
-from .hooks import detached as detached
-from .hooks import with_timeout as with_timeout
 from .toolcalls import ToolSink as ToolSink
 from .toolcalls import run_tool as run_tool
 from .messages import Document as Document
@@ -85,6 +79,12 @@ if TYPE_CHECKING:
     from .checkpoint import Checkpoint as Checkpoint
     from .compaction import Compaction as Compaction
     from .fallback import Fallback as Fallback
+    from .hooks import MAX_INJECT as MAX_INJECT
+    from .hooks import HookEvent as HookEvent
+    from .hooks import HookPoint as HookPoint
+    from .hooks import HookResult as HookResult
+    from .hooks import detached as detached
+    from .hooks import with_timeout as with_timeout
     from .partial import PartialJSON as PartialJSON
     from .partial import partial_json as partial_json
     from .retry import Retry as Retry
@@ -97,6 +97,12 @@ _LAZY = {
     "Checkpoint": "checkpoint",
     "Compaction": "compaction",
     "Fallback": "fallback",
+    "HookEvent": "hooks",
+    "HookPoint": "hooks",
+    "HookResult": "hooks",
+    "MAX_INJECT": "hooks",
+    "detached": "hooks",
+    "with_timeout": "hooks",
     "PartialJSON": "partial",
     "partial_json": "partial",
     "Retry": "retry",

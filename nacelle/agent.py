@@ -91,7 +91,6 @@ from . import native
 from .context import Budget, RunContext, ToolContext
 from .errors import Cancelled, CheckpointError, ConfigError, StreamError, Unsupported
 from .events import Event, Kind, Stop, Usage
-from .hooks import Hook, HookPoint, normalize_hooks
 from .loop import RunSettings, run
 from .messages import Document, Image, Message, Role, ToolCall
 from .output import FINAL_ANSWER, Output, check_options, make_output
@@ -133,12 +132,15 @@ if not TYPE_CHECKING:
     _searches = _ModuleAtFirstUse("nacelle.tool_search")
     # nacelle.observe: loaded when an Agent is given observers or its logger logs DEBUG.
     _observe = _ModuleAtFirstUse("nacelle.observe")
+    # nacelle.hooks: loaded when an Agent is given hooks.
+    _hooks = _ModuleAtFirstUse("nacelle.hooks")
 if TYPE_CHECKING:
     import logging
 
-    from . import observe as _observe
     from . import checkpoint as _checkpoint
     from . import compaction as _compaction
+    from . import hooks as _hooks
+    from . import observe as _observe
     from . import tool_search as _searches
 
     import typing_extensions
@@ -272,7 +274,7 @@ class _Options(TypedDict, total=False):
     tools: Union[Iterable[ToolLike], Toolset]
     mcp: Iterable[MCPServer]
     approve: Optional[Approve]
-    hooks: Optional[Mapping[HookPoint, Union[Hook, Sequence[Hook]]]]
+    hooks: Optional[Mapping[_hooks.HookPoint, Union[_hooks.Hook, Sequence[_hooks.Hook]]]]
     max_parallel_tools: int
     tool_timeout: Optional[float]
     max_result_chars: int
@@ -319,7 +321,8 @@ class Agent(Generic[OutputT]):
         tools: Union[Iterable[ToolLike], Toolset] = (),
         mcp: Iterable[MCPServer] = (),
         approve: Optional[Approve] = None,
-        hooks: Optional[Mapping[HookPoint, Union[Hook, Sequence[Hook]]]] = None,
+        hooks: Optional[Mapping[_hooks.HookPoint,
+                                Union[_hooks.Hook, Sequence[_hooks.Hook]]]] = None,
         max_parallel_tools: int = 8,
         tool_timeout: Optional[float] = None,
         max_result_chars: int = 100_000,
@@ -397,7 +400,8 @@ class Agent(Generic[OutputT]):
         self.tools = held
         self.mcp = mcp
         self.approve = approve
-        self.hooks = normalize_hooks(hooks) or None
+        # An Agent without hooks does not load the hooks module.
+        self.hooks = (_hooks.normalize_hooks(hooks) or None) if hooks is not None else None
         self.max_parallel_tools = max_parallel_tools
         self.tool_timeout = tool_timeout
         self.max_result_chars = max_result_chars

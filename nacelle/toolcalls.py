@@ -30,7 +30,6 @@ from ._pause import PAUSE, NestedPause
 from .context import Budget, ToolContext, new_span
 from .errors import Cancelled
 from .events import Event, Kind, ToolEvent, Usage
-from .hooks import HookEvent, HookPoint, cut_inject, normalize_hooks, run_after, run_before
 from .messages import Part, Text, ToolCall, ToolMedia, ToolResult, well_formed
 from .tools import parse_input, tool_output
 
@@ -82,9 +81,15 @@ class ToolSink:
             raise TypeError(f"approve must be callable, got {type(approve).__name__}")
         self.approve = approve
         self.max_result_chars = max_result_chars  # the run's cap (0: none); see run_tool
-        self.hooks = normalize_hooks(hooks)
-        self.before = self.hooks.get(HookPoint.BEFORE_TOOL_CALL, ())
-        self.after = self.hooks.get(HookPoint.AFTER_TOOL_CALL, ())
+        self.hooks: Dict[Any, Tuple[Callable[..., Any], ...]] = {}
+        self.before: Tuple[Callable[..., Any], ...] = ()
+        self.after: Tuple[Callable[..., Any], ...] = ()
+        if hooks is not None:  # the hooks module is loaded for a run that has hooks
+            from .hooks import HookPoint, normalize_hooks
+
+            self.hooks = dict(normalize_hooks(hooks))
+            self.before = self.hooks.get(HookPoint.BEFORE_TOOL_CALL, ())
+            self.after = self.hooks.get(HookPoint.AFTER_TOOL_CALL, ())
         self._denied = _denied if _denied is not None else _DeniedNames()
         if _policy_only:
             # The run's own sink only hands its policy to each round's (for_round):
@@ -112,7 +117,7 @@ class ToolSink:
     def for_round(self) -> "ToolSink":
         """A sink for the next round of calls: the same policy and the same memory of
         denied tool names, with results of its own."""
-        return ToolSink(self.approve, self.hooks, max_result_chars=self.max_result_chars,
+        return ToolSink(self.approve, self.hooks or None, max_result_chars=self.max_result_chars,
                         _denied=self._denied)
 
     def __repr__(self) -> str:
@@ -356,7 +361,9 @@ def _run_tool(tool: Any, call: ToolCall, index: int, sink: ToolSink, ctx: ToolCo
         kind = "hook_denied" if denied else kind
     if error is not None:
         content = ()  # a failed call's model reads the failure, not what came before it
-    if injects:
+    if injects:  # only a hook injects: the hooks module is loaded
+        from .hooks import cut_inject
+
         if content:
             content += (Text(cut_inject("\n".join(injects))),)
             result = _joined(content)
@@ -444,6 +451,8 @@ def _ask_before(sink: ToolSink, call: ToolCall, injects: List[str]) -> Optional[
     """Run the before-hooks: a deny (remembered for ``HookEvent.retry``) or None."""
     if not sink.before:
         return None
+    from .hooks import HookEvent, HookPoint, run_before  # loaded with the run's hooks
+
     deny, inject = run_before(sink.before, HookEvent(
         HookPoint.BEFORE_TOOL_CALL, call.name, call.input, retry=sink.was_denied(call.name)))
     if deny:
@@ -492,6 +501,8 @@ def _ask_after(sink: ToolSink, call: ToolCall, result: str, error: Optional[str]
     """Run the after-hooks: the result and error the model reads, and whether one denied."""
     if not sink.after:
         return result, error, False
+    from .hooks import HookEvent, HookPoint, run_after  # loaded with the run's hooks
+
     deny, inject = run_after(sink.after, HookEvent(
         HookPoint.AFTER_TOOL_CALL, call.name, call.input, result=result, error=error,
         retry=sink.was_denied(call.name)))
@@ -503,6 +514,8 @@ def _ask_after(sink: ToolSink, call: ToolCall, result: str, error: Optional[str]
 
 
 def _with_injects(result: str, error: Optional[str], injects: List[str]) -> Tuple[str, Optional[str]]:
+    from .hooks import cut_inject
+
     extra = cut_inject("\n".join(injects))
     if error is not None:
         return result, f"{error}\n\n{extra}"

@@ -69,13 +69,13 @@ def test_the_nacelle_logger_has_a_null_handler():
 # loggers import logging at their first use (nacelle/_loggers.py), and pathlib comes
 # with the settings, files and tools that read paths.
 # nacelle's own feature modules that a plain Agent run does not use (checkpoints,
-# compaction, tool search, Retry, Fallback, partial JSON, sub-agents, the token
+# compaction, hooks, tool search, Retry, Fallback, partial JSON, sub-agents, the token
 # estimate) are exported by name and imported at the first access to one (the
 # package's ``__getattr__``); a run loads the checkpoint module when it pauses, the
 # observe module when it has observers (or logs them at DEBUG).
 DEFERRED = {"base64", "configparser", "datetime", "decimal", "hashlib", "hmac", "html",
             "logging", "pathlib", "random", "secrets", "urllib.parse", "uuid", "zlib",
-            "nacelle.checkpoint", "nacelle.compaction", "nacelle.fallback",
+            "nacelle.checkpoint", "nacelle.compaction", "nacelle.fallback", "nacelle.hooks",
             "nacelle.observe", "nacelle.partial", "nacelle.retry", "nacelle.subagent",
             "nacelle.token_estimate", "nacelle.tool_search",
             "nacelle.backends.anthropic.clouds"}
@@ -106,7 +106,9 @@ def test_importing_the_core_or_a_backend_leaves_feature_only_modules_unloaded(st
     assert out.stdout.strip() == repr(sorted(IMPORTS[statement]))
 
 
-LAZY = {"Checkpoint": "nacelle.checkpoint", "Compaction": "nacelle.compaction", "Fallback": "nacelle.fallback",
+LAZY = {"Checkpoint": "nacelle.checkpoint", "Compaction": "nacelle.compaction",
+        "HookEvent": "nacelle.hooks", "HookPoint": "nacelle.hooks", "HookResult": "nacelle.hooks",
+        "MAX_INJECT": "nacelle.hooks", "detached": "nacelle.hooks", "with_timeout": "nacelle.hooks", "Fallback": "nacelle.fallback",
         "PartialJSON": "nacelle.partial", "partial_json": "nacelle.partial",
         "Retry": "nacelle.retry", "RetryOptions": "nacelle.retry",
         "subagent_tool": "nacelle.subagent", "estimate_tokens": "nacelle.token_estimate",
