@@ -75,6 +75,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import threading
 from dataclasses import dataclass
 from typing import (
@@ -87,7 +88,6 @@ from .backend import (
     DEFAULT_MAX_TOKENS, Backend, Cache, CallProfile, Effort, MCPServer, ModelSettings, Request,
     Thinking, refused_settings,
 )
-from . import native
 from .context import Budget, RunContext, ToolContext
 from .errors import Cancelled, CheckpointError, ConfigError, StreamError, Unsupported
 from .events import Event, Kind, Stop, Usage
@@ -388,8 +388,13 @@ class Agent(Generic[OutputT]):
         held: Tuple[ToolLike, ...] = (
             (cast(Toolset, tools),) if is_toolset(tools) else tuple(cast(Iterable[ToolLike], tools)))
         system, held = _with_skills(system, held, skills)
-        held = native.resolve(held, getattr(backend.capabilities, "native_tools", frozenset()),
-                              backend.name)
+        # A NativeTool is an instance of nacelle.native's class, so none is held while
+        # that module is unloaded; a plain Agent's tools are not looked at again.
+        if "nacelle.native" in sys.modules:
+            from . import native
+
+            held = native.resolve(held, getattr(backend.capabilities, "native_tools",
+                                                frozenset()), backend.name)
         tools_by_name(expand_tools(held))
         mcp = tuple(mcp)
         self.backend = backend

@@ -76,24 +76,27 @@ def test_the_nacelle_logger_has_a_null_handler():
 DEFERRED = {"base64", "configparser", "datetime", "decimal", "hashlib", "hmac", "html",
             "logging", "pathlib", "random", "secrets", "urllib.parse", "uuid", "zlib",
             "nacelle.checkpoint", "nacelle.compaction", "nacelle.fallback", "nacelle.hooks",
-            "nacelle.observe", "nacelle.partial", "nacelle.retry", "nacelle.subagent",
-            "nacelle.token_estimate", "nacelle.tool_search",
+            "nacelle.native", "nacelle.observe", "nacelle.partial", "nacelle.retry",
+            "nacelle.subagent", "nacelle.token_estimate", "nacelle.tool_search",
             "nacelle.backends.anthropic.clouds"}
+# The wires that send provider-run tools tell them apart with native.is_native; the
+# Agent looks for NativeTools only once that module is loaded.
+NATIVE = {"nacelle.native"}
 # Before 3.11 binascii.a2b_base64 has no strict mode: Bedrock's chunks are decoded with
 # base64.b64decode(validate=True) there.
-BEDROCK = ({"nacelle.backends.anthropic.clouds"}
+BEDROCK = ({"nacelle.backends.anthropic.clouds"} | NATIVE
            | ({"base64"} if sys.version_info < (3, 11) else set()))
 IMPORTS = {
     "import nacelle": set(),
     "from nacelle import Agent": set(),
     # The anthropic backend re-exports bedrock and vertex, loading their module (and the
     # AWS, Google and event-stream ones) at the first use of either name.
-    "from nacelle.backends import anthropic": set(),
+    "from nacelle.backends import anthropic": NATIVE,
     "import nacelle.backends.anthropic.clouds": BEDROCK,
     "import nacelle.backends.chat": set(),
-    "import nacelle.backends.openai": set(),
+    "import nacelle.backends.openai": NATIVE,
     "import nacelle.backends.openrouter": set(),
-    "import nacelle.backends.gemini": set(),
+    "import nacelle.backends.gemini": NATIVE,
 }
 
 
@@ -179,7 +182,7 @@ result = nacelle.Agent(ScriptedBackend(turns), "Be brief.", tools=[add]).run(
     [nacelle.user_text("2+3?")])
 assert result.text == "Five.", result.text
 print(sorted(m for m in sys.modules if m in %r))
-""" % (sorted(set(LAZY.values()) | {"nacelle.observe"}),)
+""" % (sorted(set(LAZY.values()) | {"nacelle.native", "nacelle.observe"}),)
     out = subprocess.run([sys.executable, "-c", code], cwd=str(ROOT), capture_output=True,
                          text=True)
     assert out.returncode == 0, out.stderr
