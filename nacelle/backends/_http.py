@@ -679,11 +679,42 @@ def _is_timeout(exc: BaseException) -> bool:
 
 
 def _reader(response: requests.Response) -> Callable[[int], bytes]:
+    """What reads the body: ``read(size)`` returns what has arrived (b"" at its end).
+
+    A body with no content coding is read from ``http.client``'s response under
+    urllib3's, as urllib3 would read it, without urllib3's layers per read (a context
+    manager, its decoder and its counters: about ten calls and two objects the
+    collector tracks, for every read of every stream). What those layers check is
+    checked here: a Content-Length body that ends short is ``_short``, and the errors
+    http.client raises are the ones ``sse_batches`` sorts out. A coded body (a server
+    that ignored ``Accept-Encoding: identity``) is left to urllib3, which decodes it.
+    """
     raw = response.raw
     read1 = getattr(raw, "read1", None)
+    original = getattr(raw, "_original_response", None)
     if read1 is not None:  # urllib3 2.x
-        return lambda size: bytes(read1(size, decode_content=True))
+        coding = str(raw.headers.get("content-encoding", "")).strip().lower()
+        if (coding not in ("", "identity") or original is None or raw._fp is not original
+                or getattr(raw, "_fp_bytes_read", None) != 0
+                or not callable(getattr(original, "read1", None))):
+            return lambda size: bytes(read1(size, decode_content=True))
+        return _direct(original)
     # urllib3 1.26 has no read1; http.client's, underneath, returns what has arrived
     # for chunked and close-delimited bodies alike.
     fallback: Callable[[int], bytes] = getattr(raw, "_fp").read1
     return fallback
+
+
+def _direct(original: Any) -> Callable[[int], bytes]:
+    """``original.read1``, closing the response once a Content-Length body is read to
+    its length: http.client's ``read1`` leaves it open (CPython issue 113199), and an
+    open response would keep its connection from serving the next request."""
+    read1 = original.read1
+
+    def read(size: int) -> bytes:
+        data: bytes = read1(size)
+        if original.length == 0 and not original.isclosed():
+            original.close()
+        return data
+
+    return read

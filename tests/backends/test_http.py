@@ -1116,3 +1116,22 @@ def test_a_short_body_in_pieces_is_sent_joined_and_a_long_one_in_its_pieces(serv
     assert transport.post_json("/count", long, RunContext()) == {"ok": 2}
     assert sent == ["bytes", "Body"]
     assert [r.body for r in server.requests] == [bytes(short), bytes(long)]
+
+
+def test_a_stream_gzipped_against_accept_encoding_identity_is_still_decoded(server):
+    # Such a body is left to urllib3's reader, which decodes it; an uncoded one is
+    # read from http.client's response directly.
+    import gzip
+
+    body = gzip.compress(b"data: gr\xc3\xbc\xc3\x9f\n\ndata: b\n\n")
+    server.queue(PATH, Reply(chunks=[body], mode="length",
+                             headers={"Content-Encoding": "gzip"}))
+    assert [e.data for e in stream(make(server))] == ["grüß", "b"]
+
+
+@pytest.mark.parametrize("mode", ["chunked", "length"])
+def test_streams_read_to_their_end_leave_their_connection_to_the_next(server, mode):
+    server.queue(PATH, *[Reply(chunks=[b"data: %d\n\n" % i], mode=mode) for i in range(3)])
+    transport = make(server)
+    assert [[e.data for e in stream(transport)] for _ in range(3)] == [["0"], ["1"], ["2"]]
+    assert server.connections == 1
