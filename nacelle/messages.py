@@ -45,7 +45,6 @@ from typing import (
 
 from .errors import ConfigError, ConversationError
 from .events import Stop
-from .sse import parse_json
 
 __all__ = [
     "Citation",
@@ -530,6 +529,8 @@ def _provider_block_ids(data: str) -> Optional[Tuple[str, str]]:
     their results ``tool_use_id``), and pairing is all trim needs to know."""
     if "tool_use" not in data and '"id"' not in data:
         return None
+    from .sse import parse_json  # a backend has loaded it; import nacelle need not
+
     try:
         block = parse_json(data)
     except ValueError:
@@ -672,6 +673,8 @@ def loads(text: Union[str, bytes]) -> List[Message]:
     Raises :class:`~nacelle.errors.ConversationError` (a ``ValueError``) naming the
     path of the first value it cannot read.
     """
+    from .sse import parse_json  # a backend has loaded it; import nacelle need not
+
     try:
         raw = parse_json(text)
     except ValueError as exc:

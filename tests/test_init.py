@@ -76,27 +76,30 @@ def test_the_nacelle_logger_has_a_null_handler():
 DEFERRED = {"base64", "configparser", "datetime", "decimal", "hashlib", "hmac", "html",
             "logging", "pathlib", "random", "secrets", "urllib.parse", "uuid", "zlib",
             "nacelle.checkpoint", "nacelle.compaction", "nacelle.fallback", "nacelle.hooks",
-            "nacelle.native", "nacelle.observe", "nacelle.partial", "nacelle.retry",
+            "nacelle.native", "nacelle.observe", "nacelle.sse", "nacelle.partial", "nacelle.retry",
             "nacelle.subagent", "nacelle.token_estimate", "nacelle.tool_search",
             "nacelle.backends.anthropic.clouds"}
 # The wires that send provider-run tools tell them apart with native.is_native; the
 # Agent looks for NativeTools only once that module is loaded.
 NATIVE = {"nacelle.native"}
+# Every backend reads a stream (nacelle.sse); the core reads JSON from outside with its
+# parse_json only in messages.loads and trim.
+SSE = {"nacelle.sse"}
 # Before 3.11 binascii.a2b_base64 has no strict mode: Bedrock's chunks are decoded with
 # base64.b64decode(validate=True) there.
-BEDROCK = ({"nacelle.backends.anthropic.clouds"} | NATIVE
+BEDROCK = ({"nacelle.backends.anthropic.clouds"} | NATIVE | SSE
            | ({"base64"} if sys.version_info < (3, 11) else set()))
 IMPORTS = {
     "import nacelle": set(),
     "from nacelle import Agent": set(),
     # The anthropic backend re-exports bedrock and vertex, loading their module (and the
     # AWS, Google and event-stream ones) at the first use of either name.
-    "from nacelle.backends import anthropic": NATIVE,
+    "from nacelle.backends import anthropic": NATIVE | SSE,
     "import nacelle.backends.anthropic.clouds": BEDROCK,
-    "import nacelle.backends.chat": set(),
-    "import nacelle.backends.openai": NATIVE,
-    "import nacelle.backends.openrouter": set(),
-    "import nacelle.backends.gemini": NATIVE,
+    "import nacelle.backends.chat": SSE,
+    "import nacelle.backends.openai": NATIVE | SSE,
+    "import nacelle.backends.openrouter": SSE,
+    "import nacelle.backends.gemini": NATIVE | SSE,
 }
 
 
