@@ -78,17 +78,16 @@ DEFERRED = {"base64", "configparser", "datetime", "decimal", "hashlib", "hmac", 
             "nacelle.checkpoint", "nacelle.compaction", "nacelle.fallback", "nacelle.hooks",
             "nacelle.native", "nacelle.observe", "nacelle.sse", "nacelle.partial", "nacelle.retry",
             "nacelle.subagent", "nacelle.token_estimate", "nacelle.tool_search",
-            "nacelle.backends.anthropic.clouds"}
+            "nacelle.backends.anthropic.clouds", "nacelle.backends.anthropic.bedrock_stream",
+            "nacelle.backends.anthropic.eventstream"}
 # The wires that send provider-run tools tell them apart with native.is_native; the
 # Agent looks for NativeTools only once that module is loaded.
 NATIVE = {"nacelle.native"}
 # Every backend reads a stream (nacelle.sse); the core reads JSON from outside with its
 # parse_json only in messages.loads and trim.
 SSE = {"nacelle.sse"}
-# Before 3.11 binascii.a2b_base64 has no strict mode: Bedrock's chunks are decoded with
-# base64.b64decode(validate=True) there.
-BEDROCK = ({"nacelle.backends.anthropic.clouds"} | NATIVE | SSE
-           | ({"base64"} if sys.version_info < (3, 11) else set()))
+# Bedrock's event-stream decoder is loaded with the first Bedrock backend.
+BEDROCK = {"nacelle.backends.anthropic.clouds"} | NATIVE | SSE
 IMPORTS = {
     "import nacelle": set(),
     "from nacelle import Agent": set(),

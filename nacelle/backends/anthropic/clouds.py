@@ -90,7 +90,8 @@ regional endpoints for the newer models), which ``pricing=`` can say.
 
 Outer ring: imports the standard library, nacelle's core, ``backends._turn``,
 ``backends._sampling``, ``backends._wire_cache``, and beside it ``wire``, ``stream``, ``claude``,
-``bedrock_stream``, ``aws`` and ``gcp``; never ``__init__``.
+``bedrock_stream`` (when a Bedrock backend is made), ``aws`` and ``gcp``; never
+``__init__``.
 
 A turn's body is the Anthropic wire's ``encode_body`` in the cloud's frame (``_shape``):
 each message's JSON encoded once a run, as the Anthropic backend does.
@@ -117,7 +118,6 @@ from .._wire_cache import WireCache
 from . import aws
 from .claude import beta_header, capabilities, has_output_format, is_ping, open_server_calls
 from .claude import settings_for
-from .bedrock_stream import BedrockAccumulator, BedrockEvents
 from .gcp import TokenSource, Tokens, project_from_environment
 from .stream import Accumulator, Pricing
 from .wire import betas, count_tokens_body, encode_body, to_wire
@@ -348,6 +348,10 @@ class BedrockBackend(_Cloud):
     def __init__(self, *, model: str, region: str, api_key: Optional[str],
                  profile: Optional[str], base_url: str, max_retries: int, timeout: float,
                  stall_timeout: float, pricing: Optional[Pricing]) -> None:
+        # The event-stream decoder is loaded with the first Bedrock backend, not with
+        # this module (which Vertex AI shares).
+        from .bedrock_stream import BedrockEvents
+
         self._auth = BedrockAuth(region, api_key, profile)
         endpoint = Endpoint(base_url, {}, max_retries=max_retries, timeout=timeout,
                             stall_timeout=stall_timeout, name=self.name,
@@ -381,6 +385,8 @@ class BedrockBackend(_Cloud):
         return body
 
     def _accumulator(self, scrub: Any, calls: Mapping[str, Tuple[str, str]]) -> Accumulator:
+        from .bedrock_stream import BedrockAccumulator  # loaded by __init__
+
         return BedrockAccumulator(pricing=self.pricing, calls=calls, scrub=scrub)
 
     def count_tokens(self, request: Request, ctx: RunContext) -> int:
