@@ -507,9 +507,11 @@ def sse_batches(
         # (urllib3 sets it as it sends), and that request's own cutoffs bound it.
         sock.settimeout(None)
     progress = time.monotonic()
+    is_set, deadline = ctx.cancelled.is_set, ctx.deadline  # a context's deadline is fixed
     try:
         while True:
-            ctx.check()
+            if is_set() or deadline is not None:
+                ctx.check()
             now = time.monotonic()
             stall_left = stall_timeout - (now - progress)
             if stall_left <= 0:
@@ -517,9 +519,10 @@ def sse_batches(
             limit, cause = read_timeout, "read"
             if stall_left < limit:
                 limit, cause = stall_left, "stall"
-            left = ctx.remaining()
-            if left is not None and left < limit:
-                limit, cause = left, "deadline"
+            if deadline is not None:
+                left = ctx.remaining()
+                if left is not None and left < limit:
+                    limit, cause = left, "deadline"
             try:
                 if sock is not None and sock.fileno() != -1:  # closed: the body is read
                     cutoff.arm(now + limit, cause)
