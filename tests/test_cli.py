@@ -754,12 +754,18 @@ def test_record_to_a_folder_that_does_not_exist_fails_before_the_run(server, tmp
     assert server.requests == []
 
 
-def test_report_writes_an_html_page_beside_the_recording(server, tmp_path):
+def recorded(server, tmp_path, text):
+    """A recording of a run whose model said ``text``, for the report command."""
     pytest.importorskip("nacelle.report")
-    server.queue("/v1/messages", Reply(chunks=anthropic_stream(["Hello from the run."])))
+    server.queue("/v1/messages", Reply(chunks=anthropic_stream([text])))
     run = tmp_path / "run.jsonl"
     assert nacelle("hi", "--record", str(run), "--root", str(tmp_path),
                    server=server).returncode == 0
+    return run
+
+
+def test_report_writes_an_html_page_beside_the_recording(server, tmp_path):
+    run = recorded(server, tmp_path, "Hello from the run.")
     out = nacelle("report", str(run))
     assert out.returncode == 0, out.stderr
     page = (tmp_path / "run.html").read_text(encoding="utf-8")
@@ -770,11 +776,7 @@ def test_report_writes_an_html_page_beside_the_recording(server, tmp_path):
 
 
 def test_report_prints_the_page_s_path_through_the_sanitiser(server, tmp_path):
-    pytest.importorskip("nacelle.report")
-    server.queue("/v1/messages", Reply(chunks=anthropic_stream(["Hi."])))
-    run = tmp_path / "run.jsonl"
-    assert nacelle("hi", "--record", str(run), "--root", str(tmp_path),
-                   server=server).returncode == 0
+    run = recorded(server, tmp_path, "Hi.")
     page = tmp_path / "x\x1b[2Jy.html"
     out = nacelle("report", str(run), "-o", str(page))
     assert out.returncode == 0, out.stderr
