@@ -1118,6 +1118,34 @@ def test_a_short_body_in_pieces_is_sent_joined_and_a_long_one_in_its_pieces(serv
     assert [r.body for r in server.requests] == [bytes(short), bytes(long)]
 
 
+def test_a_stream_reads_a_little_at_a_time_until_a_read_comes_back_full(server, monkeypatch):
+    # Each read makes a bytes of the size asked for, held while the thread waits in
+    # recv: a thousand streams waiting on 64 KiB each cost resident memory, so reads
+    # ask for 2 KiB, and for 64 KiB only while the body arrives faster than that.
+    reads = []
+    reader = _http._reader
+
+    def spy(response):
+        read = reader(response)
+
+        def recorded(size):
+            data = read(size)
+            reads.append((size, len(data)))
+            return data
+        return recorded
+
+    monkeypatch.setattr(_http, "_reader", spy)
+    big = "x" * (100 * 1024)
+    server.queue(PATH, Reply(chunks=[b"data: a\n\n", ("data: %s\n\n" % big).encode(),
+                                     (b"data: b\n\n", 0.05)]))
+    assert [e.data for e in stream(make(server))] == ["a", big, "b"]
+    assert reads[0][0] == _http._READ_SMALL == 2 * 1024
+    for (asked, got), (next_asked, _) in zip(reads, reads[1:]):
+        assert next_asked == (_http._READ_SIZE if got >= asked else _http._READ_SMALL)
+    assert (_http._READ_SIZE, _http._READ_SIZE) in reads  # the big event moved in 64 KiB
+    assert reads[-2:] == [(_http._READ_SMALL, 9), (_http._READ_SMALL, 0)]
+
+
 def test_a_stream_gzipped_against_accept_encoding_identity_is_still_decoded(server):
     # Such a body is left to urllib3's reader, which decodes it; an uncoded one is
     # read from http.client's response directly.
