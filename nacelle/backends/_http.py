@@ -310,7 +310,6 @@ class Transport:
             # costs less copied once than sent in pieces (a long one the other way).
             data = bytes(data)
         headers = {"Content-Type": "application/json", **self.request_headers(), **extra}
-        where = _where(url)
         retries = 0
         while True:
             ctx.check()
@@ -335,7 +334,7 @@ class Transport:
                 if wait is not None and 0 < wait <= 60:
                     delay = float(wait)
                 log.debug("%s: HTTP %d from POST %s; retry %d of %d in %.2fs", self.name,
-                          refused.status, where, retries + 1, self.max_retries, delay)
+                          refused.status, _where(url), retries + 1, self.max_retries, delay)
             retries += 1
             ctx.observe("request.retry", attempt=retries, delay=delay, error=failure,
                         level="http")
@@ -367,7 +366,7 @@ class Transport:
                                              timeout=(max(connect, 0.001), max(read, 0.001)),
                                              allow_redirects=False)
                 if flight.cause is None:
-                    _check_length(response, _where(url))
+                    _check_length(response, url)
                 if not stream:
                     try:  # a JSON answer is read within the head's limit
                         response.content  # noqa: B018
@@ -499,7 +498,9 @@ def sse_batches(
     sends True once a batch held the stream's final event: the rest of the body is
     then read, as :func:`iter_sse` says of ``final``, and the generator ends.
     """
-    where = _where(response.url or "")
+    def where() -> str:  # host:port for a message, parsed only when there is one
+        return _where(response.url or "")
+
     decoder: Any = SSEDecoder(max_line) if make_decoder is None else make_decoder()
     sock = socket_of(response)
     # Each read is bounded as a whole, not only each recv under it: a chunk-size line
@@ -525,7 +526,7 @@ def sse_batches(
             now = time.monotonic()
             stall_left = stall_timeout - (now - progress)
             if stall_left <= 0:
-                raise stalled(where, stall_timeout)
+                raise stalled(where(), stall_timeout)
             limit, cause = read_timeout, "read"
             if stall_left < limit:
                 limit, cause = stall_left, "stall"
@@ -543,23 +544,23 @@ def sse_batches(
                     if isinstance(exc, (urllib3.exceptions.HTTPError, http.client.HTTPException,
                                         OSError, ValueError)):
                         raise StreamTruncated(
-                            f"the connection to {where} dropped in the middle of the stream "
+                            f"the connection to {where()} dropped in the middle of the stream "
                             f"({type(exc).__name__})") from None
                     raise
-                raise _time_up(cut or cause, ctx, where, read_timeout, stall_timeout) from None
+                raise _time_up(cut or cause, ctx, where(), read_timeout, stall_timeout) from None
             cut = cutoff.disarm()
             if cut:  # what a cut read returned is no answer, however it looks
-                raise _time_up(cut, ctx, where, read_timeout, stall_timeout)
+                raise _time_up(cut, ctx, where(), read_timeout, stall_timeout)
             if not data:
                 if ctx.cancelled.is_set():
                     raise Cancelled("the run was cancelled")
                 if _short(response):
-                    raise StreamTruncated(f"the connection to {where} dropped in the middle "
+                    raise StreamTruncated(f"the connection to {where()} dropped in the middle "
                                           f"of the stream (IncompleteRead)")
                 decoder.close()
                 if decoder.truncated:
                     raise StreamTruncated(
-                        f"the body from {where} ended in the middle of an event")
+                        f"the body from {where()} ended in the middle of an event")
                 unregister()
                 _release(response)
                 return
@@ -580,14 +581,14 @@ def sse_batches(
                     _release(response)
                 else:
                     log.debug("the body from %s went on after its final event; "
-                              "closing the connection instead of reusing it", where)
+                              "closing the connection instead of reusing it", where())
                 return
     finally:
         unregister()
         response.close()
 
 
-def _check_length(response: requests.Response, where: str) -> None:
+def _check_length(response: requests.Response, url: str) -> None:
     """Refuse a response whose Content-Length is not a length (a ``TransportError``:
     RFC 9112 has the client close the connection and discard the response). A list
     of one repeated length is read as that length by urllib3 and as no length at all
@@ -599,7 +600,7 @@ def _check_length(response: requests.Response, where: str) -> None:
         length = content_length(response.headers.get("content-length"))
     except ValueError as exc:
         response.close()
-        raise TransportError(f"the response from {where} (HTTP {response.status_code}) "
+        raise TransportError(f"the response from {_where(url)} (HTTP {response.status_code}) "
                              f"cannot be read: {exc}") from None
     if length is not None and original is not None and original.length is None:
         original.length = length
