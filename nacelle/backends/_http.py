@@ -717,7 +717,29 @@ def _reader(response: requests.Response) -> Callable[[int], bytes]:
     # urllib3 1.26 has no read1; http.client's, underneath, returns what has arrived
     # for chunked and close-delimited bodies alike.
     fallback: Callable[[int], bytes] = getattr(raw, "_fp").read1
-    return fallback
+    coding = str(raw.headers.get("content-encoding", "")).strip().lower()
+    if coding in ("", "identity"):
+        return fallback
+    return _decoded_1_26(raw, fallback)
+
+
+def _decoded_1_26(raw: Any, read1: Callable[[int], bytes]) -> Callable[[int], bytes]:
+    """A coded body (a server that ignored ``Accept-Encoding: identity``) under
+    urllib3 1.26, read as it arrives and decoded by the response's own decoder, as
+    its ``read(decode_content=True)`` would (1.26's ``_init_decoder`` and ``_decode``;
+    that ``read`` waits for ``amt`` bytes, which a stream never may). A coding it
+    does not know is passed through as urllib3 passes it."""
+    raw._init_decoder()
+
+    def read(size: int) -> bytes:
+        while True:
+            data = read1(size)
+            decoded: bytes = raw._decode(data, True, not data)  # flushed at the end
+            # Coded bytes may decode to nothing yet (a gzip header): b"" is the end.
+            if decoded or not data:
+                return decoded
+
+    return read
 
 
 def _direct(original: Any) -> Callable[[int], bytes]:

@@ -506,9 +506,15 @@ def test_a_long_conversation_keeps_one_collected_object_per_message_in_the_cache
                          for n in range(2001))
     check(wire, request(), conversation[:1], cache)  # the wire's modules and frame made
     gc.collect()
+    gc.collect()  # as below
     before = len(gc.get_objects())
     check(wire, request(), conversation, cache)
-    gc.collect()  # a value whose items are all untracked is untracked here
+    # A tuple whose items are all untracked is untracked by a collection; CPython 3.13
+    # may look at a tuple of such tuples before its items in the same pass, so a
+    # second pass untracks what the first left.
+    gc.collect()
+    gc.collect()
     kept = len(gc.get_objects()) - before
-    assert len(conversation) <= kept <= len(conversation) + 200, kept
+    # the first message's entry was made by the first check
+    assert len(conversation) - 1 <= kept <= len(conversation) + 200, kept
     assert all(len(table) <= len(conversation) for table in cache._tables.values())
