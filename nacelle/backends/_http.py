@@ -707,8 +707,8 @@ def _reader(response: requests.Response) -> Callable[[int], bytes]:
     raw = response.raw
     read1 = getattr(raw, "read1", None)
     original = getattr(raw, "_original_response", None)
+    coding = str(raw.headers.get("content-encoding", "")).strip().lower()
     if read1 is not None:  # urllib3 2.x
-        coding = str(raw.headers.get("content-encoding", "")).strip().lower()
         if (coding not in ("", "identity") or original is None or raw._fp is not original
                 or getattr(raw, "_fp_bytes_read", None) != 0
                 or not callable(getattr(original, "read1", None))):
@@ -717,7 +717,6 @@ def _reader(response: requests.Response) -> Callable[[int], bytes]:
     # urllib3 1.26 has no read1; http.client's, underneath, returns what has arrived
     # for chunked and close-delimited bodies alike.
     fallback: Callable[[int], bytes] = getattr(raw, "_fp").read1
-    coding = str(raw.headers.get("content-encoding", "")).strip().lower()
     if coding in ("", "identity"):
         return fallback
     return _decoded_1_26(raw, fallback)

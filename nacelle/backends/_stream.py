@@ -52,7 +52,7 @@ import re
 from typing import Any, Dict, List, Mapping, Optional, TypeVar, cast
 
 from .._loggers import get_logger
-from ..events import Event, Kind, ToolEvent, _input_fields, _input_so_far, _InputSoFar, _wire_count
+from ..events import Event, Kind, ToolEvent, _input_fields, _InputSoFar, _wire_count
 from ..messages import REPLACEMENT, well_formed
 from ..sse import parse_json
 
@@ -123,12 +123,6 @@ class Deltas:
     def text(self) -> str:
         """The text so far, a half still held read as U+FFFD."""
         return "".join(self._parts) + (REPLACEMENT if self._held else "")
-
-    def so_far(self, call_id: str, index: int, name: str) -> ToolEvent:
-        """The ToolEvent of a TOOL_INPUT for this text as a call's input: its ``input``
-        is the text shown so far, joined only if a reader asks (``events._input_so_far``:
-        an event per delta costs the same at the first delta and the ten-thousandth)."""
-        return _input_so_far(call_id, index, name, self._parts, len(self._parts))
 
     @property
     def last(self) -> str:
