@@ -290,7 +290,8 @@ class ToolContext(RunContext):
     can hand its context to code that expects one — a nested run, an HTTP request.
     """
 
-    __slots__ = ("call_id", "index", "name", "emit", "spend", "resumed", "budget", "policy")
+    __slots__ = ("call_id", "index", "name", "emit", "spend", "resumed", "budget", "policy",
+                 "_offer")
 
     def __init__(
         self,
@@ -328,6 +329,9 @@ class ToolContext(RunContext):
         #: code-mode script's — which must be asked as the run's own are; None
         #: outside a run.
         self.policy: Any = None
+        # Hands a forwarding run to the round's generator to iterate on its own
+        # thread (``toolcalls.ToolSink.offer``); the round sets it.
+        self._offer: Optional[Callable[[Any], bool]] = None
 
     def __repr__(self) -> str:
         return (f"ToolContext(call_id={self.call_id!r}, index={self.index}, "

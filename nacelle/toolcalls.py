@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import (
+    TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple,
+)
 
 from ._loggers import get_logger
 from ._pause import PAUSE, NestedPause
@@ -36,7 +38,7 @@ from .tools import parse_input, tool_output
 if TYPE_CHECKING:
     from .checkpoint import Checkpoint  # loaded when a run pauses, not with the core
 
-__all__ = ["ToolSink", "run_tool", "unique_call_ids"]
+__all__ = ["Handover", "ToolSink", "run_tool", "unique_call_ids"]
 
 log = get_logger(__name__)
 
@@ -57,6 +59,58 @@ class _DeniedNames:
     def add(self, name: str) -> None:
         with self._lock:
             self._names.add(name)
+
+
+class Handover:
+    """A forwarding run a call hands to the round's generator, which iterates it on
+    the consumer's own thread (:meth:`ToolSink.offer`).
+
+    A forwarding sub-agent run on its call's thread passes each of its events to the
+    consumer's thread: a copy made on one core and read on another, and the two
+    threads taking turns on the interpreter lock at every read of the child's
+    stream — half as much CPU again as the child's run alone. When the call is its
+    round's only one, the round's generator has nothing else to do while it waits,
+    so it iterates the child's (tagged) events itself and yields them as it goes;
+    the call's thread waits, then makes the call's result as always.
+
+    ``events`` is iterated by one thread at a time: the generator, from when it
+    takes the handover until it settles it (:meth:`settle`) — ``finished`` when it
+    ran ``events`` to their end, else handed back, and the call's thread iterates
+    the rest itself. The generator settles it however it leaves, so the call's thread
+    never waits for a stream nobody reads any more; nor for one whose reader is
+    gone at the interpreter's exit (:meth:`wait`).
+    """
+
+    __slots__ = ("events", "finished", "_settled")
+
+    def __init__(self, events: Iterator[Event]) -> None:
+        self.events = events
+        self.finished = False
+        self._settled = threading.Event()
+
+    def settle(self, finished: bool) -> None:
+        """The generator is done with ``events``: run to their end, or handed back."""
+        self.finished = finished
+        self._settled.set()
+
+    def wait(self) -> bool:
+        """Wait until the generator settles this; True when it ran ``events`` to their
+        end, False when the caller is to iterate the rest.
+
+        Raises ``Cancelled`` once the interpreter is exiting with the handover still
+        held: a stream left open at exit is read by nobody, and a call's thread is
+        not a daemon (the interpreter waits for it), so waiting on would hang the
+        exit. ``events`` is then left alone — its reader may yet be running."""
+        main = threading.main_thread()
+        while not self._settled.wait(_EXIT_LOOK):
+            if not main.is_alive():
+                raise Cancelled("the interpreter is exiting with the run's stream open")
+        return self.finished
+
+
+#: How often a call's thread waiting on a :class:`Handover` looks whether the
+#: interpreter is exiting.
+_EXIT_LOOK = 0.25
 
 
 class ToolSink:
@@ -101,6 +155,10 @@ class ToolSink:
         # Events that close no call (see forward): appended and taken without the lock.
         self._forwarded: List[Event] = []
         self._sleeping = False  # the generator waits for a wake-up (see forward)
+        # A forwarding run handed over to be iterated on the generator's thread, and
+        # whether the generator takes one now (see offer).
+        self._offered: Optional[Handover] = None
+        self._inline = False
         self._closed: Set[str] = set()
         # Calls whose approval paused them, by id: the before-hooks' injects.
         self.paused: Dict[str, Tuple[str, ...]] = {}
@@ -172,6 +230,38 @@ class ToolSink:
                     self._sleeping = False
                     self._ready.notify_all()
 
+    def offer(self, handover: Handover) -> bool:
+        """Hand a call's forwarding run to the generator, to iterate on its own thread
+        (:class:`Handover`); False when it does not take one now — the call is not
+        its round's only one, the round has a timeout or deadline to keep while the
+        call runs, or the generator is not waiting for the round's results — and
+        the caller iterates the run itself."""
+        with self._ready:
+            if not self._inline or self._offered is not None:
+                return False
+            self._offered = handover
+            self._ready.notify_all()
+        return True
+
+    def take_inline(self, allowed: bool) -> None:
+        """Whether the generator takes a handover now (:meth:`offer`). Refused from
+        now on, one offered and not yet taken is handed back."""
+        with self._ready:
+            self._inline = allowed
+            offered = None if allowed else self._offered
+            if offered is not None:
+                self._offered = None
+        if offered is not None:
+            offered.settle(False)
+
+    def offered(self) -> Optional[Handover]:
+        """The handover offered since last asked, taken (None when there is none)."""
+        if self._offered is None:
+            return None
+        with self._ready:
+            offered, self._offered = self._offered, None
+        return offered
+
     def spend(self, usage: Usage) -> None:
         """Add what a running call spent on model requests of its own (a sub-agent's
         run) to :attr:`spent`, which the loop adds to the run's usage."""
@@ -219,8 +309,8 @@ class ToolSink:
         with self._ready:
             self._sleeping = True
             try:
-                if not self._events and not self._forwarded and not (
-                        cancelled is not None and cancelled.is_set()):
+                if not self._events and not self._forwarded and self._offered is None \
+                        and not (cancelled is not None and cancelled.is_set()):
                     self._ready.wait(timeout)
             finally:
                 self._sleeping = False

@@ -23,6 +23,9 @@
 - The round's context is a child of the run's (:meth:`RunContext.tool`): a call's
   deadline is the earlier of its timeout and the run's deadline, its clock the run's,
   so a run's budget bounds its tools and tests drive timeouts with a fake clock.
+- A round's only call, under no timeout or run deadline, may hand a run of its own
+  whose events it forwards (a sub-agent's) to the generator, which iterates it on
+  the consumer's thread while it would otherwise wait (``toolcalls.Handover``).
 
 The generator waits on the sink's condition; a result, the run's cancellation (a
 callback) or the next timeout wakes it. The wait is capped at half a second, so a
@@ -143,10 +146,15 @@ class Round:
         loop is here, not in a generator of its own this one delegates to: every
         generator in the chain is resumed once per forwarded event.)
         """
+        run_ctx, sink, handed = self.run_ctx, self.sink, self.handed
+        # The round's only call may hand its forwarding run over, to be iterated here
+        # (toolcalls.Handover) — unless a timeout or the run's deadline is to be kept
+        # meanwhile, which this generator could not do from inside the call's run.
+        sink.take_inline(len(self.calls) == 1 and self.calls[0].due is None
+                         and run_ctx.deadline is None)
         if not self._begun:
             self.start()
         try:
-            run_ctx, sink, handed = self.run_ctx, self.sink, self.handed
             while True:
                 forwarded, closed = self.taken()
                 open_calls = len(self.calls) - self._yielded
@@ -170,9 +178,22 @@ class Round:
                 if self._time_out(now):
                     self._dispatch()
                     continue
+                handover = sink.offered()
+                if handover is not None:
+                    # A plain loop, not ``yield from``: a consumer that stops reading
+                    # leaves the run to the call's thread, not closed from here.
+                    finished = False
+                    try:
+                        for event in handover.events:
+                            yield event
+                        finished = True
+                    finally:
+                        handover.settle(finished)
+                    continue
                 if not forwarded and not closed:
                     sink.wait(self._wait_for(now), run_ctx.cancelled)
         finally:
+            sink.take_inline(False)
             for call in self.calls:
                 if call.started is None:  # closed before it ran: stop listening to the run
                     call.ctx.release()
@@ -197,6 +218,7 @@ class Round:
         call.ctx.emit = self.sink.forward
         call.ctx.spend = self.sink.spend
         call.ctx.policy = self.sink
+        call.ctx._offer = self.sink.offer
         with self._lock:
             self.calls.append(call)
             if call.tool is None:

@@ -2,6 +2,7 @@
 the final text only."""
 
 import dataclasses
+import os
 import pickle
 import threading
 
@@ -486,3 +487,184 @@ def test_a_child_on_a_real_wire_forwards_its_tool_input_and_every_field_reads_as
     assert "".join(e.text for e in inputs) == '{"key": "k"}'
     assert inputs[-1].tool.input == '{"key": "k"}' and inputs[-1].tool.id == "toolu_c1"
     assert events[-1].messages[2].parts[0].result == "k is 7."
+
+
+# -- a forwarding sub-agent iterated on the consumer's thread ---------------------------
+
+
+class _ThreadNoting(ScriptedBackend):
+    """A ScriptedBackend that notes the thread each turn is played on."""
+
+    def __init__(self, turns):
+        super().__init__(turns)
+        self.threads = []
+
+    def turn(self, request, messages, ctx):
+        self.threads.append(threading.current_thread().name)
+        yield from super().turn(request, messages, ctx)
+
+
+def _tool_threads():
+    return [t for t in threading.enumerate() if t.name.startswith("nacelle-tool-")]
+
+
+def _until_gone(seconds=5.0):
+    import time
+    deadline = time.monotonic() + seconds
+    while _tool_threads() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return _tool_threads()
+
+
+def test_a_forwarding_sub_agent_alone_in_its_round_runs_on_the_consumer_s_thread():
+    script = _ThreadNoting([
+        assistant(ToolCall("p1", "subagent", '{"task": "t"}')),
+        assistant(Text("child says"), Text(" hi")),
+        assistant(Text("done")),
+    ])
+    helper = subagent_tool(Agent(script, "sys"), forward=True)
+    events = list(Agent(script, "sys", tools=[helper]).stream([user_text("go")]))
+    here = threading.current_thread().name
+    assert script.threads == [here, here, here]
+    assert [e.text for e in events if e.via and e.kind is nacelle.Kind.TEXT] == [
+        "child says", " hi"]
+    result = [e.tool for e in events if e.kind is nacelle.Kind.TOOL_RESULT and not e.via]
+    assert [(t.id, t.result, t.error) for t in result] == [("p1", "child says hi", None)]
+
+
+def test_a_sub_agent_that_does_not_forward_runs_on_its_call_s_thread():
+    script = _ThreadNoting([
+        assistant(ToolCall("p1", "subagent", '{"task": "t"}')),
+        assistant(Text("child")),
+        assistant(Text("done")),
+    ])
+    helper = subagent_tool(Agent(script, "sys"))
+    assert Agent(script, "sys", tools=[helper]).run([user_text("go")]).text == "done"
+    assert script.threads[1] == "nacelle-tool-subagent"
+
+
+def test_a_forwarding_sub_agent_beside_another_call_runs_on_its_own_thread():
+    script = _ThreadNoting([
+        assistant(ToolCall("p1", "subagent", '{"task": "t"}'),
+                  ToolCall("p2", "fetch", '{"key": "k"}')),
+        assistant(Text("child")),
+        assistant(Text("done")),
+    ])
+    helper = subagent_tool(Agent(script, "sys"), forward=True)
+    events = list(Agent(script, "sys", tools=[helper, fetch]).stream([user_text("go")]))
+    assert script.threads[1] == "nacelle-tool-subagent"
+    closed = sorted(e.tool.id for e in events if e.kind is nacelle.Kind.TOOL_RESULT
+                    and not e.via)
+    assert closed == ["p1", "p2"]
+    assert [e.text for e in events if e.via and e.kind is nacelle.Kind.TEXT] == ["child"]
+
+
+def test_a_forwarding_sub_agent_under_a_tool_timeout_runs_on_its_own_thread_and_times_out():
+    script = _ThreadNoting([
+        assistant(ToolCall("p1", "subagent", '{"task": "t"}')),
+        Turn(assistant(*[Text(f"d{i} ") for i in range(400)]), gap=0.01),
+        assistant(Text("gave up on it")),
+    ])
+    helper = subagent_tool(Agent(script, "sys"), forward=True)
+    agent = Agent(script, "sys", tools=[helper], tool_timeout=0.3)
+    events = list(agent.stream([user_text("go")]))
+    assert script.threads[1] == "nacelle-tool-subagent"
+    result = [e.tool for e in events if e.kind is nacelle.Kind.TOOL_RESULT and not e.via]
+    assert len(result) == 1 and "timed out after 0.3 s" in result[0].error
+    assert events[-1].messages[-1].text == "gave up on it"
+    assert _until_gone() == []
+
+
+def test_a_forwarding_sub_agent_with_observers_runs_on_its_own_thread():
+    script = _ThreadNoting([
+        assistant(ToolCall("p1", "subagent", '{"task": "t"}')),
+        assistant(Text("child")),
+        assistant(Text("done")),
+    ])
+    seen = []
+    child = Agent(script, "sys", observers=[lambda observation: seen.append(observation.kind)])
+    helper = subagent_tool(child, forward=True)
+    assert Agent(script, "sys", tools=[helper]).run([user_text("go")]).text == "done"
+    assert script.threads[1] == "nacelle-tool-subagent"
+    assert "run.start" in seen
+
+
+def test_a_consumer_that_stops_reading_in_the_middle_of_a_forwarded_run_leaves_no_call_waiting():
+    script = ScriptedBackend([
+        assistant(ToolCall("p1", "subagent", '{"task": "t"}')),
+        Turn(assistant(*[Text(f"d{i} ") for i in range(400)]), gap=0.01),
+    ])
+    helper = subagent_tool(Agent(script, "sys"), forward=True)
+    events = Agent(script, "sys", tools=[helper]).stream([user_text("go")])
+    texts = []
+    for event in events:
+        if event.via and event.kind is nacelle.Kind.TEXT:
+            texts.append(event.text)
+            if len(texts) == 3:
+                break
+    events.close()
+    assert texts == ["d0 ", "d1 ", "d2 "]
+    # The call's thread took the child's run back, found it cancelled, and ended.
+    assert _until_gone() == []
+
+
+def test_a_failing_forwarded_run_fails_its_call_with_the_child_s_error():
+    script = ScriptedBackend([
+        assistant(ToolCall("p1", "subagent", '{"task": "t"}')),
+        Turn(assistant(Text("partial")), error=nacelle.TransportError("the child's wire broke")),
+        assistant(Text("carried on")),
+    ])
+    helper = subagent_tool(Agent(script, "sys"), forward=True)
+    events = list(Agent(script, "sys", tools=[helper]).stream([user_text("go")]))
+    result = [e.tool for e in events if e.kind is nacelle.Kind.TOOL_RESULT and not e.via]
+    assert len(result) == 1 and "the child's wire broke" in result[0].error
+    assert events[-1].messages[-1].text == "carried on"
+
+
+def test_a_ctrl_c_while_the_consumer_runs_a_forwarded_child_reaches_the_consumer():
+    script = ScriptedBackend([
+        assistant(ToolCall("p1", "subagent", '{"task": "t"}')),
+        Turn(assistant(Text("partial")), error=KeyboardInterrupt()),
+    ])
+    helper = subagent_tool(Agent(script, "sys"), forward=True)
+    seen = []
+    with pytest.raises(KeyboardInterrupt):
+        for event in Agent(script, "sys", tools=[helper]).stream([user_text("go")]):
+            seen.append(event)
+    assert [e.text for e in seen if e.via and e.kind is nacelle.Kind.TEXT] == ["partial"]
+    assert _until_gone() == []
+
+
+def test_a_forwarded_run_left_open_at_exit_does_not_hold_the_interpreter(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "left_open.py"
+    script.write_text(
+        "import nacelle\n"
+        "from nacelle import Agent, Message, Role, Text, ToolCall, subagent_tool, user_text\n"
+        "from nacelle.testing import ScriptedBackend, Turn\n"
+        "def assistant(*parts):\n"
+        "    return Message(Role.ASSISTANT, parts)\n"
+        "script = ScriptedBackend([\n"
+        "    assistant(ToolCall('p1', 'subagent', '{\"task\": \"t\"}')),\n"
+        "    Turn(assistant(*[Text(f'd{i} ') for i in range(2000)]), gap=0.05),\n"
+        "])\n"
+        "helper = subagent_tool(Agent(script, 'sys'), forward=True)\n"
+        "EVENTS = Agent(script, 'sys', tools=[helper]).stream([user_text('go')])\n"
+        "seen = 0\n"
+        "for event in EVENTS:\n"
+        "    seen += bool(event.via)\n"
+        "    if seen == 3:\n"
+        "        break\n"
+        "print('read', seen, flush=True)\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(nacelle.__file__)))
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=60, env=dict(os.environ, PYTHONPATH=root))
+    took = time.monotonic() - started
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "read 3"
+    # The child's run would take 100 s; the call's thread lets the interpreter go.
+    assert took < 30
