@@ -51,7 +51,7 @@ Where the child runs: on its call's thread, as every tool does — except a forw
 sub-agent that is its round's only call, under no timeout or run deadline, with no
 observers: the parent's generator has nothing else to do until that call ends, so it
 iterates the child's events itself, on the consumer's thread
-(``toolcalls.Handover``), sparing each event the hop between threads (about a fifth
+(``toolcalls.Handover``), sparing each event the hop between threads (about an eighth
 of a forwarded run's CPU). What the consumer sees is the same. A consumer that stops
 reading hands the child's run back to the call's thread, which sees it cancelled; a
 Ctrl-C while the child's code runs reaches the consumer, and the call ends as
