@@ -55,7 +55,9 @@ iterates the child's events itself, on the consumer's thread
 of a forwarded run's CPU). What the consumer sees is the same. A consumer that stops
 reading hands the child's run back to the call's thread, which sees it cancelled; a
 Ctrl-C while the child's code runs reaches the consumer, and the call ends as
-cancelled.
+cancelled; so does a call whose stream is left open by a thread that then ends (the
+main thread ends at the interpreter's exit), rather than hold its thread, which the
+interpreter waits for.
 
 A ``base`` with structured output (``output=``) makes a typed sub-agent: the child
 keeps its ``output``, mode and retries, and the tool returns the validated answer as

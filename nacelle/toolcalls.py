@@ -76,16 +76,20 @@ class Handover:
     ``events`` is iterated by one thread at a time: the generator, from when it
     takes the handover until it settles it (:meth:`settle`) — ``finished`` when it
     ran ``events`` to their end, else handed back, and the call's thread iterates
-    the rest itself. The generator settles it however it leaves, so the call's thread
-    never waits for a stream nobody reads any more; nor for one whose reader is
-    gone at the interpreter's exit (:meth:`wait`).
+    the rest itself. The generator settles it however it leaves, so the call's
+    thread never waits for a stream nobody reads any more; nor for one whose reading
+    thread is gone — a stream left open when its thread ended, or at the
+    interpreter's exit (:meth:`wait`).
     """
 
-    __slots__ = ("events", "finished", "_settled")
+    __slots__ = ("events", "finished", "reader", "_settled")
 
     def __init__(self, events: Iterator[Event]) -> None:
         self.events = events
         self.finished = False
+        #: The thread reading the run's stream: the one that took the handover, or
+        #: before that the one waiting for the round's results.
+        self.reader: Optional[threading.Thread] = None
         self._settled = threading.Event()
 
     def settle(self, finished: bool) -> None:
@@ -97,20 +101,24 @@ class Handover:
         """Wait until the generator settles this; True when it ran ``events`` to their
         end, False when the caller is to iterate the rest.
 
-        Raises ``Cancelled`` once the interpreter is exiting with the handover still
-        held: a stream left open at exit is read by nobody, and a call's thread is
+        Raises ``Cancelled`` once the thread reading the stream has ended with the
+        handover still held (the main thread counts as ended once the interpreter
+        is exiting): a stream left open so is read by nobody, and a call's thread is
         not a daemon (the interpreter waits for it), so waiting on would hang the
-        exit. ``events`` is then left alone — its reader may yet be running."""
-        main = threading.main_thread()
-        while not self._settled.wait(_EXIT_LOOK):
-            if not main.is_alive():
-                raise Cancelled("the interpreter is exiting with the run's stream open")
+        exit. A reading thread that is alive may be slow, or may have set the
+        stream aside for now: it is waited for, as a call's thread that kept
+        forwarding would be. ``events`` is then left alone: nothing can tell it
+        will not be read again, and two threads must never iterate it at once."""
+        while not self._settled.wait(_LOOK):
+            reader = self.reader
+            if reader is not None and not reader.is_alive():
+                raise Cancelled("the thread reading the run's stream ended with it open")
         return self.finished
 
 
-#: How often a call's thread waiting on a :class:`Handover` looks whether the
-#: interpreter is exiting.
-_EXIT_LOOK = 0.25
+#: How often a call's thread waiting on a :class:`Handover` looks whether the thread
+#: reading the stream is still alive.
+_LOOK = 0.25
 
 
 class ToolSink:
@@ -159,6 +167,7 @@ class ToolSink:
         # whether the generator takes one now (see offer).
         self._offered: Optional[Handover] = None
         self._inline = False
+        self._reader: Optional[threading.Thread] = None
         self._closed: Set[str] = set()
         # Calls whose approval paused them, by id: the before-hooks' injects.
         self.paused: Dict[str, Tuple[str, ...]] = {}
@@ -239,6 +248,7 @@ class ToolSink:
         with self._ready:
             if not self._inline or self._offered is not None:
                 return False
+            handover.reader = self._reader
             self._offered = handover
             self._ready.notify_all()
         return True
@@ -248,6 +258,7 @@ class ToolSink:
         now on, one offered and not yet taken is handed back."""
         with self._ready:
             self._inline = allowed
+            self._reader = threading.current_thread() if allowed else None
             offered = None if allowed else self._offered
             if offered is not None:
                 self._offered = None
@@ -260,6 +271,8 @@ class ToolSink:
             return None
         with self._ready:
             offered, self._offered = self._offered, None
+        if offered is not None:
+            offered.reader = threading.current_thread()
         return offered
 
     def spend(self, usage: Usage) -> None:

@@ -668,3 +668,62 @@ def test_a_forwarded_run_left_open_at_exit_does_not_hold_the_interpreter(tmp_pat
     assert done.stdout.strip() == "read 3"
     # The child's run would take 100 s; the call's thread lets the interpreter go.
     assert took < 30
+
+
+def test_a_forwarded_run_read_by_a_thread_that_outlives_the_main_one_runs_to_its_end(tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "reader_thread.py"
+    script.write_text(
+        "import threading\n"
+        "import nacelle\n"
+        "from nacelle import Agent, Message, Role, Text, ToolCall, subagent_tool, user_text\n"
+        "from nacelle.testing import ScriptedBackend, Turn\n"
+        "def assistant(*parts):\n"
+        "    return Message(Role.ASSISTANT, parts)\n"
+        "script = ScriptedBackend([\n"
+        "    assistant(ToolCall('p1', 'subagent', '{\"task\": \"t\"}')),\n"
+        "    Turn(assistant(*[Text(f'd{i} ') for i in range(30)]), gap=0.05),\n"
+        "    assistant(Text('done')),\n"
+        "])\n"
+        "helper = subagent_tool(Agent(script, 'sys'), forward=True)\n"
+        "def read():\n"
+        "    events = list(Agent(script, 'sys', tools=[helper]).stream([user_text('go')]))\n"
+        "    closed = [e.tool for e in events\n"
+        "              if e.kind is nacelle.Kind.TOOL_RESULT and not e.via]\n"
+        "    print(len([e for e in events if e.via]), closed[0].error, flush=True)\n"
+        "threading.Thread(target=read).start()\n")  # the main thread ends here
+    root = os.path.dirname(os.path.dirname(os.path.abspath(nacelle.__file__)))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=60, env=dict(os.environ, PYTHONPATH=root))
+    assert done.returncode == 0, done.stderr[-2000:]
+    # The 30 deltas and the child's TURN were forwarded, and the call did not fail:
+    # its thread waited for the reading thread, alive, though the main one was gone.
+    assert done.stdout.split() == ["31", "None"]
+
+
+def test_a_forwarded_run_left_open_by_a_thread_that_ended_lets_its_call_s_thread_go():
+    script = ScriptedBackend([
+        assistant(ToolCall("p1", "subagent", '{"task": "t"}')),
+        Turn(assistant(*[Text(f"d{i} ") for i in range(400)]), gap=0.01),
+    ])
+    helper = subagent_tool(Agent(script, "sys"), forward=True)
+    kept = []
+
+    def read():
+        events = Agent(script, "sys", tools=[helper]).stream([user_text("go")])
+        kept.append(events)  # still referenced, so never closed by the collector
+        seen = 0
+        for event in events:
+            seen += bool(event.via)
+            if seen == 3:
+                return
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    reader.join()
+    try:
+        assert _until_gone() == []
+    finally:
+        kept[0].close()
