@@ -147,14 +147,15 @@ class Round:
         generator in the chain is resumed once per forwarded event.)
         """
         run_ctx, sink, handed = self.run_ctx, self.sink, self.handed
-        # The round's only call may hand its forwarding run over, to be iterated here
-        # (toolcalls.Handover) — unless a timeout or the run's deadline is to be kept
-        # meanwhile, which this generator could not do from inside the call's run.
-        sink.take_inline(len(self.calls) == 1 and self.calls[0].due is None
-                         and run_ctx.deadline is None)
-        if not self._begun:
-            self.start()
         try:
+            # The round's only call may hand its forwarding run over, to be iterated
+            # here (toolcalls.Handover) — unless a timeout or the run's deadline is to
+            # be kept meanwhile, which this generator could not do from inside the
+            # call's run. Allowed within this try, so the finally always refuses again.
+            sink.take_inline(len(self.calls) == 1 and self.calls[0].due is None
+                             and run_ctx.deadline is None)
+            if not self._begun:
+                self.start()
             while True:
                 forwarded, closed = self.taken()
                 open_calls = len(self.calls) - self._yielded
