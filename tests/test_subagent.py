@@ -635,46 +635,15 @@ def test_a_ctrl_c_while_the_consumer_runs_a_forwarded_child_reaches_the_consumer
     assert _until_gone() == []
 
 
-def test_a_forwarded_run_left_open_at_exit_does_not_hold_the_interpreter(tmp_path):
+def _run_script(tmp_path, turns, body):
+    """Run, in a fresh interpreter on this tree, a script whose parent delegates to a
+    forwarding sub-agent playing ``turns`` (Python source of the child's turns and
+    the parent's last), then ``body``; the finished process, and how long it took."""
     import subprocess
     import sys
     import time
 
-    script = tmp_path / "left_open.py"
-    script.write_text(
-        "import nacelle\n"
-        "from nacelle import Agent, Message, Role, Text, ToolCall, subagent_tool, user_text\n"
-        "from nacelle.testing import ScriptedBackend, Turn\n"
-        "def assistant(*parts):\n"
-        "    return Message(Role.ASSISTANT, parts)\n"
-        "script = ScriptedBackend([\n"
-        "    assistant(ToolCall('p1', 'subagent', '{\"task\": \"t\"}')),\n"
-        "    Turn(assistant(*[Text(f'd{i} ') for i in range(2000)]), gap=0.05),\n"
-        "])\n"
-        "helper = subagent_tool(Agent(script, 'sys'), forward=True)\n"
-        "EVENTS = Agent(script, 'sys', tools=[helper]).stream([user_text('go')])\n"
-        "seen = 0\n"
-        "for event in EVENTS:\n"
-        "    seen += bool(event.via)\n"
-        "    if seen == 3:\n"
-        "        break\n"
-        "print('read', seen, flush=True)\n")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(nacelle.__file__)))
-    started = time.monotonic()
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=60, env=dict(os.environ, PYTHONPATH=root))
-    took = time.monotonic() - started
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == "read 3"
-    # The child's run would take 100 s; the call's thread lets the interpreter go.
-    assert took < 30
-
-
-def test_a_forwarded_run_read_by_a_thread_that_outlives_the_main_one_runs_to_its_end(tmp_path):
-    import subprocess
-    import sys
-
-    script = tmp_path / "reader_thread.py"
+    script = tmp_path / "script.py"
     script.write_text(
         "import threading\n"
         "import nacelle\n"
@@ -684,19 +653,45 @@ def test_a_forwarded_run_read_by_a_thread_that_outlives_the_main_one_runs_to_its
         "    return Message(Role.ASSISTANT, parts)\n"
         "script = ScriptedBackend([\n"
         "    assistant(ToolCall('p1', 'subagent', '{\"task\": \"t\"}')),\n"
-        "    Turn(assistant(*[Text(f'd{i} ') for i in range(30)]), gap=0.05),\n"
-        "    assistant(Text('done')),\n"
+        f"{turns}"
         "])\n"
         "helper = subagent_tool(Agent(script, 'sys'), forward=True)\n"
+        f"{body}")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(nacelle.__file__)))
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=60, env=dict(os.environ, PYTHONPATH=root))
+    return done, time.monotonic() - started
+
+
+def test_a_forwarded_run_left_open_at_exit_does_not_hold_the_interpreter(tmp_path):
+    done, took = _run_script(
+        tmp_path,
+        "    Turn(assistant(*[Text(f'd{i} ') for i in range(2000)]), gap=0.05),\n",
+        "EVENTS = Agent(script, 'sys', tools=[helper]).stream([user_text('go')])\n"
+        "seen = 0\n"
+        "for event in EVENTS:\n"
+        "    seen += bool(event.via)\n"
+        "    if seen == 3:\n"
+        "        break\n"
+        "print('read', seen, flush=True)\n")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "read 3"
+    # The child's run would take 100 s; the call's thread lets the interpreter go.
+    assert took < 30
+
+
+def test_a_forwarded_run_read_by_a_thread_that_outlives_the_main_one_runs_to_its_end(tmp_path):
+    done, _ = _run_script(
+        tmp_path,
+        "    Turn(assistant(*[Text(f'd{i} ') for i in range(30)]), gap=0.05),\n"
+        "    assistant(Text('done')),\n",
         "def read():\n"
         "    events = list(Agent(script, 'sys', tools=[helper]).stream([user_text('go')]))\n"
         "    closed = [e.tool for e in events\n"
         "              if e.kind is nacelle.Kind.TOOL_RESULT and not e.via]\n"
         "    print(len([e for e in events if e.via]), closed[0].error, flush=True)\n"
         "threading.Thread(target=read).start()\n")  # the main thread ends here
-    root = os.path.dirname(os.path.dirname(os.path.abspath(nacelle.__file__)))
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=60, env=dict(os.environ, PYTHONPATH=root))
     assert done.returncode == 0, done.stderr[-2000:]
     # The 30 deltas and the child's TURN were forwarded, and the call did not fail:
     # its thread waited for the reading thread, alive, though the main one was gone.
