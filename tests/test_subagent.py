@@ -686,12 +686,20 @@ def test_a_forwarded_run_read_by_a_thread_that_outlives_the_main_one_runs_to_its
         tmp_path,
         "    Turn(assistant(*[Text(f'd{i} ') for i in range(30)]), gap=0.05),\n"
         "    assistant(Text('done')),\n",
+        "forwarding = threading.Event()\n"
         "def read():\n"
-        "    events = list(Agent(script, 'sys', tools=[helper]).stream([user_text('go')]))\n"
+        "    events = []\n"
+        "    for event in Agent(script, 'sys', tools=[helper]).stream([user_text('go')]):\n"
+        "        events.append(event)\n"
+        "        if event.via:\n"
+        "            forwarding.set()\n"
         "    closed = [e.tool for e in events\n"
         "              if e.kind is nacelle.Kind.TOOL_RESULT and not e.via]\n"
         "    print(len([e for e in events if e.via]), closed[0].error, flush=True)\n"
-        "threading.Thread(target=read).start()\n")  # the main thread ends here
+        "threading.Thread(target=read).start()\n"
+        # The main thread ends once the call runs (from 3.12 no thread starts after it
+        # has ended, so the call's must be running by then).
+        "forwarding.wait(30)\n")
     assert done.returncode == 0, done.stderr[-2000:]
     # The 30 deltas and the child's TURN were forwarded, and the call did not fail:
     # its thread waited for the reading thread, alive, though the main one was gone.
