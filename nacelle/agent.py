@@ -550,12 +550,17 @@ class Agent(Generic[OutputT]):
 
     def _stream(self, request: Request, settings: RunSettings,
                 cancel: Optional[threading.Event],
-                parent: Optional[ToolContext] = None) -> Generator[Event, None, None]:
+                parent: Optional[ToolContext] = None,
+                tags: Optional[Dict[str, Any]] = None) -> Generator[Event, None, None]:
         searching = _searching_of(request.tools)
         if searching is not None:  # the run's tool search lists its tools of now
             settings = dataclasses.replace(settings, toolsets=(searching,))
         observer = _observers(self.observers, parent)
         ctx = RunContext(observer=observer)
+        if observer is None:
+            # A forwarding sub-agent's run: its deltas are made tagged (RunContext._tags).
+            # An observer sees the run's own events as its own, untagged.
+            ctx._tags = tags
         unwatch = _watch(cancel, ctx) if cancel is not None else None
         if observer is not None:
             backend = self.backend
@@ -633,7 +638,8 @@ class Agent(Generic[OutputT]):
     def _resumed(self, checkpoint: _checkpoint.Checkpoint, decisions: Mapping[str, Decision],
                  cancel: Optional[threading.Event],
                  parent: Optional[ToolContext] = None,
-                 budget: Optional[Budget] = None) -> Generator[Event, None, None]:
+                 budget: Optional[Budget] = None,
+                 tags: Optional[Dict[str, Any]] = None) -> Generator[Event, None, None]:
         """:meth:`resume`, for a sub-agent's run also given the ``parent`` call's context."""
         if not isinstance(checkpoint, _checkpoint.Checkpoint):
             raise ConfigError(f"resume takes a nacelle.Checkpoint (Checkpoint.loads(text)), "
@@ -645,7 +651,7 @@ class Agent(Generic[OutputT]):
         settings = self._settings(_checkpoint.Resume(checkpoint, verdicts, nested))
         if budget is not None:  # a sub-agent's, held to what its parent has left
             settings = dataclasses.replace(settings, budget=budget)
-        return self._stream(request, settings, cancel, parent)
+        return self._stream(request, settings, cancel, parent, tags)
 
     def _resume_request(self, checkpoint: _checkpoint.Checkpoint, decisions: Mapping[str, Decision],
                         ) -> Tuple[Request, Dict[str, Any], Dict[str, Dict[str, Any]]]:

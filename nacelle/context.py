@@ -150,7 +150,7 @@ class RunContext:
     default; ``Retry`` passes ``RetryBudgetExceeded``).
     """
 
-    __slots__ = ("deadline", "cancelled", "clock", "deadline_error", "observer")
+    __slots__ = ("deadline", "cancelled", "clock", "deadline_error", "observer", "_tags")
 
     def __init__(
         self,
@@ -166,6 +166,12 @@ class RunContext:
         self.clock = clock
         self.deadline_error = deadline_error
         self.observer = observer
+        #: What the run's own text and argument deltas are tagged with as they are made
+        #: (``agent`` and ``via``): set for the run of a forwarding sub-agent that has no
+        #: observers (``subagent.py``), whose every event is passed on so tagged, so
+        #: the built-in backends' turn writes the tags into the delta it has just made
+        #: rather than the sub-agent copy it. None for every other run.
+        self._tags: Optional[Dict[str, Any]] = None
 
     def observe(self, kind: str, **data: Any) -> None:
         """Tell the run's observers (``observe.py``) about ``kind``; nothing without
@@ -240,8 +246,10 @@ class RunContext:
         """A context sharing this one's cancellation, with a deadline no later than
         this one's. The earlier deadline brings its own error with it."""
         deadline, error = self._earlier(deadline, deadline_error)
-        return RunContext(deadline, cancelled=self.cancelled, clock=self.clock,
-                          deadline_error=error, observer=self.observer)
+        child = RunContext(deadline, cancelled=self.cancelled, clock=self.clock,
+                           deadline_error=error, observer=self.observer)
+        child._tags = self._tags  # the same run's turns (a retry's, a budget's)
+        return child
 
     def tool(self, call_id: str, index: int, name: str, *,
              timeout: Optional[float] = None, asked: Optional[float] = None) -> "ToolContext":

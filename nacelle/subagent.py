@@ -136,22 +136,27 @@ class SubagentTool:
     def run(self, input: Dict[str, Any], ctx: ToolContext) -> str:
         resumed = getattr(ctx, "resumed", None)
         base = Usage()
+        name = (self.name,)
+        # What a forwarded event of the child's own is tagged with: its deltas are made
+        # so (RunContext._tags), and _tagged passes them on as they are.
+        tags = {"agent": name, "via": ctx.call_id} if self.forward else None
         if resumed is not None:  # the call paused inside its run: go on with that run
             checkpoint, decisions = resumed
             base = checkpoint.usage
             events = self.agent._resumed(checkpoint, decisions, ctx.cancelled, ctx,
-                                         budget=_within(getattr(ctx, "budget", None), base))
+                                         budget=_within(getattr(ctx, "budget", None), base),
+                                         tags=tags)
         else:
             request = self.agent.request([user_text(input["task"])])
             settings = self.agent._settings()
             budget = getattr(ctx, "budget", None)
             if budget is not None:
                 settings = dataclasses.replace(settings, budget=budget)
-            events = self.agent._stream(request, settings, ctx.cancelled, ctx)
+            events = self.agent._stream(request, settings, ctx.cancelled, ctx, tags)
         tally = _Tally(events)
         try:
             if self.forward:
-                self._forward(tally, ctx)
+                self._forward(tally, name, ctx)
             else:
                 for event in events:
                     kind = event.kind
@@ -175,13 +180,13 @@ class SubagentTool:
             raise tally.error
         return self._answer(tally.done)
 
-    def _forward(self, tally: "_Tally", ctx: ToolContext) -> None:
+    def _forward(self, tally: "_Tally", name: Tuple[str, ...], ctx: ToolContext) -> None:
         """Pass the child's events into the parent's stream: iterated by the round's
         generator on the consumer's thread when it takes them (``ctx._offer``, see
         ``toolcalls.Handover``), else — and for what it hands back — here, each
         passed on with ``ctx.emit``. A child with observers always runs here: an
         observer (OpenTelemetry's) may tie what it does to the thread's context."""
-        tagged = _tagged(tally, (self.name,), ctx.call_id)
+        tagged = _tagged(tally, name, ctx.call_id)
         offer = ctx._offer
         if offer is not None and not self.agent.observers and ctx.observer is None:
             handover = Handover(tagged)
@@ -233,10 +238,14 @@ def _tagged(tally: _Tally, name: Tuple[str, ...], call_id: str) -> Iterator[Even
     run says of itself goes into ``tally``, the error it ends with too (raised by
     the call, on the call's thread, whichever thread iterated this).
 
-    Forwarding is on the path of every event of the child's run: each is re-tagged
+    Forwarding is on the path of every event of the child's run. Its text and
+    argument deltas are made already tagged, when the child's run has no observers
+    and a built-in backend's turn makes them (``RunContext._tags``): their ``agent``
+    is ``name`` itself, and they pass as they are. Every other event is re-tagged
     inline, as ``dataclasses.replace(event, agent=..., via=...)`` would without its
     ``__init__`` (an Event has no ``__post_init__``, and the two fields are right by
-    construction): a new instance whose dict is the event's, updated."""
+    construction): a new instance whose dict is the event's, updated — an event a
+    backend or the child's loop made may be held by them, and is never changed."""
     try:
         for event in tally.events:
             kind = event.kind
@@ -245,6 +254,9 @@ def _tagged(tally: _Tally, name: Tuple[str, ...], call_id: str) -> Iterator[Even
                 continue
             if kind is _TURN and not event.agent:
                 tally.own += event.usage
+            if event.__dict__.get("agent") is name:
+                yield event
+                continue
             copy = _new(event.__class__)
             tagged = copy.__dict__
             # A field an event leaves at its default may be absent from its dict (read

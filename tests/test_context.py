@@ -259,3 +259,12 @@ def test_a_cancel_event_is_true_only_once_set_so_if_ctx_cancelled_reads_as_it_sa
     assert not linked
     linked.set()
     assert linked
+
+
+def test_a_child_context_keeps_the_run_s_delta_tags_and_a_tool_s_context_has_none():
+    ctx = RunContext()
+    assert ctx._tags is None and ctx.child()._tags is None
+    tags = {"agent": ("helper",), "via": "c1"}
+    ctx._tags = tags
+    assert ctx.child(5.0)._tags is tags  # the same run's turns: a retry's, a budget's
+    assert ctx.tool("c2", 0, "fetch")._tags is None  # a call's own run tags its own

@@ -489,6 +489,77 @@ def test_a_child_on_a_real_wire_forwards_its_tool_input_and_every_field_reads_as
     assert events[-1].messages[2].parts[0].result == "k is 7."
 
 
+
+def _wire_child(server, replies, **options):
+    """A child on the real Anthropic wire (its deltas made by the built-in turn)."""
+    from nacelle.backends import anthropic
+    from nacelle.testing.server import Reply
+    from nacelle.testing.wire import anthropic_stream
+
+    server.queue("/v1/messages", *(Reply(chunks=anthropic_stream(texts)) for texts in replies))
+    return Agent(anthropic.Backend(api_key="sk-test", base_url=server.url, max_retries=0),
+                 "sys", **options)
+
+
+def _delegating(helper):
+    script = ScriptedBackend([assistant(ToolCall("p1", "subagent", '{"task": "t"}')),
+                              assistant(Text("done"))])
+    return Agent(script, "sys", tools=[helper])
+
+
+def test_a_forwarded_child_s_deltas_are_tagged_and_its_next_run_alone_is_not():
+    # The child's deltas are made tagged by its turn (RunContext._tags): the tags
+    # belong to that run, not to the child Agent.
+    from nacelle.testing.server import FakeServer
+
+    with FakeServer() as server:
+        child = _wire_child(server, [["one ", "two"], ["alone"]])
+        events = list(_delegating(subagent_tool(child, forward=True)).stream([user_text("go")]))
+        texts = [e for e in events if e.kind is nacelle.Kind.TEXT and e.via]
+        assert [(e.text, e.agent, e.via) for e in texts] == [
+            ("one ", ("subagent",), "p1"), ("two", ("subagent",), "p1")]
+        assert all(dataclasses.replace(e) == e for e in texts)
+        alone = [e for e in child.stream([user_text("go")]) if e.kind is nacelle.Kind.TEXT]
+    assert [(e.text, e.agent, e.via) for e in alone] == [("alone", (), "")]
+
+
+def test_a_forwarded_child_s_observer_sees_its_own_deltas_untagged():
+    from nacelle.testing.server import FakeServer
+
+    seen = []
+
+    def watch(observation):
+        seen.append(observation.data["event"])
+
+    watch.events = True
+    with FakeServer() as server:
+        child = _wire_child(server, [["one ", "two"]], observers=[watch])
+        events = list(_delegating(subagent_tool(child, forward=True)).stream([user_text("go")]))
+    observed = [e for e in seen if e.kind is nacelle.Kind.TEXT]
+    forwarded = [e for e in events if e.kind is nacelle.Kind.TEXT and e.via]
+    assert [(e.text, e.agent, e.via) for e in observed] == [("one ", (), ""), ("two", (), "")]
+    assert [(e.text, e.agent) for e in forwarded] == [("one ", ("subagent",)),
+                                                      ("two", ("subagent",))]
+
+
+def test_forwarding_never_changes_an_event_a_backend_yields_again():
+    # A backend of one's own may hold its events and yield them again: forwarding
+    # tags a copy of each, never the event itself.
+    shared = nacelle.Event(nacelle.Kind.TEXT, text="again ")
+
+    class Repeating(ScriptedBackend):
+        def turn(self, request, messages, ctx):
+            yield shared
+            yield shared
+            yield from super().turn(request, messages, ctx)
+
+    child = Agent(Repeating([assistant(Text("end"))]), "sys")
+    events = list(_delegating(subagent_tool(child, forward=True)).stream([user_text("go")]))
+    tagged = [e for e in events if e.kind is nacelle.Kind.TEXT and e.via]
+    assert [(e.text, e.agent) for e in tagged][:2] == [("again ", ("subagent",))] * 2
+    assert (shared.agent, shared.via) == ((), "")
+
+
 # -- a forwarding sub-agent iterated on the consumer's thread ---------------------------
 
 

@@ -267,6 +267,9 @@ def _stream_turn(
     reads = transport.batches(response, ctx, keepalive=keepalive)
     feed = state.feed
     is_set, deadline = ctx.cancelled.is_set, ctx.deadline  # a context's deadline is fixed
+    # A forwarding sub-agent's run (RunContext._tags): its deltas, made just now by the
+    # accumulator and seen by nobody yet, take their tags here, not in a copy each.
+    tags = ctx._tags
     try:
         batch = next_batch(reads, False)
         while batch is not None:
@@ -281,10 +284,13 @@ def _stream_turn(
                         # A text delta with no surrogate in it, and a TOOL_INPUT, are
                         # what clean() would return untouched (its tests, inline); they
                         # are the events nearly every SSE event makes.
-                        if type(event) is Event and event.kind is _TEXT and event.tool is None \
-                                and (event.text.isascii() or not _SURROGATE(event.text)):
-                            yield event
-                        elif type(event) is Event and event.kind is _TOOL_INPUT:
+                        kind = event.kind
+                        if type(event) is Event and (
+                                kind is _TEXT and event.tool is None
+                                and (event.text.isascii() or not _SURROGATE(event.text))
+                                or kind is _TOOL_INPUT):
+                            if tags is not None:
+                                event.__dict__.update(tags)
                             yield event
                         else:
                             yield clean(event)
