@@ -248,15 +248,15 @@ def _tagged(tally: _Tally, name: Tuple[str, ...], call_id: str) -> Iterator[Even
     backend or the child's loop made may be held by them, and is never changed."""
     try:
         for event in tally.events:
+            if event.__dict__.get("agent") is name:  # a delta made tagged: never DONE or TURN
+                yield event
+                continue
             kind = event.kind
             if kind is _DONE:
                 tally.done = event
                 continue
             if kind is _TURN and not event.agent:
                 tally.own += event.usage
-            if event.__dict__.get("agent") is name:
-                yield event
-                continue
             copy = _new(event.__class__)
             tagged = copy.__dict__
             # A field an event leaves at its default may be absent from its dict (read
