@@ -45,7 +45,11 @@ TOOL_CALL in the stream whose ``agent`` is ``("child",)``. ``(event.agent[:-1],
 event.via)`` always names the call that started the run an event comes from. A
 forwarded event closes no call of the parent; the parent's model still reads only
 the final text. Forwarding is off by default: a consumer written before it would
-show a sub-agent's text as the parent's.
+show a sub-agent's text as the parent's. Most of a forwarded run is its text and
+argument deltas: a built-in backend's turn makes them with their tags already
+(``RunContext._tags``) when the child has no observers, so they are passed on as
+they are, not copied; an observer sees the child's own events untagged, as they are
+in a run of its own, and what a backend of one's own yields is copied, never changed.
 
 Where the child runs: on its call's thread, as every tool does — except a forwarding
 sub-agent that is its round's only call, under no timeout or run deadline, with no
