@@ -18,7 +18,8 @@
   without one). Rows 12c and 12d: a parent whose model calls a sub-agent once, the
   sub-agent streaming the same 20,000 text deltas, CPU per child delta over the
   child's alone: forwarded (``forward=True``) with each forwarded TEXT read, and not
-  forwarded.
+  forwarded. Every ratio of the row is one client over another, so the clients take
+  turns, in rounds of three runs each in a fresh process.
 - ``PartialJSON`` (row 13): a structured answer of records fed in 10-character
   deltas, 10× the deltas against 1×; the time's ratio (target: at most 12, i.e.
   linear within noise).
@@ -33,7 +34,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from measure import Row, ServerProcess, Stat, ratio_row, run_client
 
@@ -157,26 +158,56 @@ def eager_rows(runs: int) -> List[Row]:
 # -- row 12: TOOL_INPUT's cost -------------------------------------------------------------
 
 
-def _per_delta(client: str, url: str, runs: int, expected: Optional[int] = DELTAS) -> dict:
-    result = run_client("throughput", client, url, runs=runs)
-    if "runs" in result:
-        got = {r["events"] for r in result["runs"]}
-        if expected is not None and got != {expected}:
-            return {"error": f"{client} received {sorted(got)} deltas, expected {expected}"}
-        result["cpu_us"] = Stat.of([r["cpu"] / DELTAS * 1e6 for r in result["runs"]])
-    return result
+#: Runs of one client in one process, between the other clients' (see _interleaved).
+ROUND = 3
+
+
+def _interleaved(clients: List[Tuple[str, str, Optional[int]]], runs: int) -> List[dict]:
+    """Each of ``clients`` (name, url, deltas expected or None) measured ``runs`` times
+    in rounds of :data:`ROUND` runs, the clients taking turns, each round in a fresh
+    process: every ratio of row 12 is one nacelle client over another, so a machine
+    that speeds up or slows down while the row runs must not favour whichever went
+    first. A client's result is its rounds' runs together, with ``cpu_us`` per delta."""
+    results: List[dict] = [{"runs": []} for _ in clients]
+    left = runs
+    while left > 0:
+        now = min(ROUND, left)
+        left -= now
+        for (name, url, _), result in zip(clients, results):
+            if "runs" not in result:
+                continue  # missing or failed already
+            got = run_client("throughput", name, url, runs=now)
+            if "runs" in got:
+                result["runs"].extend(got["runs"])
+            else:
+                result.clear()
+                result.update(got)
+    for (name, _, expected), result in zip(clients, results):
+        if "runs" in result:
+            counts = {r["events"] for r in result["runs"]}
+            if expected is not None and counts != {expected}:
+                result.clear()
+                result["error"] = f"{name} received {sorted(counts)} deltas, expected {expected}"
+            else:
+                result["cpu_us"] = Stat.of([r["cpu"] / DELTAS * 1e6 for r in result["runs"]])
+    return results
 
 
 def overhead_rows(server: ServerProcess, runs: int) -> List[Row]:
     arguments = server.url("anthropic", "args", DELTAS)
-    read = _per_delta("nacelle-arguments-read", arguments, runs)
-    ignored = _per_delta("nacelle-arguments-ignored", arguments, runs)
-    text = _per_delta("nacelle-anthropic", server.url("anthropic", "text", DELTAS), runs)
+    text_url = server.url("anthropic", "text", DELTAS)
+    delegate = server.url("anthropic", "delegate", DELTAS)
     # The floor (requests, split, json.loads) on both bodies: 12b compares nacelle on
     # two bodies, so whether one is dearer to read for anyone is shown beside it.
-    floor_arguments = _per_delta("floor-anthropic", arguments, runs, expected=None)
-    floor_text = _per_delta("floor-anthropic", server.url("anthropic", "text", DELTAS), runs,
-                            expected=None)
+    read, ignored, text, floor_arguments, floor_text, forwarded, kept = _interleaved([
+        ("nacelle-arguments-read", arguments, DELTAS),
+        ("nacelle-arguments-ignored", arguments, DELTAS),
+        ("nacelle-anthropic", text_url, DELTAS),
+        ("floor-anthropic", arguments, None),
+        ("floor-anthropic", text_url, None),
+        ("nacelle-subagent-forwarded", delegate, DELTAS),
+        ("nacelle-subagent", delegate, 0),
+    ], runs)
     figures = []
     for name, result in (("TOOL_INPUT read", read), ("TOOL_INPUT ignored", ignored),
                          ("text deltas", text), ("floor, argument body", floor_arguments),
@@ -184,9 +215,6 @@ def overhead_rows(server: ServerProcess, runs: int) -> List[Row]:
         stat = result.get("cpu_us")
         figures.append(f"{name}: {stat.show(' µs', 2)} CPU per delta" if stat else
                        f"{name}: {result.get('missing') or result.get('error')}")
-    delegate = server.url("anthropic", "delegate", DELTAS)
-    forwarded = _per_delta("nacelle-subagent-forwarded", delegate, runs)
-    kept = _per_delta("nacelle-subagent", delegate, runs, expected=0)
     for name, result in (("sub-agent, its events forwarded and read", forwarded),
                          ("sub-agent, not forwarded", kept)):
         stat = result.get("cpu_us")
