@@ -111,7 +111,7 @@ from ._http_errors import (
 )
 from .._net.headers import checked as _checked, checked_settings, read_key as read_key
 from .._net.sockets import socket_of
-from ._http_session import Environment, InFlight, environment, new_session
+from ._http_session import Environment, InFlight, environment, new_session, post
 from ._wire_cache import Body
 
 __all__ = ["Transport", "iter_sse", "next_batch", "parse_error", "retry_delay", "sse_batches"]
@@ -362,9 +362,8 @@ class Transport:
         unregister = ctx.on_cancel(flight.cancel)
         try:
             with flight:
-                response = self.session.post(url, data=data, headers=headers, stream=True,
-                                             timeout=(max(connect, 0.001), max(read, 0.001)),
-                                             allow_redirects=False)
+                response = post(self.session, url, data, headers,
+                                (max(connect, 0.001), max(read, 0.001)))
                 if flight.cause is None:
                     _check_length(response, url)
                 if not stream:

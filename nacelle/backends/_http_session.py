@@ -39,6 +39,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import requests
 import urllib3
 from requests.adapters import HTTPAdapter
+from requests.structures import CaseInsensitiveDict
 
 from ..read_limits import Cutoff
 
@@ -186,3 +187,29 @@ def new_session(base_url: str, environ: Optional[Environment] = None) -> request
         session.verify = bundle
     session.trust_env = False
     return session
+
+
+def post(session: requests.Session, url: str, data: Any, headers: Dict[str, str],
+         timeout: Tuple[float, float]) -> requests.Response:
+    """``session.post(url, data=data, headers=headers, stream=True, timeout=timeout,
+    allow_redirects=False)`` for a session of :func:`new_session`, without the
+    merging ``Session.request`` does first.
+
+    That merging is for settings a request may bring and the environment may name;
+    a transport's requests bring none but their headers, and its sessions read no
+    environment (``trust_env`` off). What it would merge is therefore known: the
+    session's headers under the request's (a None removing one), no parameters,
+    the session's auth, cookies, hooks, proxies, CA bundle and client certificate.
+    So the request is prepared with those directly and sent with ``Session.send``,
+    which still keeps the cookies a response sets, as a session does. Merging cost
+    about 0.1 ms a request, a fifth of a short request's CPU, most of it
+    ``requests`` asking a runtime-checkable protocol of each mapping it merges."""
+    merged = CaseInsensitiveDict(session.headers)
+    merged.update(headers)
+    prepared = requests.PreparedRequest()
+    prepared.prepare(method="POST", url=url, data=data, auth=session.auth,
+                     headers={k: v for k, v in merged.items() if v is not None},
+                     cookies=session.cookies, hooks=session.hooks)
+    proxies = {k: v for k, v in session.proxies.items() if v is not None}
+    return session.send(prepared, stream=True, timeout=timeout, allow_redirects=False,
+                        proxies=proxies, verify=session.verify, cert=session.cert)

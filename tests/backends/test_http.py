@@ -1102,13 +1102,13 @@ def test_a_short_body_in_pieces_is_sent_joined_and_a_long_one_in_its_pieces(serv
     sent = []
     transport = make(server)
     session = transport.session
-    post = session.post
+    send = session.send
 
-    def spy(url, data=None, **kwargs):
-        sent.append(type(data).__name__)
-        return post(url, data=data, **kwargs)
+    def spy(request, **kwargs):
+        sent.append(type(request.body).__name__)
+        return send(request, **kwargs)
 
-    session.post = spy
+    session.send = spy
     short = Body([b'{"a":', b'"b"}'])
     long = Body([b'{"a":"', b"x" * (_http._JOIN_BODY + 1), b'"}'])
     server.queue("/count", Reply.json({"ok": 1}), Reply.json({"ok": 2}))
