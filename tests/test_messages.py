@@ -286,6 +286,19 @@ def test_well_formed_leaves_text_without_surrogates_as_it_is():
         assert well_formed(text) is text
 
 
+
+def test_well_formed_finds_a_surrogate_anywhere_in_a_text_longer_than_one_checked_slice():
+    from nacelle.messages import _CHECK_SLICE, has_surrogate, well_formed
+
+    body = "\u00e9" * (3 * _CHECK_SLICE)
+    for at in (0, _CHECK_SLICE - 1, _CHECK_SLICE, 2 * _CHECK_SLICE + 7, len(body)):
+        text = body[:at] + "\ud83d" + body[at:]
+        assert has_surrogate(text)
+        assert well_formed(text) == body[:at] + "\ufffd" + body[at:]
+    paired = body[:_CHECK_SLICE - 1] + "\ud83d\ude00" + body[_CHECK_SLICE - 1:]  # cut by a slice
+    assert well_formed(paired) == body[:_CHECK_SLICE - 1] + "\U0001F600" + body[_CHECK_SLICE - 1:]
+    assert not has_surrogate(body) and well_formed(body) is body
+
 # -- media -----------------------------------------------------------------------
 
 import base64  # noqa: E402

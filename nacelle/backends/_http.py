@@ -76,8 +76,12 @@ What it promises:
   character and its position, never the key; a header value HTTP cannot carry is a
   ``ConfigError`` naming the header. Both happen before anything is sent.
 - One ``requests.Session`` per transport and thread (requests does not promise a
-  Session is thread-safe, and an Agent is shared between threads). Sessions are
-  dropped when pickling and made again on first use. The environment's proxies and
+  Session is thread-safe, and an Agent is shared between threads). A thread that
+  ends hands its session, with its open connections, to the next thread that needs
+  one: every tool call runs on a thread of its own, so a tool that runs an agent (a
+  sub-agent) would otherwise open a new connection, and over HTTPS make a new TLS
+  handshake, for every call. Sessions are dropped when pickling and made again on
+  first use. The environment's proxies and
   CA bundle are read once, when the transport makes its first session, rather than
   on every request (or for every thread of a thousand).
 
@@ -135,6 +139,28 @@ _JOIN_BODY = 64 * 1024
 #: for the next request, and for at most this long; past either it is closed instead.
 DRAIN_BYTES = 64 * 1024
 DRAIN_SECONDS = 1.0
+#: Sessions of ended threads a transport keeps for the next threads (see _Held); one
+#: more is dropped, its connections closed when it is collected, as before.
+IDLE_SESSIONS = 4
+
+
+class _Held:
+    """A thread's session, in the transport's thread-local storage, handed back to
+    the transport's ``idle`` list when the thread ends: ``threading.local`` drops a
+    thread's values as the thread ends, so this is deleted then, and nothing of that
+    thread can reach the session any more. (Or when the transport itself goes, when
+    the list goes with it.) ``list.append`` and ``list.pop`` are atomic, so the list
+    needs no lock, which a destructor could not safely take."""
+
+    __slots__ = ("session", "idle")
+
+    def __init__(self, session: requests.Session, idle: List[requests.Session]) -> None:
+        self.session = session
+        self.idle = idle
+
+    def __del__(self) -> None:
+        if len(self.idle) < IDLE_SESSIONS:
+            self.idle.append(self.session)
 
 
 class Transport:
@@ -191,6 +217,7 @@ class Transport:
         self._all_headers: Optional[Dict[str, str]] = None
         self._headers_lock = threading.Lock()
         self._local = threading.local()
+        self._idle: List[requests.Session] = []
         self._environ: Optional[Environment] = None
 
     def __repr__(self) -> str:
@@ -200,6 +227,7 @@ class Transport:
     def __getstate__(self) -> Dict[str, Any]:
         state = self.__dict__.copy()
         del state["_local"]  # sessions hold sockets and locks; made again on use
+        del state["_idle"]
         del state["_headers_lock"]
         state["_all_headers"] = None  # the key read from this environment stays here
         state["_environ"] = None  # and so do its proxies
@@ -209,6 +237,7 @@ class Transport:
         self.__dict__.update(state)
         self._headers_lock = threading.Lock()
         self._local = threading.local()
+        self._idle = []
 
     def request_headers(self) -> Dict[str, str]:
         """The headers every request carries, ``secret_headers`` asked on first use
@@ -231,14 +260,19 @@ class Transport:
 
     @property
     def session(self) -> requests.Session:
-        """This thread's session, made on first use, with the proxies and CA bundle
-        the environment named when the transport made its first one."""
-        session = getattr(self._local, "session", None)
-        if session is None:
-            if self._environ is None:
-                self._environ = environment(self.base_url)
-            session = self._local.session = new_session(self.base_url, self._environ)
-        return session
+        """This thread's session: on first use one an ended thread left (see
+        :class:`_Held`), else a new one with the proxies and CA bundle the environment
+        named when the transport made its first one."""
+        held = getattr(self._local, "held", None)
+        if held is None:
+            try:
+                session = self._idle.pop()
+            except IndexError:
+                if self._environ is None:
+                    self._environ = environment(self.base_url)
+                session = new_session(self.base_url, self._environ)
+            held = self._local.held = _Held(session, self._idle)
+        return held.session
 
     # -- requests -------------------------------------------------------------------
 

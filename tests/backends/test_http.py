@@ -279,14 +279,63 @@ def test_a_consumer_that_leaves_at_the_final_event_closes_at_once_without_draini
     assert server.wait_disconnects(1, timeout=1.0)
 
 
-def test_each_thread_gets_its_own_session():
+def test_threads_running_at_once_each_get_their_own_session():
+    transport = Transport("http://127.0.0.1:1", {})
+    sessions, hold = [], threading.Event()
+
+    def use():
+        sessions.append(transport.session)
+        hold.wait(5)
+
+    threads = [threading.Thread(target=use) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    while len(sessions) < 3:
+        time.sleep(0.001)
+    mine = transport.session
+    hold.set()
+    for thread in threads:
+        thread.join()
+    assert transport.session is mine
+    assert len({id(s) for s in sessions + [mine]}) == 4
+
+
+def test_a_thread_that_ended_leaves_its_session_to_the_next_thread():
     transport = Transport("http://127.0.0.1:1", {})
     sessions = []
-    thread = threading.Thread(target=lambda: sessions.append(transport.session))
-    thread.start()
-    thread.join()
-    assert transport.session is transport.session
-    assert sessions[0] is not transport.session
+    for _ in range(3):
+        thread = threading.Thread(target=lambda: sessions.append(transport.session))
+        thread.start()
+        thread.join()
+        deadline = time.monotonic() + 5  # the thread's values go as its state is freed
+        while not transport._idle and time.monotonic() < deadline:
+            time.sleep(0.001)
+    assert sessions[0] is sessions[1] is sessions[2]
+    assert transport.session is sessions[0]
+
+
+def test_a_transport_keeps_a_few_sessions_of_ended_threads():
+    transport = Transport("http://127.0.0.1:1", {})
+    sessions, hold = [], threading.Event()
+
+    def use():
+        sessions.append(transport.session)
+        hold.wait(5)
+
+    threads = [threading.Thread(target=use) for _ in range(_http.IDLE_SESSIONS + 3)]
+    for thread in threads:
+        thread.start()
+    while len(sessions) < len(threads):
+        time.sleep(0.001)
+    hold.set()
+    for thread in threads:
+        thread.join()
+    deadline = time.monotonic() + 5
+    while len(transport._idle) < _http.IDLE_SESSIONS and time.monotonic() < deadline:
+        time.sleep(0.001)
+    time.sleep(0.05)
+    assert len(transport._idle) == _http.IDLE_SESSIONS
+    assert all(any(s is held for held in sessions) for s in transport._idle)
 
 
 # -- retries ------------------------------------------------------------------------------
