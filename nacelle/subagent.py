@@ -252,7 +252,7 @@ def _tagged(tally: _Tally, name: Tuple[str, ...], call_id: str) -> Iterator[Even
     backend or the child's loop made may be held by them, and is never changed."""
     try:
         for event in tally.events:
-            if event.__dict__.get("agent") is name:  # a delta made tagged: never DONE or TURN
+            if event.agent is name:  # a delta made tagged: never DONE or TURN
                 yield event
                 continue
             kind = event.kind
