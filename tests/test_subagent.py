@@ -5,6 +5,7 @@ import dataclasses
 import os
 import pickle
 import threading
+import time
 
 import pytest
 
@@ -801,3 +802,24 @@ def test_a_forwarded_run_left_open_by_a_thread_that_ended_lets_its_call_s_thread
         assert _until_gone() == []
     finally:
         kept[0].close()
+
+
+def test_a_sub_agent_called_in_one_run_after_another_keeps_its_connection():
+    # Each call runs on a thread of its own; the thread that ended leaves its session
+    # (and its open connection) to the next call's, so a sub-agent on HTTPS does not
+    # make a TLS handshake per call.
+    from nacelle.testing.server import FakeServer
+
+    with FakeServer() as server:
+        child = _wire_child(server, [["first"], ["second"], ["third"]])
+        idle = child.backend._endpoint.transport._idle
+        for expected in ("first", "second", "third"):
+            done = _delegating(subagent_tool(child)).run([user_text("go")])
+            assert done.messages[2].parts[0].result == expected
+            # The call's thread hands its session back as it ends, just after its
+            # result: wait for that here, as a later call would in practice.
+            deadline = time.monotonic() + 5
+            while not idle and time.monotonic() < deadline:
+                time.sleep(0.001)
+        assert server.connections == 1
+        assert [r.connection for r in server.requests] == [1, 1, 1]

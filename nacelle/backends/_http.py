@@ -158,8 +158,8 @@ class _Held:
         self.session = session
         self.idle = idle
 
-    def __del__(self) -> None:
-        if len(self.idle) < IDLE_SESSIONS:
+    def __del__(self, _keep: int = IDLE_SESSIONS) -> None:  # bound now: safe at exit
+        if len(self.idle) < _keep:
             self.idle.append(self.session)
 
 
