@@ -94,6 +94,7 @@ from .events import Event, Kind, Stop, Usage
 from .loop import RunSettings, run
 from .messages import Document, Image, Message, Role, ToolCall
 from .output import FINAL_ANSWER, Output, check_options, make_output
+from .toolcalls import Handover
 from .tools import ToolLike, Toolset, expand_tools, is_toolset, tools_by_name
 
 __all__ = ["Agent", "Result"]
@@ -557,10 +558,15 @@ class Agent(Generic[OutputT]):
             settings = dataclasses.replace(settings, toolsets=(searching,))
         observer = _observers(self.observers, parent)
         ctx = RunContext(observer=observer)
+        hands_up = False
         if observer is None:
             # A forwarding sub-agent's run: its deltas are made tagged (RunContext._tags).
             # An observer sees the run's own events as its own, untagged.
             ctx._tags = tags
+            # A run with a tool that may hand its forwarding run over (a forwarding
+            # sub-agent's) has it iterated below (RunContext._hands_up).
+            hands_up = ctx._hands_up = any(
+                getattr(tool, "_hands_over", False) for tool in request.tools)
         unwatch = _watch(cancel, ctx) if cancel is not None else None
         if observer is not None:
             backend = self.backend
@@ -577,8 +583,24 @@ class Agent(Generic[OutputT]):
         events = run(request, ctx, self.backend.turn, settings=settings,
                      backend=self.backend.name)
         try:
-            if observer is None:
+            if observer is None and not hands_up:
                 yield from events
+            elif observer is None:
+                for event in events:  # Events, and a Handover the round yields up
+                    if type(event) is not Handover:  # type: ignore[comparison-overlap]
+                        yield event
+                        continue
+                    # A forwarding run handed over by the round (Round.results), its
+                    # events passed on in C, through a filter that keeps every one (an
+                    # Event is always true) and has no close() to pass on: a consumer
+                    # that stops reading leaves the run to its call's thread
+                    # (toolcalls.Handover), which makes the call's result.
+                    finished = False
+                    try:
+                        yield from filter(None, cast(Handover, event).events)
+                        finished = True
+                    finally:
+                        cast(Handover, event).settle(finished)
             else:
                 every = observer.wants_events
                 for event in events:

@@ -150,7 +150,8 @@ class RunContext:
     default; ``Retry`` passes ``RetryBudgetExceeded``).
     """
 
-    __slots__ = ("deadline", "cancelled", "clock", "deadline_error", "observer", "_tags")
+    __slots__ = ("deadline", "cancelled", "clock", "deadline_error", "observer", "_tags",
+                 "_hands_up")
 
     def __init__(
         self,
@@ -172,6 +173,11 @@ class RunContext:
         #: the built-in backends' turn writes the tags into the delta it has just made
         #: rather than the sub-agent copy it. None for every other run.
         self._tags: Optional[Dict[str, Any]] = None
+        #: True when the generator that started the run (``Agent._stream``) iterates a
+        #: forwarding run a call hands over itself: the round then yields the
+        #: ``toolcalls.Handover`` up to it rather than iterating it (see
+        #: ``Round.results``).
+        self._hands_up = False
 
     def observe(self, kind: str, **data: Any) -> None:
         """Tell the run's observers (``observe.py``) about ``kind``; nothing without
@@ -249,6 +255,7 @@ class RunContext:
         child = RunContext(deadline, cancelled=self.cancelled, clock=self.clock,
                            deadline_error=error, observer=self.observer)
         child._tags = self._tags  # the same run's turns (a retry's, a budget's)
+        child._hands_up = self._hands_up
         return child
 
     def tool(self, call_id: str, index: int, name: str, *,

@@ -134,6 +134,12 @@ class SubagentTool:
             "additionalProperties": False,
         }
 
+    @property
+    def _hands_over(self) -> bool:
+        """Whether a call may hand its run to the parent's generator
+        (``toolcalls.Handover``): a forwarding one's may."""
+        return self.forward
+
     def __repr__(self) -> str:
         return f"<SubagentTool {self.name!r} over {self.agent!r}>"
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import collections
 import threading
-from typing import Any, Deque, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Deque, Dict, Iterator, List, Optional, Sequence, Set, Tuple, cast
 
 from ._loggers import get_logger
 from .context import RunContext, ToolContext
@@ -181,6 +181,13 @@ class Round:
                     continue
                 handover = sink.offered()
                 if handover is not None:
+                    if run_ctx._hands_up:
+                        # Up to the run's own generator, through the loop's in C, to be
+                        # iterated and settled there (Agent._stream): each of its
+                        # events then climbs one generator, not this one and the
+                        # loop's three as well. It comes back here when it is done.
+                        yield cast(Event, handover)
+                        continue
                     # A plain loop, not ``yield from``: a consumer that stops reading
                     # leaves the run to the call's thread, not closed from here.
                     finished = False

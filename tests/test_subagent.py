@@ -604,6 +604,43 @@ def test_a_forwarding_sub_agent_alone_in_its_round_runs_on_the_consumer_s_thread
     assert [(t.id, t.result, t.error) for t in result] == [("p1", "child says hi", None)]
 
 
+
+class _DepthNoting(ScriptedBackend):
+    """A ScriptedBackend that notes, as each turn yields its first event, how many
+    generators stand between it and the code iterating the run."""
+
+    def __init__(self, turns):
+        super().__init__(turns)
+        self.depths = []
+
+    def turn(self, request, messages, ctx):
+        import sys
+
+        frame, depth = sys._getframe(), 0
+        while frame is not None and frame.f_code.co_name != "_consume":
+            frame, depth = frame.f_back, depth + 1
+        self.depths.append(depth)
+        yield from super().turn(request, messages, ctx)
+
+
+def _consume(events):
+    return [event for event in events]
+
+
+def test_a_handed_over_run_s_events_climb_only_the_parent_s_own_generator_and_the_tagging():
+    # The round yields the handover up to Agent._stream, which iterates it: a forwarded
+    # event passes that generator and the tagging one, not the loop's as well.
+    script = _DepthNoting([assistant(Text("alone")),
+                           assistant(ToolCall("p1", "subagent", '{"task": "t"}')),
+                           assistant(Text("child")), assistant(Text("done"))])
+    child = Agent(script, "sys")
+    _consume(child.stream([user_text("go")]))
+    parent = Agent(script, "sys", tools=[subagent_tool(child, forward=True)])
+    events = _consume(parent.stream([user_text("go")]))
+    alone, _, forwarded, _ = script.depths
+    assert forwarded - alone == 2  # Agent._stream and subagent._tagged
+    assert [e.text for e in events if e.via and e.kind is nacelle.Kind.TEXT] == ["child"]
+
 def test_a_sub_agent_that_does_not_forward_runs_on_its_call_s_thread():
     script = _ThreadNoting([
         assistant(ToolCall("p1", "subagent", '{"task": "t"}')),

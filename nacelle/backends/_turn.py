@@ -268,6 +268,7 @@ def _stream_turn(
     # A forwarding sub-agent's run (RunContext._tags): its deltas, made just now by the
     # accumulator and seen by nobody yet, take their tags here, not in a copy each.
     tags = ctx._tags
+    agent, via = (tags["agent"], tags["via"]) if tags is not None else ((), "")
     try:
         batch = next_batch(reads, False)
         while batch is not None:
@@ -288,7 +289,9 @@ def _stream_turn(
                                 and (event.text.isascii() or not _SURROGATE(event.text))
                                 or kind is _TOOL_INPUT):
                             if tags is not None:
-                                event.__dict__.update(tags)
+                                fields = event.__dict__
+                                fields["agent"] = agent
+                                fields["via"] = via
                             yield event
                         else:
                             yield clean(event)

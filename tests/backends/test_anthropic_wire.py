@@ -475,6 +475,30 @@ def test_every_profiles_encoded_body_is_its_to_wire(profile):
     assert json.loads(bytes(encoded)) == to_wire(request, conversation)
 
 
+
+@pytest.mark.parametrize("newest", [
+    ToolResult("t1", "f", "caf\u00e9 " * 20_000),
+    ToolResult("t1", "f", 'a "cache_control": {"type": "ephemeral"} in the text'),
+    Text("plain words"),
+    ToolCall("t2", "f", '{"cache_control": 1, "nested": {"cache_control": 2}}'),
+], ids=["long result", "key in a string", "text", "key in an input"])
+def test_a_marked_block_is_encoded_as_its_dict_would_be_key_for_key(newest):
+    # The breakpoint's key is appended to the block's encoding where the block has
+    # none (wire._marked): the bytes must be those of encoding the marked dict.
+    from nacelle.backends._wire_cache import WireCache, dumps
+    from nacelle.backends.anthropic.wire import encode_body
+
+    request = Request("sys", tools=(WEATHER,))
+    role = Role.ASSISTANT if isinstance(newest, (Text, ToolCall)) else Role.USER
+    conversation = [user_text("go"), assistant(ToolCall("t1", "f", "{}")), Message(role, (newest,))]
+    if role is Role.ASSISTANT:
+        conversation = [user_text("go"), Message(role, (newest,))]
+    cache = WireCache()
+    for _ in range(2):  # encoded afresh, then from the cache's blocks
+        assert bytes(encode_body(request, conversation, cache=cache)) == dumps(
+            to_wire(request, conversation))
+
+
 # -- media: images and documents, in messages and in tool results --------------------
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "anthropic"
