@@ -62,7 +62,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
-from .bounded_json import MAX_DEPTH, TooDeep, depth_exceeds
+from .bounded_json import COUNT_BELOW, MAX_DEPTH, TooDeep, brackets_exceed, depth_exceeds
 from .errors import StreamError
 
 __all__ = ["MAX_JSON_DEPTH", "MAX_RETRY", "SSEDecoder", "SSEEvent", "parse_json"]
@@ -316,8 +316,11 @@ def parse_json(text: Union[str, bytes, bytearray]) -> Any:
         text = text.decode(json.detect_encoding(text), "surrogatepass")
     # No text with fewer brackets than the cap can nest past it (most event data is
     # shorter than the cap, or holds a handful): depth_exceeds scans only the rest.
-    if (len(text) > MAX_JSON_DEPTH and text.count("[") + text.count("{") > MAX_JSON_DEPTH
-            and depth_exceeds(text, MAX_JSON_DEPTH)):
+    # (Short data is counted inline, as brackets_exceed would: the call costs more.)
+    size = len(text)
+    if size > MAX_JSON_DEPTH and (
+            text.count("[") + text.count("{") > MAX_JSON_DEPTH if size < COUNT_BELOW
+            else brackets_exceed(text, MAX_JSON_DEPTH)) and depth_exceeds(text, MAX_JSON_DEPTH):
         raise TooDeep("JSON", MAX_JSON_DEPTH)
     # An event's data is one value with nothing around it: the scanner reads it at
     # once, without decode()'s two whitespace matches. Anything else (whitespace

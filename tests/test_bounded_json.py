@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from nacelle.bounded_json import DOCUMENT_DEPTH, MAX_DEPTH, TooDeep, depth_exceeds, loads
+from nacelle.bounded_json import COUNT_BELOW, DOCUMENT_DEPTH, MAX_DEPTH, TooDeep, depth_exceeds, loads
 from nacelle.errors import NacelleError
 
 
@@ -79,3 +79,25 @@ def test_the_scan_is_linear_even_for_many_strings_and_hostile_quotes():
     assert not depth_exceeds(quotes + "[" * 10, 2)
     assert depth_exceeds("[" * 2_000_000, MAX_DEPTH)
     assert time.perf_counter() - start < 5
+
+
+@pytest.mark.parametrize("size", [100, COUNT_BELOW - 1, COUNT_BELOW, 50_000])
+def test_brackets_are_counted_alike_whether_the_text_is_counted_or_searched(size):
+    from nacelle.bounded_json import brackets_exceed
+
+    for brackets in (0, 5, 6, 40):
+        # Openers of both kinds, spread out, some inside strings (they count too).
+        pieces = ["[", "{", '"[', '{"'] * (brackets // 4) + ["["] * (brackets % 4)
+        filler = "x" * max(0, (size - 2 * brackets) // (len(pieces) + 1))
+        text = filler + filler.join(pieces) + filler
+        assert brackets_exceed(text, 5) is (brackets > 5), (size, brackets)
+        assert brackets_exceed(text, brackets) is False
+
+
+def test_a_long_value_nested_past_the_cap_is_refused_and_one_within_it_parses():
+    deep = '{"a": ' * 200 + '"x"' + "}" * 200
+    padding = '"' + "y" * 100_000 + '"'
+    with pytest.raises(TooDeep):
+        loads("[" + padding + "," + deep + "]")
+    shallow = '{"a": ' * 100 + padding + "}" * 100
+    assert loads(shallow)["a"]["a"]["a"] is not None

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Dict, List, Mapping, Optional, TypeVar, cast
+from typing import Any, Dict, List, Mapping, Optional, Tuple, TypeVar, cast
 
 from .._loggers import get_logger
 from ..events import Event, Kind, ToolEvent, _input_fields, _InputSoFar, _wire_count
@@ -140,7 +140,9 @@ def clean(value: T) -> T:
     A TOOL_INPUT passes as it is: :class:`ToolInput` makes every string in it
     well-formed already (the id and name once, the delta through :class:`Deltas`),
     and this runs once per delta, where walking the event's fields would cost more
-    than making it."""
+    than making it. A dataclass's fields to walk are found once per class
+    (:func:`_walked`): ``dataclasses.fields`` and ``is_dataclass`` at every level of
+    every turn's end cost more than the walk itself."""
     if isinstance(value, Event):
         kind = value.kind
         if kind is _TOOL_INPUT:
@@ -153,19 +155,38 @@ def clean(value: T) -> T:
     if isinstance(value, tuple):
         items = tuple(clean(item) for item in value)
         return value if all(a is b for a, b in zip(items, value)) else cast(T, items)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        changed: Dict[str, Any] = {}
-        for field in dataclasses.fields(value):
-            if not field.init:
+    names = _WALKED.get(type(value))
+    if names is None:
+        names = _walked(type(value))
+    if not names:
+        return value
+    changed: Dict[str, Any] = {}
+    for name in names:
+        current = getattr(value, name)
+        if isinstance(current, str):
+            if current.isascii():
                 continue
-            current = getattr(value, field.name)
-            if isinstance(current, (str, tuple)) or (
-                    dataclasses.is_dataclass(current) and not isinstance(current, type)):
-                now = clean(current)
-                if now is not current:
-                    changed[field.name] = now
-        return dataclasses.replace(value, **changed) if changed else value
-    return value
+            now: Any = well_formed(current)
+        elif isinstance(current, tuple) or _WALKED.get(type(current), True):
+            now = clean(current)  # a tuple, a dataclass, or a type not seen yet
+        else:
+            continue
+        if now is not current:
+            changed[name] = now
+    return dataclasses.replace(value, **changed) if changed else value  # type: ignore[type-var]
+
+
+#: The fields ``clean`` walks, by class: a dataclass's fields that ``__init__`` takes,
+#: ``()`` for any other class (a dataclass with no such field walks nothing either).
+_WALKED: Dict[type, Tuple[str, ...]] = {}
+
+
+def _walked(cls: type) -> Tuple[str, ...]:
+    """The fields of ``cls`` that :func:`clean` walks, found once and kept."""
+    names = tuple(field.name for field in dataclasses.fields(cls) if field.init) \
+        if dataclasses.is_dataclass(cls) else ()
+    _WALKED[cls] = names
+    return names
 
 
 _new = object.__new__
