@@ -279,23 +279,35 @@ def test_a_consumer_that_leaves_at_the_final_event_closes_at_once_without_draini
     assert server.wait_disconnects(1, timeout=1.0)
 
 
-def test_threads_running_at_once_each_get_their_own_session():
-    transport = Transport("http://127.0.0.1:1", {})
+def _sessions_held_at_once(transport, count):
+    """Start ``count`` threads that each take their session of ``transport`` and wait;
+    returns the sessions, once all are taken, and a function that lets the threads
+    end and joins them."""
     sessions, hold = [], threading.Event()
 
     def use():
         sessions.append(transport.session)
         hold.wait(5)
 
-    threads = [threading.Thread(target=use) for _ in range(3)]
+    threads = [threading.Thread(target=use) for _ in range(count)]
     for thread in threads:
         thread.start()
-    while len(sessions) < 3:
+    while len(sessions) < count:
         time.sleep(0.001)
+
+    def end():
+        hold.set()
+        for thread in threads:
+            thread.join()
+
+    return sessions, end
+
+
+def test_threads_running_at_once_each_get_their_own_session():
+    transport = Transport("http://127.0.0.1:1", {})
+    sessions, end = _sessions_held_at_once(transport, 3)
     mine = transport.session
-    hold.set()
-    for thread in threads:
-        thread.join()
+    end()
     assert transport.session is mine
     assert len({id(s) for s in sessions + [mine]}) == 4
 
@@ -316,20 +328,8 @@ def test_a_thread_that_ended_leaves_its_session_to_the_next_thread():
 
 def test_a_transport_keeps_a_few_sessions_of_ended_threads():
     transport = Transport("http://127.0.0.1:1", {})
-    sessions, hold = [], threading.Event()
-
-    def use():
-        sessions.append(transport.session)
-        hold.wait(5)
-
-    threads = [threading.Thread(target=use) for _ in range(_http.IDLE_SESSIONS + 3)]
-    for thread in threads:
-        thread.start()
-    while len(sessions) < len(threads):
-        time.sleep(0.001)
-    hold.set()
-    for thread in threads:
-        thread.join()
+    sessions, end = _sessions_held_at_once(transport, _http.IDLE_SESSIONS + 3)
+    end()
     deadline = time.monotonic() + 5
     while len(transport._idle) < _http.IDLE_SESSIONS and time.monotonic() < deadline:
         time.sleep(0.001)
