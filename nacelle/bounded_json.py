@@ -65,7 +65,7 @@ COUNT_BELOW = 4096
 
 def brackets_exceed(text: str, limit: int) -> bool:
     """True when ``text`` holds more than ``limit`` brackets that open (``[`` and
-    ``{``, inside strings or not): text with fewer cannot nest past ``limit``.
+    ``{``, inside strings or not); text with no more cannot nest past ``limit``.
 
     ``str.count`` looks at each character in turn; ``str.find`` goes at memory speed
     (``memchr``). A long value usually is one long string with a bracket or two (a

@@ -81,9 +81,9 @@ What it promises:
   one: every tool call runs on a thread of its own, so a tool that runs an agent (a
   sub-agent) would otherwise open a new connection, and over HTTPS make a new TLS
   handshake, for every call. Sessions are dropped when pickling and made again on
-  first use. The environment's proxies and
-  CA bundle are read once, when the transport makes its first session, rather than
-  on every request (or for every thread of a thousand).
+  first use. The environment's proxies and CA bundle are read once, when the
+  transport makes its first session, rather than on every request (or for every
+  thread of a thousand).
 
 Outer ring: imports ``requests``, ``urllib3``, the standard library, ``nacelle.errors``,
 ``nacelle.sse``, ``nacelle.bounded_json`` (its ``TooDeep``), ``nacelle.read_limits``,
