@@ -56,7 +56,9 @@ sub-agent that is its round's only call, under no timeout or run deadline, with 
 observers: the parent's generator has nothing else to do until that call ends, so it
 iterates the child's events itself, on the consumer's thread
 (``toolcalls.Handover``), sparing each event the hop between threads (about an eighth
-of a forwarded run's CPU). What the consumer sees is the same. A consumer that stops
+of a forwarded run's CPU). In an Agent's run the round hands the run up to the run's
+own generator (``Agent._stream``), so each forwarded event climbs that generator and
+the tagging one only, not the loop's as well. What the consumer sees is the same. A consumer that stops
 reading hands the child's run back to the call's thread, which sees it cancelled; a
 Ctrl-C while the child's code runs reaches the consumer, and the call ends as
 cancelled; so does a call whose stream is left open by a thread that then ends (the

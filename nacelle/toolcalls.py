@@ -73,8 +73,10 @@ class Handover:
     so it iterates the child's (tagged) events itself and yields them as it goes;
     the call's thread waits, then makes the call's result as always.
 
-    ``events`` is iterated by one thread at a time: the generator, from when it
-    takes the handover until it settles it (:meth:`settle`) — ``finished`` when it
+    The round's generator takes it; in an Agent's run it yields it up to the run's
+    own generator, which iterates it (``RunContext._hands_up``), else it iterates it
+    itself. ``events`` is iterated by one thread at a time: the generator, from when
+    it takes the handover until it settles it (:meth:`settle`) — ``finished`` when it
     ran ``events`` to their end, else handed back, and the call's thread iterates
     the rest itself. The generator settles it however it leaves, so the call's
     thread never waits for a stream nobody reads any more; nor for one whose reading
