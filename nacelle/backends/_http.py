@@ -80,8 +80,9 @@ What it promises:
   ends hands its session, with its open connections, to the next thread that needs
   one: every tool call runs on a thread of its own, so a tool that runs an agent (a
   sub-agent) would otherwise open a new connection, and over HTTPS make a new TLS
-  handshake, for every call. Sessions are dropped when pickling and made again on
-  first use. The environment's proxies and CA bundle are read once, when the
+  handshake, for every call (a forked child takes none its parent's threads left:
+  their connections are the parent's). Sessions are dropped when pickling and made
+  again on first use. The environment's proxies and CA bundle are read once, when the
   transport makes its first session, rather than on every request (or for every
   thread of a thousand).
 
@@ -96,6 +97,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import socket
 import threading
 import time
@@ -218,6 +220,7 @@ class Transport:
         self._headers_lock = threading.Lock()
         self._local = threading.local()
         self._idle: List[requests.Session] = []
+        self._idle_pid = os.getpid()
         self._environ: Optional[Environment] = None
 
     def __repr__(self) -> str:
@@ -227,7 +230,7 @@ class Transport:
     def __getstate__(self) -> Dict[str, Any]:
         state = self.__dict__.copy()
         del state["_local"]  # sessions hold sockets and locks; made again on use
-        del state["_idle"]
+        del state["_idle"], state["_idle_pid"]
         del state["_headers_lock"]
         state["_all_headers"] = None  # the key read from this environment stays here
         state["_environ"] = None  # and so do its proxies
@@ -238,6 +241,7 @@ class Transport:
         self._headers_lock = threading.Lock()
         self._local = threading.local()
         self._idle = []
+        self._idle_pid = os.getpid()
 
     def request_headers(self) -> Dict[str, str]:
         """The headers every request carries, ``secret_headers`` asked on first use
@@ -265,6 +269,10 @@ class Transport:
         named when the transport made its first one."""
         held = getattr(self._local, "held", None)
         if held is None:
+            if self._idle_pid != os.getpid():
+                # A forked child: the sessions its parent's threads left hold the
+                # parent's connections, which two processes must not share.
+                self._idle, self._idle_pid = [], os.getpid()
             try:
                 session = self._idle.pop()
             except IndexError:

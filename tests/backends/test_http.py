@@ -338,6 +338,26 @@ def test_a_transport_keeps_a_few_sessions_of_ended_threads():
     assert all(any(s is held for held in sessions) for s in transport._idle)
 
 
+
+def test_a_forked_child_never_takes_a_session_its_parent_s_threads_left(monkeypatch):
+    # Their pools hold the parent's connections: two processes must not share one.
+    import os
+
+    transport = Transport("http://127.0.0.1:1", {})
+    sessions, end = _sessions_held_at_once(transport, 1)
+    end()
+    deadline = time.monotonic() + 5
+    while not transport._idle and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert transport._idle == sessions
+    parent = os.getpid()
+    monkeypatch.setattr(os, "getpid", lambda: parent + 1)  # as after os.fork()
+    taken = []
+    thread = threading.Thread(target=lambda: taken.append(transport.session))
+    thread.start()
+    thread.join()
+    assert taken[0] is not sessions[0]
+
 # -- retries ------------------------------------------------------------------------------
 
 
