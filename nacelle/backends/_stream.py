@@ -262,18 +262,24 @@ class ToolInput:
         the TOOL_INPUT of what it shows, or none (empty, or half a character held
         for the next delta)."""
         raw = self.raw
-        shown = raw.add(delta)  # appended to the pieces when not empty
-        if not shown:
+        if raw._held or not (delta.isascii() or _SURROGATE.search(delta) is None):
+            shown = raw.add(delta)  # a surrogate's half to hold or pair: Deltas decides
+            return [self._event(shown, raw._parts)] if shown else []
+        if not delta:
             return []
+        # What raw.add does with a delta that has no surrogate in it, then the event,
+        # as in _event: inline, on the path of every delta (a call each was an eighth
+        # of an argument delta's cost in the accumulator).
         parts = raw._parts
-        tool = _new(_InputSoFar)  # as in _event, inline: the path of every delta
+        parts.append(delta)
+        tool = _new(_InputSoFar)
         held = tool.__dict__
         held.update(self._tool)
         held["_source"] = (parts, len(parts))
         event = _new(Event)
         fields = event.__dict__
         fields["kind"] = _TOOL_INPUT
-        fields["text"] = shown
+        fields["text"] = delta
         fields["tool"] = tool
         return [event]
 

@@ -107,6 +107,23 @@ def test_take_feeds_a_calls_raw_deltas_and_its_pieces_are_the_calls_input():
     assert call.end() == []
 
 
+@given(st.text(alphabet=st.sampled_from(["a", '"', "é", EMOJI, HIGH, LOW]), max_size=12),
+       st.data())
+def test_take_cut_anywhere_shows_what_deltas_show_and_each_input_is_the_text_so_far(text, data):
+    units = utf16_units(text)
+    cuts = sorted(data.draw(st.sets(st.integers(0, len(units)))))
+    pieces = ["".join(units[a:b]) for a, b in zip([0] + cuts, cuts + [len(units)])]
+    call, deltas = ToolInputs().start("c", "n"), Deltas()
+    events = [event for piece in pieces for event in call.take(piece)] + call.end()
+    expected = [shown for shown in [deltas.add(piece) for piece in pieces] + [deltas.end()]
+                if shown]
+    assert [event.text for event in events] == expected
+    assert [event.tool.input for event in events] == [
+        "".join(expected[:n + 1]) for n in range(len(expected))]
+    assert all(clean(event) is event and event.tool.id == "c" for event in events)
+    assert call.text == deltas.text == well_formed("".join(pieces))
+
+
 def test_end_gives_the_u_fffd_a_held_half_becomes_as_one_more_tool_input():
     call = ToolInputs().start("c", "n")
     assert [e.text for e in call.take('{"a": 1}' + HIGH)] == ['{"a": 1}']
