@@ -5,6 +5,11 @@ it up on one full stream, measures, and prints one JSON object on stdout. Modes:
 
 - ``throughput``: ``runs`` whole streams; per run the wall and CPU seconds (CPU of
   the whole process, every thread included) and the text deltas received.
+- ``marginal``: ``runs`` whole streams of ``URL`` each followed by one of
+  ``--short-url`` (the same body, fewer deltas), alternately in this process; per run
+  pair both CPU figures and both counts. What a delta costs is the difference over
+  the difference in deltas: what a run costs once (its turns' requests, a tool, a
+  parent's own turns) cancels out.
 - ``ttfe``: ``runs`` requests to a stream that stalls after its first delta; per
   run the seconds from the call to the first text delta, then the stream is closed.
 - ``memory``: one stream, keeping the answer as a user would; the peak RSS growth
@@ -384,6 +389,25 @@ def throughput(client, url, runs):
     return {"warmup_events": count, "runs": samples}
 
 
+def marginal(client, url, short_url, runs):
+    run, _, _ = client(url)
+    short, _, _ = client(short_url)
+    count = run()  # warm-up: imports, connection, caches
+    short()
+    samples = []
+    for _ in range(runs):
+        gc.collect()
+        cpu = time.process_time()
+        got = run()
+        long_cpu = time.process_time() - cpu
+        gc.collect()
+        cpu = time.process_time()
+        short_got = short()
+        samples.append({"cpu": long_cpu, "short_cpu": time.process_time() - cpu,
+                        "events": got, "short_events": short_got})
+    return {"warmup_events": count, "runs": samples}
+
+
 def ttfe(client, url, runs, warm_url):
     run, first, _ = client(url)
     client(warm_url)[0]()  # warm-up on a full stream: imports and lazy set-up
@@ -416,16 +440,19 @@ def _status(field):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("mode", choices=("throughput", "ttfe", "memory"))
+    parser.add_argument("mode", choices=("throughput", "marginal", "ttfe", "memory"))
     parser.add_argument("client", choices=sorted(CLIENTS))
     parser.add_argument("url")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--short-url", help="the same body with fewer deltas (marginal)")
     parser.add_argument("--warm-url", help="a small full stream for warm-up (ttfe, memory)")
     args = parser.parse_args()
     client = CLIENTS[args.client]
     try:
         if args.mode == "throughput":
             result = throughput(client, args.url, args.runs)
+        elif args.mode == "marginal":
+            result = marginal(client, args.url, args.short_url, args.runs)
         elif args.mode == "ttfe":
             result = ttfe(client, args.url, args.runs, args.warm_url)
         else:

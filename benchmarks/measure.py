@@ -95,7 +95,7 @@ class ServerProcess:
 
 
 def run_client(mode: str, client: str, url: str, *, runs: int = 5, warm_url: str = "",
-               timeout: float = 240.0) -> dict:
+               short_url: str = "", timeout: float = 240.0) -> dict:
     """Run ``clients.py`` in a fresh process and return what it printed, parsed.
 
     ``{"missing": ...}`` when the client's package is not installed, ``{"error": ...}``
@@ -105,6 +105,8 @@ def run_client(mode: str, client: str, url: str, *, runs: int = 5, warm_url: str
                "--runs", str(runs)]
     if warm_url:
         command += ["--warm-url", warm_url]
+    if short_url:
+        command += ["--short-url", short_url]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -160,83 +160,107 @@ def eager_rows(runs: int) -> List[Row]:
 
 #: Runs of one client in one process, between the other clients' (see _interleaved).
 ROUND = 3
+#: The short body's deltas: a run of it is subtracted from each run of the long one.
+SHORT = 2_000
 
 
-def _interleaved(clients: List[Tuple[str, str, Optional[int]]], runs: int) -> List[dict]:
-    """Each of ``clients`` (name, url, deltas expected or None) measured ``runs`` times
-    in rounds of :data:`ROUND` runs, the clients taking turns, each round in a fresh
-    process: every ratio of row 12 is one nacelle client over another, so a machine
-    that speeds up or slows down while the row runs must not favour whichever went
-    first. A client's result is its rounds' runs together, with ``cpu_us`` per delta."""
+def _interleaved(clients: List[Tuple[str, str, str, Optional[bool]]], runs: int) -> List[dict]:
+    """Each of ``clients`` (name, url of the long body, url of the short one, and
+    True if it counts the deltas, False if it sees none, None for a floor client's
+    count of data lines) measured ``runs`` times in rounds of :data:`ROUND` runs, the
+    clients taking turns, each round in a fresh process: every ratio of row 12 is one
+    nacelle client over another, so a machine that speeds up or slows down while the
+    row runs must not favour whichever went first.
+
+    Each run is a pair (``clients.py marginal``): the body of :data:`DELTAS` deltas,
+    then the same body of :data:`SHORT`. ``cpu_us`` is the CPU a delta adds, the
+    pair's difference over the difference in deltas; ``whole_us`` is the long run's
+    CPU over its deltas. The two differ by what a run costs once, and that differs
+    between the clients a ratio compares: a call's tool and second turn (12b), a
+    parent's own two turns (12c, 12d). Those are paid per run whatever the deltas
+    carry, so a ratio of whole runs would change with the body's length; the
+    per-delta cost, which TOOL_INPUT and forwarding add to, does not."""
     results: List[dict] = [{"runs": []} for _ in clients]
     left = runs
     while left > 0:
         now = min(ROUND, left)
         left -= now
-        for (name, url, _), result in zip(clients, results):
+        for (name, url, short_url, _), result in zip(clients, results):
             if "runs" not in result:
                 continue  # missing or failed already
-            got = run_client("throughput", name, url, runs=now)
+            got = run_client("marginal", name, url, short_url=short_url, runs=now)
             if "runs" in got:
                 result["runs"].extend(got["runs"])
             else:
                 result.clear()
                 result.update(got)
-    for (name, _, expected), result in zip(clients, results):
-        if "runs" in result:
-            counts = {r["events"] for r in result["runs"]}
-            if expected is not None and counts != {expected}:
-                result.clear()
-                result["error"] = f"{name} received {sorted(counts)} deltas, expected {expected}"
-            else:
-                result["cpu_us"] = Stat.of([r["cpu"] / DELTAS * 1e6 for r in result["runs"]])
+    for (name, _, _, counts_deltas), result in zip(clients, results):
+        if "runs" not in result:
+            continue
+        counts = {(r["events"], r["short_events"]) for r in result["runs"]}
+        expected = (DELTAS, SHORT) if counts_deltas else (0, 0)
+        if counts_deltas is not None and counts != {expected}:
+            result.clear()
+            result["error"] = f"{name} received {sorted(counts)} deltas, expected {expected}"
+            continue
+        result["cpu_us"] = Stat.of([(r["cpu"] - r["short_cpu"]) / (DELTAS - SHORT) * 1e6
+                                    for r in result["runs"]])
+        result["whole_us"] = Stat.of([r["cpu"] / DELTAS * 1e6 for r in result["runs"]])
     return results
 
 
 def overhead_rows(server: ServerProcess, runs: int) -> List[Row]:
-    arguments = server.url("anthropic", "args", DELTAS)
-    text_url = server.url("anthropic", "text", DELTAS)
-    delegate = server.url("anthropic", "delegate", DELTAS)
+    def urls(kind: str) -> Tuple[str, str]:
+        return server.url("anthropic", kind, DELTAS), server.url("anthropic", kind, SHORT)
+
+    arguments, text, delegate = urls("args"), urls("text"), urls("delegate")
     # The floor (requests, split, json.loads) on both bodies: 12b compares nacelle on
     # two bodies, so whether one is dearer to read for anyone is shown beside it.
-    read, ignored, text, floor_arguments, floor_text, forwarded, kept = _interleaved([
-        ("nacelle-arguments-read", arguments, DELTAS),
-        ("nacelle-arguments-ignored", arguments, DELTAS),
-        ("nacelle-anthropic", text_url, DELTAS),
-        ("floor-anthropic", arguments, None),
-        ("floor-anthropic", text_url, None),
-        ("nacelle-subagent-forwarded", delegate, DELTAS),
-        ("nacelle-subagent", delegate, 0),
+    read, ignored, texts, floor_arguments, floor_text, forwarded, kept = _interleaved([
+        ("nacelle-arguments-read", *arguments, True),
+        ("nacelle-arguments-ignored", *arguments, True),
+        ("nacelle-anthropic", *text, True),
+        ("floor-anthropic", *arguments, None),
+        ("floor-anthropic", *text, None),
+        ("nacelle-subagent-forwarded", *delegate, True),
+        ("nacelle-subagent", *delegate, False),
     ], runs)
-    figures = []
+    figures = [f"CPU a delta adds: a run of {DELTAS:,} deltas less one of {SHORT:,}, over "
+               f"{DELTAS - SHORT:,} (in brackets: the whole run's CPU over its deltas)"]
     for name, result in (("TOOL_INPUT read", read), ("TOOL_INPUT ignored", ignored),
-                         ("text deltas", text), ("floor, argument body", floor_arguments),
-                         ("floor, text body", floor_text)):
-        stat = result.get("cpu_us")
-        figures.append(f"{name}: {stat.show(' µs', 2)} CPU per delta" if stat else
-                       f"{name}: {result.get('missing') or result.get('error')}")
-    for name, result in (("sub-agent, its events forwarded and read", forwarded),
+                         ("text deltas", texts), ("floor, argument body", floor_arguments),
+                         ("floor, text body", floor_text),
+                         ("sub-agent, its events forwarded and read", forwarded),
                          ("sub-agent, not forwarded", kept)):
         stat = result.get("cpu_us")
-        figures.append(f"{name}: {stat.show(' µs', 2)} CPU per child text delta" if stat
-                       else f"{name}: {result.get('missing') or result.get('error')}")
+        unit = " CPU per child text delta" if name.startswith("sub-agent") else " CPU per delta"
+        figures.append(f"{name}: {stat.show(' µs', 2)}{unit} "
+                       f"({result['whole_us'].median:.2f} µs whole)" if stat else
+                       f"{name}: {result.get('missing') or result.get('error')}")
 
-    def over(top: dict, bottom: dict) -> Optional[float]:
-        return (top["cpu_us"].median / bottom["cpu_us"].median
-                if "cpu_us" in top and "cpu_us" in bottom else None)
+    def over(top: dict, bottom: dict, field: str = "cpu_us") -> Optional[float]:
+        return (top[field].median / bottom[field].median
+                if field in top and field in bottom else None)
 
+    wholes = [(number, over(top, texts, "whole_us")) for number, top in
+              (("12b", ignored), ("12c", forwarded), ("12d", kept))]
+    if all(ratio is not None for _, ratio in wholes):
+        figures.append("whole runs over the child's or the text's whole run (a call's tool "
+                       "and second turn, a parent's turns included): " + ", ".join(
+                           f"{number} {ratio:.2f}×" for number, ratio in wholes))
     return [
         ratio_row("12", "CPU per argument delta, TOOL_INPUT read ÷ ignored", over(read, ignored),
                   "≤ 1.10", 1.10, at_least=False, label="TOOL_INPUT read", figures=figures),
-        # A TOOL_INPUT nobody reads against no event at all: the nearest run without
+        # A TOOL_INPUT nobody reads against no such event: the nearest run without
         # them is the same number of text deltas, whose TEXT events are ignored too.
-        ratio_row("12b", "CPU per delta, argument (TOOL_INPUT ignored) ÷ text", over(ignored, text),
-                  "≤ 1.05", 1.05, at_least=False, label="TOOL_INPUT ignored", figures=[]),
+        ratio_row("12b", "CPU per delta, argument (TOOL_INPUT ignored) ÷ text",
+                  over(ignored, texts), "≤ 1.05", 1.05, at_least=False,
+                  label="TOOL_INPUT ignored", figures=[]),
         ratio_row("12c", "CPU per child delta, sub-agent forwarded and read ÷ child alone",
-                  over(forwarded, text), "≤ 1.10", 1.10, at_least=False,
+                  over(forwarded, texts), "≤ 1.10", 1.10, at_least=False,
                   label="sub-agent forwarded", figures=[]),
         ratio_row("12d", "CPU per child delta, sub-agent not forwarded ÷ child alone",
-                  over(kept, text), "≤ 1.05", 1.05, at_least=False,
+                  over(kept, texts), "≤ 1.05", 1.05, at_least=False,
                   label="sub-agent not forwarded", figures=[]),
     ]
 
