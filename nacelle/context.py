@@ -170,8 +170,9 @@ class RunContext:
         #: What the run's own text and argument deltas are tagged with as they are made
         #: (``agent`` and ``via``): set for the run of a forwarding sub-agent that has no
         #: observers (``subagent.py``), whose every event is passed on so tagged, so
-        #: the built-in backends' turn writes the tags into the delta it has just made
-        #: rather than the sub-agent copy it. None for every other run.
+        #: the built-in backends' accumulators make each delta with the tags
+        #: (``backends._stream.Tagging``) rather than the sub-agent copy it. None for
+        #: every other run.
         self._tags: Optional[Dict[str, Any]] = None
         #: True when the generator that started the run (``Agent._stream``) iterates a
         #: forwarding run a call hands over itself: the round then yields the

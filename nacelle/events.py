@@ -15,7 +15,7 @@ import dataclasses
 import enum
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from .errors import ConfigError
 
@@ -538,3 +538,20 @@ def _delta(kind: Kind, text: str) -> Event:
     fields["kind"] = kind
     fields["text"] = text
     return event
+
+
+def _tagged_delta(agent: Tuple[str, ...], via: str) -> Callable[[Kind, str], Event]:
+    """:func:`_delta` for a run whose deltas are made tagged (a forwarding sub-agent's,
+    ``RunContext._tags``): ``agent`` and ``via`` are among the defaults its events'
+    dicts are filled from, so a delta costs what an untagged one does."""
+    defaults = dict(_DEFAULTS, agent=agent, via=via)
+
+    def made(kind: Kind, text: str) -> Event:
+        event = _new(Event)
+        fields = event.__dict__
+        fields.update(defaults)
+        fields["kind"] = kind
+        fields["text"] = text
+        return event
+
+    return made

@@ -46,9 +46,9 @@ event.via)`` always names the call that started the run an event comes from. A
 forwarded event closes no call of the parent; the parent's model still reads only
 the final text. Forwarding is off by default: a consumer written before it would
 show a sub-agent's text as the parent's. Most of a forwarded run is its text and
-argument deltas: a built-in backend's turn makes them with their tags already
-(``RunContext._tags``) when the child has no observers, so they are passed on as
-they are, not copied; an observer sees the child's own events untagged, as they are
+argument deltas: a built-in backend's accumulator makes them with their tags
+already (``RunContext._tags``, ``_stream.Tagging``) when the child has no observers,
+so they are passed on as they are, not copied or written to; an observer sees the child's own events untagged, as they are
 in a run of its own, and what a backend of one's own yields is copied, never changed.
 
 Where the child runs: on its call's thread, as every tool does — except a forwarding
@@ -252,7 +252,8 @@ def _tagged(tally: _Tally, name: Tuple[str, ...], call_id: str) -> Iterator[Even
 
     Forwarding is on the path of every event of the child's run. Its text and
     argument deltas are made already tagged, when the child's run has no observers
-    and a built-in backend's turn makes them (``RunContext._tags``): their ``agent``
+    and a built-in backend's accumulator makes them (``RunContext._tags``,
+    ``_stream.Tagging``): their ``agent``
     is ``name`` itself, and they pass as they are. Every other event is re-tagged
     inline, as ``dataclasses.replace(event, agent=..., via=...)`` would without its
     ``__init__`` (an Event has no ``__post_init__``, and the two fields are right by

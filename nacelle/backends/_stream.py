@@ -49,14 +49,16 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Dict, List, Mapping, Optional, Tuple, TypeVar, cast
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, TypeVar, cast
 
 from .._loggers import get_logger
-from ..events import Event, Kind, ToolEvent, _input_fields, _InputSoFar, _wire_count
+from ..events import (
+    Event, Kind, ToolEvent, _input_fields, _InputSoFar, _tagged_delta, _wire_count,
+)
 from ..messages import REPLACEMENT, well_formed
 from ..sse import parse_json
 
-__all__ = ["REPLACEMENT", "TRANSIENT_CODES", "Deltas", "ToolInput", "ToolInputs", "clean",
+__all__ = ["REPLACEMENT", "TRANSIENT_CODES", "Deltas", "Tagging", "ToolInput", "ToolInputs", "clean",
            "complete_json", "token_count", "transient_code", "well_formed"]
 
 logger = get_logger(__name__)
@@ -212,15 +214,18 @@ class ToolInput:
     that follows ``event.text`` pays nothing. The Event and its ToolEvent are made
     by writing into new instances' dicts the fields that differ from the defaults
     (the kind, the delta, the ToolEvent; the call's id, index and name from a
-    template kept per call, the pieces) rather than by the dataclasses' ``__init__``
-    (most of their cost, on the path every delta takes); the values are equal to
-    ones built the usual way.
+    template kept per call, the pieces; a forwarding sub-agent's ``agent`` and
+    ``via``, given as ``tags``) rather than by the dataclasses' ``__init__`` (most of
+    their cost, on the path every delta takes); the values are equal to ones built
+    the usual way.
     """
 
-    __slots__ = ("index", "id", "name", "announced", "settled", "final", "raw", "_tool")
+    __slots__ = ("index", "id", "name", "announced", "settled", "final", "raw", "_tool", "_tags")
 
-    def __init__(self, index: int, call_id: str, name: str) -> None:
+    def __init__(self, index: int, call_id: str, name: str,
+                 tags: Optional[Tuple[Tuple[str, ...], str]] = None) -> None:
         self.index = index
+        self._tags = tags  # (agent, via) its events are made with, as ToolInputs.tags
         self.announced = False
         self.raw = Deltas()
         self.settled = False
@@ -255,6 +260,9 @@ class ToolInput:
         fields["kind"] = _TOOL_INPUT
         fields["text"] = shown
         fields["tool"] = tool
+        tags = self._tags
+        if tags is not None:
+            fields["agent"], fields["via"] = tags
         return event
 
     def take(self, delta: str) -> List[Event]:
@@ -281,6 +289,9 @@ class ToolInput:
         fields["kind"] = _TOOL_INPUT
         fields["text"] = delta
         fields["tool"] = tool
+        tags = self._tags
+        if tags is not None:
+            fields["agent"], fields["via"] = tags
         return [event]
 
     def end(self) -> List[Event]:
@@ -305,21 +316,51 @@ class ToolInput:
         fields["kind"] = _TOOL_INPUT
         fields["text"] = shown
         fields["tool"] = tool
+        tags = self._tags
+        if tags is not None:
+            fields["agent"], fields["via"] = tags
         return event
+
+
+class Tagging:
+    """What an accumulator needs to make a forwarding sub-agent's deltas tagged.
+
+    A sub-agent whose events flow into its parent's stream (``forward=True``) has
+    each of them carry ``agent`` and ``via``; its run's text, reasoning and argument
+    deltas are nearly all of them, and are tagged as they are made rather than
+    copied afterwards (``subagent._tagged`` passes a delta so made as it is).
+    ``_turn.stream_turn`` calls :meth:`tag` on a new accumulator of such a run
+    (``RunContext._tags``); the accumulator makes its text and reasoning deltas with
+    :attr:`_made` and its calls' TOOL_INPUTs through its :class:`ToolInputs`
+    ``_inputs``. Until then both make untagged events, at no cost."""
+
+    _inputs: "ToolInputs"
+    #: Makes a text or reasoning delta: ``events._delta``, set by the accumulator's
+    #: ``__init__`` (an instance attribute is read quicker than a class's
+    #: staticmethod, on the path of every delta), or its tagged twin.
+    _made: Callable[[Kind, str], Event]
+
+    def tag(self, agent: Tuple[str, ...], via: str) -> None:
+        """Make this turn's deltas with ``agent`` and ``via``."""
+        self._made = _tagged_delta(agent, via)
+        self._inputs.tags = (agent, via)
 
 
 class ToolInputs:
     """A turn's local calls in order of first appearance (see the module docstring)."""
 
-    __slots__ = ("calls", "_next")
+    __slots__ = ("calls", "_next", "tags")
 
     def __init__(self) -> None:
         self.calls: List[ToolInput] = []
         self._next = 0  # the first call not yet known to be finished
+        #: (agent, via) the TOOL_INPUTs of calls started from now on are made with
+        #: (:meth:`Tagging.tag`); None: untagged.
+        self.tags: Optional[Tuple[Tuple[str, ...], str]] = None
 
     def start(self, call_id: str = "", name: str = "") -> ToolInput:
         """A new local call, the next in order."""
-        call = ToolInput(len(self.calls), call_id, name)
+        call = ToolInput(len(self.calls), call_id, name, self.tags)
         self.calls.append(call)
         return call
 

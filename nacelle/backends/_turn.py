@@ -58,7 +58,7 @@ from ..events import Event, Kind, Usage, _wire_count
 from ..sse import SSEEvent
 from .._net.headers import checked, checked_settings
 from .._net.secrets import scrub
-from ._stream import _SURROGATE as _SURROGATE_PATTERN, clean
+from ._stream import _SURROGATE as _SURROGATE_PATTERN, Tagging, clean
 
 if TYPE_CHECKING:  # typing only: the import costs requests
     from ._http import Transport
@@ -265,10 +265,11 @@ def _stream_turn(
     reads = transport.batches(response, ctx, keepalive=keepalive)
     feed = state.feed
     is_set, deadline = ctx.cancelled.is_set, ctx.deadline  # a context's deadline is fixed
-    # A forwarding sub-agent's run (RunContext._tags): its deltas, made just now by the
-    # accumulator and seen by nobody yet, take their tags here, not in a copy each.
+    # A forwarding sub-agent's run (RunContext._tags): its accumulator makes its deltas
+    # with their tags (_stream.Tagging), so none is copied to be tagged.
     tags = ctx._tags
-    agent, via = (tags["agent"], tags["via"]) if tags is not None else ((), "")
+    if tags is not None and isinstance(state, Tagging):
+        state.tag(tags["agent"], tags["via"])
     try:
         batch = next_batch(reads, False)
         while batch is not None:
@@ -288,10 +289,6 @@ def _stream_turn(
                                 kind is _TEXT and event.tool is None
                                 and (event.text.isascii() or not _SURROGATE(event.text))
                                 or kind is _TOOL_INPUT):
-                            if tags is not None:
-                                fields = event.__dict__
-                                fields["agent"] = agent
-                                fields["via"] = via
                             yield event
                         else:
                             yield clean(event)

@@ -624,6 +624,45 @@ def test_every_tool_call_is_closed_by_exactly_one_result_in_index_order(flavour,
     server.assert_consumed()
 
 
+def test_a_forwarding_sub_agents_deltas_are_made_tagged_by_its_wire_never_copied(
+        flavour, server, monkeypatch):
+    # A forwarding sub-agent's events carry its name and the parent's call id; its
+    # text and argument deltas are nearly all of them, and each wire's accumulator
+    # makes them so (_stream.Tagging) rather than subagent._tagged copying each.
+    from nacelle import subagent
+    from nacelle.messages import Message, Role, Text, ToolCall
+    from nacelle.testing import ScriptedBackend
+
+    copied = []
+    made = subagent._new
+
+    def counted_copy(cls):
+        copied.append(cls)
+        return made(cls)
+
+    monkeypatch.setattr(subagent, "_new", counted_copy)
+    server.queue(flavour.path,
+                 Reply(chunks=flavour.answer(["Checking", " both."], Sent(5, 5), calls=CALLS)),
+                 Reply(chunks=flavour.answer(["It is 15°C", " at 12:00."], Sent(5, 5))))
+    child = Agent(flavour.backend(server), "You are a weather desk.",
+                  tools=[weather, clock], max_parallel_tools=1)
+    parent = Agent(ScriptedBackend([
+        Message(Role.ASSISTANT, (ToolCall("p1", "subagent", '{"task": "Weather?"}'),)),
+        Message(Role.ASSISTANT, (Text("Done."),))]), "sys",
+        tools=[nacelle.subagent_tool(child, forward=True)])
+    events = list(parent.stream([user_text("Go")]))
+    deltas = [e for e in events if e.kind in (Kind.TEXT, Kind.TOOL_INPUT) and e.via]
+    assert {(e.agent, e.via) for e in deltas} == {(("subagent",), "p1")}
+    assert "".join(e.text for e in deltas if e.kind is Kind.TEXT) == \
+        "Checking both.It is 15°C at 12:00."
+    assert {e.tool.index for e in deltas if e.kind is Kind.TOOL_INPUT} == {0, 1}
+    # What was copied to be tagged: the child's calls, results and turns, not a delta.
+    forwarded = [e for e in events if e.via and e.kind is not Kind.TOOL_INPUT
+                 and e.kind is not Kind.TEXT]
+    assert copied and len(copied) == len(forwarded)
+    server.assert_consumed()
+
+
 def test_a_tool_input_nested_a_thousand_deep_is_one_failed_result_and_the_run_goes_on(
         flavour, server):
     if not getattr(flavour, "args_are_text", True):

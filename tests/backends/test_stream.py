@@ -75,6 +75,24 @@ def test_a_tool_input_is_the_event_the_dataclasses_would_build_and_passes_clean_
     assert_well_formed(first, second)
 
 
+def test_tagged_deltas_and_tool_inputs_equal_events_built_with_their_tags():
+    from nacelle.events import _delta, _tagged_delta
+
+    made = _tagged_delta(("child",), "p1")(Kind.TEXT, "hi")
+    assert made == Event(Kind.TEXT, text="hi", agent=("child",), via="p1")
+    assert vars(made) == vars(Event(Kind.TEXT, text="hi", agent=("child",), via="p1"))
+    assert _delta(Kind.TEXT, "hi").agent == ()  # the untagged maker is left as it was
+    calls = ToolInputs()
+    untagged = calls.start("c0", "f")
+    calls.tags = (("child",), "p1")  # Tagging.tag: calls started from now on
+    tagged = calls.start("c1", "g")
+    [event] = tagged.take('{"a": 1}')
+    assert event == Event(Kind.TOOL_INPUT, text='{"a": 1}', agent=("child",), via="p1",
+                          tool=ToolEvent("c1", 1, "g", '{"a": 1}'))
+    assert clean(event) is event
+    assert (untagged.add("{").agent, untagged.add("}").via) == ((), "")
+
+
 def test_a_call_is_announced_once_and_only_after_every_earlier_one_is_finished():
     calls = ToolInputs()
     first, second, third = calls.start("a", "f"), calls.start("b", "g"), calls.start("c", "h")

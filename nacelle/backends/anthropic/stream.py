@@ -102,7 +102,7 @@ from ...events import Event, Kind, Stop, ToolEvent, Usage, _delta as _delta_even
 from ...messages import Citation, Part, ProviderBlock, Reasoning, Text, ToolCall
 from ..._price import Price  # nacelle.pricing.Price, without the price table
 from ...sse import SSEEvent, parse_json
-from .._stream import Deltas, ToolInput, ToolInputs, complete_json, well_formed
+from .._stream import Deltas, Tagging, ToolInput, ToolInputs, complete_json, well_formed
 
 __all__ = ["Accumulator", "Pricing"]
 
@@ -162,7 +162,7 @@ class _Block:
         self.citations: List[Citation] = []
 
 
-class Accumulator:
+class Accumulator(Tagging):
     """One streamed Messages response, accumulated.
 
     ``calls`` maps the ids of server-side calls announced in an earlier, paused turn
@@ -187,6 +187,7 @@ class Accumulator:
         self._started: Set[str] = set()  # ids of the server-side calls begun this turn
         self._answered: Set[str] = set()
         self._blocks: Dict[int, _Block] = {}
+        self._made = _delta_event
         self._inputs = ToolInputs()  # the local calls, as their input streams
         self._usage: Dict[str, int] = {}
         self._stop_reason: Optional[str] = None
@@ -231,7 +232,7 @@ class Accumulator:
                     text = delta.get("text")
                     if type(text) is str:
                         shown = block.text.add(text)
-                        return [_delta_event(_TEXT, shown)] if shown else []
+                        return [self._made(_TEXT, shown)] if shown else []
                 elif kind == "input_json_delta":
                     piece = delta.get("partial_json")
                     if type(piece) is str:
@@ -399,10 +400,10 @@ class Accumulator:
         kind = delta.get("type")
         if kind == "text_delta":
             text = block.text.add(self._text(delta, "text", kind, required=True))
-            return [_delta_event(_TEXT, text)] if text else []
+            return [self._made(_TEXT, text)] if text else []
         if kind == "thinking_delta":
             text = block.text.add(self._text(delta, "thinking", kind, required=True))
-            return [_delta_event(_THINKING, text)] if text else []
+            return [self._made(_THINKING, text)] if text else []
         if kind == "signature_delta":
             block.signature = self._text(delta, "signature", kind, required=True)  # set, never appended
         elif kind == "compaction_delta":  # a compaction block's summary, as it comes

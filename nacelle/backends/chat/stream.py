@@ -121,7 +121,8 @@ from ...events import Event, Kind, Stop, Usage, _delta as _delta_event, _wire_co
 from ...messages import Part, ProviderBlock, Reasoning, Text, ToolCall
 from ...sse import SSEEvent, parse_json
 from .._stream import (
-    Deltas, ToolInput, ToolInputs, complete_json, token_count, transient_code, well_formed,
+    Deltas, Tagging, ToolInput, ToolInputs, complete_json, token_count, transient_code,
+    well_formed,
 )
 from .wire import Dialect, call_extra_block
 
@@ -172,7 +173,7 @@ def _unchanged(text: str) -> str:
     return text
 
 
-class Accumulator:
+class Accumulator(Tagging):
     """One turn's stream state. Feed it with :meth:`feed` (an SSE event),
     :meth:`feed_data` (its ``data`` payload) or :meth:`feed_chunk` (a parsed chunk);
     close it with :meth:`finish`.
@@ -201,6 +202,7 @@ class Accumulator:
         self._order: List[str] = []  # "reasoning" / "text", by first appearance
         self._calls: List[_Call] = []
         self._by_index: Dict[int, _Call] = {}
+        self._made = _delta_event
         self._inputs = ToolInputs()
         self._checked = 0  # calls before this one were looked at when a later one began
         self._finished = False  # the calls were settled at the finish
@@ -309,7 +311,7 @@ class Accumulator:
                         self._order.append("text")
                     content = self._text.add(content)
                     if content:
-                        events.append(_delta_event(_TEXT, content))
+                        events.append(self._made(_TEXT, content))
             else:
                 self._delta(delta, events)
         finish = get("finish_reason")
@@ -366,7 +368,7 @@ class Accumulator:
             self._order.append("text")
         text = self._text.add(text)
         if text:
-            events.append(_delta_event(_TEXT, text))
+            events.append(self._made(_TEXT, text))
 
     def _add_reasoning(self, text: str, events: List[Event]) -> None:
         self._seen("reasoning")

@@ -75,7 +75,7 @@ from ...errors import StreamError, StreamTruncated
 from ...events import Event, Kind, Stop, ToolEvent, Usage, _delta as _delta_event
 from ...messages import Citation, Part, ProviderBlock, Reasoning, Text, ToolCall
 from ...sse import SSEEvent, parse_json
-from .._stream import Deltas, ToolInputs, token_count, transient_code, well_formed
+from .._stream import Deltas, Tagging, ToolInputs, token_count, transient_code, well_formed
 from .wire import PROTOCOL, dumps
 
 __all__ = ["Accumulator", "stop_for", "usage_from"]
@@ -124,7 +124,7 @@ class _Block:
         self.part = part
 
 
-class Accumulator:
+class Accumulator(Tagging):
     """One streamed ``streamGenerateContent`` answer. Feed it with :meth:`feed` (an SSE
     event) or :meth:`feed_chunk` (a parsed chunk); close it with :meth:`finish`.
 
@@ -145,6 +145,7 @@ class Accumulator:
         self.response_model = ""
         self._blocks: List[_Block] = []
         self._open: Optional[_Block] = None
+        self._made = _delta_event
         self._inputs = ToolInputs()
         self._reason = ""
         self._blocked = ""
@@ -202,7 +203,7 @@ class Accumulator:
                     if type(text) is str and block is not None and block.kind == "text":
                         text = block.text.add(text)
                         if text:
-                            events.append(_delta_event(_TEXT, text))
+                            events.append(self._made(_TEXT, text))
                         continue
                 events += self._part(part)
             grounding = candidate.get("groundingMetadata")
@@ -295,7 +296,7 @@ class Accumulator:
             self._blocks.append(block)
         shown = block.text.add(text)
         if shown:
-            events.append(_delta_event(_TEXT if kind == "text" else Kind.THINKING, shown))
+            events.append(self._made(_TEXT if kind == "text" else Kind.THINKING, shown))
         if signature:
             block.signature = signature
             events += self._close()

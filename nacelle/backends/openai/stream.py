@@ -86,7 +86,8 @@ from ...events import Event, Kind, Stop, Usage, _delta as _delta_event
 from ...messages import Citation, Part, ProviderBlock, Reasoning, Text, ToolCall
 from ...sse import SSEEvent, parse_json
 from .._stream import (
-    Deltas, ToolInput, ToolInputs, complete_json, token_count, transient_code, well_formed,
+    Deltas, Tagging, ToolInput, ToolInputs, complete_json, token_count, transient_code,
+    well_formed,
 )
 from .wire import PROTOCOL
 
@@ -153,7 +154,7 @@ class _Item:
         self.call: Optional[ToolInput] = None  # a function call's streamed input
 
 
-class Accumulator:
+class Accumulator(Tagging):
     """One streamed Responses API response. Feed it with :meth:`feed` (an SSE event)
     or :meth:`feed_event` (a parsed one); close it with :meth:`finish`.
 
@@ -173,6 +174,7 @@ class Accumulator:
         self.response_model = ""
         self._items: Dict[int, _Item] = {}
         self._by_id: Dict[str, int] = {}
+        self._made = _delta_event
         self._inputs = ToolInputs()
         self._status = ""
         self._reason = ""
@@ -211,7 +213,7 @@ class Accumulator:
             if (item is not None and type(delta) is str and type(item_id) is str
                     and item.id == item_id):
                 delta = item.text.add(delta)
-                return [_delta_event(_TEXT, delta)] if delta else []
+                return [self._made(_TEXT, delta)] if delta else []
             return self._text(event, kind, refusal=False)
         if not isinstance(kind, str):
             kind = name if name and name != "message" else ""
@@ -288,7 +290,7 @@ class Accumulator:
         if refusal:
             self._refused = True
         delta = item.text.add(delta)
-        return [_delta_event(_TEXT, delta)] if delta else []
+        return [self._made(_TEXT, delta)] if delta else []
 
     def _thinking(self, event: Dict[str, Any], kind: str) -> List[Event]:
         delta = self._string(event, "delta", kind)
