@@ -527,24 +527,11 @@ _new = object.__new__
 _DEFAULTS = dict(Event(Kind.TEXT).__dict__)
 
 
-def _delta(kind: Kind, text: str) -> Event:
-    """``Event(kind, text=text)``, made by filling a new instance's dict from the
-    defaults: a text or thinking delta is the event a stream makes most, and this
-    costs a third of the call to ``__init__``. The value is the same as one built
-    the usual way."""
-    event = _new(Event)
-    fields = event.__dict__
-    fields.update(_DEFAULTS)
-    fields["kind"] = kind
-    fields["text"] = text
-    return event
-
-
-def _tagged_delta(agent: Tuple[str, ...], via: str) -> Callable[[Kind, str], Event]:
-    """:func:`_delta` for a run whose deltas are made tagged (a forwarding sub-agent's,
-    ``RunContext._tags``): ``agent`` and ``via`` are among the defaults its events'
-    dicts are filled from, so a delta costs what an untagged one does."""
-    defaults = dict(_DEFAULTS, agent=agent, via=via)
+def _delta_maker(defaults: Dict[str, Any]) -> Callable[[Kind, str], Event]:
+    """What makes ``Event(kind, text=text)`` by filling a new instance's dict from
+    ``defaults`` (every field of an Event): a text or thinking delta is the event a
+    stream makes most, and this costs a third of the call to ``__init__``. The value
+    is the same as one built the usual way with the fields ``defaults`` holds."""
 
     def made(kind: Kind, text: str) -> Event:
         event = _new(Event)
@@ -555,3 +542,14 @@ def _tagged_delta(agent: Tuple[str, ...], via: str) -> Callable[[Kind, str], Eve
         return event
 
     return made
+
+
+#: ``Event(kind, text=text)`` for a delta (:func:`_delta_maker`).
+_delta = _delta_maker(_DEFAULTS)
+
+
+def _tagged_delta(agent: Tuple[str, ...], via: str) -> Callable[[Kind, str], Event]:
+    """:data:`_delta` for a run whose deltas are made tagged (a forwarding
+    sub-agent's, ``RunContext._tags``): ``agent`` and ``via`` are among the defaults
+    its events' dicts are filled from, so a delta costs what an untagged one does."""
+    return _delta_maker(dict(_DEFAULTS, agent=agent, via=via))
