@@ -48,8 +48,9 @@ the final text. Forwarding is off by default: a consumer written before it would
 show a sub-agent's text as the parent's. Most of a forwarded run is its text and
 argument deltas: a built-in backend's accumulator makes them with their tags
 already (``RunContext._tags``, ``_stream.Tagging``) when the child has no observers,
-so they are passed on as they are, not copied or written to; an observer sees the child's own events untagged, as they are
-in a run of its own, and what a backend of one's own yields is copied, never changed.
+so they are passed on as they are, not copied or written to; an observer sees the
+child's own events untagged, as they are in a run of its own, and what a backend of
+one's own yields is copied, never changed.
 
 Where the child runs: on its call's thread, as every tool does — except a forwarding
 sub-agent that is its round's only call, under no timeout or run deadline, with no
@@ -58,10 +59,10 @@ iterates the child's events itself, on the consumer's thread
 (``toolcalls.Handover``), sparing each event the hop between threads (about an eighth
 of a forwarded run's CPU). In an Agent's run the round hands the run up to the run's
 own generator (``Agent._stream``), so each forwarded event climbs that generator and
-the tagging one only, not the loop's as well. What the consumer sees is the same. A consumer that stops
-reading hands the child's run back to the call's thread, which sees it cancelled; a
-Ctrl-C while the child's code runs reaches the consumer, and the call ends as
-cancelled; so does a call whose stream is left open by a thread that then ends (the
+the tagging one only, not the loop's as well. What the consumer sees is the same. A
+consumer that stops reading hands the child's run back to the call's thread, which
+sees it cancelled; a Ctrl-C while the child's code runs reaches the consumer, and the
+call ends as cancelled; so does a call whose stream is left open by a thread that then ends (the
 main thread ends at the interpreter's exit), rather than hold its thread, which the
 interpreter waits for.
 
@@ -253,9 +254,9 @@ def _tagged(tally: _Tally, name: Tuple[str, ...], call_id: str) -> Iterator[Even
     Forwarding is on the path of every event of the child's run. Its text and
     argument deltas are made already tagged, when the child's run has no observers
     and a built-in backend's accumulator makes them (``RunContext._tags``,
-    ``_stream.Tagging``): their ``agent``
-    is ``name`` itself, and they pass as they are. Every other event is re-tagged
-    inline, as ``dataclasses.replace(event, agent=..., via=...)`` would without its
+    ``_stream.Tagging``): their ``agent`` is ``name`` itself, and they pass as they
+    are. Every other event is re-tagged inline, as
+    ``dataclasses.replace(event, agent=..., via=...)`` would without its
     ``__init__`` (an Event has no ``__post_init__``, and the two fields are right by
     construction): a new instance whose dict is the event's, updated — an event a
     backend or the child's loop made may be held by them, and is never changed."""

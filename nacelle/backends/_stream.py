@@ -58,8 +58,8 @@ from ..events import (
 from ..messages import REPLACEMENT, well_formed
 from ..sse import parse_json
 
-__all__ = ["REPLACEMENT", "TRANSIENT_CODES", "Deltas", "Tagging", "ToolInput", "ToolInputs", "clean",
-           "complete_json", "token_count", "transient_code", "well_formed"]
+__all__ = ["REPLACEMENT", "TRANSIENT_CODES", "Deltas", "Tagging", "ToolInput", "ToolInputs",
+           "clean", "complete_json", "token_count", "transient_code", "well_formed"]
 
 logger = get_logger(__name__)
 
