@@ -92,7 +92,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Generator, Iterator, Lis
 
 from ._loggers import get_logger
 from .backend import Request, TurnEnd, TurnFunction
-from ._pause import fingerprint
+from ._pause import Repeats, fingerprint
 from .context import Budget, RunContext
 from .errors import Cancelled, StreamError
 from .events import Event, Kind, Stop, ToolEvent, Usage
@@ -193,7 +193,7 @@ class _Run:
         self.resume: Optional[Resume] = settings.resume
         self.compaction = settings.compaction  # a nacelle.Compaction, or None
         self.compact_next = False  # the last turn's input passed the threshold
-        self.repeats: Dict[str, int] = {}  # calls per tool and canonical input, for the guard
+        self.repeats = Repeats()  # calls per tool and canonical input, for the guard
         # Resumed calls that go on with a nested run (a sub-agent's pause), for the
         # next round's sink: id -> (nested checkpoint, its decisions).
         self.resuming: Dict[str, Tuple[Checkpoint, Any]] = {}
@@ -203,7 +203,7 @@ class _Run:
             self.total = paused.usage
             self.iterations = paused.iterations
             self.calls_run = paused.tool_calls
-            self.repeats = dict(paused.repeats)
+            self.repeats = Repeats(paused.repeats)
 
     def events(self) -> Iterator[Event]:
         unregister = self.ctx.on_cancel(self._wake)
@@ -362,8 +362,7 @@ class _Run:
         for index, call in enumerate(calls):
             if call.id in settled or (only is not None and call.id not in only):
                 continue
-            key = fingerprint(call.name, call.input)
-            seen = self.repeats[key] = self.repeats.get(key, 0) + 1
+            seen = self.repeats.add(call.name, call.input)
             if seen >= 2 * guard:
                 return Stop.LOOP, (f"not run: the run stopped because {call.name} was called "
                                    f"{seen} times with the same input")
@@ -452,12 +451,9 @@ class _Run:
             return
         call = ToolCall(tool.id, tool.name, tool.input)
         guard = self.settings.loop_guard
-        key = fingerprint(call.name, call.input)
-        if guard and self.repeats.get(key, 0) + 1 >= guard:
+        if guard and self.repeats.add(call.name, call.input, unless=guard) >= guard:
             eager.stopped = True
             return
-        if guard:
-            self.repeats[key] = self.repeats.get(key, 0) + 1
         eager.ids.add(call.id)
         eager.calls.append(call)
         if eager.round is None:
@@ -666,7 +662,7 @@ class _Run:
                               for c in paused),
                 usage=self.total, iterations=self.iterations, tool_calls=self.calls_run,
                 tools=tuple(t.name for t in request.tools),
-                repeats=tuple(sorted(self.repeats.items())))
+                repeats=self.repeats.items())
             self.ctx.observe("pause", pending=tuple(c.id for c in paused))
         self.conversation.append(Message(Role.USER, tuple(results[c.id] for c in calls)))
         if out_of_time:

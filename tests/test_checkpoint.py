@@ -575,3 +575,45 @@ def test_pause_nested_pause_and_fingerprint_are_the_checkpoint_module_s_names():
         "nacelle.checkpoint"
     assert pickle.loads(pickle.dumps(checkpoint.PAUSE)) is nacelle.PAUSE
     assert repr(nacelle.PAUSE) == "nacelle.PAUSE"
+
+
+def test_the_loop_guard_fingerprints_a_tools_calls_only_once_it_has_a_second(monkeypatch):
+    from nacelle import _pause
+
+    made = []
+
+    def spy(name, input):
+        made.append(name)
+        return fingerprint(name, input)
+
+    monkeypatch.setattr(_pause, "fingerprint", spy)
+    repeats = _pause.Repeats()
+    assert repeats.add("read", '{"path": "a"}') == 1
+    assert repeats.add("write", '{"path": "a", "text": "' + "x" * 1000 + '"}') == 1
+    assert made == []  # nothing can repeat a tool's first call
+    assert repeats.add("read", '{ "path" : "a" }') == 2  # the same input, written otherwise
+    assert made == ["read", "read"]  # the first call's now, and this one's
+    assert repeats.add("read", '{"path": "b"}') == 1
+    assert dict(repeats.items()) == {
+        fingerprint("read", '{"path": "a"}'): 2, fingerprint("read", '{"path": "b"}'): 1,
+        fingerprint("write", '{"path": "a", "text": "' + "x" * 1000 + '"}'): 1}
+    assert repeats.add("write", '{"text": "' + "x" * 1000 + '", "path": "a"}') == 2
+
+
+def test_a_call_the_loop_guard_would_refuse_is_not_counted_when_asked_so():
+    from nacelle._pause import Repeats
+
+    repeats = Repeats()
+    assert [repeats.add("read", "{}", unless=2) for _ in range(3)] == [1, 2, 2]
+    assert repeats.add("write", "{}", unless=1) == 1
+    assert repeats.items() == ((fingerprint("read", "{}"), 1),)
+
+
+def test_a_resumed_runs_loop_guard_fingerprints_each_call_against_the_checkpoints_counts():
+    from nacelle._pause import Repeats
+
+    repeats = Repeats([(fingerprint("read", '{"path": "a"}'), 1)])
+    assert repeats.add("read", '{"path":"a"}') == 2  # the checkpoint does not say its tools
+    assert repeats.add("write", "{}") == 1
+    assert dict(repeats.items()) == {fingerprint("read", '{"path": "a"}'): 2,
+                                     fingerprint("write", "{}"): 1}

@@ -1,5 +1,6 @@
 """Events, stops and usage: frozen values with the meanings DESIGN.md gives them."""
 
+import copy
 import dataclasses
 import json
 import sys
@@ -303,13 +304,14 @@ def test_usage_round_trips_through_json_with_priced_and_its_no_cache_cost(usage)
 def test_a_tool_inputs_text_so_far_is_its_own_prefix_joined_only_when_read():
     import pickle
 
-    from nacelle.events import _input_so_far
+    from nacelle.events import _input_class, _input_so_far
 
     pieces = ['{"pa', 'th": ']
-    early = _input_so_far("c1", 0, "write_file", pieces, 1)
+    made = _input_class("c1", 0, "write_file", pieces)
+    early = _input_so_far(made, 1)
     pieces.append('"a.txt"}')
-    later = _input_so_far("c1", 0, "write_file", pieces, 3)
-    assert "_source" in early.__dict__  # nothing joined yet: an unread event costs no copy
+    later = _input_so_far(made, 3)
+    assert early.__dict__ == {"_count": 1}  # nothing joined yet: an unread event costs no copy
     assert early.input == '{"pa' and later.input == '{"path": "a.txt"}'
     plain = ToolEvent("c1", 0, "write_file", '{"pa')
     assert early == plain and plain == early and hash(early) == hash(plain)
@@ -317,7 +319,15 @@ def test_a_tool_inputs_text_so_far_is_its_own_prefix_joined_only_when_read():
     assert repr(early) == repr(plain)
     assert pickle.loads(pickle.dumps(early)) == plain
     assert dataclasses.replace(early, input="{}").input == "{}"
+    assert dataclasses.replace(early, id="c2") == ToolEvent("c2", 0, "write_file", '{"pa')
     assert dataclasses.asdict(later)["input"] == '{"path": "a.txt"}'
+    assert copy.copy(later) == copy.deepcopy(later) == later
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        early.id = "c2"  # type: ignore[misc]
+    # Another call's events are of a class of their own, holding its fields.
+    other = _input_so_far(_input_class("c2", 1, "read_file", ['{}']), 1)
+    assert (other.id, other.index, other.name, other.input) == ("c2", 1, "read_file", "{}")
+    assert early.id == "c1" and type(other) is not type(early)
 
 
 def test_every_defaulted_field_of_an_event_and_a_tool_event_is_its_class_attribute():

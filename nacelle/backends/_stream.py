@@ -53,7 +53,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, TypeVar,
 
 from .._loggers import get_logger
 from ..events import (
-    Event, Kind, ToolEvent, _input_fields, _InputSoFar, _tagged_delta, _wire_count,
+    Event, Kind, ToolEvent, _input_class, _tagged_delta, _wire_count,
 )
 from ..messages import REPLACEMENT, well_formed
 from ..sse import parse_json
@@ -213,11 +213,12 @@ class ToolInput:
     pays for those joins (the square of the input's length over a long argument); one
     that follows ``event.text`` pays nothing. The Event and its ToolEvent are made
     by writing into new instances' dicts the fields that differ from the defaults
-    (the kind, the delta, the ToolEvent; the call's id, index and name from a
-    template kept per call, the pieces; a forwarding sub-agent's ``agent`` and
-    ``via``, given as ``tags``) rather than by the dataclasses' ``__init__`` (most of
-    their cost, on the path every delta takes); the values are equal to ones built
-    the usual way.
+    (the Event's kind, delta and ToolEvent, and a forwarding sub-agent's ``agent``
+    and ``via``, given as ``tags``; the ToolEvent's count of pieces, its class
+    holding the call's id, index, name and pieces: ``events._input_class``) rather
+    than by the dataclasses' ``__init__`` (most of their cost, on the path every
+    delta takes); the values are equal to ones built the usual way. :attr:`raw`'s
+    list of pieces is its events' too, so it is never replaced.
     """
 
     __slots__ = ("index", "id", "name", "announced", "settled", "final", "raw", "_tool", "_tags")
@@ -237,9 +238,9 @@ class ToolInput:
         """Take the call's id and name (a provider may send them after its first
         delta, or make the id only at the end)."""
         self.id, self.name = well_formed(call_id), well_formed(name)
-        # The fields every TOOL_INPUT of the call shares from now on (the events
+        # The class of the call's TOOL_INPUT ToolEvents from now on (the events
         # already made keep the id and name they were made with).
-        self._tool = _input_fields(self.id, self.index, self.name)
+        self._tool = _input_class(self.id, self.index, self.name, self.raw._parts)
 
     @property
     def text(self) -> str:
@@ -251,10 +252,9 @@ class ToolInput:
         (:meth:`Deltas.add`'s answer)."""
         parts = self.raw._parts
         parts.append(shown)
-        tool = _new(_InputSoFar)  # as in _event, inline: the path of every delta
+        tool = _new(self._tool)  # as in _event, inline: the path of every delta
         held = tool.__dict__
-        held.update(self._tool)
-        held["_source"] = (parts, len(parts))
+        held["_count"] = len(parts)
         event = _new(Event)
         fields = event.__dict__
         fields["kind"] = _TOOL_INPUT
@@ -280,10 +280,9 @@ class ToolInput:
         # of an argument delta's cost in the accumulator).
         parts = raw._parts
         parts.append(delta)
-        tool = _new(_InputSoFar)
+        tool = _new(self._tool)
         held = tool.__dict__
-        held.update(self._tool)
-        held["_source"] = (parts, len(parts))
+        held["_count"] = len(parts)
         event = _new(Event)
         fields = event.__dict__
         fields["kind"] = _TOOL_INPUT
@@ -307,10 +306,9 @@ class ToolInput:
         # the fields left at them are read from the class, where the dataclass keeps
         # them, so only what differs is written (the values are equal to those built
         # the usual way; the tests hold them so).
-        tool = _new(_InputSoFar)
+        tool = _new(self._tool)
         held = tool.__dict__
-        held.update(self._tool)
-        held["_source"] = (parts, len(parts))
+        held["_count"] = len(parts)
         event = _new(Event)
         fields = event.__dict__
         fields["kind"] = _TOOL_INPUT

@@ -45,7 +45,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union, 
 from ..backend import SETTINGS, Capabilities, Request, TurnEnd
 from ..context import RunContext
 from ..errors import ConfigError
-from ..events import Event, Kind, Stop, ToolEvent, Usage, _input_so_far
+from ..events import Event, Kind, Stop, ToolEvent, Usage, _input_class, _input_so_far
 from ..messages import Message, Reasoning, Role, Text, ToolCall, assistant_text, dumps
 
 __all__ = ["FakeClock", "ScriptedBackend", "Turn"]
@@ -172,10 +172,10 @@ def _written(call: ToolCall, index: int) -> Iterator[Event]:
     :data:`INPUT_PIECE` characters (TOOL_INPUT), then, when it is finished, the call
     whose input is whole (the early TOOL_CALL an eager run starts)."""
     pieces: List[str] = []
+    made = _input_class(call.id, index, call.name, pieces)
     for at in range(0, len(call.input), INPUT_PIECE):
         pieces.append(call.input[at:at + INPUT_PIECE])
-        yield Event(Kind.TOOL_INPUT, text=pieces[-1],
-                    tool=_input_so_far(call.id, index, call.name, pieces, len(pieces)))
+        yield Event(Kind.TOOL_INPUT, text=pieces[-1], tool=_input_so_far(made, len(pieces)))
     if call.finished:
         yield Event(Kind.TOOL_CALL, tool=ToolEvent(call.id, index, call.name, call.input))
 
