@@ -14,7 +14,7 @@ Core module: imports the standard library and ``nacelle.bounded_json`` only.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Dict, Iterable, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Optional, Tuple
 
 from . import bounded_json
 
@@ -81,24 +81,29 @@ class Repeats:
     tools, fingerprints every call.
     """
 
+    __slots__ = ("_counts", "_first")
+
     def __init__(self, counted: Iterable[Tuple[str, int]] = ()) -> None:
         self._counts: Dict[str, int] = dict(counted)
-        self._first: Dict[str, Any] = {}  # tool -> the input of its one call so far
-        self._hashed: Set[str] = set()  # tools whose calls are counted by fingerprint
-        self._every = bool(self._counts)
+        # Tool -> the input of its one call so far, or _HASHED once its calls are
+        # counted by fingerprint; None: every call is (a resumed run's counts).
+        self._first: Optional[Dict[str, Any]] = None if self._counts else {}
 
     def add(self, name: str, input: Any, *, unless: int = 0) -> int:
         """Count a call of ``name`` with ``input`` (a dict, or the JSON text the model
         wrote) and return its number among the run's calls of that tool with that
         input, 1 for the first; with ``unless``, a call whose number would reach it is
         not counted (its number is returned all the same)."""
-        if not (self._every or name in self._hashed):
-            if name not in self._first:
+        first = self._first
+        if first is not None:
+            held = first.get(name, _NONE)
+            if held is _NONE:
                 if not unless or unless > 1:
-                    self._first[name] = input
+                    first[name] = input
                 return 1
-            self._hashed.add(name)  # a second call: the first is fingerprinted now
-            self._count(fingerprint(name, self._first.pop(name)))
+            if held is not _HASHED:  # a second call: the first is fingerprinted now
+                first[name] = _HASHED
+                self._count(fingerprint(name, held))
         key = fingerprint(name, input)
         seen = self._counts.get(key, 0) + 1
         if not unless or seen < unless:
@@ -107,14 +112,18 @@ class Repeats:
 
     def items(self) -> Tuple[Tuple[str, int], ...]:
         """Every count by fingerprint, sorted: what a checkpoint holds."""
-        for name, input in self._first.items():
-            self._hashed.add(name)
-            self._count(fingerprint(name, input))
-        self._first.clear()
+        first = self._first or {}
+        for name, held in first.items():
+            if held is not _HASHED:
+                first[name] = _HASHED
+                self._count(fingerprint(name, held))
         return tuple(sorted(self._counts.items()))
 
     def _count(self, key: str) -> None:
         self._counts[key] = self._counts.get(key, 0) + 1
+
+
+_NONE, _HASHED = object(), object()  # Repeats._first: no call yet; fingerprinted
 
 
 class NestedPause(Exception):

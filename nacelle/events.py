@@ -378,23 +378,23 @@ class _InputSoFar(ToolEvent):
     equality, repr, ``dataclasses.replace`` and pickling read ``input`` as text.
 
     Each call's events are instances of a subclass of their own (:func:`_input_class`)
-    that holds the call's id, index and name and its list of pieces as class
-    attributes; an event's own dict holds only ``_count``, how many of the pieces are
-    its input. The fields a TOOL_INPUT leaves at their defaults (``result``,
-    ``error``, ``server``...) are read from the class too, where the dataclass keeps
-    every default. So making one is an allocation and one store: with the call's
-    fields copied into each event's dict, the ToolEvent was most of what a TOOL_INPUT
-    costs over a text delta (about 0.23 µs of 0.28 a delta, against 0.14 now), and a
-    class costs about 6 µs once a call.
+    that holds the call's id, index and name as class attributes; an event's own
+    dict holds only the call's list of pieces and ``_count``, how many of them are its
+    input. The fields a TOOL_INPUT leaves at their defaults (``result``, ``error``,
+    ``server``...) are read from the class too, where the dataclass keeps every
+    default. So making one is an allocation and two stores: with the call's fields
+    copied into each event's dict, the ToolEvent was most of what a TOOL_INPUT cost
+    over a text delta. A class costs about 10 µs and 2.4 KB once a call, and is freed
+    by the cyclic collector (every class is a cycle), which is why the pieces, which
+    may be megabytes, are not among its attributes: they go with the last event or
+    stream that holds them, as before.
     """
-
-    _parts: List[str]  # each call's class holds its pieces
 
     def _joined(self) -> str:
         held = self.__dict__
         text: Optional[str] = held.get("_text")
         if text is None:
-            text = held["_text"] = "".join(self._parts[:held["_count"]])
+            text = held["_text"] = "".join(held["_parts"][:held["_count"]])
         return text
 
     def _keep(self, value: str) -> None:  # dataclass __init__ and replace() set it so
@@ -420,22 +420,22 @@ def _fields_of(event: ToolEvent) -> Tuple[Any, ...]:
     return tuple(getattr(event, name) for name in _TOOL_EVENT_COMPARED)
 
 
-def _input_class(call_id: str, index: int, name: str,
-                 parts: List[str]) -> Type[_InputSoFar]:
-    """The class of one call's TOOL_INPUT ToolEvents (see :class:`_InputSoFar`):
-    ``parts`` is the list its pieces are appended to, never replaced, and an event of
-    it whose ``_count`` is N has the first N for its input. A call renamed mid-stream
-    gets another class; the events made before keep the id and name they had."""
+def _input_class(call_id: str, index: int, name: str) -> Type[_InputSoFar]:
+    """The class of one call's TOOL_INPUT ToolEvents (see :class:`_InputSoFar`). A
+    call renamed mid-stream gets another; the events made before keep the id and
+    name they had."""
     return type(_InputSoFar.__name__, (_InputSoFar,), {
         "__slots__": (), "__module__": __name__, "__qualname__": _InputSoFar.__qualname__,
-        "id": call_id, "index": index, "name": name, "_parts": parts})
+        "id": call_id, "index": index, "name": name})
 
 
-def _input_so_far(made: Type[_InputSoFar], count: int) -> ToolEvent:
-    """A TOOL_INPUT's ToolEvent of the call whose class is ``made``: its input is the
-    first ``count`` pieces, joined when first read (the list may grow afterwards)."""
+def _input_so_far(made: Type[_InputSoFar], parts: List[str], count: int) -> ToolEvent:
+    """A TOOL_INPUT's ToolEvent of the call whose class is ``made``: its input is
+    ``parts[:count]``, joined when first read (``parts`` may grow afterwards, and is
+    never replaced)."""
     event = _new(made)
     held = event.__dict__
+    held["_parts"] = parts
     held["_count"] = count
     return event
 

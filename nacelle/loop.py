@@ -654,6 +654,7 @@ class _Run:
             from .checkpoint import Checkpoint, PendingCall  # a run that pauses only
 
             ids = {c.id for c in paused}
+            paused = [c for c in calls if c.id in ids]  # the model's order, not landing order
             self.checkpoint = Checkpoint(
                 messages=tuple(self.conversation),
                 results=tuple(results[c.id] for c in calls if c.id not in ids),

@@ -307,11 +307,11 @@ def test_a_tool_inputs_text_so_far_is_its_own_prefix_joined_only_when_read():
     from nacelle.events import _input_class, _input_so_far
 
     pieces = ['{"pa', 'th": ']
-    made = _input_class("c1", 0, "write_file", pieces)
-    early = _input_so_far(made, 1)
+    made = _input_class("c1", 0, "write_file")
+    early = _input_so_far(made, pieces, 1)
     pieces.append('"a.txt"}')
-    later = _input_so_far(made, 3)
-    assert early.__dict__ == {"_count": 1}  # nothing joined yet: an unread event costs no copy
+    later = _input_so_far(made, pieces, 3)
+    assert early.__dict__ == {"_parts": pieces, "_count": 1}  # nothing joined yet
     assert early.input == '{"pa' and later.input == '{"path": "a.txt"}'
     plain = ToolEvent("c1", 0, "write_file", '{"pa')
     assert early == plain and plain == early and hash(early) == hash(plain)
@@ -325,7 +325,7 @@ def test_a_tool_inputs_text_so_far_is_its_own_prefix_joined_only_when_read():
     with pytest.raises(dataclasses.FrozenInstanceError):
         early.id = "c2"  # type: ignore[misc]
     # Another call's events are of a class of their own, holding its fields.
-    other = _input_so_far(_input_class("c2", 1, "read_file", ['{}']), 1)
+    other = _input_so_far(_input_class("c2", 1, "read_file"), ['{}'], 1)
     assert (other.id, other.index, other.name, other.input) == ("c2", 1, "read_file", "{}")
     assert early.id == "c1" and type(other) is not type(early)
 

@@ -214,11 +214,10 @@ class ToolInput:
     that follows ``event.text`` pays nothing. The Event and its ToolEvent are made
     by writing into new instances' dicts the fields that differ from the defaults
     (the Event's kind, delta and ToolEvent, and a forwarding sub-agent's ``agent``
-    and ``via``, given as ``tags``; the ToolEvent's count of pieces, its class
-    holding the call's id, index, name and pieces: ``events._input_class``) rather
+    and ``via``, given as ``tags``; the ToolEvent's pieces and their count, its
+    class holding the call's id, index and name: ``events._input_class``) rather
     than by the dataclasses' ``__init__`` (most of their cost, on the path every
-    delta takes); the values are equal to ones built the usual way. :attr:`raw`'s
-    list of pieces is its events' too, so it is never replaced.
+    delta takes); the values are equal to ones built the usual way.
     """
 
     __slots__ = ("index", "id", "name", "announced", "settled", "final", "raw", "_tool", "_tags")
@@ -240,7 +239,7 @@ class ToolInput:
         self.id, self.name = well_formed(call_id), well_formed(name)
         # The class of the call's TOOL_INPUT ToolEvents from now on (the events
         # already made keep the id and name they were made with).
-        self._tool = _input_class(self.id, self.index, self.name, self.raw._parts)
+        self._tool = _input_class(self.id, self.index, self.name)
 
     @property
     def text(self) -> str:
@@ -254,6 +253,7 @@ class ToolInput:
         parts.append(shown)
         tool = _new(self._tool)  # as in _event, inline: the path of every delta
         held = tool.__dict__
+        held["_parts"] = parts
         held["_count"] = len(parts)
         event = _new(Event)
         fields = event.__dict__
@@ -282,6 +282,7 @@ class ToolInput:
         parts.append(delta)
         tool = _new(self._tool)
         held = tool.__dict__
+        held["_parts"] = parts
         held["_count"] = len(parts)
         event = _new(Event)
         fields = event.__dict__
@@ -308,6 +309,7 @@ class ToolInput:
         # the usual way; the tests hold them so).
         tool = _new(self._tool)
         held = tool.__dict__
+        held["_parts"] = parts
         held["_count"] = len(parts)
         event = _new(Event)
         fields = event.__dict__

@@ -172,10 +172,10 @@ def _written(call: ToolCall, index: int) -> Iterator[Event]:
     :data:`INPUT_PIECE` characters (TOOL_INPUT), then, when it is finished, the call
     whose input is whole (the early TOOL_CALL an eager run starts)."""
     pieces: List[str] = []
-    made = _input_class(call.id, index, call.name, pieces)
+    made = _input_class(call.id, index, call.name)
     for at in range(0, len(call.input), INPUT_PIECE):
         pieces.append(call.input[at:at + INPUT_PIECE])
-        yield Event(Kind.TOOL_INPUT, text=pieces[-1], tool=_input_so_far(made, len(pieces)))
+        yield Event(Kind.TOOL_INPUT, text=pieces[-1], tool=_input_so_far(made, pieces, len(pieces)))
     if call.finished:
         yield Event(Kind.TOOL_CALL, tool=ToolEvent(call.id, index, call.name, call.input))
 

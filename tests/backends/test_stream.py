@@ -108,9 +108,27 @@ def test_a_call_is_announced_once_and_only_after_every_earlier_one_is_finished()
 
 def test_rename_gives_later_tool_inputs_the_id_a_provider_sent_late():
     call = ToolInputs().start()
-    assert call.add("{").tool.id == ""
+    early = call.add("{")
+    assert early.tool.id == ""
     call.rename("call_1", "f")
     assert (call.add("}").tool.id, call.text) == ("call_1", "{}")
+    assert (early.tool.id, early.tool.name, early.tool.input) == ("", "", "{")
+
+
+def test_a_calls_tool_inputs_share_a_class_that_holds_its_fields_but_none_of_its_pieces():
+    calls = ToolInputs()
+    first, second = calls.start("c1", "read"), calls.start("c2", "write")
+    events = [first.add("{"), second.add("["), first.add("}")]
+    kinds = [type(e.tool) for e in events]
+    assert kinds[0] is kinds[2] and kinds[0] is not kinds[1]
+    assert isinstance(events[1].tool, ToolEvent)
+    # An unread event holds the call's pieces and its count only; the class, which
+    # only the cyclic collector frees, holds no piece, so a long input goes with the
+    # last event or stream that holds it.
+    assert vars(events[2].tool) == {"_parts": ["{", "}"], "_count": 2}
+    assert not any(isinstance(value, list) for value in vars(kinds[0]).values())
+    assert [(e.tool.id, e.tool.index, e.tool.name, e.tool.input) for e in events] == [
+        ("c1", 0, "read", "{"), ("c2", 1, "write", "["), ("c1", 0, "read", "{}")]
 
 
 def test_take_feeds_a_calls_raw_deltas_and_its_pieces_are_the_calls_input():
