@@ -130,10 +130,15 @@ _ERROR_BODY_LIMIT = 64 * 1024
 #: new ``bytes`` of the size asked for, which waits in ``recv`` and is then shrunk to
 #: what arrived (CPython's ``BufferedReader.read1``, under http.client's). A
 #: streamed event is a few hundred bytes, so a thread blocked in ``recv`` holds a
-#: 2 KiB buffer, not 64 KiB: at 1,000 streams in one process the peak RSS measured
-#: 74 MB with 2 KiB reads, 84 MB with 8 KiB and 90 MB with 64 KiB (CPU the same).
-#: A burst (a long answer read faster than it streams) still moves in 64 KiB reads.
-_READ_SMALL = 2 * 1024
+#: small buffer, not 64 KiB: 479 bytes and a ``bytes`` header of 33 are 512, the
+#: largest block CPython's small-object allocator serves from its shared pools; a
+#: larger one comes from the C allocator, whose per-thread arenas a thousand
+#: threads fragment. At 1,000 streams in one process (``benchmarks/concurrency.py``,
+#: one tick) the peak RSS measured 74 MB with 479-byte reads, 82 MB with 2 KiB, and
+#: earlier 84 MB with 8 KiB and 90 MB with 64 KiB (CPU the same). An event longer
+#: than that costs one read more; a burst (a long answer read faster than it
+#: streams) still moves in 64 KiB reads.
+_READ_SMALL = 479
 _READ_SIZE = 64 * 1024
 #: A request body in pieces (``Body``) no longer than this is joined and sent at once.
 _JOIN_BODY = 64 * 1024
