@@ -230,16 +230,19 @@ class ToolInput:
         self.raw = Deltas()
         self.settled = False
         self.final: Optional[str] = None
-        self.id = self.name = ""
-        self.rename(call_id, name)
+        self.id, self.name = well_formed(call_id), well_formed(name)
+        self._tool = _input_class(self.id, index, self.name)
 
     def rename(self, call_id: str, name: str) -> None:
         """Take the call's id and name (a provider may send them after its first
-        delta, or make the id only at the end)."""
-        self.id, self.name = well_formed(call_id), well_formed(name)
-        # The class of the call's TOOL_INPUT ToolEvents from now on (the events
-        # already made keep the id and name they were made with).
-        self._tool = _input_class(self.id, self.index, self.name)
+        delta, or make the id only at the end; some send them again with every
+        fragment, which changes nothing)."""
+        call_id, name = well_formed(call_id), well_formed(name)
+        if call_id != self.id or name != self.name:
+            self.id, self.name = call_id, name
+            # The class of the call's TOOL_INPUT ToolEvents from now on (the events
+            # already made keep the id and name they were made with).
+            self._tool = _input_class(call_id, self.index, name)
 
     @property
     def text(self) -> str:

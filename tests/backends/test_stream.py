@@ -115,6 +115,18 @@ def test_rename_gives_later_tool_inputs_the_id_a_provider_sent_late():
     assert (early.tool.id, early.tool.name, early.tool.input) == ("", "", "{")
 
 
+def test_a_call_renamed_to_the_id_and_name_it_has_keeps_its_events_class():
+    # Some Chat Completions servers send the call's id and name with every fragment:
+    # a class made per fragment would cost more than the fragment.
+    call = ToolInputs().start("call_1", "f")
+    kind = type(call.add("{").tool)
+    for _ in range(3):
+        call.rename("call_1", "f")
+    assert type(call.add("}").tool) is kind
+    call.rename("call_1", "g")
+    assert type(call.add(" ").tool) is not kind
+
+
 def test_a_calls_tool_inputs_share_a_class_that_holds_its_fields_but_none_of_its_pieces():
     calls = ToolInputs()
     first, second = calls.start("c1", "read"), calls.start("c2", "write")
