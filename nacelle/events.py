@@ -388,8 +388,8 @@ class _InputSoFar(ToolEvent):
     saves on a call of fewer than about fifty deltas, a small part of what running
     a call costs; far less than it saves on a file written in thousands), and is
     freed by the cyclic collector (every class is a cycle), which is why the pieces,
-    which may be megabytes, are not among its attributes: they go with the last
-    event or stream that holds them, as before.
+    which may be megabytes, are not among its attributes: they are freed with the
+    last event or stream that holds them.
     """
 
     def _joined(self) -> str:
